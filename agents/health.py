@@ -1,0 +1,105 @@
+"""Endpoint health: a simple circuit breaker over each endpoint's most recent calls.
+
+Health is assessed by the supervisor when it decides about a failed step, never on the hot
+dispatch path: dispatch only reads `circuit_open_until`, which this module sets.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from agents.models import AgentEndpoint, AgentPool
+from sas_project.conf import sas_settings
+from scheduler.models import Attempt, AttemptKind, Outcome
+
+#: Outcomes that count against an endpoint. A business failure is the remote answering "no",
+#: which says nothing bad about the endpoint.
+BAD_OUTCOMES = frozenset({Outcome.TRANSIENT_FAILURE, Outcome.NO_ANSWER})
+MIN_SAMPLES = 3
+BAD_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class EndpointHealth:
+    endpoint_id: int
+    url: str
+    recent: int
+    bad: int
+    circuit_open_until: dt.datetime | None
+
+    def healthy_at(self, now: dt.datetime) -> bool:
+        return self.circuit_open_until is None or self.circuit_open_until <= now
+
+
+def is_open(endpoint: AgentEndpoint, now: dt.datetime) -> bool:
+    return endpoint.circuit_open_until is not None and endpoint.circuit_open_until > now
+
+
+def recent_outcomes(endpoint_id: int) -> list[str]:
+    return list(
+        Attempt.objects.filter(endpoint_id=endpoint_id, kind=AttemptKind.CALL, finished_at__isnull=False)
+        .order_by("-finished_at")
+        .values_list("outcome", flat=True)[: sas_settings.health_window]
+    )
+
+
+def endpoint_assess(endpoint_id: int, now: dt.datetime) -> bool:
+    """Open the circuit of an endpoint whose recent calls mostly failed. True if it opened now."""
+    outcomes = recent_outcomes(endpoint_id)
+    bad = sum(1 for o in outcomes if o in BAD_OUTCOMES)
+    if len(outcomes) < MIN_SAMPLES or bad / len(outcomes) < BAD_RATIO:
+        return False
+    until = now + dt.timedelta(seconds=sas_settings.health_cooldown_seconds)
+    opened = (
+        AgentEndpoint.objects.filter(pk=endpoint_id)
+        .exclude(circuit_open_until__gt=now)
+        .update(circuit_open_until=until)
+    )
+    return opened == 1
+
+
+def pool_has_healthy_endpoint(pool: AgentPool, now: dt.datetime) -> bool:
+    """A python pool has no endpoints and is always healthy."""
+    endpoints = list(pool.endpoints.filter(enabled=True))
+    if pool.kind != "http":
+        return True
+    return any(not is_open(e, now) for e in endpoints)
+
+
+def pool_health(pool: AgentPool, now: dt.datetime) -> list[EndpointHealth]:
+    """Per-endpoint figures for the console."""
+    result = []
+    for endpoint in pool.endpoints.all():
+        outcomes = recent_outcomes(endpoint.pk)
+        result.append(
+            EndpointHealth(
+                endpoint_id=endpoint.pk,
+                url=endpoint.url,
+                recent=len(outcomes),
+                bad=sum(1 for o in outcomes if o in BAD_OUTCOMES),
+                circuit_open_until=endpoint.circuit_open_until,
+            )
+        )
+    return result
+
+
+def choose_endpoint(
+    pool: AgentPool, *, now: dt.datetime, avoid_id: int | None = None, spread: int = 0
+) -> AgentEndpoint | None:
+    """Pick the endpoint for a dispatch: a healthy one, not `avoid_id` when another is healthy.
+
+    `spread` (the step's id) spreads first dispatches evenly over the healthy endpoints.
+    Returns None for python pools and for HTTP pools with no enabled endpoint.
+    """
+    if pool.kind != "http":
+        return None
+    endpoints = list(pool.endpoints.filter(enabled=True).order_by("id"))
+    if not endpoints:
+        return None
+    healthy = [e for e in endpoints if not is_open(e, now)]
+    preferred = [e for e in healthy if e.pk != avoid_id] or healthy
+    if not preferred:
+        # Every endpoint is cooling down: take the one whose cool-down ends first.
+        return min(endpoints, key=lambda e: e.circuit_open_until or now)
+    return preferred[spread % len(preferred)]

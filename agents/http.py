@@ -1,0 +1,124 @@
+"""The HTTP agent: one POST (or, to reconcile, one GET) to an untrusted remote.
+
+Contract (docs/architecture.md, "Agents"): 2xx = success with the JSON body as output; 4xx other
+than 408/429 = business failure; 408, 429, 5xx and refused connections = transient failure; a
+request sent with no answer before the deadline = no answer (it may have happened). No retries
+here (the supervisor owns them), no redirects followed, the answer's size capped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from agents.outcome import CallResult, CallSpec
+from agents.validation import validate_endpoint_url
+from sas_project.conf import sas_settings
+from scheduler.errors import InvalidInput
+from scheduler.models import Outcome
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _excerpt(body: bytes) -> str:
+    return body[: sas_settings.response_excerpt_bytes].decode("utf-8", errors="replace")
+
+
+def _classify(spec: CallSpec, status: int, body: bytes, location: str) -> tuple[str, Any, str]:
+    """(outcome, output, error) for an HTTP answer."""
+    output: Any = None
+    if body:
+        try:
+            output = json.loads(body)
+        except ValueError:
+            output = None
+    if spec.is_reconcile:
+        if status == 200:
+            return Outcome.SUCCEEDED, output, ""
+        if status == 404:
+            return Outcome.NOT_HAPPENED, None, "the remote has no record of this operation"
+        return Outcome.TRANSIENT_FAILURE, None, f"status query answered HTTP {status}"
+    if 200 <= status < 300:
+        return Outcome.SUCCEEDED, output, ""
+    if 300 <= status < 400:
+        return Outcome.BUSINESS_FAILURE, None, f"redirect to {location[:200]!r} not followed"
+    if status in (408, 429) or status >= 500:
+        return Outcome.TRANSIENT_FAILURE, None, f"HTTP {status}"
+    return Outcome.BUSINESS_FAILURE, None, f"HTTP {status}"
+
+
+def call_http(spec: CallSpec) -> CallResult:
+    started = time.monotonic()
+
+    def elapsed_ms() -> int:
+        return int((time.monotonic() - started) * 1000)
+
+    try:
+        base = validate_endpoint_url(spec.base_url)
+    except InvalidInput as exc:
+        return CallResult(Outcome.BUSINESS_FAILURE, error=f"endpoint refused: {exc.message}")
+    headers = {
+        "Idempotency-Key": spec.operation_id,
+        "X-SAS-Attempt": str(spec.attempt),
+        "Accept": "application/json",
+        **spec.headers,
+    }
+    if spec.is_reconcile:
+        method, content = "GET", None
+        url = base + spec.path.replace("{operation_id}", quote(spec.operation_id, safe=""))
+    else:
+        method = "POST"
+        content = json.dumps(spec.payload, separators=(",", ":")).encode()
+        headers["Content-Type"] = "application/json"
+        url = base + spec.path
+    timeout = max(spec.timeout, 0.001)
+    try:
+        with (
+            httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
+            client.stream(method, url, content=content, headers=headers) as response,
+        ):
+            body = _read_capped(response, sas_settings.max_response_bytes)
+            outcome, output, error = _classify(
+                spec, response.status_code, body, response.headers.get("location", "")
+            )
+            return CallResult(
+                outcome,
+                output=output,
+                status_code=response.status_code,
+                latency_ms=elapsed_ms(),
+                excerpt=_excerpt(body),
+                error=error,
+            )
+    except _TooLarge:
+        return CallResult(
+            Outcome.TRANSIENT_FAILURE,
+            latency_ms=elapsed_ms(),
+            error=f"answer larger than {sas_settings.max_response_bytes} bytes",
+        )
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        # The request never reached the remote: nothing can have happened.
+        return CallResult(Outcome.TRANSIENT_FAILURE, latency_ms=elapsed_ms(), error=f"connect: {exc}")
+    except httpx.TimeoutException as exc:
+        return CallResult(Outcome.NO_ANSWER, latency_ms=elapsed_ms(), error=f"no answer in time: {exc!r}")
+    except httpx.TransportError as exc:
+        # Sent (at least partly) and then the connection broke: the remote may have done it.
+        return CallResult(Outcome.NO_ANSWER, latency_ms=elapsed_ms(), error=f"connection lost: {exc!r}")
+    except httpx.HTTPError as exc:
+        return CallResult(Outcome.BUSINESS_FAILURE, latency_ms=elapsed_ms(), error=f"bad request: {exc!r}")

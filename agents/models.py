@@ -1,0 +1,64 @@
+"""Agent pools and their endpoints: where a step's remote call goes."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class AgentKind(models.TextChoices):
+    #: POST to `<endpoint URL><operation path>`.
+    HTTP = "http", "HTTP"
+    #: Call a dotted-path callable inside the worker.
+    PYTHON = "python", "Python callable"
+
+
+class AgentPool(models.Model):
+    """A resource pool: one kind of agent, its instances, and where to go when it is sick."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    kind = models.CharField(max_length=16, choices=AgentKind.choices, default=AgentKind.HTTP)
+    alternate = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="primaries",
+        help_text="Pool a step moves to after the policy's reassign_after_attempts.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(kind__in=AgentKind.values), name="agentpool_kind_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentEndpoint(models.Model):
+    """One instance of a pool. For HTTP pools, a base URL; python pools need none."""
+
+    pool = models.ForeignKey(AgentPool, on_delete=models.CASCADE, related_name="endpoints")
+    url = models.CharField(max_length=500)
+    enabled = models.BooleanField(default=True)
+    #: Optional header sent with every call (for example `Authorization`). Its value is a secret:
+    #: write-only in the API and admin, never put in task arguments or events.
+    secret_header_name = models.CharField(max_length=100, blank=True, default="")
+    secret_header_value = models.CharField(max_length=500, blank=True, default="")
+    #: Circuit breaker: while this is in the future the endpoint is skipped when another is healthy.
+    circuit_open_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pool_id", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "url"], name="agentendpoint_unique_url"),
+        ]
+
+    def __str__(self) -> str:
+        return self.url

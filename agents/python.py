@@ -1,0 +1,40 @@
+"""The python agent: call a dotted-path callable in the worker with the step's payload.
+
+The callable returns the step's output (JSON-serialisable), raises BusinessFailure to say no, or
+raises anything else for a transient failure. A status callable (to reconcile) returns the output
+of an operation that happened or raises NotHappened. A callable cannot be interrupted: one that
+returns after the deadline is recorded as a late outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from django.utils.module_loading import import_string
+
+from agents.outcome import BusinessFailure, CallResult, CallSpec, NotHappened
+from sas_project.conf import sas_settings
+from scheduler.models import Outcome
+
+
+def call_python(spec: CallSpec) -> CallResult:
+    started = time.monotonic()
+
+    def elapsed_ms() -> int:
+        return int((time.monotonic() - started) * 1000)
+
+    try:
+        func = import_string(spec.path)
+    except ImportError as exc:
+        return CallResult(Outcome.BUSINESS_FAILURE, error=f"cannot import {spec.path!r}: {exc}")
+    try:
+        output = func(spec.payload)
+        excerpt = json.dumps(output, default=str)[: sas_settings.response_excerpt_bytes]
+    except BusinessFailure as exc:
+        return CallResult(Outcome.BUSINESS_FAILURE, latency_ms=elapsed_ms(), error=str(exc)[:1000])
+    except NotHappened as exc:
+        return CallResult(Outcome.NOT_HAPPENED, latency_ms=elapsed_ms(), error=str(exc)[:1000])
+    except Exception as exc:  # noqa: BLE001 - any other error of user code is a transient failure
+        return CallResult(Outcome.TRANSIENT_FAILURE, latency_ms=elapsed_ms(), error=repr(exc)[:1000])
+    return CallResult(Outcome.SUCCEEDED, output=output, latency_ms=elapsed_ms(), excerpt=excerpt)

@@ -1,0 +1,213 @@
+"""Settings, read from the environment.
+
+Only the variables documented in README.md are read; everything else is fixed here. Production
+deployments set DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS and DATABASE_URL (PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("SAS_VAR_DIR", BASE_DIR / "var"))
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEBUG = _env_bool("DJANGO_DEBUG", False)
+# The fallback key is only good for the local demo and the test suite; `check --deploy` flags it.
+SECRET_KEY = os.environ.get(
+    "DJANGO_SECRET_KEY", "django-insecure-local-demo-key-change-me-0123456789abcdefghijklmnop"
+)
+ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    # Before django_q: supervisor's `qcluster` command wraps django-q2's to run the scan loop.
+    "supervisor",
+    "scheduler",
+    "agents",
+    "django_q",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "sas_project.urls"
+WSGI_APPLICATION = "sas_project.wsgi.application"
+ASGI_APPLICATION = "sas_project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+# Default: an embedded SQLite file shared by the web server and the cluster workers. WAL lets
+# readers run beside the writer; IMMEDIATE transactions take the write lock up front, so a
+# read-then-write transaction waits on the busy timeout instead of failing with "database is
+# locked" (see docs/architecture.md, "Embedded SQLite").
+_default_sqlite = f"sqlite:///{VAR_DIR / 'sas.sqlite3'}"
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", _default_sqlite), conn_max_age=60, conn_health_checks=True
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # A file (not :memory:) so that a cluster subprocess can share the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-sas.sqlite3")}
+else:
+    # Short server-side limits keep a stuck session from holding back the hot tables.
+    DATABASES["default"].setdefault("OPTIONS", {})
+    DATABASES["default"]["OPTIONS"].setdefault(
+        "options",
+        "-c idle_in_transaction_session_timeout=60000 -c lock_timeout=30000",
+    )
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/ops/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# Bodies larger than this are refused before they are parsed (also applies to DRF >= 3.17.2).
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("SAS_MAX_BODY_BYTES", 256 * 1024))
+
+# --- Security (production values when DEBUG is off) --------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if _env_bool("DJANGO_SECURE", False):
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = 31536000
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- django-q2 --------------------------------------------------------------------------------
+# The supervisor owns retries; the broker is set to deliver once (docs/architecture.md,
+# "One retry layer"). `retry` is far above any agent call so that only a dead worker's task is
+# ever re-delivered, and such a delivery is absorbed by the attempt claim.
+Q_CLUSTER = {
+    "name": "sas",
+    "orm": "default",
+    "workers": int(os.environ.get("SAS_Q_WORKERS", 4)),
+    "queue_limit": int(os.environ.get("SAS_Q_WORKERS", 4)),
+    "bulk": int(os.environ.get("SAS_Q_BULK", 1)),
+    "poll": float(os.environ.get("SAS_Q_POLL", 0.2)),
+    "timeout": int(os.environ.get("SAS_Q_TIMEOUT", 120)),
+    "retry": int(os.environ.get("SAS_Q_RETRY", 600)),
+    "max_attempts": 1,
+    "ack_failures": True,
+    "catch_up": False,
+    "save_limit": int(os.environ.get("SAS_Q_SAVE_LIMIT", -1)),
+    "recycle": 500,
+    "max_rss": 300_000,
+    "label": "Task queue",
+}
+
+# --- REST framework ---------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Scheduler Agent Supervisor API",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- The service's own settings (read through sas_project.conf) -------------------------------
+SAS_SUPERVISOR_INTERVAL = float(os.environ.get("SAS_SUPERVISOR_INTERVAL", 5))
+SAS_AGENT_ALLOWED_HOSTS = _env_list("SAS_AGENT_ALLOWED_HOSTS")
+SAS_SUPERVISOR_IN_CLUSTER = _env_bool("SAS_SUPERVISOR_IN_CLUSTER", True)
+SAS_LEASE_SECONDS = float(os.environ.get("SAS_LEASE_SECONDS", 3 * SAS_SUPERVISOR_INTERVAL))
+SAS_SCAN_BATCH_SIZE = int(os.environ.get("SAS_SCAN_BATCH_SIZE", 50))
+SAS_HEALTH_COOLDOWN_SECONDS = float(os.environ.get("SAS_HEALTH_COOLDOWN_SECONDS", 30))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("SAS_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

@@ -1,0 +1,142 @@
+"""Workflow definitions: validated, versioned DAGs of steps.
+
+A version never changes once created (running jobs keep the version they started with); saving
+a workflow under an existing name creates the next version.
+"""
+
+from __future__ import annotations
+
+import re
+from graphlib import CycleError, TopologicalSorter
+from typing import Any
+
+from django.db import transaction
+
+from agents.models import AgentKind, AgentPool
+from agents.validation import validate_operation_path
+from scheduler.errors import InvalidInput
+from scheduler.models import StepDefinition, Workflow
+from scheduler.transitions import User
+from supervisor.models import RemediationPolicy
+
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+STEP_KEYS = {"name", "pool", "path", "status_path", "compensation_path", "depends_on", "policy"}
+
+
+def _name(value: Any, what: str, field: str) -> str:
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise InvalidInput(f"{what} must be 1-100 letters, digits, '-' or '_'", field=field)
+    return value
+
+
+def _optional_path(value: Any, field: str, *, http: bool) -> str:
+    if value in (None, ""):
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string", field=field)
+    try:
+        return validate_operation_path(value, http=http)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{field}: {exc.message}", field=field) from exc
+
+
+def validate_steps(steps: Any) -> list[dict[str, Any]]:
+    """Check a list of step specs; returns them cleaned, in a dependency-respecting order.
+
+    Raises InvalidInput naming the step and the problem: an unknown pool, policy or dependency,
+    a duplicate name, a bad path, or a cycle.
+    """
+    if not isinstance(steps, list) or not steps:
+        raise InvalidInput("a workflow needs a non-empty list of steps", field="steps")
+    if len(steps) > 100:
+        raise InvalidInput("a workflow has at most 100 steps", field="steps")
+    cleaned: dict[str, dict[str, Any]] = {}
+    pools = {p.name: p for p in AgentPool.objects.all()}
+    policies = {p.name: p for p in RemediationPolicy.objects.all()}
+    for index, spec in enumerate(steps):
+        where = f"steps[{index}]"
+        if not isinstance(spec, dict):
+            raise InvalidInput(f"{where} must be an object", field="steps")
+        extra = set(spec) - STEP_KEYS
+        if extra:
+            raise InvalidInput(f"{where}: unknown fields {', '.join(sorted(extra))}", field="steps")
+        name = _name(spec.get("name"), f"{where}.name", "steps")
+        if name in cleaned:
+            raise InvalidInput(f"step {name!r} appears twice", field="steps")
+        pool = pools.get(spec.get("pool")) if isinstance(spec.get("pool"), str) else None
+        if pool is None:
+            raise InvalidInput(f"step {name!r}: unknown pool {spec.get('pool')!r}", field="steps")
+        policy = policies.get(spec.get("policy")) if isinstance(spec.get("policy"), str) else None
+        if policy is None:
+            raise InvalidInput(f"step {name!r}: unknown policy {spec.get('policy')!r}", field="steps")
+        http = pool.kind == AgentKind.HTTP
+        try:
+            path = validate_operation_path(spec.get("path", ""), http=http)
+        except InvalidInput as exc:
+            raise InvalidInput(f"step {name!r}: {exc.message}", field="steps") from exc
+        depends_on = spec.get("depends_on", [])
+        if depends_on is None:
+            depends_on = []
+        if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
+            raise InvalidInput(f"step {name!r}: depends_on must be a list of step names", field="steps")
+        cleaned[name] = {
+            "name": name,
+            "pool": pool,
+            "policy": policy,
+            "path": path,
+            "status_path": _optional_path(spec.get("status_path"), f"step {name!r} status_path", http=http),
+            "compensation_path": _optional_path(
+                spec.get("compensation_path"), f"step {name!r} compensation_path", http=http
+            ),
+            "depends_on": list(dict.fromkeys(depends_on)),
+        }
+    for name, spec in cleaned.items():
+        for dep in spec["depends_on"]:
+            if dep not in cleaned:
+                raise InvalidInput(f"step {name!r} depends on unknown step {dep!r}", field="steps")
+            if dep == name:
+                raise InvalidInput(f"step {name!r} depends on itself", field="steps")
+    try:
+        order = list(TopologicalSorter({n: s["depends_on"] for n, s in cleaned.items()}).static_order())
+    except CycleError as exc:
+        cycle = " -> ".join(exc.args[1]) if len(exc.args) > 1 else "?"
+        raise InvalidInput(f"the steps form a cycle: {cycle}", field="steps") from exc
+    return [cleaned[name] for name in order]
+
+
+@transaction.atomic
+def workflow_create(
+    *,
+    name: str,
+    steps: Any,
+    actor: User | None = None,
+    description: str = "",
+    deadline_seconds: float | None = None,
+) -> Workflow:
+    """Create the next version of workflow `name` from validated step specs."""
+    _name(name, "workflow name", "name")
+    if deadline_seconds is not None and (
+        isinstance(deadline_seconds, bool)
+        or not isinstance(deadline_seconds, int | float)
+        or deadline_seconds <= 0
+    ):
+        raise InvalidInput("deadline_seconds must be empty or greater than 0", field="deadline_seconds")
+    if not isinstance(description, str):
+        raise InvalidInput("description must be a string", field="description")
+    ordered = validate_steps(steps)
+    latest = Workflow.objects.select_for_update().filter(name=name).order_by("-version").first()
+    workflow = Workflow.objects.create(
+        name=name,
+        version=(latest.version + 1) if latest else 1,
+        description=description,
+        deadline_seconds=deadline_seconds,
+        created_by=actor if actor is not None and actor.is_authenticated else None,
+    )
+    StepDefinition.objects.bulk_create(
+        [StepDefinition(workflow=workflow, position=i, **spec) for i, spec in enumerate(ordered)]
+    )
+    return workflow
+
+
+def workflow_latest(name: str) -> Workflow | None:
+    return Workflow.objects.filter(name=name).order_by("-version").first()

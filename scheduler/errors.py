@@ -1,0 +1,55 @@
+"""The service's one exception family. Each error knows its HTTP status (see scheduler.api)."""
+
+from __future__ import annotations
+
+
+class SasError(Exception):
+    """Base of every error the service raises on purpose."""
+
+    http_status = 400
+    code = "invalid"
+
+    def __init__(self, message: str, **detail: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+
+class InvalidInput(SasError):
+    """The request names something unknown or is malformed."""
+
+    http_status = 400
+    code = "invalid"
+
+
+class NotFound(SasError):
+    http_status = 404
+    code = "not_found"
+
+
+class InvalidTransition(SasError):
+    """A state machine refused a transition that is not in its table."""
+
+    http_status = 409
+    code = "invalid_transition"
+
+
+class StaleWrite(SasError):
+    """A guarded write found the row changed (another writer acted first)."""
+
+    http_status = 409
+    code = "stale"
+
+
+class ActionNotAllowed(SasError):
+    """An operator action that the current state does not allow."""
+
+    http_status = 409
+    code = "not_allowed"
+
+
+class IdempotencyConflict(SasError):
+    """An idempotency key reused with a different request."""
+
+    http_status = 409
+    code = "idempotency_conflict"

@@ -1,0 +1,147 @@
+"""`manage.py load_demo`: the demo's pools, policies and workflows (idempotent)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandParser
+
+from agents.models import AgentPool
+from agents.services import pool_save
+from scheduler.definitions import workflow_create, workflow_latest
+from supervisor.models import RemediationPolicy
+from supervisor.policies import policy_create
+
+DEMO_ADMIN = ("admin", "admin-demo-password")
+
+
+class Command(BaseCommand):
+    help = "Load the demo: sandbox pools, remediation policies and the order_fulfilment workflow."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--sandbox-url", default="http://127.0.0.1:8100")
+        parser.add_argument(
+            "--backup-url",
+            default="http://localhost:8100",
+            help="Endpoint of the alternate payments pool (same sandbox by default).",
+        )
+        parser.add_argument("--admin", action="store_true", help="Create the demo admin user if missing.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        url = options["sandbox_url"]
+        pools = {
+            "inventory": {"endpoints": [url]},
+            "payments-backup": {"endpoints": [options["backup_url"]]},
+            "payments": {"endpoints": [url], "alternate": "payments-backup"},
+            "shipping": {"endpoints": [url]},
+            "local": {"kind": "python", "endpoints": []},
+        }
+        for name, spec in pools.items():
+            if not AgentPool.objects.filter(name=name).exists():
+                pool_save(name=name, **spec)
+        policies = {
+            "standard": {
+                "timeout_seconds": 5,
+                "max_attempts": 4,
+                "backoff_initial_seconds": 1,
+                "backoff_multiplier": 2,
+                "backoff_max_seconds": 10,
+                "on_exhausted": "compensate",
+            },
+            "payments": {
+                "timeout_seconds": 5,
+                "max_attempts": 4,
+                "backoff_initial_seconds": 1,
+                "backoff_multiplier": 2,
+                "backoff_max_seconds": 10,
+                "reassign_after_attempts": 2,
+                "reconcile_before_retry": True,
+                "on_exhausted": "compensate",
+            },
+            "shipping": {
+                "timeout_seconds": 5,
+                "max_attempts": 3,
+                "backoff_initial_seconds": 2,
+                "backoff_multiplier": 2,
+                "backoff_max_seconds": 20,
+                "reconcile_before_retry": True,
+                "on_exhausted": "hold",
+            },
+            "fast": {
+                "timeout_seconds": 5,
+                "max_attempts": 3,
+                "backoff_initial_seconds": 0.1,
+                "backoff_multiplier": 2,
+                "backoff_max_seconds": 1,
+                "on_exhausted": "fail",
+            },
+        }
+        for name, fields in policies.items():
+            if not RemediationPolicy.objects.filter(name=name).exists():
+                policy_create(name=name, actor=None, **fields)
+        if workflow_latest("order_fulfilment") is None:
+            workflow_create(
+                name="order_fulfilment",
+                description="Reserve inventory, charge the payment, schedule the shipment.",
+                steps=[
+                    {
+                        "name": "reserve",
+                        "pool": "inventory",
+                        "path": "/inventory/reserve",
+                        "status_path": "/inventory/reservations/{operation_id}",
+                        "compensation_path": "/inventory/release",
+                        "policy": "standard",
+                    },
+                    {
+                        "name": "charge",
+                        "pool": "payments",
+                        "path": "/payments/charge",
+                        "status_path": "/payments/{operation_id}",
+                        "compensation_path": "/payments/refund",
+                        "depends_on": ["reserve"],
+                        "policy": "payments",
+                    },
+                    {
+                        "name": "ship",
+                        "pool": "shipping",
+                        "path": "/shipping/schedule",
+                        "status_path": "/shipping/shipments/{operation_id}",
+                        "compensation_path": "/shipping/cancel",
+                        "depends_on": ["charge"],
+                        "policy": "shipping",
+                    },
+                ],
+            )
+        if workflow_latest("noop_chain") is None:
+            workflow_create(
+                name="noop_chain",
+                description="Three in-process no-op steps in a row.",
+                steps=[
+                    {"name": "a", "pool": "local", "path": "agents.builtin.noop", "policy": "fast"},
+                    {
+                        "name": "b",
+                        "pool": "local",
+                        "path": "agents.builtin.noop",
+                        "policy": "fast",
+                        "depends_on": ["a"],
+                    },
+                    {
+                        "name": "c",
+                        "pool": "local",
+                        "path": "agents.builtin.noop",
+                        "policy": "fast",
+                        "depends_on": ["b"],
+                    },
+                ],
+            )
+        self.stdout.write("demo loaded: workflows order_fulfilment, noop_chain")
+        if options["admin"]:
+            user_model = get_user_model()
+            username, password = DEMO_ADMIN
+            if not user_model.objects.filter(username=username).exists():
+                user_model.objects.create_superuser(username, "admin@example.invalid", password)
+            self.stdout.write(
+                f"log in at http://127.0.0.1:8000/admin/ and /ops/ as {username!r} "
+                f"with password {password!r} (local demo only)"
+            )

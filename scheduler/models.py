@@ -1,0 +1,357 @@
+"""Durable state of the scheduler: workflows, jobs, steps, attempts and the event history.
+
+Status fields are written only by scheduler.transitions (the state machines); everything else
+reads them.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Workflow(models.Model):
+    """A named, versioned DAG of steps. A version never changes; an edit makes a new version."""
+
+    name = models.SlugField(max_length=100)
+    version = models.PositiveIntegerField(default=1)
+    description = models.TextField(blank=True, default="")
+    #: Optional time limit of a whole job, counted from submission.
+    deadline_seconds = models.FloatField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["name", "version"], name="workflow_unique_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+class StepDefinition(models.Model):
+    """One step of a workflow version: its action, compensation, dependencies and policy."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="steps")
+    name = models.SlugField(max_length=100)
+    position = models.PositiveIntegerField(default=0)
+    pool = models.ForeignKey("agents.AgentPool", on_delete=models.PROTECT, related_name="+")
+    #: HTTP: the path POSTed under the endpoint's base URL. Python: the callable's dotted path.
+    path = models.CharField(max_length=300)
+    #: Optional: where to ask whether operation `{operation_id}` happened (GET, 200/404).
+    status_path = models.CharField(max_length=300, blank=True, default="")
+    #: Optional: the action that undoes this one. Empty means nothing to undo.
+    compensation_path = models.CharField(max_length=300, blank=True, default="")
+    depends_on = models.JSONField(default=list, blank=True, help_text="Names of earlier steps.")
+    policy = models.ForeignKey(
+        "supervisor.RemediationPolicy", on_delete=models.PROTECT, related_name="step_definitions"
+    )
+
+    class Meta:
+        ordering = ["workflow_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "name"], name="stepdefinition_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}:{self.name}"
+
+
+class JobStatus(models.TextChoices):
+    #: Created, nothing dispatched yet.
+    PENDING = "pending", "Pending"
+    #: Steps are being dispatched and run.
+    RUNNING = "running", "Running"
+    #: Every step succeeded (terminal).
+    SUCCEEDED = "succeeded", "Succeeded"
+    #: Undoing the steps that had (or may have had) side effects.
+    COMPENSATING = "compensating", "Compensating"
+    #: Compensation finished (terminal).
+    COMPENSATED = "compensated", "Compensated"
+    #: Gave up by policy without compensating (terminal).
+    FAILED = "failed", "Failed"
+    #: Cancelled by an operator; what ran was compensated (terminal).
+    CANCELLED = "cancelled", "Cancelled"
+    #: A step is held for an operator.
+    NEEDS_ATTENTION = "needs_attention", "Needs attention"
+
+
+JOB_TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.COMPENSATED, JobStatus.FAILED, JobStatus.CANCELLED})
+JOB_LIVE = frozenset(set(JobStatus) - JOB_TERMINAL)
+
+
+class Job(models.Model):
+    """One run of a workflow version."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="jobs")
+    status = models.CharField(max_length=20, choices=JobStatus.choices, default=JobStatus.PENDING)
+    input = models.JSONField(default=dict)
+    result = models.JSONField(null=True, blank=True)
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # NULL, not "": the unique constraint must only bind jobs that were given a key.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    #: Hash of the submitted body, to tell a replay from a conflicting reuse of a key.
+    request_hash = models.CharField(max_length=64, blank=True, default="")
+    #: Why compensation started: "failure", "cancel", "deadline" or "operator". Empty before.
+    compensation_reason = models.CharField(max_length=16, blank=True, default="")
+    #: Set while an operator has paused the job: no new dispatches. Orthogonal to `status`.
+    paused_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=JobStatus.values), name="job_status_valid"),
+            models.UniqueConstraint(
+                fields=["submitter", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="job_unique_idempotency_key",
+            ),
+        ]
+        indexes = [
+            # Job lists filtered by status, newest first (API, console).
+            models.Index(fields=["status", "-created_at"], name="job_status_created_idx"),
+            models.Index(fields=["-created_at"], name="job_created_idx"),
+            # The supervisor's job-deadline sweep: live jobs with a deadline only.
+            models.Index(
+                fields=["deadline"],
+                condition=Q(status__in=sorted(JOB_LIVE)) & Q(deadline__isnull=False),
+                name="job_live_deadline_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow.name} {self.id}"
+
+
+class StepKind(models.TextChoices):
+    #: A step of the workflow.
+    ACTION = "action", "Action"
+    #: Undoes an action step of the same job (saga).
+    COMPENSATION = "compensation", "Compensation"
+
+
+class StepStatus(models.TextChoices):
+    #: Waiting on its dependencies.
+    PENDING = "pending", "Pending"
+    #: An attempt is in flight; `deadline` says when it is overdue.
+    DISPATCHED = "dispatched", "Dispatched"
+    #: The last attempt failed; the supervisor decides what next.
+    ATTEMPT_FAILED = "attempt_failed", "Attempt failed"
+    #: The last attempt got no answer: it may or may not have happened.
+    UNKNOWN = "unknown", "Outcome unknown"
+    #: A retry is decided; it is dispatched once `not_before` has passed.
+    RETRY_WAIT = "retry_wait", "Waiting to retry"
+    #: Parked for an operator.
+    HELD = "held", "Held"
+    #: Done (terminal unless compensated).
+    SUCCEEDED = "succeeded", "Succeeded"
+    #: Given up (terminal unless an operator retries or compensates).
+    FAILED = "failed", "Failed"
+    #: Never started: its job stopped first (terminal).
+    SKIPPED = "skipped", "Skipped"
+    #: Its compensation succeeded (terminal).
+    COMPENSATED = "compensated", "Compensated"
+
+
+STEP_LIVE = frozenset(
+    {
+        StepStatus.PENDING,
+        StepStatus.DISPATCHED,
+        StepStatus.ATTEMPT_FAILED,
+        StepStatus.UNKNOWN,
+        StepStatus.RETRY_WAIT,
+        StepStatus.HELD,
+    }
+)
+#: Statuses the supervisor scan looks at (a subset of STEP_LIVE).
+STEP_SCANNED = frozenset(
+    {StepStatus.DISPATCHED, StepStatus.ATTEMPT_FAILED, StepStatus.UNKNOWN, StepStatus.RETRY_WAIT}
+)
+
+
+class Outcome(models.TextChoices):
+    #: The remote did it; the answer is the step's output.
+    SUCCEEDED = "succeeded", "Succeeded"
+    #: The remote refused (4xx other than 408/429): not retried by default.
+    BUSINESS_FAILURE = "business_failure", "Business failure"
+    #: The remote could not do it now (408, 429, 5xx, connection refused).
+    TRANSIENT_FAILURE = "transient_failure", "Transient failure"
+    #: No answer in time: it may have happened.
+    NO_ANSWER = "no_answer", "No answer"
+    #: A status query said the operation never happened.
+    NOT_HAPPENED = "not_happened", "Did not happen"
+    #: The step was completed by another attempt or an operator while this one was in flight.
+    SUPERSEDED = "superseded", "Superseded"
+
+
+class Step(models.Model):
+    """One step of one job. `operation_id` is what the remote de-duplicates on: it never changes."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
+    definition = models.ForeignKey(StepDefinition, on_delete=models.PROTECT, related_name="+", db_index=False)
+    name = models.CharField(max_length=120)
+    kind = models.CharField(max_length=16, choices=StepKind.choices, default=StepKind.ACTION)
+    compensates = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="compensation"
+    )
+    status = models.CharField(max_length=20, choices=StepStatus.choices, default=StepStatus.PENDING)
+    operation_id = models.CharField(max_length=200, unique=True)
+    #: Fencing number: grows on every dispatch; every write from an attempt checks it.
+    attempt = models.PositiveIntegerField(default=0)
+    #: Calls made (reconcile queries not counted); what max_attempts limits.
+    calls = models.PositiveIntegerField(default=0)
+    last_outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, default="")
+    pool = models.ForeignKey("agents.AgentPool", on_delete=models.PROTECT, related_name="+", db_index=False)
+    endpoint = models.ForeignKey(
+        "agents.AgentEndpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
+    deadline = models.DateTimeField(null=True, blank=True)
+    not_before = models.DateTimeField(null=True, blank=True)
+    first_dispatched_at = models.DateTimeField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job_id", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=StepStatus.values), name="step_status_valid"),
+            models.CheckConstraint(condition=Q(kind__in=StepKind.values), name="step_kind_valid"),
+        ]
+        indexes = [
+            # The supervisor scan (supervisor.scan.due_steps) and the Needs-attention list read live
+            # steps only; terminal history never enters this index, so their cost follows the live
+            # work, not the size of the table.
+            models.Index(
+                fields=["status", "deadline"],
+                condition=Q(status__in=sorted(STEP_LIVE)),
+                name="step_live_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+
+class AttemptKind(models.TextChoices):
+    #: The step's action (or compensation) call.
+    CALL = "call", "Call"
+    #: A status query: did operation `operation_id` happen?
+    RECONCILE = "reconcile", "Reconcile"
+
+
+class Attempt(models.Model):
+    """One dispatch of a step. History: the outcome is never rewritten once set.
+
+    A success that arrives after the outcome was set (a late success) is recorded beside it in
+    `late_outcome`, so that the original verdict stays visible.
+    """
+
+    # (step, number) is unique: that index also serves lookups by step.
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts", db_index=False)
+    number = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=AttemptKind.choices, default=AttemptKind.CALL)
+    pool = models.ForeignKey("agents.AgentPool", on_delete=models.PROTECT, related_name="+", db_index=False)
+    endpoint = models.ForeignKey(
+        "agents.AgentEndpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="attempts",
+        db_index=False,
+    )
+    endpoint_url = models.CharField(max_length=500, blank=True, default="")
+    policy_version = models.PositiveIntegerField()
+    dispatched_at = models.DateTimeField()
+    deadline = models.DateTimeField()
+    #: Set by the one agent delivery that claimed this attempt; a duplicate delivery finds it set.
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, default="")
+    #: Who decided the outcome: "agent", "supervisor" or "operator:<name>".
+    decided_by = models.CharField(max_length=150, blank=True, default="")
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    response_excerpt = models.TextField(blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    late_outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, default="")
+    late_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["step_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["step", "number"], name="attempt_unique_number"),
+            # At most one attempt of a step is in flight at any time.
+            models.UniqueConstraint(
+                fields=["step"], condition=Q(finished_at__isnull=True), name="attempt_one_live_per_step"
+            ),
+            models.CheckConstraint(
+                condition=Q(outcome="") | Q(outcome__in=Outcome.values), name="attempt_outcome_valid"
+            ),
+        ]
+        indexes = [
+            # Endpoint health: the last finished calls of one endpoint.
+            models.Index(fields=["endpoint", "-finished_at"], name="attempt_endpoint_recent_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step_id}#{self.number} {self.outcome or 'in flight'}"
+
+
+class Event(models.Model):
+    """Append-only history of a job: every state change, decision and operator action."""
+
+    # event_job_idx (job, id) serves lookups by job.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", db_index=False)
+    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=40)
+    from_status = models.CharField(max_length=20, blank=True, default="")
+    to_status = models.CharField(max_length=20, blank=True, default="")
+    attempt = models.PositiveIntegerField(null=True, blank=True)
+    #: The user behind an operator action; null for the service's own decisions.
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
+    #: Who or what did it, readable: "scheduler", "agent", "supervisor:<holder>", "operator:<name>".
+    source = models.CharField(max_length=200)
+    reason = models.TextField(blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["job", "id"], name="event_job_idx"),
+            # Throughput over the last hour and the console's "recent activity".
+            models.Index(fields=["kind", "created_at"], name="event_kind_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.from_status}->{self.to_status}"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SupervisorConfig(AppConfig):
+    name = "supervisor"
+    verbose_name = "Supervisor"

@@ -1,0 +1,96 @@
+"""The supervisor lease: one acting supervisor at a time, fenced by a growing token.
+
+Every scanner calls `lease_acquire` at the start of a scan; only the holder goes on. A holder
+that stops renewing is replaced once `expires_at` passes (one lease period). The token grows on
+every change of holder, and `lease_fence` re-checks (and renews) it inside each remediation
+transaction, holding the lease row's lock until that transaction commits: a supervisor that lost
+the lease finds out before its next action, and a takeover waits for an action in progress.
+All times are the database's clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Case, F, Q, When
+from django.db.models.functions import Now
+
+from sas_project.conf import sas_settings
+from supervisor.models import SupervisorLease
+
+LEASE_NAME = "supervisor"
+
+
+@dataclass(frozen=True)
+class LeaseGrant:
+    holder: str
+    token: int
+
+
+def _period() -> dt.timedelta:
+    return dt.timedelta(seconds=sas_settings.lease_seconds)
+
+
+def _ensure_row() -> None:
+    if not SupervisorLease.objects.filter(pk=LEASE_NAME).exists():
+        try:
+            with transaction.atomic():
+                SupervisorLease.objects.create(name=LEASE_NAME)
+        except IntegrityError:
+            pass  # another scanner created it first
+
+
+def lease_acquire(holder: str) -> LeaseGrant | None:
+    """Take the lease if it is free or expired, or renew it if `holder` has it."""
+    _ensure_row()
+    changed = (
+        SupervisorLease.objects.filter(pk=LEASE_NAME)
+        .filter(Q(holder=holder) | Q(holder="") | Q(expires_at__isnull=True) | Q(expires_at__lte=Now()))
+        .update(
+            token=Case(When(holder=holder, then=F("token")), default=F("token") + 1),
+            handovers=Case(
+                When(Q(holder=holder) | Q(holder=""), then=F("handovers")),
+                default=F("handovers") + 1,
+            ),
+            acquired_at=Case(When(holder=holder, then=F("acquired_at")), default=Now()),
+            holder=holder,
+            expires_at=Now() + _period(),
+        )
+    )
+    if not changed:
+        return None
+    token = (
+        SupervisorLease.objects.filter(pk=LEASE_NAME, holder=holder).values_list("token", flat=True).first()
+    )
+    return None if token is None else LeaseGrant(holder=holder, token=token)
+
+
+def lease_fence(grant: LeaseGrant) -> bool:
+    """Inside a transaction: True if `grant` still holds the lease (renewing and locking it)."""
+    return (
+        SupervisorLease.objects.filter(
+            pk=LEASE_NAME, holder=grant.holder, token=grant.token, expires_at__gt=Now()
+        ).update(expires_at=Now() + _period())
+        == 1
+    )
+
+
+def lease_record_scan(grant: LeaseGrant, figures: dict[str, Any]) -> None:
+    """The scan's heartbeat and figures, written only while the grant holds."""
+    SupervisorLease.objects.filter(pk=LEASE_NAME, holder=grant.holder, token=grant.token).update(
+        last_scan_at=Now(), last_scan=figures
+    )
+
+
+def lease_release(grant: LeaseGrant) -> None:
+    """Give the lease up (on a clean stop) so another supervisor takes over at its next scan."""
+    SupervisorLease.objects.filter(pk=LEASE_NAME, holder=grant.holder, token=grant.token).update(
+        expires_at=Now()
+    )
+
+
+def lease_current() -> SupervisorLease | None:
+    return SupervisorLease.objects.filter(pk=LEASE_NAME).first()

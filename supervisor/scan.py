@@ -1,0 +1,267 @@
+"""The supervisor scan: find live work that needs a decision, decide by policy, apply.
+
+`scan()` is one idempotent function: every scanner may call it at any time; only the lease
+holder acts, and every batch re-checks the lease token in its own transaction. It reads only
+live steps through the partial index `step_live_idx`, so its cost follows the amount of live work,
+never the size of the history. On PostgreSQL each batch claims its jobs with
+`FOR UPDATE ... SKIP LOCKED`: a job an agent is writing to right now is left for the next scan
+instead of being waited for.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.db.models import Q
+
+from agents.health import endpoint_assess, pool_has_healthy_endpoint
+from sas_project.conf import sas_settings
+from scheduler.models import Attempt, AttemptKind, Job, JobStatus, Step, StepKind, StepStatus
+from scheduler.services import (
+    JOB_FORWARD,
+    JobState,
+    job_start_compensation,
+    lock_job,
+    step_abandon,
+    step_dispatch,
+    step_give_up,
+    step_reconcile,
+    step_retry_later,
+    step_time_out,
+)
+from scheduler.transitions import Unit, unit_of_work
+from supervisor.lease import LeaseGrant, lease_acquire, lease_fence, lease_record_scan
+from supervisor.policies import GiveUp, PolicySnapshot, Reconcile, Retry, StepFacts, decide
+
+logger = logging.getLogger(__name__)
+
+S = StepStatus
+J = JobStatus
+
+
+@dataclass
+class ScanReport:
+    acted: bool
+    holder: str
+    token: int | None = None
+    examined: int = 0
+    remediated: int = 0
+    timed_out: int = 0
+    batches: int = 0
+    lag_ms: int = 0
+    duration_ms: int = 0
+    lost_lease: bool = False
+    decisions: dict[str, int] = field(default_factory=dict)
+
+    def figures(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("acted")
+        return data
+
+
+def due_condition(now: Any) -> Q:
+    """Live steps that need the supervisor now.
+
+    NULL-safe on purpose: a dispatched step with no deadline, or a retry with no `not_before`,
+    is due (a missing value must never hide a step from the watchdog).
+    """
+    return (
+        (Q(status=S.DISPATCHED) & (Q(deadline__lte=now) | Q(deadline__isnull=True)))
+        | (Q(status=S.RETRY_WAIT) & (Q(not_before__lte=now) | Q(not_before__isnull=True)))
+        | Q(status__in=[S.ATTEMPT_FAILED, S.UNKNOWN])
+    )
+
+
+def due_steps(now: Any, *, limit: int, exclude: set[int], lock: bool = True) -> list[Step]:
+    """Up to `limit` due steps, oldest first, their jobs locked (skipping locked ones)."""
+    query = (
+        Step.objects.filter(status__in=[S.DISPATCHED, S.RETRY_WAIT, S.ATTEMPT_FAILED, S.UNKNOWN])
+        .filter(due_condition(now))
+        # A paused job's retries wait for its resume; its overdue calls are still detected.
+        .exclude(Q(status=S.RETRY_WAIT) & Q(job__paused_at__isnull=False))
+        .order_by("updated_at", "id")
+    )
+    if exclude:
+        query = query.exclude(pk__in=exclude)
+    if lock:
+        query = query.select_for_update(of=("job",), skip_locked=True)
+    return list(query.select_related("job")[:limit])
+
+
+def scan(
+    *,
+    holder: str,
+    batch_size: int | None = None,
+    draw: Callable[[], float] = random.random,
+    max_batches: int | None = None,
+) -> ScanReport:
+    """Take or renew the lease; if held, remediate every due step in bounded batches."""
+    started = time.monotonic()
+    report = ScanReport(acted=False, holder=holder)
+    grant = lease_acquire(holder)
+    if grant is None:
+        return report
+    report.acted, report.token = True, grant.token
+    size = batch_size or sas_settings.scan_batch_size
+    seen: set[int] = set()
+    _sweep_job_deadlines(grant, report, size)
+    while max_batches is None or report.batches < max_batches:
+        with unit_of_work() as unit:
+            if not lease_fence(grant):
+                report.lost_lease = True
+                break
+            claimed = due_steps(unit.now, limit=size, exclude=seen)
+            report.batches += 1
+            if not claimed:
+                break
+            states = _load_states(unit, claimed)
+            for candidate in claimed:
+                seen.add(candidate.pk)
+                report.examined += 1
+                state = states[candidate.job_id]
+                step = state.step(candidate.pk)
+                if remediate(unit, state, step, grant=grant, report=report, draw=draw):
+                    report.remediated += 1
+        if len(claimed) < size:
+            break
+    report.duration_ms = int((time.monotonic() - started) * 1000)
+    if not report.lost_lease:
+        lease_record_scan(grant, report.figures())
+    return report
+
+
+def _load_states(unit: Unit, claimed: list[Step]) -> dict[Any, JobState]:
+    """The claimed steps' jobs (already locked by the claim) with all their steps."""
+    states: dict[Any, JobState] = {}
+    for candidate in claimed:
+        if candidate.job_id not in states:
+            states[candidate.job_id] = lock_job(unit, candidate.job_id)
+    return states
+
+
+def _sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> None:
+    """Jobs past their whole-job deadline stop and compensate what ran."""
+    with unit_of_work() as unit:
+        if not lease_fence(grant):
+            report.lost_lease = True
+            return
+        jobs = list(
+            Job.objects.filter(status__in=sorted(JOB_FORWARD), deadline__lte=unit.now)
+            .select_for_update(skip_locked=True)
+            .values_list("pk", flat=True)[:size]
+        )
+        for job_id in jobs:
+            state = lock_job(unit, job_id)
+            job_start_compensation(
+                unit,
+                state,
+                reason_code="deadline",
+                source=_source(grant),
+                reason="the job's deadline passed",
+            )
+            report.remediated += 1
+            _count(report, "job_deadline")
+
+
+def _source(grant: LeaseGrant) -> str:
+    return f"supervisor:{grant.holder}"
+
+
+def _count(report: ScanReport, what: str) -> None:
+    report.decisions[what] = report.decisions.get(what, 0) + 1
+
+
+def remediate(
+    unit: Unit,
+    state: JobState,
+    step: Step,
+    *,
+    grant: LeaseGrant,
+    report: ScanReport,
+    draw: Callable[[], float],
+) -> bool:
+    """Apply the step's policy to one due step. Returns whether anything changed."""
+    source = _source(grant)
+    job = state.job
+    if step.status == S.DISPATCHED:
+        if step.deadline is not None and step.deadline > unit.now:
+            return False  # an outcome or another decision moved it since the claim
+        overdue_ms = int((unit.now - step.deadline).total_seconds() * 1000) if step.deadline else 0
+        report.lag_ms = max(report.lag_ms, overdue_ms)
+        step_time_out(unit, state, step, source=source)
+        report.timed_out += 1
+        _count(report, "timed_out")
+    if step.kind == StepKind.ACTION and job.status not in JOB_FORWARD:
+        step_abandon(unit, state, step, source=source)
+        _count(report, "abandoned")
+        return True
+    if step.status == S.RETRY_WAIT:
+        if step.not_before is not None and step.not_before > unit.now:
+            return False
+        if job.paused_at is not None:
+            return False
+        step_dispatch(
+            unit,
+            state,
+            step,
+            source=source,
+            avoid_endpoint_id=step.endpoint_id,
+            reason="backoff elapsed",
+        )
+        _count(report, "retried")
+        return True
+    if step.status not in (S.ATTEMPT_FAILED, S.UNKNOWN):
+        return False
+    facts = step_facts(unit, step, job)
+    policy = PolicySnapshot.of(step.definition.policy)
+    decision = decide(facts, policy, unit.now, draw())
+    if isinstance(decision, Reconcile):
+        step_reconcile(unit, state, step, source=source, reason=decision.reason)
+        _count(report, "reconcile")
+    elif isinstance(decision, Retry):
+        pool = step.pool.alternate if decision.reassign else None
+        step_retry_later(
+            unit,
+            state,
+            step,
+            delay=decision.delay,
+            source=source,
+            reason=decision.reason,
+            pool=pool,
+            data={"policy_version": policy.version, "reassigned_to": pool.name if pool else None},
+        )
+        _count(report, "reassigned" if decision.reassign else "retry")
+    elif isinstance(decision, GiveUp):
+        step_give_up(unit, state, step, action=decision.action, source=source, reason=decision.reason)
+        _count(report, f"give_up_{decision.action}")
+    return True
+
+
+def step_facts(unit: Unit, step: Step, job: Job) -> StepFacts:
+    """Gather what `decide` needs, assessing the health of the endpoint that just failed."""
+    last = (
+        Attempt.objects.filter(step_id=step.pk, number=step.attempt).values("kind", "endpoint_id").first()
+    ) or {"kind": AttemptKind.CALL, "endpoint_id": None}
+    if last["endpoint_id"] is not None and last["kind"] == AttemptKind.CALL:
+        endpoint_assess(last["endpoint_id"], unit.now)
+    pool = step.pool
+    alternate = pool.alternate
+    return StepFacts(
+        kind=step.kind,
+        status=step.status,
+        last_outcome=step.last_outcome,
+        last_attempt_kind=last["kind"],
+        calls=step.calls,
+        first_dispatched_at=step.first_dispatched_at,
+        job_deadline=job.deadline,
+        has_status_path=bool(step.definition.status_path) and step.kind == StepKind.ACTION,
+        on_alternate_pool=step.pool_id != step.definition.pool_id,
+        alternate_available=alternate is not None and alternate.pk != step.definition.pool_id,
+        pool_healthy=pool_has_healthy_endpoint(pool, unit.now),
+        alternate_healthy=alternate is not None and pool_has_healthy_endpoint(alternate, unit.now),
+    )

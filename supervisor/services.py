@@ -1,0 +1,233 @@
+"""Operator actions. The console, the API and the admin call these and nothing else.
+
+Each action takes the acting user (required), locks the job, checks the current state, makes the
+change through the scheduler's services and records an event naming the user, all in one
+transaction. A second identical request (a double click) finds the state already changed and is
+refused with ActionNotAllowed: it does nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.models import AgentPool
+from scheduler.errors import ActionNotAllowed, InvalidInput, NotFound
+from scheduler.models import Job, JobStatus, Step, StepKind, StepStatus
+from scheduler.services import (
+    JOB_FORWARD,
+    JobState,
+    job_advance,
+    job_start_compensation,
+    lock_job,
+    step_dispatch,
+    step_succeed,
+)
+from scheduler.transitions import Unit, User, job_set_paused, job_transition, unit_of_work
+
+S = StepStatus
+J = JobStatus
+
+#: Step statuses from which an operator may retry or resolve.
+RETRYABLE_BY_OPERATOR = frozenset({S.ATTEMPT_FAILED, S.UNKNOWN, S.RETRY_WAIT, S.HELD, S.FAILED})
+RESOLVABLE_BY_OPERATOR = RETRYABLE_BY_OPERATOR | {S.DISPATCHED}
+
+
+def operator_source(actor: User) -> str:
+    return f"operator:{actor.get_username()}"
+
+
+def _require_actor(actor: User | None) -> User:
+    if actor is None or not actor.is_authenticated:
+        raise ActionNotAllowed("an operator action needs a signed-in user")
+    return actor
+
+
+def _lock_step(unit: Unit, step_id: Any) -> tuple[JobState, Step]:
+    job_id = Step.objects.filter(pk=step_id).values_list("job_id", flat=True).first()
+    if job_id is None:
+        raise NotFound(f"step {step_id} does not exist")
+    state = lock_job(unit, job_id)
+    return state, state.step(int(step_id))
+
+
+def _lock(unit: Unit, job_id: Any) -> JobState:
+    if not Job.objects.filter(pk=job_id).exists():
+        raise NotFound(f"job {job_id} does not exist")
+    return lock_job(unit, job_id)
+
+
+def _note(
+    unit: Unit,
+    state: JobState,
+    actor: User,
+    action: str,
+    reason: str,
+    step: Step | None = None,
+    data: dict[str, Any] | None = None,
+) -> None:
+    unit.event(
+        job_id=state.job.pk,
+        step=step,
+        kind=f"operator_{action}",
+        source=operator_source(actor),
+        actor=actor,
+        reason=reason,
+        data=data,
+    )
+
+
+def _reopen_if_failed(unit: Unit, state: JobState, actor: User, reason: str) -> None:
+    """An operator bringing back a step of a job that failed by policy reopens the job."""
+    if state.job.status == J.FAILED:
+        job_transition(
+            unit,
+            state.job,
+            J.RUNNING,
+            source=operator_source(actor),
+            actor=actor,
+            reason=reason or "reopened by an operator",
+        )
+
+
+def _check_step_actionable(state: JobState, step: Step, verb: str) -> None:
+    job = state.job
+    if job.paused_at is not None:
+        raise ActionNotAllowed(f"job {job.pk} is paused: resume it before you {verb} a step")
+    if step.kind == StepKind.ACTION:
+        if job.status not in JOB_FORWARD and job.status != J.FAILED:
+            raise ActionNotAllowed(f"job {job.pk} is {job.status}: its steps cannot be {verb}d now")
+    elif job.status not in (J.COMPENSATING, J.NEEDS_ATTENTION):
+        raise ActionNotAllowed(f"job {job.pk} is {job.status}: its compensations cannot be {verb}d now")
+
+
+def step_retry(*, actor: User | None, step_id: Any, pool: str | None = None, reason: str = "") -> Step:
+    """Dispatch a waiting, failed or held step now (skipping any backoff), optionally elsewhere."""
+    actor = _require_actor(actor)
+    with unit_of_work() as unit:
+        state, step = _lock_step(unit, step_id)
+        if step.status not in RETRYABLE_BY_OPERATOR:
+            raise ActionNotAllowed(f"step {step.name} is {step.status}: nothing to retry")
+        _check_step_actionable(state, step, "retry")
+        target = None
+        if pool:
+            target = AgentPool.objects.filter(name=pool).first()
+            if target is None:
+                raise InvalidInput(f"unknown pool {pool!r}", field="pool")
+            if target.kind != step.pool.kind:
+                raise InvalidInput(
+                    f"pool {pool!r} is a {target.kind} pool, not {step.pool.kind}", field="pool"
+                )
+        _note(unit, state, actor, "retry", reason, step, {"pool": pool} if pool else None)
+        _reopen_if_failed(unit, state, actor, reason)
+        step_dispatch(
+            unit,
+            state,
+            step,
+            source=operator_source(actor),
+            actor=actor,
+            pool=target,
+            avoid_endpoint_id=step.endpoint_id,
+            reason=reason or ("retried on pool " + pool if pool else "retried by an operator"),
+        )
+        job_advance(unit, state, source=operator_source(actor))
+        return step
+
+
+def step_resolve(*, actor: User | None, step_id: Any, output: Any, reason: str = "") -> Step:
+    """Complete a step by hand with `output`: the operator asserts it happened (the evidence is
+    the reason). The job then moves on as if the step had succeeded."""
+    actor = _require_actor(actor)
+    if output is not None and not isinstance(output, dict):
+        raise InvalidInput("output must be a JSON object", field="output")
+    with unit_of_work() as unit:
+        state, step = _lock_step(unit, step_id)
+        if step.status not in RESOLVABLE_BY_OPERATOR:
+            raise ActionNotAllowed(f"step {step.name} is {step.status}: nothing to resolve")
+        job = state.job
+        if (
+            step.kind == StepKind.ACTION
+            and job.status not in JOB_FORWARD
+            and job.status not in (J.FAILED, J.COMPENSATING)
+        ):
+            raise ActionNotAllowed(f"job {job.pk} is {job.status}: its steps cannot be resolved now")
+        _note(unit, state, actor, "resolve", reason, step, {"output": output})
+        if step.kind == StepKind.ACTION:
+            _reopen_if_failed(unit, state, actor, reason)
+        step_succeed(
+            unit,
+            state,
+            step,
+            output=output,
+            source=operator_source(actor),
+            actor=actor,
+            kind="step_resolved",
+            reason=reason or "resolved by an operator",
+        )
+        return step
+
+
+def job_compensate(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
+    """Stop the job and undo what its steps did, in reverse dependency order."""
+    actor = _require_actor(actor)
+    with unit_of_work() as unit:
+        state = _lock(unit, job_id)
+        job = state.job
+        if job.compensation_reason or job.status not in (*JOB_FORWARD, J.FAILED):
+            raise ActionNotAllowed(f"job {job.pk} is {job.status}: it cannot be compensated now")
+        _note(unit, state, actor, "compensate", reason)
+        job_start_compensation(
+            unit,
+            state,
+            reason_code="operator",
+            source=operator_source(actor),
+            actor=actor,
+            reason=reason or "compensation requested by an operator",
+        )
+        return job
+
+
+def job_cancel(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
+    """Stop dispatching and compensate what ran; the job ends `cancelled`."""
+    actor = _require_actor(actor)
+    with unit_of_work() as unit:
+        state = _lock(unit, job_id)
+        job = state.job
+        if job.compensation_reason or job.status not in JOB_FORWARD:
+            raise ActionNotAllowed(f"job {job.pk} is {job.status}: it cannot be cancelled now")
+        _note(unit, state, actor, "cancel", reason)
+        job_start_compensation(
+            unit,
+            state,
+            reason_code="cancel",
+            source=operator_source(actor),
+            actor=actor,
+            reason=reason or "cancelled by an operator",
+        )
+        return job
+
+
+def job_pause(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
+    """No new dispatches (first attempts, retries, compensations) until resumed. Calls already
+    in flight finish, and their deadlines are still watched."""
+    actor = _require_actor(actor)
+    with unit_of_work() as unit:
+        state = _lock(unit, job_id)
+        job = state.job
+        if job.paused_at is not None:
+            raise ActionNotAllowed(f"job {job.pk} is already paused")
+        if not (job.status in JOB_FORWARD or job.status == J.COMPENSATING):
+            raise ActionNotAllowed(f"job {job.pk} is {job.status}: there is nothing to pause")
+        job_set_paused(unit, job, paused=True, source=operator_source(actor), actor=actor, reason=reason)
+        return job
+
+
+def job_resume(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
+    actor = _require_actor(actor)
+    with unit_of_work() as unit:
+        state = _lock(unit, job_id)
+        job = state.job
+        if job.paused_at is None:
+            raise ActionNotAllowed(f"job {job.pk} is not paused")
+        job_set_paused(unit, job, paused=False, source=operator_source(actor), actor=actor, reason=reason)
+        job_advance(unit, state, source=operator_source(actor))
+        return job

@@ -1,0 +1,85 @@
+"""Shared fixtures: the in-process task drain, the fake remote, real subprocesses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils.module_loading import import_string
+from django_q.models import OrmQ
+from django_q.signing import SignedPackage
+
+from agents.fake import FakeRemote
+from supervisor.scan import ScanReport, scan
+from tests.processes import Cluster, Sandbox, free_port
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> None:
+    with django_db_blocker.unblock():
+        if connection.vendor != "postgresql":
+            pytest.exit("the suite runs on PostgreSQL: run it with `make test`", returncode=2)
+
+
+def run_queued_tasks(max_tasks: int = 10_000) -> int:
+    """Run the agent tasks waiting in the broker, in this process, oldest first, until none is
+    left (tasks they enqueue included). Returns how many ran."""
+    ran = 0
+    while ran < max_tasks:
+        row = OrmQ.objects.order_by("id").first()
+        if row is None:
+            return ran
+        row.delete()
+        task = SignedPackage.loads(row.payload)
+        import_string(task["func"])(*task["args"], **task["kwargs"])
+        ran += 1
+    raise AssertionError(f"more than {max_tasks} tasks: a loop?")
+
+
+@pytest.fixture
+def drain(db: None) -> Callable[[], int]:
+    return run_queued_tasks
+
+
+@pytest.fixture
+def fake_remote(monkeypatch: pytest.MonkeyPatch) -> FakeRemote:
+    remote = FakeRemote()
+    monkeypatch.setattr("agents.tasks.run_call", remote)
+    return remote
+
+
+@pytest.fixture
+def supervise(db: None) -> Callable[..., ScanReport]:
+    """One scan by the test's supervisor."""
+
+    def run(**kwargs: Any) -> ScanReport:
+        return scan(
+            holder=kwargs.pop("holder", "test-supervisor"), draw=kwargs.pop("draw", lambda: 0.0), **kwargs
+        )
+
+    return run
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    remote = Sandbox(port=free_port(), db=tmp_path / "sandbox.sqlite3").start()
+    yield remote
+    remote.stop()
+
+
+@pytest.fixture
+def clusters() -> Iterator[Callable[..., Cluster]]:
+    """Start qcluster processes; all are stopped at the end of the test."""
+    started: list[Cluster] = []
+
+    def start(name: str = "c1", **env: Any) -> Cluster:
+        cluster = Cluster(name=name, env={k: str(v) for k, v in env.items()}).start()
+        started.append(cluster)
+        return cluster
+
+    yield start
+    for cluster in started:
+        cluster.stop()

@@ -1,0 +1,83 @@
+"""Builders for definitions, through the same services the API and admin use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.models import AgentPool
+from agents.services import pool_save
+from scheduler.definitions import workflow_create
+from scheduler.models import Workflow
+from supervisor.models import RemediationPolicy
+from supervisor.policies import policy_create
+
+FAST = {
+    "timeout_seconds": 5,
+    "max_attempts": 3,
+    "backoff_initial_seconds": 0,
+    "backoff_multiplier": 1,
+    "backoff_max_seconds": 0,
+    "backoff_jitter": 0,
+}
+
+
+def make_policy(name: str = "default", **fields: Any) -> RemediationPolicy:
+    existing = RemediationPolicy.objects.filter(name=name).first()
+    if existing:
+        return existing
+    return policy_create(name=name, actor=None, **{**FAST, **fields})
+
+
+def make_pool(
+    name: str = "local",
+    kind: str = "python",
+    endpoints: list[Any] | None = None,
+    alternate: str | None = None,
+) -> AgentPool:
+    existing = AgentPool.objects.filter(name=name).first()
+    if existing:
+        return existing
+    return pool_save(name=name, kind=kind, endpoints=endpoints or [], alternate=alternate)
+
+
+def step(
+    name: str,
+    *deps: str,
+    pool: str = "local",
+    policy: str = "default",
+    path: str = "agents.builtin.noop",
+    compensation: str = "agents.builtin.noop",
+    status_path: str = "",
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "pool": pool,
+        "policy": policy,
+        "path": path,
+        "compensation_path": compensation,
+        "status_path": status_path,
+        "depends_on": list(deps),
+    }
+
+
+def make_workflow(name: str, *steps: dict[str, Any], deadline_seconds: float | None = None) -> Workflow:
+    make_pool()
+    make_policy()
+    return workflow_create(name=name, steps=list(steps), deadline_seconds=deadline_seconds)
+
+
+def chain(name: str = "chain", n: int = 3, **step_kwargs: Any) -> Workflow:
+    names = [f"s{i}" for i in range(1, n + 1)]
+    return make_workflow(
+        name, *[step(s, *([names[i - 1]] if i else []), **step_kwargs) for i, s in enumerate(names)]
+    )
+
+
+def diamond(name: str = "diamond", **step_kwargs: Any) -> Workflow:
+    return make_workflow(
+        name,
+        step("a", **step_kwargs),
+        step("b", "a", **step_kwargs),
+        step("c", "a", **step_kwargs),
+        step("d", "b", "c", **step_kwargs),
+    )
