@@ -237,6 +237,7 @@ def step_dispatch(
     avoid_endpoint_id: int | None = None,
     actor: User | None = None,
     reason: str = "",
+    data: dict[str, Any] | None = None,
 ) -> Attempt:
     """Write the intent of attempt n+1 and enqueue its agent task, in the caller's transaction.
 
@@ -254,6 +255,7 @@ def step_dispatch(
         "policy": policy.name,
         "policy_version": policy.version,
         "deadline": deadline.isoformat(),
+        **(data or {}),
     }
     step_transition(
         unit,
@@ -586,7 +588,8 @@ def step_retry_later(
     """Retry the step after `delay` seconds (now, when 0 and the job is not paused)."""
     if delay <= 0 and state.job.paused_at is None:
         step_dispatch(
-            unit, state, step, source=source, pool=pool, avoid_endpoint_id=step.endpoint_id, reason=reason
+            unit, state, step, source=source, pool=pool, avoid_endpoint_id=step.endpoint_id, reason=reason,
+            data=data,
         )
         return
     fields: dict[str, Any] = {"not_before": unit.now + dt.timedelta(seconds=max(delay, 0))}

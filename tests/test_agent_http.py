@@ -1,0 +1,190 @@
+"""The HTTP agent against a real HTTP server on loopback: request shape and outcome mapping."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from agents.http import call_http
+from agents.outcome import CallSpec
+from scheduler.models import AttemptKind, Outcome
+
+Handler = Callable[[BaseHTTPRequestHandler], None]
+
+
+class Remote:
+    def __init__(self) -> None:
+        self.handler: Handler = lambda h: _reply(h, 200, {"ok": True})
+        self.requests: list[dict[str, Any]] = []
+        remote = self
+
+        class _H(BaseHTTPRequestHandler):
+            def _handle(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                remote.requests.append(
+                    {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
+                )
+                remote.handler(self)
+
+            do_GET = do_POST = _handle  # noqa: N815 - the names http.server dispatches to
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def _reply(h: BaseHTTPRequestHandler, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+    data = json.dumps(body).encode() if not isinstance(body, bytes) else body
+    h.send_response(status)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(data)))
+    for k, v in (headers or {}).items():
+        h.send_header(k, v)
+    h.end_headers()
+    h.wfile.write(data)
+
+
+@pytest.fixture
+def remote() -> Iterator[Remote]:
+    r = Remote()
+    yield r
+    r.server.shutdown()
+    r.server.server_close()
+
+
+def spec(base: str, *, timeout: float = 2.0, kind: str = AttemptKind.CALL, path: str = "/pay") -> CallSpec:
+    return CallSpec(
+        job_id="j",
+        step_id=1,
+        attempt=3,
+        operation_id="op-123",
+        kind=kind,
+        agent_kind="http",
+        base_url=base,
+        path=path,
+        payload={"step": "pay", "operation_id": "op-123", "input": {"amount": 5}},
+        timeout=timeout,
+        headers={"Authorization": "Bearer s3cret"},
+    )
+
+
+def test_the_call_posts_the_payload_with_the_idempotency_key_and_attempt(remote: Remote) -> None:
+    result = call_http(spec(remote.url))
+    assert result.outcome == Outcome.SUCCEEDED and result.output == {"ok": True}
+    (req,) = remote.requests
+    assert req["method"] == "POST" and req["path"] == "/pay"
+    assert req["headers"]["Idempotency-Key"] == "op-123"
+    assert req["headers"]["X-SAS-Attempt"] == "3"
+    assert req["headers"]["Authorization"] == "Bearer s3cret"
+    assert json.loads(req["body"]) == {"step": "pay", "operation_id": "op-123", "input": {"amount": 5}}
+    assert result.status_code == 200 and result.latency_ms is not None
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        (201, Outcome.SUCCEEDED),
+        (400, Outcome.BUSINESS_FAILURE),
+        (402, Outcome.BUSINESS_FAILURE),
+        (409, Outcome.BUSINESS_FAILURE),
+        (422, Outcome.BUSINESS_FAILURE),
+        (408, Outcome.TRANSIENT_FAILURE),
+        (429, Outcome.TRANSIENT_FAILURE),
+        (500, Outcome.TRANSIENT_FAILURE),
+        (503, Outcome.TRANSIENT_FAILURE),
+    ],
+)
+def test_status_codes_map_to_outcomes(remote: Remote, status: int, outcome: str) -> None:
+    remote.handler = lambda h: _reply(h, status, {"status": status})
+    result = call_http(spec(remote.url))
+    assert result.outcome == outcome
+    assert result.status_code == status
+    assert str(status) in result.excerpt
+
+
+def test_a_redirect_is_not_followed(remote: Remote) -> None:
+    remote.handler = lambda h: _reply(h, 302, b"", {"Location": "http://169.254.169.254/"})
+    result = call_http(spec(remote.url))
+    assert result.outcome == Outcome.BUSINESS_FAILURE and "not followed" in result.error
+    assert len(remote.requests) == 1
+
+
+def test_a_refused_connection_is_a_transient_failure() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = call_http(spec(f"http://127.0.0.1:{port}"))
+    assert result.outcome == Outcome.TRANSIENT_FAILURE
+
+
+def test_no_answer_before_the_deadline_is_no_answer(remote: Remote) -> None:
+    remote.handler = lambda h: (time.sleep(1.0), _reply(h, 200, {}))  # type: ignore[func-returns-value]
+    started = time.monotonic()
+    result = call_http(spec(remote.url, timeout=0.3))
+    assert result.outcome == Outcome.NO_ANSWER
+    assert time.monotonic() - started < 0.9
+
+
+def test_a_connection_closed_without_an_answer_is_no_answer(remote: Remote) -> None:
+    def drop(h: BaseHTTPRequestHandler) -> None:
+        h.close_connection = True
+        h.connection.shutdown(socket.SHUT_RDWR)
+
+    remote.handler = drop
+    result = call_http(spec(remote.url))
+    assert result.outcome == Outcome.NO_ANSWER
+
+
+def test_an_oversized_answer_is_not_read_into_memory(remote: Remote, settings: Any) -> None:
+    settings.SAS_MAX_RESPONSE_BYTES = 1000
+    remote.handler = lambda h: _reply(h, 200, b"x" * 5000)
+    result = call_http(spec(remote.url))
+    assert result.outcome == Outcome.TRANSIENT_FAILURE and "larger than" in result.error
+
+
+def test_a_non_json_success_is_a_success_with_no_output(remote: Remote) -> None:
+    remote.handler = lambda h: _reply(h, 200, b"<html>ok</html>")
+    result = call_http(spec(remote.url))
+    assert result.outcome == Outcome.SUCCEEDED and result.output is None
+    assert result.excerpt == "<html>ok</html>"
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [(200, Outcome.SUCCEEDED), (404, Outcome.NOT_HAPPENED), (500, Outcome.TRANSIENT_FAILURE)],
+)
+def test_a_reconcile_asks_the_status_path_for_the_operation(
+    remote: Remote, status: int, outcome: str
+) -> None:
+    remote.handler = lambda h: _reply(h, status, {"charge_id": "c1"})
+    result = call_http(spec(remote.url, kind=AttemptKind.RECONCILE, path="/payments/{operation_id}"))
+    assert result.outcome == outcome
+    (req,) = remote.requests
+    assert req["method"] == "GET" and req["path"] == "/payments/op-123"
+    if outcome == Outcome.SUCCEEDED:
+        assert result.output == {"charge_id": "c1"}
+
+
+@pytest.mark.parametrize("base", ["ftp://127.0.0.1", "file:///etc/passwd", "http://user:pw@127.0.0.1"])
+def test_a_target_other_than_http_is_refused_without_a_call(base: str) -> None:
+    result = call_http(spec(base))
+    assert result.outcome == Outcome.BUSINESS_FAILURE and "endpoint refused" in result.error
+
+
+def test_a_host_outside_the_allowed_hosts_is_refused_at_call_time(remote: Remote, settings: Any) -> None:
+    settings.SAS_AGENT_ALLOWED_HOSTS = ["payments.internal"]
+    result = call_http(spec(remote.url))
+    assert result.outcome == Outcome.BUSINESS_FAILURE and "SAS_AGENT_ALLOWED_HOSTS" in result.error
+    assert remote.requests == []
