@@ -338,9 +338,9 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
         if step.kind == StepKind.ACTION and job.status not in JOB_FORWARD:
             return NOT_CALLED
         attempt = Attempt.objects.get(step_id=step_id, number=number)
-        results = dict(
-            Step.objects.filter(job_id=job.pk, kind=StepKind.ACTION, status=S.SUCCEEDED).values_list(
-                "name", "output"
+        siblings = list(
+            Step.objects.filter(job_id=job.pk, kind=StepKind.ACTION).values_list(
+                "name", "status", "output", "definition__depends_on"
             )
         )
     definition = step.definition
@@ -350,7 +350,7 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
         "operation_id": step.operation_id,
         "attempt": number,
         "input": job.input,
-        "results": results,
+        "results": _ancestor_results(definition.name, siblings),
     }
     if step.compensates is not None:
         payload["compensates"] = step.compensates.operation_id
@@ -378,6 +378,22 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
         timeout=max((attempt.deadline - unit.now).total_seconds(), 0.0),
         headers=headers,
     )
+
+
+def _ancestor_results(name: str, siblings: list[tuple[str, str, Any, list[str]]]) -> dict[str, Any]:
+    """Outputs of the steps `name` depends on, directly or not. They are settled before the step
+    is first dispatched, so every attempt sends the same payload (a remote that compares the
+    bodies of one idempotency key sees a true retry)."""
+    depends = {n: deps for n, _, _, deps in siblings}
+    outputs = {n: out for n, status, out, _ in siblings if status in (S.SUCCEEDED, S.COMPENSATED)}
+    found: set[str] = set()
+    todo = list(depends.get(name, []))
+    while todo:
+        dep = todo.pop()
+        if dep not in found:
+            found.add(dep)
+            todo.extend(depends.get(dep, []))
+    return {n: outputs[n] for n in sorted(found) if n in outputs}
 
 
 def step_record_outcome(step_id: int, number: int, result: CallResult, *, source: str = AGENT) -> None:
@@ -588,7 +604,13 @@ def step_retry_later(
     """Retry the step after `delay` seconds (now, when 0 and the job is not paused)."""
     if delay <= 0 and state.job.paused_at is None:
         step_dispatch(
-            unit, state, step, source=source, pool=pool, avoid_endpoint_id=step.endpoint_id, reason=reason,
+            unit,
+            state,
+            step,
+            source=source,
+            pool=pool,
+            avoid_endpoint_id=step.endpoint_id,
+            reason=reason,
             data=data,
         )
         return

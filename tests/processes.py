@@ -56,16 +56,13 @@ def child_env(**extra: Any) -> dict[str, str]:
 
 
 def stop_group(proc: subprocess.Popen[Any], timeout: float = 20) -> None:
-    """SIGTERM the process group, then SIGKILL it if it does not stop in time."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-    except ProcessLookupError:
-        pass
+    """SIGTERM the main process (django-q2's sentinel dies at once on a group-wide SIGTERM, which
+    would orphan its workers), wait, then SIGKILL whatever is left of the group."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+    kill_group(proc)
 
 
 def kill_group(proc: subprocess.Popen[Any]) -> None:
@@ -113,6 +110,8 @@ class Sandbox:
     def stop(self) -> None:
         if self.proc is not None:
             stop_group(self.proc)
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
 
     def stats(self) -> dict[str, Any]:
         return httpx.get(f"{self.url}/stats", timeout=10).json()
@@ -164,15 +163,15 @@ class Cluster:
 
     def start(self) -> Cluster:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        log = (ARTIFACTS / f"qcluster-{self.name}.log").open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=child_env(**self.env),
-        )
+        with (ARTIFACTS / f"qcluster-{self.name}.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "manage.py", "qcluster"],
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=child_env(**self.env),
+            )
         return self
 
     def stop(self) -> None:
