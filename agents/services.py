@@ -9,6 +9,7 @@ from django.db import transaction
 
 from agents.models import AgentEndpoint, AgentKind, AgentPool
 from agents.validation import validate_endpoint_url
+from scheduler.audit import definition_logged
 from scheduler.errors import InvalidInput
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
@@ -59,6 +60,7 @@ def pool_save(
     endpoints: Any = None,
     alternate: str | None = None,
     pool: AgentPool | None = None,
+    actor: Any = None,
 ) -> AgentPool:
     """Create a pool (or update `pool`) with exactly the given endpoints.
 
@@ -84,6 +86,7 @@ def pool_save(
             raise InvalidInput("a pool cannot be its own alternate", field="alternate")
         if alternate_pool.kind != kind:
             raise InvalidInput("the alternate pool must be of the same kind", field="alternate")
+    created = pool is None
     if pool is None:
         pool = AgentPool.objects.create(name=name, kind=kind, alternate=alternate_pool)
     else:
@@ -102,4 +105,7 @@ def pool_save(
         endpoint.save(update_fields=["enabled", "secret_header_name", "secret_header_value"])
     for endpoint in existing.values():
         endpoint.delete()
+    definition_logged(
+        actor, pool, created=created, changes={"name": 1, "kind": 1, "endpoints": 1, "alternate": 1}
+    )
     return pool

@@ -14,6 +14,7 @@ from django.db import transaction
 
 from agents.models import AgentKind, AgentPool
 from agents.validation import validate_operation_path
+from scheduler.audit import definition_logged
 from scheduler.errors import InvalidInput
 from scheduler.models import StepDefinition, Workflow
 from scheduler.transitions import User
@@ -135,6 +136,7 @@ def workflow_create(
     StepDefinition.objects.bulk_create(
         [StepDefinition(workflow=workflow, position=i, **spec) for i, spec in enumerate(ordered)]
     )
+    definition_logged(actor, workflow, created=True)
     return workflow
 
 

@@ -114,6 +114,11 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [
+            ("submit_job", "Can submit jobs and read their own"),
+            ("operate_job", "Can read every job and act on jobs and steps"),
+            ("manage_definitions", "Can create and edit workflows, pools and policies"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=JobStatus.values), name="job_status_valid"),
             models.UniqueConstraint(

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import transaction
 
+from scheduler.audit import definition_logged
 from scheduler.errors import InvalidInput, NotFound
 from scheduler.models import AttemptKind, Outcome, StepKind, StepStatus
 from scheduler.transitions import User
@@ -257,6 +258,7 @@ def policy_create(*, name: str, actor: User | None, **fields: Any) -> Remediatio
         changes={k: [None, v] for k, v in policy_settings(policy).items()},
         changed_by=_user(actor),
     )
+    definition_logged(actor, policy, created=True)
     return policy
 
 
@@ -290,6 +292,7 @@ def policy_update(policy_id: int, *, actor: User | None, changes: dict[str, Any]
         changes=diff,
         changed_by=_user(actor),
     )
+    definition_logged(actor, policy, created=False, changes=diff)
     return policy
 
 

@@ -8,6 +8,7 @@ refused with ActionNotAllowed: it does nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from agents.models import AgentPool
@@ -231,3 +232,79 @@ def job_resume(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
         job_set_paused(unit, job, paused=False, source=operator_source(actor), actor=actor, reason=reason)
         job_advance(unit, state, source=operator_source(actor))
         return job
+
+
+# --- bulk actions ---------------------------------------------------------------------------------
+
+BULK_ACTIONS = ("retry", "compensate")
+BULK_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class BulkItem:
+    """One item of a bulk action: what will happen to it (preview) or what happened (run)."""
+
+    step_id: int
+    job_id: str
+    step: str
+    allowed: bool
+    detail: str
+
+
+def _preview_one(action: str, step: Step, job: Job) -> BulkItem:
+    if action == "retry":
+        try:
+            if step.status not in RETRYABLE_BY_OPERATOR:
+                raise ActionNotAllowed(f"step is {step.status}: nothing to retry")
+            _check_step_actionable(JobState(job=job, steps=[step]), step, "retry")
+        except ActionNotAllowed as exc:
+            return BulkItem(step.pk, str(job.pk), step.name, False, exc.message)
+        return BulkItem(
+            step.pk,
+            str(job.pk),
+            step.name,
+            True,
+            f"dispatch attempt {step.attempt + 1} now (was {step.status})",
+        )
+    if job.compensation_reason or job.status not in (*JOB_FORWARD, J.FAILED):
+        return BulkItem(step.pk, str(job.pk), step.name, False, f"job is {job.status}: cannot compensate")
+    return BulkItem(step.pk, str(job.pk), step.name, True, "stop the job and undo what it did")
+
+
+def bulk_preview(*, action: str, step_ids: list[int]) -> list[BulkItem]:
+    """A dry run: for each step, whether the action is allowed now and what it would do.
+    Changes nothing."""
+    if action not in BULK_ACTIONS:
+        raise InvalidInput(f"unknown bulk action {action!r}", field="action")
+    if len(step_ids) > BULK_LIMIT:
+        raise InvalidInput(f"at most {BULK_LIMIT} items per bulk action", field="steps")
+    steps = Step.objects.filter(pk__in=step_ids).select_related("job").order_by("id")
+    return [_preview_one(action, step, step.job) for step in steps]
+
+
+def bulk_run(*, actor: User | None, action: str, step_ids: list[int], reason: str = "") -> list[BulkItem]:
+    """Apply `action` to each step (compensate: to each step's job, once per job), each in its own
+    transaction, and report each item's result. One item refused does not stop the others."""
+    actor = _require_actor(actor)
+    if action not in BULK_ACTIONS:
+        raise InvalidInput(f"unknown bulk action {action!r}", field="action")
+    if len(step_ids) > BULK_LIMIT:
+        raise InvalidInput(f"at most {BULK_LIMIT} items per bulk action", field="steps")
+    results: list[BulkItem] = []
+    done_jobs: set[str] = set()
+    for step in Step.objects.filter(pk__in=step_ids).select_related("job").order_by("id"):
+        job_id = str(step.job_id)
+        try:
+            if action == "retry":
+                step_retry(actor=actor, step_id=step.pk, reason=reason or "bulk retry")
+                detail = "retried"
+            elif job_id in done_jobs:
+                detail = "job already compensating (same bulk action)"
+            else:
+                job_compensate(actor=actor, job_id=step.job_id, reason=reason or "bulk compensate")
+                done_jobs.add(job_id)
+                detail = "compensating"
+            results.append(BulkItem(step.pk, job_id, step.name, True, detail))
+        except (ActionNotAllowed, InvalidInput, NotFound) as exc:
+            results.append(BulkItem(step.pk, job_id, step.name, False, exc.message))
+    return results

@@ -225,3 +225,46 @@ def test_a_job_failed_by_policy_can_be_reopened_by_retrying_its_step(
     assert job.status == JobStatus.SUCCEEDED
     reopened = Event.objects.get(job=job, kind="job_running", from_status=JobStatus.FAILED)
     assert reopened.actor == olga
+
+
+def test_a_bulk_preview_says_what_would_happen_and_changes_nothing(
+    drain: Callable, fake_remote: FakeRemote, supervise: Callable, olga: User
+) -> None:
+    from supervisor.services import bulk_preview
+
+    job = held_job(drain, fake_remote, supervise)
+    held, pending = job.steps.get(name="s1"), job.steps.get(name="s2")
+    before = Event.objects.count()
+    items = {i.step: i for i in bulk_preview(action="retry", step_ids=[held.pk, pending.pk])}
+    assert items["s1"].allowed and "dispatch attempt 2" in items["s1"].detail
+    assert not items["s2"].allowed and "pending" in items["s2"].detail
+    assert Event.objects.count() == before
+
+
+def test_a_bulk_retry_reports_each_item_and_one_refusal_does_not_stop_the_rest(
+    drain: Callable, fake_remote: FakeRemote, supervise: Callable, olga: User
+) -> None:
+    from supervisor.services import bulk_run
+
+    make_policy("holding", on_exhausted="hold", max_attempts=1)
+    make_workflow("h", step("s1", policy="holding"))
+    fake_remote.script("s1", *[Outcome.TRANSIENT_FAILURE] * 3)
+    jobs = [job_submit(workflow="h", input={"n": n}).job for n in range(3)]
+    drain()
+    supervise()
+    ids = [Step.objects.get(job=j).pk for j in jobs]
+    done = Step.objects.get(pk=ids[0])
+    step_retry(actor=olga, step_id=done.pk)  # somebody else acted first on one of them
+    results = bulk_run(actor=olga, action="retry", step_ids=ids)
+    assert [r.allowed for r in results] == [False, True, True]
+    assert "dispatched" in results[0].detail
+    assert Attempt.objects.filter(step_id__in=ids).count() == 3 + 3
+
+
+def test_bulk_actions_refuse_an_unknown_action(olga: User) -> None:
+    from supervisor.services import bulk_preview, bulk_run
+
+    with pytest.raises(InvalidInput):
+        bulk_preview(action="explode", step_ids=[])
+    with pytest.raises(InvalidInput):
+        bulk_run(actor=olga, action="explode", step_ids=[])

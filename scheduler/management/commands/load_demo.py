@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from agents.models import AgentPool
 from agents.services import pool_save
 from scheduler.definitions import workflow_create, workflow_latest
+from scheduler.permissions import role_groups_ensure
 from supervisor.models import RemediationPolicy
 from supervisor.policies import policy_create
 
@@ -29,6 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("--admin", action="store_true", help="Create the demo admin user if missing.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        role_groups_ensure()
         url = options["sandbox_url"]
         pools = {
             "inventory": {"endpoints": [url]},

@@ -1,0 +1,53 @@
+"""Who may do what: three roles, held as Django permissions and granted through groups.
+
+- submitters (`scheduler.submit_job`): submit jobs and read their own;
+- operators (`scheduler.operate_job`): read every job and act on jobs and steps (retry, resolve,
+  compensate, cancel, pause, resume);
+- administrators (`scheduler.manage_definitions`): also create and edit workflows, pools and
+  policies.
+Superusers hold every permission. The groups `submitters`, `operators` and `administrators` are
+created by a migration; each role includes the ones before it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SUBMIT = "scheduler.submit_job"
+OPERATE = "scheduler.operate_job"
+MANAGE = "scheduler.manage_definitions"
+
+ROLE_GROUPS = {
+    "submitters": ["submit_job"],
+    "operators": ["submit_job", "operate_job"],
+    "administrators": ["submit_job", "operate_job", "manage_definitions"],
+}
+
+
+def can_submit(user: Any) -> bool:
+    return bool(user and user.is_authenticated and (user.has_perm(SUBMIT) or can_operate(user)))
+
+
+def can_operate(user: Any) -> bool:
+    return bool(user and user.is_authenticated and (user.has_perm(OPERATE) or can_manage(user)))
+
+
+def can_manage(user: Any) -> bool:
+    return bool(user and user.is_authenticated and user.has_perm(MANAGE))
+
+
+def can_read_all_jobs(user: Any) -> bool:
+    """Operators see every job; a submitter sees only the jobs it submitted."""
+    return can_operate(user)
+
+
+def role_groups_ensure() -> None:
+    """Create the role groups with their permissions if missing (the migration does it too; the
+    demo loader and the tests call this after a database flush)."""
+    from django.contrib.auth.models import Group, Permission
+
+    for name, codenames in ROLE_GROUPS.items():
+        group, _ = Group.objects.get_or_create(name=name)
+        group.permissions.add(
+            *Permission.objects.filter(content_type__app_label="scheduler", codename__in=codenames)
+        )

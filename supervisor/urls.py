@@ -1,0 +1,3 @@
+"""Operator console URLs (/ops/)."""
+
+urlpatterns: list = []
