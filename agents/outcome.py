@@ -6,6 +6,7 @@ remote call (agents), and they are what the fake remote in the unit tests produc
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,8 @@ class CallSpec:
     payload: dict[str, Any]
     timeout: float
     headers: dict[str, str] = field(default_factory=dict)
+    #: The attempt's deadline (database clock), to tell a late outcome.
+    deadline: dt.datetime | None = None
 
     @property
     def is_reconcile(self) -> bool:

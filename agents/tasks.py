@@ -28,6 +28,9 @@ def run_attempt(step_id: int, number: int) -> str:
     claimed = attempt_claim(step_id, number)
     if claimed is None:
         return "ignored"
-    result = claimed if isinstance(claimed, CallResult) else run_call(claimed)
-    step_record_outcome(step_id, number, result)
+    if isinstance(claimed, CallResult):
+        step_record_outcome(step_id, number, claimed)
+        return claimed.outcome
+    result = run_call(claimed)
+    step_record_outcome(step_id, number, result, spec=claimed)
     return result.outcome

@@ -7,6 +7,7 @@ deployments set DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS and DATABASE_URL (Postgr
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -152,6 +153,12 @@ if _env_bool("DJANGO_SECURE", False):
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# A health check costs a `SELECT 1` (and a commit) each time a connection is reused after
+# close_old_connections(), which django-q2 calls before every task and every broker poll. The
+# cluster does without: a dead connection fails one task, whose step the supervisor retries.
+if "qcluster" in sys.argv and not _env_bool("SAS_DB_HEALTH_CHECKS", False):
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
+
 # --- django-q2 --------------------------------------------------------------------------------
 # The supervisor owns retries; the broker is set to deliver once (docs/architecture.md,
 # "One retry layer"). `retry` is far above any agent call so that only a dead worker's task is
@@ -172,6 +179,10 @@ Q_CLUSTER = {
     "recycle": 500,
     "max_rss": 300_000,
     "label": "Task queue",
+    # Claims a task by deleting it: one statement per task, no broker re-delivery (the
+    # supervisor's deadlines recover a task lost with its worker). See agents/broker.py.
+    "broker_class": "agents.broker.ClaimByDeleteORM",
+    "log_level": os.environ.get("SAS_Q_LOG_LEVEL", "WARNING"),
 }
 
 # --- REST framework ---------------------------------------------------------------------------

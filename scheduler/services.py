@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError
+from django.db.models import Subquery
 from django.db.models.functions import Now
 from django_q.conf import Conf
 from django_q.tasks import async_task
@@ -36,6 +37,7 @@ from scheduler.models import (
     JobStatus,
     Outcome,
     Step,
+    StepDefinition,
     StepKind,
     StepStatus,
     Workflow,
@@ -91,7 +93,12 @@ class JobState:
 
 
 def lock_job(unit: Unit, job_id: Any) -> JobState:
-    """Take the job's row lock (reading the database clock with it), then load its steps."""
+    """Take the job's row lock (reading the database clock with it), then load its steps.
+
+    Two statements on purpose: under READ COMMITTED a single `SELECT ... JOIN ... FOR UPDATE OF
+    job` that waited for the lock would return the steps as they were before the transaction it
+    waited for committed. The second statement reads them after the lock is held.
+    """
     job = (
         Job.objects.select_for_update(of=("self",))
         .select_related("workflow")
@@ -102,6 +109,8 @@ def lock_job(unit: Unit, job_id: Any) -> JobState:
     steps = list(
         Step.objects.filter(job_id=job.pk).select_related("definition__policy", "pool").order_by("id")
     )
+    for step in steps:
+        step.job = job  # one instance: a change made through one step is seen through all
     return JobState(job=job, steps=steps)
 
 
@@ -151,8 +160,15 @@ def job_submit(
         raise InvalidInput("input must be a JSON object", field="input")
     if idempotency_key is not None and not (0 < len(idempotency_key) <= 255):
         raise InvalidInput("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
-    definition = Workflow.objects.filter(name=workflow).order_by("-version").first()
-    if definition is None:
+    definitions = list(
+        StepDefinition.objects.filter(
+            workflow_id=Subquery(Workflow.objects.filter(name=workflow).order_by("-version").values("id")[:1])
+        )
+        .select_related("workflow", "policy", "pool")
+        .annotate(db_now=Now())
+        .order_by("position")
+    )
+    if not definitions:
         raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
     request_hash = _request_hash(workflow, input)
     user = submitter if submitter is not None and submitter.is_authenticated else None
@@ -162,7 +178,8 @@ def job_submit(
             return replay
     try:
         with unit_of_work() as unit:
-            job = _create_job(unit, definition, input, user, idempotency_key, request_hash)
+            unit.now = definitions[0].db_now  # type: ignore[attr-defined]
+            job = _create_job(unit, definitions, input, user, idempotency_key, request_hash)
     except IntegrityError:
         if not idempotency_key:
             raise
@@ -176,13 +193,14 @@ def job_submit(
 
 def _create_job(
     unit: Unit,
-    definition: Workflow,
+    definitions: list[StepDefinition],
     payload: dict[str, Any],
     user: User | None,
     idempotency_key: str | None,
     request_hash: str,
 ) -> Job:
     now = unit.now
+    definition = definitions[0].workflow
     job = Job.objects.create(
         workflow=definition,
         input=payload,
@@ -195,7 +213,6 @@ def _create_job(
         created_at=now,
         updated_at=now,
     )
-    definitions = list(definition.steps.select_related("policy", "pool").order_by("position"))
     steps = Step.objects.bulk_create(
         [
             Step(
@@ -219,6 +236,8 @@ def _create_job(
         actor=user,
         data={"workflow": definition.name, "version": definition.version},
     )
+    for step in steps:
+        step.job = job
     job_advance(unit, JobState(job=job, steps=list(steps)), source=SCHEDULER)
     return job
 
@@ -315,14 +334,17 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
         claimed = Attempt.objects.filter(
             step_id=step_id, number=number, started_at__isnull=True, finished_at__isnull=True
         ).update(started_at=Now())
-        step = (
-            Step.objects.select_related("job", "definition", "pool", "endpoint", "compensates")
+        attempt = (
+            Attempt.objects.select_related(
+                "step__job", "step__definition", "step__pool", "step__endpoint", "step__compensates"
+            )
             .annotate(db_now=Now())
-            .filter(pk=step_id)
+            .filter(step_id=step_id, number=number)
             .first()
         )
-        if step is None:
+        if attempt is None:
             return None
+        step = attempt.step
         if not claimed:
             unit.event(
                 job_id=step.job_id,
@@ -333,17 +355,21 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
                 reason="duplicate or superseded delivery: attempt already claimed or finished",
             )
             return None
-        unit.now = step.db_now  # type: ignore[attr-defined]
+        unit.now = attempt.db_now  # type: ignore[attr-defined]
         job = step.job
         if step.kind == StepKind.ACTION and job.status not in JOB_FORWARD:
             return NOT_CALLED
-        attempt = Attempt.objects.get(step_id=step_id, number=number)
-        siblings = list(
-            Step.objects.filter(job_id=job.pk, kind=StepKind.ACTION).values_list(
-                "name", "status", "output", "definition__depends_on"
+        definition = step.definition
+        # Only a step with dependencies needs its ancestors' outputs (one more query).
+        siblings = (
+            list(
+                Step.objects.filter(job_id=job.pk, kind=StepKind.ACTION).values_list(
+                    "name", "status", "output", "definition__depends_on"
+                )
             )
+            if definition.depends_on
+            else []
         )
-    definition = step.definition
     payload: dict[str, Any] = {
         "job_id": str(job.pk),
         "step": definition.name,
@@ -377,6 +403,7 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
         payload=payload,
         timeout=max((attempt.deadline - unit.now).total_seconds(), 0.0),
         headers=headers,
+        deadline=attempt.deadline,
     )
 
 
@@ -396,20 +423,31 @@ def _ancestor_results(name: str, siblings: list[tuple[str, str, Any, list[str]]]
     return {n: outputs[n] for n in sorted(found) if n in outputs}
 
 
-def step_record_outcome(step_id: int, number: int, result: CallResult, *, source: str = AGENT) -> None:
+def step_record_outcome(
+    step_id: int,
+    number: int,
+    result: CallResult,
+    *,
+    source: str = AGENT,
+    spec: CallSpec | None = None,
+) -> None:
     """Record the outcome of attempt `number` and move the job on, in one transaction.
 
     Fenced on the attempt: an outcome for an attempt that is already decided never rolls the
     step back; a success arriving that late still completes a step that has not settled (a late
     success, the evidence of a too-short timeout), and is noted on the attempt otherwise.
+    `spec` (the claimed call) saves the lookups of the job and the attempt.
     """
-    job_id = Step.objects.filter(pk=step_id).values_list("job_id", flat=True).first()
+    job_id = (
+        spec.job_id
+        if spec is not None
+        else (Step.objects.filter(pk=step_id).values_list("job_id", flat=True).first())
+    )
     if job_id is None:
         return
     with unit_of_work() as unit:
         state = lock_job(unit, job_id)
         step = state.step(step_id)
-        attempt = Attempt.objects.get(step_id=step_id, number=number)
         fields = {
             "finished_at": unit.now,
             "outcome": result.outcome,
@@ -419,7 +457,19 @@ def step_record_outcome(step_id: int, number: int, result: CallResult, *, source
             "response_excerpt": result.excerpt,
             "error": result.error[:2000],
         }
-        if attempt.finished_at is not None or step.attempt != number or step.status != S.DISPATCHED:
+        live = step.attempt == number and step.status == S.DISPATCHED
+        if live and spec is not None and spec.deadline is not None:
+            late = unit.now > spec.deadline
+            if late and result.succeeded:
+                fields.update(late_outcome=Outcome.SUCCEEDED, late_at=unit.now)
+            # Fenced: only the attempt still in flight takes an outcome.
+            if Attempt.objects.filter(step_id=step_id, number=number, finished_at__isnull=True).update(
+                **fields
+            ):
+                _apply_outcome(unit, state, step, result, source=source, late=late, attempt_kind=spec.kind)
+                return
+        attempt = Attempt.objects.get(step_id=step_id, number=number)
+        if attempt.finished_at is not None or not live:
             _record_late(unit, state, step, attempt, result)
             return
         late = unit.now > attempt.deadline

@@ -253,3 +253,46 @@ def test_a_failed_or_unanswered_call_is_recorded_and_left_for_the_supervisor(
     assert steps_of(job)["s2"].status == StepStatus.PENDING
     job.refresh_from_db()
     assert job.status == JobStatus.RUNNING
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_outcome_waiting_for_the_job_lock_reads_the_steps_as_the_holder_left_them(
+    fake_remote: FakeRemote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from scheduler import services
+
+    diamond()
+    job = job_submit(workflow="diamond", input={}).job
+    run_attempt(steps_of(job)["a"].pk, 1)
+    steps = steps_of(job)
+    real_apply = services._apply_outcome
+    holding = threading.Event()
+
+    def slow_apply(unit, state, step, result, **kwargs):  # type: ignore[no-untyped-def]
+        if step.name == "b":
+            holding.set()
+            time.sleep(0.5)  # b holds the job lock while c's outcome arrives
+        return real_apply(unit, state, step, result, **kwargs)
+
+    monkeypatch.setattr(services, "_apply_outcome", slow_apply)
+    errors: list[BaseException] = []
+
+    def finish(name: str) -> None:
+        try:
+            if name == "c":
+                holding.wait(5)
+            run_attempt(steps[name].pk, 1)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=finish, args=(n,)) for n in "bc"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert steps_of(job)["d"].status == StepStatus.DISPATCHED
