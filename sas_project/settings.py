@@ -220,5 +220,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("SAS_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # One line per task and per HTTP call is noise next to the events the service records.
+        "django-q": {"level": os.environ.get("SAS_Q_LOG_LEVEL", "WARNING")},
+        "httpx": {"level": "WARNING"},
+    },
 }

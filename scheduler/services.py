@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Subquery
 from django.db.models.functions import Now
 from django_q.conf import Conf
@@ -114,6 +114,21 @@ def lock_job(unit: Unit, job_id: Any) -> JobState:
     return JobState(job=job, steps=steps)
 
 
+def load_locked_jobs(jobs: list[Job]) -> dict[Any, JobState]:
+    """States of jobs whose row locks this transaction already holds, with all their steps read
+    in one statement (after the locks were taken)."""
+    by_id = {job.pk: job for job in jobs}
+    states = {job_id: JobState(job=job, steps=[]) for job_id, job in by_id.items()}
+    for step in (
+        Step.objects.filter(job_id__in=list(by_id))
+        .select_related("definition__policy", "pool__alternate")
+        .order_by("job_id", "id")
+    ):
+        step.job = by_id[step.job_id]
+        states[step.job_id].steps.append(step)
+    return states
+
+
 # --- submission -------------------------------------------------------------------------------
 
 
@@ -160,24 +175,27 @@ def job_submit(
         raise InvalidInput("input must be a JSON object", field="input")
     if idempotency_key is not None and not (0 < len(idempotency_key) <= 255):
         raise InvalidInput("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
-    definitions = list(
-        StepDefinition.objects.filter(
-            workflow_id=Subquery(Workflow.objects.filter(name=workflow).order_by("-version").values("id")[:1])
-        )
-        .select_related("workflow", "policy", "pool")
-        .annotate(db_now=Now())
-        .order_by("position")
-    )
-    if not definitions:
-        raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
     request_hash = _request_hash(workflow, input)
     user = submitter if submitter is not None and submitter.is_authenticated else None
-    if idempotency_key:
-        replay = _replay(user, idempotency_key, request_hash)
-        if replay:
-            return replay
     try:
+        # One transaction (one commit) reads the definitions and writes the job.
         with unit_of_work() as unit:
+            definitions = list(
+                StepDefinition.objects.filter(
+                    workflow_id=Subquery(
+                        Workflow.objects.filter(name=workflow).order_by("-version").values("id")[:1]
+                    )
+                )
+                .select_related("workflow", "policy", "pool")
+                .annotate(db_now=Now())
+                .order_by("position")
+            )
+            if not definitions:
+                raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
+            if idempotency_key:
+                replay = _replay(user, idempotency_key, request_hash)
+                if replay:
+                    return replay
             unit.now = definitions[0].db_now  # type: ignore[attr-defined]
             job = _create_job(unit, definitions, input, user, idempotency_key, request_hash)
     except IntegrityError:
@@ -201,7 +219,9 @@ def _create_job(
 ) -> Job:
     now = unit.now
     definition = definitions[0].workflow
+    # A job is created running: its first steps are dispatched in this same transaction.
     job = Job.objects.create(
+        status=J.RUNNING,
         workflow=definition,
         input=payload,
         submitter=user,
@@ -232,7 +252,7 @@ def _create_job(
         job_id=job.pk,
         kind="job_submitted",
         source=SCHEDULER,
-        to_status=J.PENDING,
+        to_status=J.RUNNING,
         actor=user,
         data={"workflow": definition.name, "version": definition.version},
     )
@@ -324,19 +344,62 @@ def step_dispatch(
 NOT_CALLED = CallResult(Outcome.NOT_HAPPENED, error="not called: the job stopped running forward steps")
 
 
-def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
-    """Claim attempt `number` of a step for one delivery and describe the call to make.
+CLAIM_SQL = """
+WITH claimed AS (
+    UPDATE scheduler_attempt SET started_at = statement_timestamp()
+    WHERE step_id = %(step)s AND number = %(number)s AND started_at IS NULL AND finished_at IS NULL
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM claimed) AS claimed, statement_timestamp() AS db_now,
+       a.kind AS attempt_kind, a.endpoint_url, a.deadline,
+       s.id AS step_id, s.job_id, s.kind AS step_kind, s.operation_id,
+       d.name, d.path, d.status_path, d.compensation_path, d.depends_on,
+       p.kind AS agent_kind, e.secret_header_name, e.secret_header_value,
+       j.status AS job_status, j.input,
+       c.operation_id AS compensates, c.output AS original_output,
+       CASE WHEN d.depends_on <> '[]'::jsonb THEN (
+           SELECT jsonb_agg(jsonb_build_array(s2.name, s2.status, s2.output, d2.depends_on))
+           FROM scheduler_step s2 JOIN scheduler_stepdefinition d2 ON d2.id = s2.definition_id
+           WHERE s2.job_id = s.job_id AND s2.kind = 'action'
+       ) END AS siblings
+FROM scheduler_attempt a
+JOIN scheduler_step s ON s.id = a.step_id
+JOIN scheduler_job j ON j.id = s.job_id
+JOIN scheduler_stepdefinition d ON d.id = s.definition_id
+JOIN agents_agentpool p ON p.id = s.pool_id
+LEFT JOIN agents_agentendpoint e ON e.id = a.endpoint_id
+LEFT JOIN scheduler_step c ON c.id = s.compensates_id
+WHERE a.step_id = %(step)s AND a.number = %(number)s
+"""
 
-    Returns None (and records why) for a duplicate delivery or a superseded attempt, and
-    NOT_CALLED when the job has stopped running forward steps; neither may call the remote.
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
+    """Claim the attempt and read what its call needs.
+
+    On PostgreSQL one statement does both (its own transaction: one commit); elsewhere a short
+    transaction with the ORM. `claimed` is 0 for a duplicate or superseded delivery.
     """
-    with unit_of_work() as unit:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(CLAIM_SQL, {"step": step_id, "number": number})
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            data = dict(zip([col.name for col in cursor.description], row, strict=True))
+        for key in ("depends_on", "input", "original_output", "siblings"):
+            data[key] = _json(data[key])
+        return data
+    with transaction.atomic():
         claimed = Attempt.objects.filter(
             step_id=step_id, number=number, started_at__isnull=True, finished_at__isnull=True
         ).update(started_at=Now())
         attempt = (
             Attempt.objects.select_related(
-                "step__job", "step__definition", "step__pool", "step__endpoint", "step__compensates"
+                "step__job", "step__definition", "step__pool", "endpoint", "step__compensates"
             )
             .annotate(db_now=Now())
             .filter(step_id=step_id, number=number)
@@ -344,66 +407,100 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
         )
         if attempt is None:
             return None
-        step = attempt.step
-        if not claimed:
+        step, definition = attempt.step, attempt.step.definition
+        siblings = (
+            [
+                list(r)
+                for r in Step.objects.filter(job_id=step.job_id, kind=StepKind.ACTION).values_list(
+                    "name", "status", "output", "definition__depends_on"
+                )
+            ]
+            if definition.depends_on
+            else None
+        )
+    endpoint = attempt.endpoint
+    return {
+        "claimed": claimed,
+        "db_now": attempt.db_now,  # type: ignore[attr-defined]
+        "attempt_kind": attempt.kind,
+        "endpoint_url": attempt.endpoint_url,
+        "deadline": attempt.deadline,
+        "step_id": step.pk,
+        "job_id": step.job_id,
+        "step_kind": step.kind,
+        "operation_id": step.operation_id,
+        "name": definition.name,
+        "path": definition.path,
+        "status_path": definition.status_path,
+        "compensation_path": definition.compensation_path,
+        "depends_on": definition.depends_on,
+        "agent_kind": step.pool.kind,
+        "secret_header_name": endpoint.secret_header_name if endpoint else None,
+        "secret_header_value": endpoint.secret_header_value if endpoint else None,
+        "job_status": step.job.status,
+        "input": step.job.input,
+        "compensates": step.compensates.operation_id if step.compensates else None,
+        "original_output": step.compensates.output if step.compensates else None,
+        "siblings": siblings,
+    }
+
+
+def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
+    """Claim attempt `number` of a step for one delivery and describe the call to make.
+
+    Returns None (and records why) for a duplicate delivery or a superseded attempt, and
+    NOT_CALLED when the job has stopped running forward steps; neither may call the remote.
+    The claim commits before the call: a second delivery of the same attempt finds it taken.
+    """
+    row = _claim_row(step_id, number)
+    if row is None:
+        return None
+    if not row["claimed"]:
+        with unit_of_work() as unit:
             unit.event(
-                job_id=step.job_id,
-                step=step,
+                job_id=row["job_id"],
+                step=Step(pk=step_id, job_id=row["job_id"]),
                 kind="delivery_ignored",
                 source=AGENT,
                 attempt=number,
                 reason="duplicate or superseded delivery: attempt already claimed or finished",
             )
-            return None
-        unit.now = attempt.db_now  # type: ignore[attr-defined]
-        job = step.job
-        if step.kind == StepKind.ACTION and job.status not in JOB_FORWARD:
-            return NOT_CALLED
-        definition = step.definition
-        # Only a step with dependencies needs its ancestors' outputs (one more query).
-        siblings = (
-            list(
-                Step.objects.filter(job_id=job.pk, kind=StepKind.ACTION).values_list(
-                    "name", "status", "output", "definition__depends_on"
-                )
-            )
-            if definition.depends_on
-            else []
-        )
+        return None
+    if row["step_kind"] == StepKind.ACTION and row["job_status"] not in JOB_FORWARD:
+        return NOT_CALLED
     payload: dict[str, Any] = {
-        "job_id": str(job.pk),
-        "step": definition.name,
-        "operation_id": step.operation_id,
+        "job_id": str(row["job_id"]),
+        "step": row["name"],
+        "operation_id": row["operation_id"],
         "attempt": number,
-        "input": job.input,
-        "results": _ancestor_results(definition.name, siblings),
+        "input": row["input"],
+        "results": _ancestor_results(row["name"], [tuple(r) for r in row["siblings"] or []]),
     }
-    if step.compensates is not None:
-        payload["compensates"] = step.compensates.operation_id
-        payload["original_output"] = step.compensates.output
-    if attempt.kind == AttemptKind.RECONCILE:
-        path = definition.status_path
-    elif step.kind == StepKind.COMPENSATION:
-        path = definition.compensation_path
+    if row["compensates"] is not None:
+        payload["compensates"] = row["compensates"]
+        payload["original_output"] = row["original_output"]
+    if row["attempt_kind"] == AttemptKind.RECONCILE:
+        path = row["status_path"]
+    elif row["step_kind"] == StepKind.COMPENSATION:
+        path = row["compensation_path"]
     else:
-        path = definition.path
-    endpoint = step.endpoint
+        path = row["path"]
     headers = {}
-    if endpoint is not None and endpoint.secret_header_name and endpoint.secret_header_value:
-        headers[endpoint.secret_header_name] = endpoint.secret_header_value
+    if row["secret_header_name"] and row["secret_header_value"]:
+        headers[row["secret_header_name"]] = row["secret_header_value"]
     return CallSpec(
-        job_id=str(job.pk),
-        step_id=step.pk,
+        job_id=str(row["job_id"]),
+        step_id=step_id,
         attempt=number,
-        operation_id=step.operation_id,
-        kind=attempt.kind,
-        agent_kind=step.pool.kind,
-        base_url=attempt.endpoint_url,
+        operation_id=row["operation_id"],
+        kind=row["attempt_kind"],
+        agent_kind=row["agent_kind"],
+        base_url=row["endpoint_url"],
         path=path,
         payload=payload,
-        timeout=max((attempt.deadline - unit.now).total_seconds(), 0.0),
+        timeout=max((row["deadline"] - row["db_now"]).total_seconds(), 0.0),
         headers=headers,
-        deadline=attempt.deadline,
+        deadline=row["deadline"],
     )
 
 
@@ -459,15 +556,14 @@ def step_record_outcome(
         }
         live = step.attempt == number and step.status == S.DISPATCHED
         if live and spec is not None and spec.deadline is not None:
+            # Under the job lock, the current attempt of a dispatched step is still in flight: its
+            # outcome is written with the step's change when the unit ends (guarded all the same).
             late = unit.now > spec.deadline
             if late and result.succeeded:
                 fields.update(late_outcome=Outcome.SUCCEEDED, late_at=unit.now)
-            # Fenced: only the attempt still in flight takes an outcome.
-            if Attempt.objects.filter(step_id=step_id, number=number, finished_at__isnull=True).update(
-                **fields
-            ):
-                _apply_outcome(unit, state, step, result, source=source, late=late, attempt_kind=spec.kind)
-                return
+            unit.close_attempt(step_id, number, fields)
+            _apply_outcome(unit, state, step, result, source=source, late=late, attempt_kind=spec.kind)
+            return
         attempt = Attempt.objects.get(step_id=step_id, number=number)
         if attempt.finished_at is not None or not live:
             _record_late(unit, state, step, attempt, result)
@@ -504,6 +600,7 @@ def _apply_outcome(
             if attempt_kind == AttemptKind.RECONCILE
             else "",
             data=data,
+            supersede_live=False,
         )
         return
     if result.outcome == Outcome.NO_ANSWER:
@@ -580,9 +677,11 @@ def step_succeed(
     reason: str = "",
     actor: User | None = None,
     data: dict[str, Any] | None = None,
+    supersede_live: bool = True,
 ) -> None:
-    """Complete a step with `output` and move its job on. Closes a live attempt as superseded."""
-    if step.status == S.DISPATCHED:
+    """Complete a step with `output` and move its job on. Closes a live attempt as superseded
+    unless the caller is recording that attempt's own outcome (`supersede_live=False`)."""
+    if step.status == S.DISPATCHED and supersede_live:
         # The attempt in flight (if it is not the one reporting) can no longer change anything.
         Attempt.objects.filter(step_id=step.pk, finished_at__isnull=True).update(
             finished_at=unit.now, outcome=Outcome.SUPERSEDED, decided_by=source
@@ -616,15 +715,26 @@ def step_succeed(
 # --- supervisor-facing services (decisions are made in supervisor.policies) -----------------------
 
 
-def step_time_out(unit: Unit, state: JobState, step: Step, *, source: str) -> None:
-    """The attempt in flight passed its deadline with no outcome: its outcome is unknown."""
+def attempts_time_out(unit: Unit, steps: list[Step], *, source: str) -> None:
+    """Close the attempts in flight of `steps` as unanswered, in one statement (each step has at
+    most one unfinished attempt)."""
+    if steps:
+        Attempt.objects.filter(step_id__in=[s.pk for s in steps], finished_at__isnull=True).update(
+            finished_at=unit.now,
+            outcome=Outcome.NO_ANSWER,
+            decided_by=source,
+            error="no outcome reported before the deadline",
+        )
+
+
+def step_time_out(
+    unit: Unit, state: JobState, step: Step, *, source: str, attempt_closed: bool = False
+) -> None:
+    """The attempt in flight passed its deadline with no outcome: its outcome is unknown.
+    `attempt_closed`: the caller already closed the attempt (attempts_time_out)."""
     overdue_ms = int((unit.now - step.deadline).total_seconds() * 1000) if step.deadline is not None else None
-    Attempt.objects.filter(step_id=step.pk, number=step.attempt, finished_at__isnull=True).update(
-        finished_at=unit.now,
-        outcome=Outcome.NO_ANSWER,
-        decided_by=source,
-        error="no outcome reported before the deadline",
-    )
+    if not attempt_closed:
+        attempts_time_out(unit, [step], source=source)
     step_transition(
         unit,
         step,

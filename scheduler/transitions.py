@@ -63,7 +63,7 @@ def db_now() -> dt.datetime:
     """The database's clock. Deadlines and leases never use a worker's clock."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT now()")
+            cursor.execute("SELECT statement_timestamp()")
             value: dt.datetime = cursor.fetchone()[0]
             return value
     # SQLite is embedded: its clock is this host's clock.
@@ -80,6 +80,11 @@ class Unit:
     def __init__(self) -> None:
         self._now: dt.datetime | None = None
         self.events: list[Event] = []
+        #: Steps changed in this unit, with the (status, attempt) they had when read: written
+        #: together, guarded on those, when the unit ends.
+        self._steps: dict[int, tuple[Step, str, int]] = {}
+        #: Outcomes for attempts in flight, written with the steps (see close_attempt).
+        self._attempts: list[tuple[int, int, dict[str, Any]]] = []
 
     @property
     def now(self) -> dt.datetime:
@@ -121,10 +126,146 @@ class Unit:
         self.events.append(event)
         return event
 
+    def step_changed(self, step: Step) -> None:
+        """Remember `step` (and what it looked like before its first change in this unit)."""
+        if step.pk not in self._steps:
+            self._steps[step.pk] = (step, step.status, step.attempt)
+
+    def close_attempt(self, step_id: int, number: int, fields: dict[str, Any]) -> None:
+        """Record the outcome of attempt `number` of a step, written when the unit ends.
+
+        Only for the attempt in flight of a step whose job lock this unit holds: under that lock
+        the attempt cannot be finished by anybody else. The write is still guarded on
+        `finished_at IS NULL`, and a miss fails the unit with StaleWrite.
+        """
+        unknown = set(fields) - set(ATTEMPT_OUTCOME_FIELDS)
+        if unknown:
+            raise ValueError(f"an outcome cannot write {sorted(unknown)}")
+        self._attempts.append((step_id, number, fields))
+
     def flush(self) -> None:
+        if self._steps or self._attempts:
+            _write(list(self._steps.values()), self._attempts)
+            self._steps = {}
+            self._attempts = []
         if self.events:
             Event.objects.bulk_create(self.events)
             self.events = []
+
+
+#: The columns a transition may change; a flush writes them all from the in-memory step, which
+#: is authoritative: it was read under the job's lock by the unit that changed it.
+STEP_WRITABLE = (
+    "status",
+    "attempt",
+    "calls",
+    "last_outcome",
+    "pool",
+    "endpoint",
+    "deadline",
+    "not_before",
+    "first_dispatched_at",
+    "output",
+    "error",
+    "updated_at",
+    "finished_at",
+)
+
+
+ATTEMPT_OUTCOME_FIELDS = (
+    "finished_at",
+    "outcome",
+    "decided_by",
+    "status_code",
+    "latency_ms",
+    "response_excerpt",
+    "error",
+    "late_outcome",
+    "late_at",
+)
+
+
+def _write(changed: list[tuple[Step, str, int]], attempts: list[tuple[int, int, dict[str, Any]]]) -> None:
+    """Write a unit's step changes (and outcomes of attempts in flight) in one guarded statement
+    on PostgreSQL, row by row elsewhere.
+
+    Each step row is fenced on the status and attempt it had when read, each attempt on being
+    unfinished: a row that another writer changed meanwhile fails the unit with StaleWrite.
+    """
+    if connection.vendor != "postgresql":
+        _write_rows(changed, attempts)
+        return
+    from scheduler.models import Attempt
+
+    quote = connection.ops.quote_name
+    params: list[Any] = []
+    parts: list[str] = []
+    if attempts:
+        a_fields = [Attempt._meta.get_field(name) for name in ATTEMPT_OUTCOME_FIELDS]
+        casts = ["bigint", "integer"] + [f.db_type(connection) or "text" for f in a_fields]
+        row = "(" + ", ".join(f"CAST(%s AS {cast})" for cast in casts) + ")"
+        for step_id, number, fields in attempts:
+            params += [step_id, number]
+            params += [
+                f.get_db_prep_save(fields.get(f.attname, _attempt_default(f)), connection) for f in a_fields
+            ]
+        names = ", ".join(["step_id", "number", *(quote(f.column) for f in a_fields)])
+        sets = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in a_fields)
+        parts.append(
+            f"closed AS (UPDATE {quote(Attempt._meta.db_table)} AS a SET {sets} "  # noqa: S608
+            f"FROM (VALUES {', '.join([row] * len(attempts))}) AS v({names}) "
+            "WHERE a.step_id = v.step_id AND a.number = v.number AND a.finished_at IS NULL "
+            "RETURNING a.id)"
+        )
+    else:
+        parts.append("closed AS (SELECT 1 AS id WHERE false)")
+    if changed:
+        s_fields = [Step._meta.get_field(name) for name in STEP_WRITABLE]
+        casts = ["bigint", "varchar", "integer"] + [f.db_type(connection) or "text" for f in s_fields]
+        row = "(" + ", ".join(f"CAST(%s AS {cast})" for cast in casts) + ")"
+        for step, status, attempt in changed:
+            params += [step.pk, status, attempt]
+            params += [f.get_db_prep_save(getattr(step, f.attname), connection) for f in s_fields]
+        names = ", ".join(["id", "expect_status", "expect_attempt", *(quote(f.column) for f in s_fields)])
+        sets = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in s_fields)
+        parts.append(
+            f"written AS (UPDATE {quote(Step._meta.db_table)} AS s SET {sets} "  # noqa: S608
+            f"FROM (VALUES {', '.join([row] * len(changed))}) AS v({names}) "
+            "WHERE s.id = v.id AND s.status = v.expect_status AND s.attempt = v.expect_attempt "
+            "RETURNING s.id)"
+        )
+    else:
+        parts.append("written AS (SELECT 1::bigint AS id WHERE false)")
+    sql = "WITH " + ", ".join(parts) + " SELECT (SELECT count(*) FROM closed), ARRAY(SELECT id FROM written)"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        closed, written = cursor.fetchone()
+    stale = [step.pk for step, _, _ in changed if step.pk not in set(written)]
+    if stale:
+        raise StaleWrite(f"steps {stale} changed under us")
+    if closed != len(attempts):
+        raise StaleWrite("an attempt in flight was finished by another writer")
+
+
+def _attempt_default(field: Any) -> Any:
+    return None if field.null else field.get_default()
+
+
+def _write_rows(
+    changed: list[tuple[Step, str, int]], attempts: list[tuple[int, int, dict[str, Any]]]
+) -> None:
+    from scheduler.models import Attempt
+
+    for step_id, number, fields in attempts:
+        if not Attempt.objects.filter(step_id=step_id, number=number, finished_at__isnull=True).update(
+            **fields
+        ):
+            raise StaleWrite("an attempt in flight was finished by another writer")
+    fields = [Step._meta.get_field(name) for name in STEP_WRITABLE]
+    for step, status, attempt in changed:
+        values = {f.attname: getattr(step, f.attname) for f in fields}
+        if Step.objects.filter(pk=step.pk, status=status, attempt=attempt).update(**values) != 1:
+            raise StaleWrite(f"step {step.pk} changed under us (expected {status}, attempt {attempt})")
 
 
 @contextmanager
@@ -162,21 +303,24 @@ def step_transition(
     data: dict[str, Any] | None = None,
     **fields: Any,
 ) -> None:
-    """Move `step` to `to`, fenced on its current status and attempt number.
+    """Move `step` to `to` (with `fields`), fenced on the status and attempt it was read with.
 
-    `fields` are written in the same UPDATE. Raises InvalidTransition for a move not in the
-    table and StaleWrite when the row no longer has the status and attempt this process read.
+    Raises InvalidTransition at once for a move not in the table. The row is written when the
+    unit ends, together with every other step the unit changed, in one UPDATE guarded on what
+    each row looked like when read; a row changed meanwhile by another writer makes the unit
+    fail with StaleWrite and roll back.
     """
     frm = step.status
     _check(STEP_TRANSITIONS, STEP_OPERATOR_ONLY, "step", frm, to, actor)
+    unknown = set(fields) - set(STEP_WRITABLE)
+    if unknown:
+        raise ValueError(f"a transition cannot write {sorted(unknown)}")
     updates: dict[str, Any] = {"status": to, "updated_at": unit.now, **fields}
     if to in STEP_TERMINAL:
         updates.setdefault("finished_at", unit.now)
     elif "finished_at" not in updates and step.finished_at is not None:
         updates["finished_at"] = None
-    changed = Step.objects.filter(pk=step.pk, status=frm, attempt=step.attempt).update(**updates)
-    if changed != 1:
-        raise StaleWrite(f"step {step.pk} changed under us (expected {frm}, attempt {step.attempt})")
+    unit.step_changed(step)
     for name, value in updates.items():
         setattr(step, name, value)
     unit.event(

@@ -20,12 +20,15 @@ from typing import Any
 from django.db.models import Q
 
 from agents.health import endpoint_assess, pool_has_healthy_endpoint
+from agents.models import AgentPool
 from sas_project.conf import sas_settings
 from scheduler.models import Attempt, AttemptKind, Job, JobStatus, Step, StepKind, StepStatus
 from scheduler.services import (
     JOB_FORWARD,
     JobState,
+    attempts_time_out,
     job_start_compensation,
+    load_locked_jobs,
     lock_job,
     step_abandon,
     step_dispatch,
@@ -93,6 +96,15 @@ def due_steps(now: Any, *, limit: int, exclude: set[int], lock: bool = True) -> 
     return list(query.select_related("job")[:limit])
 
 
+@dataclass
+class ScanCache:
+    """What one scan looks up once: pool health, endpoints already assessed."""
+
+    pool_healthy: dict[int, bool] = field(default_factory=dict)
+    assessed: set[int] = field(default_factory=set)
+    last_attempts: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
 def scan(
     *,
     holder: str,
@@ -109,6 +121,7 @@ def scan(
     report.acted, report.token = True, grant.token
     size = batch_size or sas_settings.scan_batch_size
     seen: set[int] = set()
+    cache = ScanCache()
     _sweep_job_deadlines(grant, report, size)
     while max_batches is None or report.batches < max_batches:
         with unit_of_work() as unit:
@@ -119,13 +132,25 @@ def scan(
             report.batches += 1
             if not claimed:
                 break
-            states = _load_states(unit, claimed)
-            for candidate in claimed:
-                seen.add(candidate.pk)
+            # The claim locked the jobs without waiting; their steps are read after that.
+            states = load_locked_jobs([c.job for c in claimed])
+            steps = [states[c.job_id].step(c.pk) for c in claimed]
+            overdue = [s for s in steps if _overdue(s, unit)]
+            attempts_time_out(unit, overdue, source=_source(grant))
+            cache.last_attempts = _last_attempts(steps)
+            for step in steps:
+                seen.add(step.pk)
                 report.examined += 1
-                state = states[candidate.job_id]
-                step = state.step(candidate.pk)
-                if remediate(unit, state, step, grant=grant, report=report, draw=draw):
+                if remediate(
+                    unit,
+                    states[step.job_id],
+                    step,
+                    grant=grant,
+                    report=report,
+                    draw=draw,
+                    cache=cache,
+                    attempt_closed=step in overdue,
+                ):
                     report.remediated += 1
         if len(claimed) < size:
             break
@@ -135,13 +160,20 @@ def scan(
     return report
 
 
-def _load_states(unit: Unit, claimed: list[Step]) -> dict[Any, JobState]:
-    """The claimed steps' jobs (already locked by the claim) with all their steps."""
-    states: dict[Any, JobState] = {}
-    for candidate in claimed:
-        if candidate.job_id not in states:
-            states[candidate.job_id] = lock_job(unit, candidate.job_id)
-    return states
+def _overdue(step: Step, unit: Unit) -> bool:
+    return step.status == S.DISPATCHED and (step.deadline is None or step.deadline <= unit.now)
+
+
+def _last_attempts(steps: list[Step]) -> dict[int, dict[str, Any]]:
+    """The latest attempt (kind, endpoint) of each step, in one statement."""
+    latest: dict[int, dict[str, Any]] = {}
+    rows = Attempt.objects.filter(step_id__in=[s.pk for s in steps]).values(
+        "step_id", "number", "kind", "endpoint_id"
+    )
+    for row in rows:
+        if row["number"] >= latest.get(row["step_id"], {}).get("number", -1):
+            latest[row["step_id"]] = row
+    return latest
 
 
 def _sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> None:
@@ -184,6 +216,8 @@ def remediate(
     grant: LeaseGrant,
     report: ScanReport,
     draw: Callable[[], float],
+    cache: ScanCache | None = None,
+    attempt_closed: bool = False,
 ) -> bool:
     """Apply the step's policy to one due step. Returns whether anything changed."""
     source = _source(grant)
@@ -193,7 +227,7 @@ def remediate(
             return False  # an outcome or another decision moved it since the claim
         overdue_ms = int((unit.now - step.deadline).total_seconds() * 1000) if step.deadline else 0
         report.lag_ms = max(report.lag_ms, overdue_ms)
-        step_time_out(unit, state, step, source=source)
+        step_time_out(unit, state, step, source=source, attempt_closed=attempt_closed)
         report.timed_out += 1
         _count(report, "timed_out")
     if step.kind == StepKind.ACTION and job.status not in JOB_FORWARD:
@@ -217,7 +251,7 @@ def remediate(
         return True
     if step.status not in (S.ATTEMPT_FAILED, S.UNKNOWN):
         return False
-    facts = step_facts(unit, step, job)
+    facts = step_facts(unit, step, job, cache or ScanCache())
     policy = PolicySnapshot.of(step.definition.policy)
     decision = decide(facts, policy, unit.now, draw())
     if isinstance(decision, Reconcile):
@@ -242,15 +276,29 @@ def remediate(
     return True
 
 
-def step_facts(unit: Unit, step: Step, job: Job) -> StepFacts:
+def step_facts(unit: Unit, step: Step, job: Job, cache: ScanCache) -> StepFacts:
     """Gather what `decide` needs, assessing the health of the endpoint that just failed."""
-    last = (
-        Attempt.objects.filter(step_id=step.pk, number=step.attempt).values("kind", "endpoint_id").first()
-    ) or {"kind": AttemptKind.CALL, "endpoint_id": None}
-    if last["endpoint_id"] is not None and last["kind"] == AttemptKind.CALL:
-        endpoint_assess(last["endpoint_id"], unit.now)
+    last = cache.last_attempts.get(step.pk)
+    if last is None or last["number"] != step.attempt:
+        last = (
+            Attempt.objects.filter(step_id=step.pk, number=step.attempt)
+            .values("number", "kind", "endpoint_id")
+            .first()
+        ) or {"number": step.attempt, "kind": AttemptKind.CALL, "endpoint_id": None}
+    endpoint_id = last["endpoint_id"]
+    if endpoint_id is not None and last["kind"] == AttemptKind.CALL and endpoint_id not in cache.assessed:
+        cache.assessed.add(endpoint_id)
+        if endpoint_assess(endpoint_id, unit.now):
+            # Health changed: forget what this scan knew about the pools.
+            cache.pool_healthy.clear()
     pool = step.pool
     alternate = pool.alternate
+
+    def healthy(p: AgentPool) -> bool:
+        if p.pk not in cache.pool_healthy:
+            cache.pool_healthy[p.pk] = pool_has_healthy_endpoint(p, unit.now)
+        return cache.pool_healthy[p.pk]
+
     return StepFacts(
         kind=step.kind,
         status=step.status,
@@ -262,6 +310,6 @@ def step_facts(unit: Unit, step: Step, job: Job) -> StepFacts:
         has_status_path=bool(step.definition.status_path) and step.kind == StepKind.ACTION,
         on_alternate_pool=step.pool_id != step.definition.pool_id,
         alternate_available=alternate is not None and alternate.pk != step.definition.pool_id,
-        pool_healthy=pool_has_healthy_endpoint(pool, unit.now),
-        alternate_healthy=alternate is not None and pool_has_healthy_endpoint(alternate, unit.now),
+        pool_healthy=healthy(pool),
+        alternate_healthy=alternate is not None and healthy(alternate),
     )

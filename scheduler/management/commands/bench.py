@@ -1,0 +1,48 @@
+"""`manage.py bench`: throughput, latency, scan cost and page times, in one run (PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from scheduler import bench
+
+
+class Command(BaseCommand):
+    help = "Benchmark the service against bare django-q2 on this database (see docs/performance.md)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--jobs", type=int, default=300, help="Jobs per throughput run.")
+        parser.add_argument("--steps", type=int, default=3, help="Sequential no-op steps per job.")
+        parser.add_argument("--workers", type=int, default=4, help="django-q2 workers.")
+        parser.add_argument("--rounds", type=int, default=2, help="Throughput rounds (bare, then full).")
+        parser.add_argument(
+            "--history", type=int, default=1_000_000, help="Terminal steps for the large scan."
+        )
+        parser.add_argument(
+            "--small-history", type=int, default=10_000, help="Terminal steps for the small scan."
+        )
+        parser.add_argument("--overdue", type=int, default=1000, help="Overdue steps per scan.")
+        parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            results = bench.run(
+                jobs=options["jobs"],
+                steps=options["steps"],
+                workers=options["workers"],
+                rounds=options["rounds"],
+                history=options["history"],
+                small_history=options["small_history"],
+                overdue=options["overdue"],
+                log=lambda line: self.stderr.write(line),
+            )
+        except RuntimeError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(bench.table(results))
+        if options["json"]:
+            options["json"].write_text(json.dumps(results, indent=2, default=str))
+            self.stdout.write(f"\nwritten to {options['json']}")
