@@ -609,6 +609,7 @@ class SandboxRemote:
         self._scripts: dict[str, deque[str]] = {}
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
+        self._in_progress: dict[str, int] = {}
         self.store.initialise(wipe=reset)
         try:
             self._server = _Server((host, port), _Handler, self)
@@ -646,6 +647,23 @@ class SandboxRemote:
             self._thread = None
         self._server.server_close()
         self.store.close()
+
+    @contextlib.contextmanager
+    def in_progress(self, key: str) -> Iterator[None]:
+        """Mark `key` as being processed (status queries answer 409 meanwhile)."""
+        with self._lock:
+            self._in_progress[key] = self._in_progress.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_progress[key] -= 1
+                if not self._in_progress[key]:
+                    del self._in_progress[key]
+
+    def is_in_progress(self, key: str) -> bool:
+        with self._lock:
+            return key in self._in_progress
 
     def config_snapshot(self) -> dict[str, Any]:
         """The full live config, including what remains of each script."""
@@ -808,7 +826,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.remote.store.log_delivery(
                 op_id, "GET", path, _int_or_none(self.headers.get("X-SAS-Attempt"))
             )
-            self._send(self.remote.store.status_of(service, op_id))
+            if self.remote.is_in_progress(op_id):
+                # Neither "it happened" nor "it did not": a request with this key is being processed.
+                self._send_json(409, {"error": "operation in progress", "operation_id": op_id})
+            else:
+                self._send(self.remote.store.status_of(service, op_id))
         else:
             self._send_json(404, {"error": "not found"})
 
@@ -877,10 +899,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.remote.store.bump("fault_error")
             self._send_json(503, {"error": "injected failure"})
             return
-        if plan.delay_ms:
-            self.remote.store.bump("fault_slow")
-            time.sleep(plan.delay_ms / 1000)
-        answer = self.remote.store.execute(request, config, force_decline=plan.decline)
+        with self.remote.in_progress(key):
+            if plan.delay_ms:
+                self.remote.store.bump("fault_slow")
+                time.sleep(plan.delay_ms / 1000)
+            answer = self.remote.store.execute(request, config, force_decline=plan.decline)
         if plan.drop:
             self.remote.store.bump("fault_drop")
             self._drop(plan.hold_ms)

@@ -112,6 +112,10 @@ else:
         "options",
         "-c idle_in_transaction_session_timeout=60000 -c lock_timeout=30000",
     )
+    # Names this process's sessions in pg_stat_activity (the fault campaign drops them by name).
+    DATABASES["default"]["OPTIONS"].setdefault(
+        "application_name", os.environ.get("SAS_DB_APPLICATION_NAME", "sas")
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

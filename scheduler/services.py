@@ -30,6 +30,7 @@ from agents.health import choose_endpoint
 from agents.models import AgentPool
 from agents.outcome import CallResult, CallSpec
 from scheduler.errors import IdempotencyConflict, InvalidInput
+from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import (
     Attempt,
     AttemptKind,
@@ -61,8 +62,10 @@ AGENT = "agent"
 STEP_SETTLED = frozenset({S.SUCCEEDED, S.FAILED, S.SKIPPED, S.COMPENSATED})
 #: Forward steps waiting on a decision; abandoned (-> failed) once the job stops running.
 STEP_AWAITING = frozenset({S.ATTEMPT_FAILED, S.UNKNOWN, S.RETRY_WAIT, S.HELD})
-#: The last outcomes that prove an operation did not happen at the remote.
-NO_EFFECT_OUTCOMES = frozenset({Outcome.BUSINESS_FAILURE, Outcome.NOT_HAPPENED})
+#: The last outcomes that prove an operation did not happen at the remote: the remote processed
+#: the operation ID and refused it. A status query's "not found" is no such proof (the call may
+#: still be on its way), so a step whose last word is that is compensated all the same.
+NO_EFFECT_OUTCOMES = frozenset({Outcome.BUSINESS_FAILURE})
 #: Job statuses in which forward steps are dispatched and retried.
 JOB_FORWARD = frozenset({J.PENDING, J.RUNNING, J.NEEDS_ATTENTION})
 
@@ -390,6 +393,7 @@ def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
             if row is None:
                 return None
             data = dict(zip([col.name for col in cursor.description], row, strict=True))
+        maybe_fail_after_commit("the claim of an attempt")
         for key in ("depends_on", "input", "original_output", "siblings"):
             data[key] = _json(data[key])
         return data
@@ -564,6 +568,8 @@ def step_record_outcome(
             unit.close_attempt(step_id, number, fields)
             _apply_outcome(unit, state, step, result, source=source, late=late, attempt_kind=spec.kind)
             return
+        if result is NOT_CALLED:
+            fields["started_at"] = None  # claimed, but nothing was sent: no effect is possible
         attempt = Attempt.objects.get(step_id=step_id, number=number)
         if attempt.finished_at is not None or not live:
             _record_late(unit, state, step, attempt, result)
@@ -899,18 +905,31 @@ def job_start_compensation(
     _advance_compensation(unit, state, source=source)
 
 
-def needs_compensation(step: Step) -> bool:
+def needs_compensation(step: Step, sent: set[int]) -> bool:
     """Did (or may) this forward step have a side effect that has an undo action?
 
-    Yes when it succeeded, or when it was dispatched and its last outcome does not prove the
-    operation never happened (with an idempotent remote, the last answer for an operation ID is
-    the operation's fate: a refusal means no effect; no answer means maybe).
+    Yes when it succeeded, or when it failed after a call that may have reached the remote
+    (`sent`: steps with a claimed call) unless the remote's last answer for the operation ID was a
+    refusal: an idempotent remote keeps the first answer it gave for a key, so a refusal is the
+    operation's fate. No answer, a 5xx or a status query's "not found" prove nothing.
     """
     if not step.definition.compensation_path or step.kind != StepKind.ACTION:
         return False
     if step.status == S.SUCCEEDED:
         return True
-    return step.status == S.FAILED and step.attempt > 0 and step.last_outcome not in NO_EFFECT_OUTCOMES
+    return step.status == S.FAILED and step.pk in sent and step.last_outcome not in NO_EFFECT_OUTCOMES
+
+
+def _sent_steps(steps: list[Step]) -> set[int]:
+    """Failed steps with a call that was claimed by an agent (and so may have been sent)."""
+    failed = [s.pk for s in steps if s.status == S.FAILED and s.attempt > 0]
+    if not failed:
+        return set()
+    return set(
+        Attempt.objects.filter(step_id__in=failed, kind=AttemptKind.CALL, started_at__isnull=False)
+        .values_list("step_id", flat=True)
+        .distinct()
+    )
 
 
 def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
@@ -931,11 +950,12 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
                 reason=f"job is {job.status}: no further attempts",
             )
     compensations = state.compensations
+    sent = _sent_steps(actions)
 
     def done(step: Step) -> bool:
         if step.status == S.COMPENSATED:
             return True
-        return step.status in STEP_SETTLED and not needs_compensation(step)
+        return step.status in STEP_SETTLED and not needs_compensation(step, sent)
 
     dependents: dict[str, list[Step]] = {s.name: [] for s in actions}
     for step in actions:
@@ -944,7 +964,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
 
     if job.paused_at is None:
         for step in actions:
-            if step.pk in compensations or not needs_compensation(step):
+            if step.pk in compensations or not needs_compensation(step, sent):
                 continue
             if all(done(d) for d in dependents[step.name]):
                 compensation = Step.objects.create(

@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from scheduler.errors import InvalidTransition, StaleWrite
+from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import Event, Job, JobStatus, Step, StepStatus
 
 S = StepStatus
@@ -270,11 +271,14 @@ def _write_rows(
 
 @contextmanager
 def unit_of_work() -> Iterator[Unit]:
-    """A transaction whose events are written (in one INSERT) just before it commits."""
+    """A transaction whose step changes and events are written just before it commits."""
+    outermost = not connection.in_atomic_block
     with transaction.atomic():
         unit = Unit()
         yield unit
         unit.flush()
+    if outermost:
+        maybe_fail_after_commit("a unit of work")
 
 
 def _check(

@@ -22,7 +22,7 @@ from django.db.models import Q
 from agents.health import endpoint_assess, pool_has_healthy_endpoint
 from agents.models import AgentPool
 from sas_project.conf import sas_settings
-from scheduler.models import Attempt, AttemptKind, Job, JobStatus, Step, StepKind, StepStatus
+from scheduler.models import STEP_SCANNED, Attempt, AttemptKind, Job, JobStatus, Step, StepKind, StepStatus
 from scheduler.services import (
     JOB_FORWARD,
     JobState,
@@ -222,6 +222,8 @@ def remediate(
     """Apply the step's policy to one due step. Returns whether anything changed."""
     source = _source(grant)
     job = state.job
+    if step.status not in STEP_SCANNED:
+        return False  # settled earlier in this batch (another step of its job moved it)
     if step.status == S.DISPATCHED:
         if step.deadline is not None and step.deadline > unit.now:
             return False  # an outcome or another decision moved it since the claim

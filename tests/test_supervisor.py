@@ -465,7 +465,10 @@ def test_cancel_stops_dispatching_and_compensates_what_ran(
     chain(n=3)
     job = job_submit(workflow="chain", input={}).job
     run_attempt(steps_of(job)["s1"].pk, 1)
-    OrmQ.objects.all().delete()  # s2 is in flight and its answer is lost
+    OrmQ.objects.all().delete()
+    from scheduler.services import attempt_claim
+
+    assert attempt_claim(steps_of(job)["s2"].pk, 1) is not None  # s2 was sent; its answer is lost
     olga = User.objects.create_user("olga")
     job_cancel(actor=olga, job_id=job.pk, reason="customer changed their mind")
     lose_in_flight_calls()
@@ -479,6 +482,38 @@ def test_cancel_stops_dispatching_and_compensates_what_ran(
     assert steps["s3"].status == StepStatus.SKIPPED
     assert fake_remote.compensations() == ["s2", "s1"]
     assert Event.objects.get(job=job, kind="operator_cancel").actor == olga
+
+
+def test_a_step_whose_call_never_left_needs_no_compensation(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    chain(n=2)
+    job = job_submit(workflow="chain", input={}).job
+    run_attempt(steps_of(job)["s1"].pk, 1)
+    OrmQ.objects.all().delete()  # s2's task was lost before any agent took it
+    job_cancel(actor=User.objects.create_user("olga"), job_id=job.pk)
+    lose_in_flight_calls()
+    supervise()
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED
+    assert fake_remote.compensations() == ["s1"]
+
+
+def test_a_step_refused_by_the_remote_needs_no_compensation_but_an_unanswered_one_does(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    make_policy("once", max_attempts=1)
+    make_workflow("p", step("a", policy="once"), step("b", policy="once"), step("c", "a", "b"))
+    fake_remote.script("a", Outcome.BUSINESS_FAILURE)
+    fake_remote.script("b", Outcome.NO_ANSWER)
+    job = job_submit(workflow="p", input={}).job
+    for _ in range(3):
+        drain()
+        supervise()
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPENSATED
+    assert fake_remote.compensations() == ["b"]
 
 
 def test_a_job_cancelled_before_anything_ran_needs_no_compensation(fake_remote: FakeRemote) -> None:

@@ -1,0 +1,693 @@
+"""The fault campaign behind `manage.py fault_campaign`.
+
+It starts its own sandbox remote and several `qcluster` processes on the configured database,
+submits jobs of a workflow with a parallel branch and compensations, and meanwhile injects faults:
+remote errors, declines, latency beyond the deadline, "commit then drop the answer", SIGKILL of a
+random cluster (the acting supervisor among them) with a restart, a dropped database connection
+under a worker, two operator retries of one step at the same moment, a database write that
+commits and then reports an error, and (given a data directory it may control) immediate-mode
+restarts of PostgreSQL. Then it stops the faults, waits for every job to settle, and checks the
+invariants of docs/architecture.md against the database and the remote's own ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from django.contrib.auth import get_user_model
+from django.db import OperationalError, close_old_connections, connection
+
+from agents.models import AgentPool
+from agents.services import pool_save
+from scheduler.definitions import workflow_create, workflow_latest
+from scheduler.errors import SasError
+from scheduler.models import Attempt, Event, Job, JobStatus, Step, StepKind, StepStatus
+from scheduler.services import job_submit
+from scheduler.transitions import (
+    JOB_OPERATOR_ONLY,
+    JOB_TRANSITIONS,
+    STEP_OPERATOR_ONLY,
+    STEP_TRANSITIONS,
+)
+from supervisor.models import RemediationPolicy, SupervisorLease
+from supervisor.policies import policy_create, policy_update
+from supervisor.services import step_retry
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = "campaign_order"
+SETTLED = {
+    JobStatus.SUCCEEDED,
+    JobStatus.COMPENSATED,
+    JobStatus.FAILED,
+    JobStatus.CANCELLED,
+    JobStatus.NEEDS_ATTENTION,
+}
+APP_PREFIX = "sas-campaign"
+
+
+@dataclass
+class CampaignConfig:
+    jobs: int = 60
+    duration: float = 20.0
+    drain: float = 60.0
+    clusters: int = 2
+    workers: int = 3
+    seed: int = 1
+    error_rate: float = 0.05
+    decline_rate: float = 0.05
+    latency_rate: float = 0.03
+    drop_rate: float = 0.05
+    kill_every: float = 6.0
+    db_drop_every: float = 4.0
+    operator_every: float = 3.0
+    commit_error_rate: float = 0.005
+    pg_restart: bool = False
+    pg_restart_min: float = 5.0
+    pg_restart_max: float = 40.0
+    timeout_seconds: float = 3.0
+    supervisor_interval: float = 1.0
+    artifacts: Path = field(default_factory=lambda: ROOT / "var" / "campaign")
+
+
+# --- processes --------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[bytes] | None, *, kill: bool = False) -> None:
+    if proc is None or proc.poll() is not None:
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        return
+    if not kill:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(20)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(10)
+
+
+@dataclass
+class Sandbox:
+    port: int
+    db: Path
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, seed: int) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "manage.py",
+                    "sandbox_remote",
+                    "--port",
+                    str(self.port),
+                    "--db",
+                    str(self.db),
+                    "--reset",
+                    "--seed",
+                    str(seed),
+                ],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError("the sandbox remote did not start")
+
+    def config(self, **values: Any) -> dict[str, Any]:
+        return httpx.post(f"{self.url}/config", json=values, timeout=10).json()
+
+    def stats(self) -> dict[str, Any]:
+        return httpx.get(f"{self.url}/stats", timeout=30).json()
+
+
+@dataclass
+class ClusterProc:
+    index: int
+    env: dict[str, str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "manage.py", "qcluster"],
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def kill(self) -> None:
+        _stop(self.proc, kill=True)
+
+    def stop(self) -> None:
+        _stop(self.proc)
+
+
+# --- definitions ----------------------------------------------------------------------------------
+
+
+def ensure_definitions(sandbox_url: str, cfg: CampaignConfig) -> None:
+    """Pools at the sandbox, the campaign's policies and its workflow (reserve, then charge and
+    schedule in parallel, each with a compensation and a status path)."""
+    backup_url = sandbox_url.replace("127.0.0.1", "localhost")
+    pools = [
+        ("campaign-inventory", [sandbox_url], None),
+        ("campaign-payments-backup", [backup_url], None),
+        ("campaign-payments", [sandbox_url], "campaign-payments-backup"),
+        ("campaign-shipping", [sandbox_url], None),
+    ]
+    for name, endpoints, alternate in pools:
+        pool = AgentPool.objects.filter(name=name).first()
+        pool_save(name=name, kind="http", endpoints=endpoints, alternate=alternate, pool=pool)
+    common = {
+        "timeout_seconds": cfg.timeout_seconds,
+        "max_attempts": 8,
+        "backoff_initial_seconds": 0.2,
+        "backoff_multiplier": 2.0,
+        "backoff_max_seconds": 2.0,
+        "backoff_jitter": 0.5,
+        "retry_on": ["transient_failure", "no_answer"],
+        "on_exhausted": "compensate",
+    }
+    policies = {
+        "campaign": {**common, "reconcile_before_retry": False},
+        "campaign-careful": {**common, "reconcile_before_retry": True, "reassign_after_attempts": 3},
+    }
+    for name, fields in policies.items():
+        existing = RemediationPolicy.objects.filter(name=name).first()
+        if existing is None:
+            policy_create(name=name, actor=None, **fields)
+        else:
+            policy_update(existing.pk, actor=None, changes=fields)
+    if workflow_latest(WORKFLOW) is None:
+        workflow_create(
+            name=WORKFLOW,
+            description="Reserve, then charge and schedule in parallel; every step undoable.",
+            steps=[
+                {
+                    "name": "reserve",
+                    "pool": "campaign-inventory",
+                    "path": "/inventory/reserve",
+                    "status_path": "/inventory/reservations/{operation_id}",
+                    "compensation_path": "/inventory/release",
+                    "policy": "campaign",
+                },
+                {
+                    "name": "charge",
+                    "pool": "campaign-payments",
+                    "path": "/payments/charge",
+                    "status_path": "/payments/{operation_id}",
+                    "compensation_path": "/payments/refund",
+                    "depends_on": ["reserve"],
+                    "policy": "campaign-careful",
+                },
+                {
+                    "name": "schedule",
+                    "pool": "campaign-shipping",
+                    "path": "/shipping/schedule",
+                    "status_path": "/shipping/shipments/{operation_id}",
+                    "compensation_path": "/shipping/cancel",
+                    "depends_on": ["reserve"],
+                    "policy": "campaign",
+                },
+            ],
+        )
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+@dataclass
+class FaultLog:
+    kills: int = 0
+    restarts_of_postgres: int = 0
+    connections_dropped: int = 0
+    operator_pairs: int = 0
+    operator_pairs_one_effect: int = 0
+    operator_pairs_violating: int = 0
+    operator_errors: int = 0
+    submit_errors: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _db_retry(fn: Callable[[], Any], attempts: int = 60) -> Any:
+    """Run a database read through a PostgreSQL restart: reconnect and try again."""
+    for _ in range(attempts):
+        try:
+            return fn()
+        except OperationalError:
+            connection.close()
+            time.sleep(0.5)
+    return fn()
+
+
+def _operator() -> Any:
+    user_model = get_user_model()
+    user, _ = user_model.objects.get_or_create(username="campaign-operator")
+    return user
+
+
+def _double_retry(fault: FaultLog, rng: random.Random, job_ids: list[Any]) -> None:
+    """Two operators click Retry on the same step at the same moment."""
+    candidates = list(
+        Step.objects.filter(
+            job_id__in=job_ids,
+            status__in=[
+                StepStatus.HELD,
+                StepStatus.RETRY_WAIT,
+                StepStatus.UNKNOWN,
+                StepStatus.ATTEMPT_FAILED,
+            ],
+        ).values_list("pk", "attempt")[:50]
+    )
+    if not candidates:
+        return
+    step_id, attempt_before = rng.choice(candidates)
+    user = _operator()
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def click() -> None:
+        try:
+            barrier.wait(5)
+            step_retry(actor=user, step_id=step_id, reason="campaign: concurrent retry")
+            outcomes.append("ok")
+        except SasError:
+            outcomes.append("refused")
+        except Exception:  # noqa: BLE001 - an injected or real database error: counted
+            outcomes.append("error")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=click) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    fault.operator_pairs += 1
+    fault.operator_errors += outcomes.count("error")
+    new_attempts = Attempt.objects.filter(step_id=step_id, number__gt=attempt_before).count()
+    successes = outcomes.count("ok")
+    # Between the pick and the clicks the supervisor may also have retried the step.
+    if successes > 1:
+        fault.operator_pairs_violating += 1
+    elif successes == 1 and new_attempts >= 1:
+        fault.operator_pairs_one_effect += 1
+
+
+def _drop_connection(fault: FaultLog, rng: random.Random) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND pid <> pg_backend_pid()",
+            [f"{APP_PREFIX}-%"],
+        )
+        pids = [r[0] for r in cursor.fetchall()]
+        if pids:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [rng.choice(pids)])
+            fault.connections_dropped += 1
+
+
+def _restart_postgres(fault: FaultLog) -> None:
+    bindir = os.environ.get("SAS_PG_BINDIR", "")
+    datadir = os.environ.get("SAS_PG_DATADIR", "")
+    runas = shlex.split(os.environ.get("SAS_PG_RUNAS", ""))
+    options = os.environ.get("SAS_PG_OPTIONS", "")
+    log = os.environ.get("SAS_PG_LOG", "/dev/null")
+    cmd = [
+        *runas,
+        str(Path(bindir) / "pg_ctl"),
+        "-D",
+        datadir,
+        "-m",
+        "immediate",
+        "-w",
+        "-t",
+        "60",
+        "-l",
+        log,
+        "restart",
+    ]
+    if options:
+        cmd[len(runas) + 3 : len(runas) + 3] = ["-o", options]
+    connection.close()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    fault.restarts_of_postgres += 1
+
+
+def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, Any]:
+    if connection.vendor != "postgresql":
+        raise RuntimeError("the fault campaign runs on PostgreSQL (set DATABASE_URL)")
+    if cfg.pg_restart and not os.environ.get("SAS_PG_DATADIR"):
+        raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")
+    rng = random.Random(cfg.seed)
+    cfg.artifacts.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex[:8]
+    sandbox = Sandbox(
+        port=_free_port(),
+        db=cfg.artifacts / f"sandbox-{run_id}.sqlite3",
+        log=cfg.artifacts / f"sandbox-{run_id}.log",
+    )
+    sandbox.start(cfg.seed)
+    ensure_definitions(sandbox.url, cfg)
+    handovers_before = (
+        SupervisorLease.objects.filter(pk="supervisor").values_list("handovers", flat=True).first() or 0
+    )
+    first_event = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+    def cluster_env(index: int, faults: bool) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "SAS_SUPERVISOR_INTERVAL": str(cfg.supervisor_interval),
+            "SAS_LEASE_SECONDS": str(cfg.supervisor_interval * 3),
+            "SAS_Q_WORKERS": str(cfg.workers),
+            "SAS_Q_POLL": "0.1",
+            "SAS_LOG_LEVEL": "WARNING",
+            "SAS_DB_APPLICATION_NAME": f"{APP_PREFIX}-{index}",
+            "SAS_FAULT_COMMIT_ERROR_RATE": str(cfg.commit_error_rate if faults else 0),
+            "PYTHONUNBUFFERED": "1",
+        }
+        return env
+
+    clusters = [
+        ClusterProc(i, cluster_env(i, True), cfg.artifacts / f"qcluster-{run_id}-{i}.log")
+        for i in range(cfg.clusters)
+    ]
+    for cluster in clusters:
+        cluster.start()
+    fault = FaultLog()
+    job_ids: list[Any] = []
+    started = time.monotonic()
+    try:
+        log(f"sandbox at {sandbox.url}; {cfg.clusters} clusters; faults on for {cfg.duration:.0f}s")
+        sandbox.config(
+            error_rate=cfg.error_rate,
+            drop_rate=cfg.drop_rate,
+            drop_hold_ms=int(cfg.timeout_seconds * 1500),
+            latency_ms=int(cfg.timeout_seconds * 1500),
+            latency_rate=cfg.latency_rate,
+            decline_over=1000,
+        )
+        submit_until = started + cfg.duration * 0.6
+        next_kill = started + cfg.kill_every
+        next_drop = started + cfg.db_drop_every
+        next_operator = started + cfg.operator_every
+        next_pg = started + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
+        restart_queue: list[tuple[float, ClusterProc]] = []
+        submitted = 0
+        while time.monotonic() - started < cfg.duration or submitted < cfg.jobs:
+            now = time.monotonic()
+            close_old_connections()
+            try:
+                due = cfg.jobs * min(1.0, (now - started) / max(submit_until - started, 0.001))
+                while submitted < min(cfg.jobs, int(due) + 1):
+                    amount = 5000 if rng.random() < cfg.decline_rate else rng.randint(1, 900)
+                    try:
+                        job_ids.append(
+                            job_submit(
+                                workflow=WORKFLOW,
+                                input={"sku": f"S{submitted}", "quantity": 1, "amount": amount},
+                            ).job.pk
+                        )
+                        submitted += 1
+                    except SasError:
+                        raise
+                    except Exception:  # noqa: BLE001 - an injected commit error: the job may exist
+                        fault.submit_errors += 1
+                        submitted += 1
+                        connection.close()
+                for when, cluster in list(restart_queue):
+                    if now >= when:
+                        cluster.start()
+                        restart_queue.remove((when, cluster))
+                if now >= next_kill and now - started < cfg.duration:
+                    victim = rng.choice([c for c in clusters if c.proc and c.proc.poll() is None] or clusters)
+                    victim.kill()
+                    fault.kills += 1
+                    restart_queue.append((now + rng.uniform(0.5, 2.0), victim))
+                    next_kill = now + cfg.kill_every
+                if now >= next_drop and now - started < cfg.duration:
+                    _drop_connection(fault, rng)
+                    next_drop = now + cfg.db_drop_every
+                if now >= next_operator and now - started < cfg.duration:
+                    _double_retry(fault, rng, job_ids)
+                    next_operator = now + cfg.operator_every
+                if cfg.pg_restart and now >= next_pg and now - started < cfg.duration:
+                    _restart_postgres(fault)
+                    next_pg = time.monotonic() + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
+            except OperationalError as exc:
+                fault.notes.append(f"campaign loop: {exc}".splitlines()[0][:200])
+                connection.close()
+                time.sleep(0.5)
+            time.sleep(0.05)
+        log("faults off; draining")
+        # Faults off: the remote behaves, the clusters restart without injected commit errors.
+        with contextlib.suppress(httpx.HTTPError):
+            sandbox.config(error_rate=0, drop_rate=0, latency_rate=0, latency_ms=0)
+        for cluster in clusters:
+            cluster.stop()
+            cluster.env = cluster_env(cluster.index, False)
+            cluster.start()
+        drain_started = time.monotonic()
+
+        def settled() -> bool:
+            return Job.objects.filter(pk__in=job_ids).exclude(status__in=SETTLED).count() == 0
+
+        while time.monotonic() - drain_started < cfg.drain and not _db_retry(settled):
+            time.sleep(0.5)
+        drain_seconds = time.monotonic() - drain_started
+        # Let in-flight compensations of settled jobs and late answers land.
+        time.sleep(min(3.0, cfg.supervisor_interval * 3))
+        report = check(job_ids, sandbox.stats(), first_event, handovers_before)
+    finally:
+        for cluster in clusters:
+            cluster.stop()
+        _stop(sandbox.proc)
+    report["faults"] = asdict(fault)
+    report["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
+    report["seconds"] = {"total": round(time.monotonic() - started, 1), "drain": round(drain_seconds, 1)}
+    report["ok"] = not report["violations"]
+    return report
+
+
+# --- the checker ------------------------------------------------------------------------------------
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))]
+
+
+def check(
+    job_ids: list[Any], stats: dict[str, Any], first_event: int, handovers_before: int
+) -> dict[str, Any]:
+    """Compute the campaign's figures from the database and the remote's ledger."""
+    effects: dict[str, int] = stats["effects"]
+    jobs = {j.pk: j for j in Job.objects.filter(pk__in=job_ids)}
+    steps = list(Step.objects.filter(job_id__in=job_ids).select_related("compensates"))
+    by_job: dict[Any, list[Step]] = {}
+    for step in steps:
+        by_job.setdefault(step.job_id, []).append(step)
+    statuses = Counter(j.status for j in jobs.values())
+    not_settled = [str(j.pk) for j in jobs.values() if j.status not in SETTLED]
+
+    duplicates = {op: n for op, n in effects.items() if n > 1}
+    # A step that succeeded caused exactly one effect at the remote.
+    succeeded_without_effect = [
+        s.operation_id
+        for s in steps
+        if s.kind == StepKind.ACTION
+        and s.status in (StepStatus.SUCCEEDED, StepStatus.COMPENSATED)
+        and s.last_outcome == "succeeded"
+        and effects.get(s.operation_id, 0) != 1
+    ]
+    # No compensation ran for a job that succeeded.
+    compensations_for_succeeded = [
+        str(job_id)
+        for job_id, job in jobs.items()
+        if job.status == JobStatus.SUCCEEDED
+        and any(
+            s.kind == StepKind.COMPENSATION or effects.get(f"{s.operation_id}:compensate", 0)
+            for s in by_job.get(job_id, [])
+        )
+    ]
+    # A compensated or cancelled job left no effect undone.
+    effects_left = [
+        s.operation_id
+        for s in steps
+        if s.kind == StepKind.ACTION
+        and jobs[s.job_id].status in (JobStatus.COMPENSATED, JobStatus.CANCELLED)
+        and effects.get(s.operation_id, 0)
+        and not effects.get(f"{s.operation_id}:compensate", 0)
+    ]
+
+    events = list(
+        Event.objects.filter(job_id__in=job_ids)
+        .order_by("id")
+        .values("id", "job_id", "step_id", "kind", "from_status", "to_status", "actor_id", "data")
+    )
+    backwards: list[dict[str, Any]] = []
+    chains: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+    for e in events:
+        if not e["to_status"]:
+            continue
+        if e["step_id"] is not None:
+            table, operator_only, key = STEP_TRANSITIONS, STEP_OPERATOR_ONLY, ("step", e["step_id"])
+        else:
+            table, operator_only, key = JOB_TRANSITIONS, JOB_OPERATOR_ONLY, ("job", e["job_id"])
+        chains.setdefault(key, []).append(e)
+        frm, to = e["from_status"], e["to_status"]
+        if not frm:
+            continue  # creation
+        if to not in table.get(frm, ()) or ((frm, to) in operator_only and e["actor_id"] is None):
+            backwards.append({"event": e["id"], "from": frm, "to": to})
+    missing: list[str] = []
+    current = {("step", s.pk): s.status for s in steps} | {("job", j.pk): j.status for j in jobs.values()}
+    for key, status in current.items():
+        chain = chains.get(key, [])
+        expected = StepStatus.PENDING if key[0] == "step" else None
+        for e in chain:
+            if e["from_status"] and expected is not None and e["from_status"] != expected:
+                missing.append(f"{key[0]} {key[1]}: {expected} then an event from {e['from_status']}")
+                break
+            expected = e["to_status"]
+        else:
+            if expected is not None and expected != status:
+                missing.append(f"{key[0]} {key[1]}: last event says {expected}, row says {status}")
+    detect = [
+        float(e["data"]["overdue_ms"])
+        for e in events
+        if e["kind"] == "step_timed_out" and e["data"].get("overdue_ms") is not None
+    ]
+    handovers = (
+        SupervisorLease.objects.filter(pk="supervisor").values_list("handovers", flat=True).first() or 0
+    )
+    late = Attempt.objects.filter(step__job_id__in=job_ids, late_outcome="succeeded").count()
+    figures = {
+        "jobs_submitted": len(job_ids),
+        "jobs_missing": len(job_ids) - len(jobs),
+        "jobs_by_status": dict(sorted(statuses.items())),
+        "jobs_not_settled": len(not_settled),
+        "remote_effects": sum(effects.values()),
+        "remote_deliveries": sum(stats["deliveries"].values()),
+        "remote_replays": stats["replays"],
+        "remote_voided": stats.get("voided", 0),
+        "duplicate_effects": len(duplicates),
+        "succeeded_steps_without_one_effect": len(succeeded_without_effect),
+        "compensations_for_succeeded_jobs": len(compensations_for_succeeded),
+        "effects_left_after_compensation": len(effects_left),
+        "backward_moves": len(backwards),
+        "missing_events": len(missing),
+        "supervisor_handovers": handovers - handovers_before,
+        "late_successes": late,
+        "overdue_detect_ms": {
+            "count": len(detect),
+            "p50": _percentile(detect, 50),
+            "p99": _percentile(detect, 99),
+        },
+    }
+    violations = {
+        name: figures[name]
+        for name in (
+            "jobs_missing",
+            "jobs_not_settled",
+            "duplicate_effects",
+            "succeeded_steps_without_one_effect",
+            "compensations_for_succeeded_jobs",
+            "effects_left_after_compensation",
+            "backward_moves",
+            "missing_events",
+        )
+        if figures[name]
+    }
+    return {
+        "figures": figures,
+        "violations": violations,
+        "examples": {
+            "not_settled": not_settled[:5],
+            "duplicates": dict(list(duplicates.items())[:5]),
+            "succeeded_without_effect": succeeded_without_effect[:5],
+            "compensations_for_succeeded": compensations_for_succeeded[:5],
+            "effects_left": effects_left[:5],
+            "backwards": backwards[:5],
+            "missing_events": missing[:5],
+        },
+        "first_event_id": first_event,
+    }
+
+
+def table(report: dict[str, Any]) -> str:
+    f = report["figures"]
+    rows = [
+        ("jobs submitted", f["jobs_submitted"]),
+        ("jobs lost (must be 0)", f["jobs_missing"]),
+        *((f"jobs {status}", n) for status, n in f["jobs_by_status"].items()),
+        ("jobs not settled (must be 0)", f["jobs_not_settled"]),
+        ("side effects at the remote", f["remote_effects"]),
+        (
+            "deliveries at the remote / replays / voided",
+            f"{f['remote_deliveries']} / {f['remote_replays']} / {f['remote_voided']}",
+        ),
+        ("operation IDs with more than one effect (must be 0)", f["duplicate_effects"]),
+        ("succeeded steps without exactly one effect (must be 0)", f["succeeded_steps_without_one_effect"]),
+        ("compensations for jobs that succeeded (must be 0)", f["compensations_for_succeeded_jobs"]),
+        ("effects left after compensation (must be 0)", f["effects_left_after_compensation"]),
+        ("statuses that moved backwards (must be 0)", f["backward_moves"]),
+        ("state changes without their event (must be 0)", f["missing_events"]),
+        ("supervisor hand-overs", f["supervisor_handovers"]),
+        ("late successes", f["late_successes"]),
+        (
+            "time to detect an overdue step p50 / p99 ms",
+            "{p50} / {p99} (n={count})".format(**f["overdue_detect_ms"]),
+        ),
+    ]
+    faults = report.get("faults", {})
+    rows += [(f"fault: {k.replace('_', ' ')}", v) for k, v in faults.items() if k != "notes"]
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{name:<{width}}  {value}" for name, value in rows]
+    lines.append("")
+    lines.append(
+        "RESULT: "
+        + ("all invariants hold" if report["ok"] else f"VIOLATED {json.dumps(report['violations'])}")
+    )
+    return "\n".join(lines)
