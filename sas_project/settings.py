@@ -56,6 +56,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves the console's and the admin's static files (htmx, CSS) from the app itself.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -132,7 +134,11 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# `collectstatic` writes here for production; WhiteNoise also finds files in the apps' static
+# folders directly (no collectstatic needed to run), and wants the folder to exist.
+STATIC_ROOT = Path(os.environ.get("SAS_STATIC_ROOT", BASE_DIR / "staticfiles"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/ops/"
@@ -199,6 +205,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # One error mapping for the API: the service's errors, oversized and undecodable bodies.
+    "EXCEPTION_HANDLER": "scheduler.api.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {
@@ -208,6 +216,21 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "DESCRIPTION": (
+        "Submit and inspect jobs, act on jobs and steps, and manage workflows, pools and policies. "
+        "Authenticate with `Authorization: Token <key>` (`manage.py drf_create_token <user>`)."
+    ),
+    # Request bodies get their own components (no read-only fields in them).
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "JobStatusEnum": "scheduler.models.JobStatus",
+        "StepStatusEnum": "scheduler.models.StepStatus",
+        "StepKindEnum": "scheduler.models.StepKind",
+        "AttemptKindEnum": "scheduler.models.AttemptKind",
+        "OutcomeEnum": "scheduler.models.Outcome",
+        "AgentKindEnum": "agents.models.AgentKind",
+        "OnExhaustedEnum": "supervisor.models.OnExhausted",
+    },
 }
 
 # --- The service's own settings (read through sas_project.conf) -------------------------------

@@ -1,3 +1,21 @@
 """Operator console URLs (/ops/)."""
 
-urlpatterns: list = []
+from __future__ import annotations
+
+from django.urls import path
+
+from supervisor import views
+
+app_name = "ops"
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("attention/", views.attention, name="attention"),
+    path("attention/bulk/", views.attention_bulk, name="attention_bulk"),
+    path("steps/<int:step_id>/retry/", views.step_retry, name="step_retry"),
+    path("steps/<int:step_id>/resolve/", views.step_resolve, name="step_resolve"),
+    path("jobs/", views.jobs, name="jobs"),
+    path("jobs/<uuid:job_id>/", views.job, name="job"),
+    path("jobs/<uuid:job_id>/act/", views.job_action, name="job_action"),
+    path("calibration/", views.calibration, name="calibration"),
+]

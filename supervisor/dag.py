@@ -1,0 +1,227 @@
+"""A workflow's DAG as inline SVG, drawn on the server (no JavaScript, no front-end build).
+
+Layered layout: a step's column is its dependency depth (the longest path from a step with no
+dependencies), and within a column steps are ordered by the mean row of their dependencies, which
+keeps most edges short and uncrossed for the small graphs workflows are. Nodes are coloured by
+the step's status; a step's compensation is drawn as a badge on its node. Every piece of text is
+escaped: step names come from definitions that operators type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+if TYPE_CHECKING:
+    from supervisor.selectors import StepRow
+
+NODE_W = 168
+NODE_H = 62
+COL_GAP = 72
+ROW_GAP = 24
+PAD = 16
+LEGEND_H = 28
+NAME_CHARS = 22
+
+#: status -> (fill, stroke, text)
+COLOURS: dict[str, tuple[str, str, str]] = {
+    "pending": ("#f3f4f6", "#9ca3af", "#374151"),
+    "dispatched": ("#dbeafe", "#2563eb", "#1e3a8a"),
+    "attempt_failed": ("#ffedd5", "#ea580c", "#7c2d12"),
+    "unknown": ("#fef3c7", "#d97706", "#78350f"),
+    "retry_wait": ("#e0e7ff", "#6366f1", "#312e81"),
+    "held": ("#fee2e2", "#dc2626", "#7f1d1d"),
+    "succeeded": ("#dcfce7", "#16a34a", "#14532d"),
+    "failed": ("#fecaca", "#b91c1c", "#7f1d1d"),
+    "skipped": ("#f3f4f6", "#d1d5db", "#6b7280"),
+    "compensated": ("#ede9fe", "#7c3aed", "#4c1d95"),
+}
+FALLBACK = ("#ffffff", "#6b7280", "#111827")
+
+
+@dataclass(frozen=True)
+class DagNode:
+    name: str
+    status: str
+    depends_on: Sequence[str] = ()
+    #: The status of this step's compensation, if one was created.
+    compensation_status: str | None = None
+    #: Anchor the node links to (for example "#step-12"); empty for none.
+    href: str = ""
+    #: A short second line under the status (for example "attempt 2 · payments").
+    detail: str = ""
+
+
+def _depths(nodes: Sequence[DagNode]) -> dict[str, int]:
+    """Longest path from a root. Unknown dependencies are ignored; a cycle (which definitions
+    refuse) cannot loop here: a step met again while being measured counts as a root."""
+    deps = {n.name: [d for d in n.depends_on if d != n.name] for n in nodes}
+    depth: dict[str, int] = {}
+    visiting: set[str] = set()
+
+    def measure(name: str) -> int:
+        if name in depth:
+            return depth[name]
+        if name in visiting or name not in deps:
+            return -1
+        visiting.add(name)
+        value = 1 + max((measure(d) for d in deps[name]), default=-1)
+        visiting.discard(name)
+        depth[name] = value
+        return value
+
+    for node in nodes:
+        measure(node.name)
+    return depth
+
+
+def _layers(nodes: Sequence[DagNode]) -> list[list[DagNode]]:
+    depth = _depths(nodes)
+    columns: list[list[DagNode]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for node in nodes:
+        columns[depth[node.name]].append(node)
+    row: dict[str, float] = {}
+    for column in columns:
+        order = {n.name: i for i, n in enumerate(column)}
+
+        def key(node: DagNode, order: dict[str, int] = order) -> tuple[float, int]:
+            placed = [row[d] for d in node.depends_on if d in row]
+            return (sum(placed) / len(placed) if placed else float(order[node.name]), order[node.name])
+
+        column.sort(key=key)
+        for i, node in enumerate(column):
+            row[node.name] = float(i)
+    return columns
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _label(status: str) -> str:
+    return status.replace("_", " ")
+
+
+def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow") -> SafeString:
+    """The graph as an <svg> element (safe to insert in a template as is)."""
+    if not nodes:
+        return mark_safe('<p class="muted">This workflow has no steps.</p>')
+    columns = _layers(nodes)
+    tallest = max(len(c) for c in columns)
+    graph_h = tallest * NODE_H + (tallest - 1) * ROW_GAP
+    height = PAD * 2 + graph_h + LEGEND_H
+    statuses = sorted(
+        {n.status for n in nodes} | {n.compensation_status for n in nodes if n.compensation_status}
+    )
+    legend, legend_w = _legend(statuses, height - LEGEND_H + 8)
+    width = max(PAD * 2 + len(columns) * NODE_W + (len(columns) - 1) * COL_GAP, PAD * 2 + legend_w)
+    where: dict[str, tuple[int, int]] = {}
+    for c, column in enumerate(columns):
+        offset = (graph_h - (len(column) * NODE_H + (len(column) - 1) * ROW_GAP)) // 2
+        for r, node in enumerate(column):
+            where[node.name] = (PAD + c * (NODE_W + COL_GAP), PAD + offset + r * (NODE_H + ROW_GAP))
+    by_name = {n.name: n for n in nodes}
+    parts = [
+        f'<svg class="dag" xmlns="http://www.w3.org/2000/svg" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" aria-label="{escape(title)}">',
+        f"<title>{escape(title)}</title>",
+        '<defs><marker id="dag-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#6b7280"/>'
+        "</marker></defs>",
+    ]
+    for node in nodes:
+        x2, y2 = where[node.name]
+        for dep in node.depends_on:
+            if dep not in where or dep == node.name:
+                continue
+            x1, y1 = where[dep]
+            sx, sy, ex, ey = x1 + NODE_W, y1 + NODE_H // 2, x2, y2 + NODE_H // 2
+            bend = max((ex - sx) // 2, 20)
+            done = by_name[dep].status in ("succeeded", "compensated")
+            dash = "" if done else ' stroke-dasharray="5 4"'
+            parts.append(
+                f'<path class="dag-edge" data-from="{escape(dep)}" data-to="{escape(node.name)}" '
+                f'd="M{sx},{sy} C{sx + bend},{sy} {ex - bend},{ey} {ex - 2},{ey}" fill="none" '
+                f'stroke="{"#4b5563" if done else "#9ca3af"}" stroke-width="1.6"'
+                f'{dash} marker-end="url(#dag-arrow)"/>'
+            )
+    for node in nodes:
+        x, y = where[node.name]
+        fill, stroke, ink = COLOURS.get(node.status, FALLBACK)
+        label = f"{node.name}: {_label(node.status)}"
+        if node.compensation_status:
+            label += f" (compensation {_label(node.compensation_status)})"
+        body = [
+            f"<title>{escape(label)}</title>",
+            f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="9" fill="{fill}" '
+            f'stroke="{stroke}" stroke-width="2"/>',
+            f'<text x="{x + 12}" y="{y + 21}" font-size="14" font-weight="600" fill="{ink}">'
+            f"{escape(_short(node.name, NAME_CHARS))}</text>",
+            f'<text x="{x + 12}" y="{y + 37}" font-size="12" fill="{ink}">'
+            f"{escape(_label(node.status))}</text>",
+        ]
+        if node.detail:
+            body.append(
+                f'<text x="{x + 12}" y="{y + 53}" font-size="11" fill="#4b5563">'
+                f"{escape(_short(node.detail, 24))}</text>"
+            )
+        if node.compensation_status:
+            cfill, cstroke, cink = COLOURS.get(node.compensation_status, FALLBACK)
+            badge = f"\u21ba {_label(node.compensation_status)}"
+            bw = 14 + 6 * len(badge)
+            bx, by = x + NODE_W - bw + 6, y - 10
+            body.append(
+                f'<g class="dag-compensation" data-status="{escape(node.compensation_status)}">'
+                f'<rect x="{bx}" y="{by}" width="{bw}" height="18" rx="9" fill="{cfill}" stroke="{cstroke}"/>'
+                f'<text x="{bx + 7}" y="{by + 13}" font-size="11" fill="{cink}">{escape(badge)}</text></g>'
+            )
+        inner = "".join(body)
+        if node.href:
+            inner = f'<a href="{escape(node.href)}">{inner}</a>'
+        parts.append(
+            f'<g class="dag-node" data-step="{escape(node.name)}" data-status="{escape(node.status)}">'
+            f"{inner}</g>"
+        )
+    parts.append(legend)
+    parts.append("</svg>")
+    return mark_safe("".join(parts))  # noqa: S308 - every interpolated text is escaped above
+
+
+def _legend(statuses: list[str], y: int) -> tuple[str, int]:
+    """A colour key for the statuses drawn, and its width."""
+    x = PAD
+    items = []
+    for status in statuses:
+        fill, stroke, _ = COLOURS.get(status, FALLBACK)
+        text = _label(status)
+        items.append(
+            f'<rect x="{x}" y="{y}" width="12" height="12" rx="3" fill="{fill}" stroke="{stroke}"/>'
+            f'<text x="{x + 17}" y="{y + 11}" font-size="11" fill="#374151">{escape(text)}</text>'
+        )
+        x += 30 + 7 * len(text)
+    return f'<g class="dag-legend">{"".join(items)}</g>', x - PAD
+
+
+def job_dag(actions: Sequence[StepRow], *, title: str = "Workflow") -> SafeString:
+    """The DAG of a job's action steps, each node linking to the step's row on the job page."""
+    nodes = []
+    for row in actions:
+        step = row.step
+        detail = f"attempt {step.attempt}" if step.attempt else ""
+        if step.pool_id != step.definition.pool_id:
+            detail = f"{detail} \u00b7 {step.pool.name}".strip(" \u00b7")
+        nodes.append(
+            DagNode(
+                name=step.name,
+                status=step.status,
+                depends_on=tuple(step.definition.depends_on or ()),
+                compensation_status=row.compensation.status if row.compensation else None,
+                href=f"#step-{step.pk}",
+                detail=detail,
+            )
+        )
+    return render_dag(nodes, title=title)

@@ -1,0 +1,367 @@
+"""The operator console (/ops/): thin views over supervisor.selectors (reads) and
+supervisor.services (operator actions).
+
+Each page view returns the whole page, or only its live fragment when htmx asks (the fragments
+poll themselves every few seconds). Each action view parses its form, calls one operator service
+with `actor=request.user`, and answers an htmx request with the updated fragment (a row of the
+Needs-attention list, or a job's live panel) plus a message event, or a plain POST with a
+redirect and a flash message. A refusal by the service (somebody else acted first, or the state
+no longer allows it) is answered 409 with the same fragment, re-read, and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+from urllib.parse import quote
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse, QueryDict
+from django.http import HttpRequest as DjangoHttpRequest
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+from django_htmx.middleware import HtmxDetails
+
+from scheduler.errors import SasError
+from scheduler.permissions import can_operate
+from supervisor import selectors, services
+from supervisor.dag import job_dag
+from supervisor.forms import (
+    AttentionFilterForm,
+    BulkForm,
+    JobActionForm,
+    JobSearchForm,
+    ResolveForm,
+    RetryForm,
+)
+
+View = Callable[..., HttpResponse]
+
+
+class HttpRequest(DjangoHttpRequest):
+    """A request as django-htmx's middleware leaves it."""
+
+    htmx: HtmxDetails
+
+
+JOBS_PER_PAGE = 50
+REFUSED = "Not done: somebody else acted first, or the state no longer allows it."
+
+JOB_SERVICES: dict[str, Callable[..., Any]] = {
+    "pause": services.job_pause,
+    "resume": services.job_resume,
+    "compensate": services.job_compensate,
+    "cancel": services.job_cancel,
+}
+JOB_DONE = {"pause": "paused", "resume": "resumed", "compensate": "compensating", "cancel": "cancelling"}
+
+
+def operator_required(view: View) -> View:
+    """Signed-in operators only: anonymous users go to the login page (an htmx request is told
+    to send the whole page there), users without `can_operate` get 403."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            if request.htmx:
+                page = request.htmx.current_url_abs_path or request.get_full_path()
+                return HttpResponseClientRedirect(f"{settings.LOGIN_URL}?next={quote(page)}")
+            return redirect_to_login(request.get_full_path())
+        if not can_operate(request.user):
+            raise PermissionDenied("the operator console needs the operate permission")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _partial(request: HttpRequest) -> bool:
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+def _page(
+    request: HttpRequest, page: str, fragment: str, context: dict[str, Any], signature: str | None = None
+) -> HttpResponse:
+    """The whole page, or only its fragment for htmx; the two differ by the HX-Request header.
+
+    A live fragment polls with the signature of what it shows (`since`); when nothing changed
+    the answer is 204, which htmx leaves unswapped, and nothing is rendered.
+    """
+    partial = _partial(request)
+    if partial and signature is not None and request.GET.get("since") == signature:
+        response = HttpResponse(status=204)
+    else:
+        response = render(request, fragment if partial else page, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _poll_url(path: str, query: QueryDict, signature: str) -> str:
+    """The URL a live fragment polls: its own, with its filters and current signature."""
+    params = query.copy()
+    params["since"] = signature
+    return f"{path}?{params.urlencode()}"
+
+
+# --- pages -----------------------------------------------------------------------------------------
+
+
+@require_GET
+@operator_required
+def overview(request: HttpRequest) -> HttpResponse:
+    data = selectors.overview()
+    return _page(request, "ops/overview.html", "ops/_overview_live.html", {"section": "overview", "o": data})
+
+
+@require_GET
+@operator_required
+def attention(request: HttpRequest) -> HttpResponse:
+    form = AttentionFilterForm(request.GET)
+    data = selectors.needs_attention(form.filters())
+    context = {
+        "section": "attention",
+        "a": data,
+        "form": form,
+        "back": reverse("ops:attention"),
+        "poll_url": _poll_url(request.path, request.GET, data.signature),
+    }
+    return _page(request, "ops/attention.html", "ops/_attention_live.html", context, data.signature)
+
+
+@require_GET
+@operator_required
+def jobs(request: HttpRequest) -> HttpResponse:
+    form = JobSearchForm(request.GET)
+    page = Paginator(selectors.jobs_search(form.filters()), JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    progress = selectors.step_progress(j.pk for j in page.object_list)
+    context = {
+        "section": "jobs",
+        "form": form,
+        "page": page,
+        "rows": [(j, progress.get(j.pk)) for j in page.object_list],
+        "workflows": selectors.workflow_names(),
+        "query": _query_without_page(request),
+    }
+    return _page(request, "ops/jobs.html", "ops/_jobs_results.html", context)
+
+
+@require_GET
+@operator_required
+def job(request: HttpRequest, job_id: Any) -> HttpResponse:
+    context = _job_context(job_id)
+    return _page(request, "ops/job.html", "ops/_job_live.html", context, context["d"].signature)
+
+
+@require_GET
+@operator_required
+def calibration(request: HttpRequest) -> HttpResponse:
+    data = selectors.calibration()
+    return _page(
+        request, "ops/calibration.html", "ops/_calibration_table.html", {"section": "calibration", "c": data}
+    )
+
+
+def _job_context(job_id: Any) -> dict[str, Any]:
+    detail = selectors.job_detail(job_id)
+    if detail is None:
+        raise Http404("no such job")
+    return {
+        "section": "jobs",
+        "d": detail,
+        "dag": job_dag(detail.actions, title=str(detail.job.workflow)),
+        "poll_url": _poll_url(reverse("ops:job", args=[detail.job.pk]), QueryDict(), detail.signature),
+    }
+
+
+def _query_without_page(request: HttpRequest) -> str:
+    query = request.GET.copy()
+    query.pop("page", None)
+    return query.urlencode()
+
+
+# --- actions ---------------------------------------------------------------------------------------
+
+
+def _safe_next(request: HttpRequest, default: str) -> str:
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        return target
+    return default
+
+
+def _answer(
+    request: HttpRequest,
+    *,
+    ok: bool,
+    message: str,
+    status: int,
+    step_id: int | None = None,
+    job_id: Any = None,
+) -> HttpResponse:
+    """Answer an action: for htmx, the re-read fragment the action came from (a Needs-attention
+    row, or the job's live panel) and a message event; otherwise a redirect with a message."""
+    fragment = request.POST.get("fragment", "row" if step_id is not None else "job")
+    if job_id is None and step_id is not None:
+        job_id = selectors.step_job_id(step_id)
+    if not request.htmx:
+        messages.add_message(request, messages.SUCCESS if ok else messages.ERROR, message)
+        default = (
+            reverse("ops:job", args=[job_id]) if fragment == "job" and job_id else reverse("ops:attention")
+        )
+        return redirect(_safe_next(request, default))
+    if fragment == "job" and job_id is not None:
+        context = {**_job_context(job_id), "message": message, "ok": ok}
+        response = render(request, "ops/_job_live.html", context, status=status)
+    elif step_id is not None:
+        item = selectors.attention_item(step_id)
+        context = {
+            "item": item,
+            "step_id": step_id,
+            "message": message,
+            "ok": ok,
+            "back": reverse("ops:attention"),
+        }
+        response = render(request, "ops/_attention_item.html", context, status=status)
+    else:
+        response = HttpResponse(status=status)
+    trigger_client_event(response, "ops:message", {"level": "success" if ok else "error", "text": message})
+    trigger_client_event(response, "ops:changed", {})
+    return response
+
+
+def _refusal(exc: SasError) -> tuple[str, int]:
+    if exc.http_status == 409:
+        return f"{REFUSED} {exc.message}", 409
+    return exc.message, exc.http_status
+
+
+def _form_errors(form: Any) -> str:
+    return "; ".join(
+        f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
+        for name, errors in form.errors.items()
+    )
+
+
+@require_POST
+@operator_required
+def step_retry(request: HttpRequest, step_id: int) -> HttpResponse:
+    form = RetryForm(request.POST)
+    if not form.is_valid():
+        return _answer(request, ok=False, message=_form_errors(form), status=400, step_id=step_id)
+    pool = form.cleaned_data["pool"] or None
+    try:
+        step = services.step_retry(
+            actor=request.user, step_id=step_id, pool=pool, reason=form.cleaned_data["reason"]
+        )
+    except SasError as exc:
+        message, status = _refusal(exc)
+        return _answer(request, ok=False, message=message, status=status, step_id=step_id)
+    where = f" on pool {pool}" if pool else ""
+    message = f"Retried {step.name}{where}: attempt {step.attempt} dispatched."
+    return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=step.job_id)
+
+
+@require_POST
+@operator_required
+def step_resolve(request: HttpRequest, step_id: int) -> HttpResponse:
+    form = ResolveForm(request.POST)
+    if not form.is_valid():
+        return _answer(request, ok=False, message=_form_errors(form), status=400, step_id=step_id)
+    try:
+        step = services.step_resolve(
+            actor=request.user,
+            step_id=step_id,
+            output=form.cleaned_data["output"],
+            reason=form.cleaned_data["reason"],
+        )
+    except SasError as exc:
+        message, status = _refusal(exc)
+        return _answer(request, ok=False, message=message, status=status, step_id=step_id)
+    message = f"Resolved {step.name} by hand: it counts as succeeded."
+    return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=step.job_id)
+
+
+@require_POST
+@operator_required
+def job_action(request: HttpRequest, job_id: Any) -> HttpResponse:
+    form = JobActionForm(request.POST)
+    step_id = _int_or_none(request.POST.get("step"))
+    if not form.is_valid():
+        return _answer(
+            request, ok=False, message=_form_errors(form), status=400, step_id=step_id, job_id=job_id
+        )
+    action = form.cleaned_data["action"]
+    try:
+        JOB_SERVICES[action](actor=request.user, job_id=job_id, reason=form.cleaned_data["reason"])
+    except SasError as exc:
+        message, status = _refusal(exc)
+        return _answer(request, ok=False, message=message, status=status, step_id=step_id, job_id=job_id)
+    message = f"Job {str(job_id)[:8]} {JOB_DONE[action]}."
+    return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=job_id)
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+@require_POST
+@operator_required
+def attention_bulk(request: HttpRequest) -> HttpResponse:
+    """A bulk Retry or Compensate: first a dry run (what would happen to each), then the run
+    (what happened to each). The run takes exactly the steps the preview listed as allowed."""
+    form = BulkForm(request.POST)
+    context: dict[str, Any] = {"section": "attention", "form": form}
+    if not form.is_valid():
+        context["error"] = _form_errors(form)
+        return _bulk_page(request, context, status=400)
+    action, stage = form.cleaned_data["action"], form.cleaned_data["stage"]
+    ids = form.cleaned_data["step"]
+    if stage == "preview" and form.cleaned_data["scope"] == "matching":
+        # The list's filters travel with the bulk form; `step` there is the ticked ids, so the
+        # step-name filter is sent as `step_name`.
+        filters = AttentionFilterForm(
+            {
+                "workflow": request.POST.get("workflow", ""),
+                "step": request.POST.get("step_name", ""),
+                "pool": request.POST.get("pool", ""),
+                "older_than": request.POST.get("older_than", ""),
+            }
+        ).filters()
+        ids = selectors.attention_step_ids(filters)
+    context.update(action=action, stage=stage, reason=form.cleaned_data["reason"])
+    if not ids:
+        context["error"] = "Nothing selected: tick some steps, or choose every step matching the filters."
+        return _bulk_page(request, context, status=400)
+    try:
+        if stage == "preview":
+            items = services.bulk_preview(action=action, step_ids=ids)
+        else:
+            items = services.bulk_run(
+                actor=request.user, action=action, step_ids=ids, reason=form.cleaned_data["reason"]
+            )
+    except SasError as exc:
+        context["error"] = exc.message
+        return _bulk_page(request, context, status=exc.http_status)
+    allowed = [i for i in items if i.allowed]
+    context.update(items=items, allowed=allowed, refused=len(items) - len(allowed))
+    response = _bulk_page(request, context)
+    if stage == "run" and request.htmx:
+        text = f"Bulk {action}: {len(allowed)} done, {len(items) - len(allowed)} refused."
+        trigger_client_event(
+            response, "ops:message", {"level": "success" if allowed else "error", "text": text}
+        )
+        trigger_client_event(response, "ops:changed", {})
+    return response
+
+
+def _bulk_page(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
+    template = "ops/_bulk.html" if request.htmx else "ops/bulk.html"
+    return render(request, template, context, status=status)
