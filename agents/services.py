@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from agents.models import AgentEndpoint, AgentKind, AgentPool
 from agents.validation import validate_endpoint_url
 from scheduler.audit import definition_logged
-from scheduler.errors import InvalidInput
-
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+from scheduler.definitions import valid_name
+from scheduler.errors import InvalidInput, StaleWrite
 
 
 def _endpoint_specs(kind: str, endpoints: Any) -> list[dict[str, Any]]:
@@ -41,6 +40,10 @@ def _endpoint_specs(kind: str, endpoints: Any) -> list[dict[str, Any]]:
             raise InvalidInput("secret header name and value must be strings", field="endpoints")
         if header_name and not re.match(r"^[A-Za-z0-9-]{1,100}$", header_name):
             raise InvalidInput("secret_header_name must be an HTTP header name", field="endpoints")
+        if len(header_value) > 500 or any(ch in header_value for ch in "\r\n\x00"):
+            raise InvalidInput(
+                "secret_header_value must be at most 500 characters on one line", field="endpoints"
+            )
         specs.append(
             {
                 "url": url,
@@ -67,8 +70,7 @@ def pool_save(
     Endpoints are matched by URL: kept ones keep their history and health, missing ones are
     removed. A secret header value left empty on update keeps the stored one.
     """
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise InvalidInput("pool name must be 1-100 letters, digits, '-' or '_'", field="name")
+    valid_name(name, "pool name", "name")
     if kind not in AgentKind.values:
         raise InvalidInput(f"kind must be one of {', '.join(AgentKind.values)}", field="kind")
     specs = _endpoint_specs(kind, endpoints)
@@ -87,8 +89,13 @@ def pool_save(
         if alternate_pool.kind != kind:
             raise InvalidInput("the alternate pool must be of the same kind", field="alternate")
     created = pool is None
+    before = _pool_state(pool) if pool is not None else {}
     if pool is None:
-        pool = AgentPool.objects.create(name=name, kind=kind, alternate=alternate_pool)
+        try:
+            with transaction.atomic():
+                pool = AgentPool.objects.create(name=name, kind=kind, alternate=alternate_pool)
+        except IntegrityError as exc:
+            raise StaleWrite(f"pool {name!r} was created at the same moment; send yours again") from exc
     else:
         pool.name, pool.kind, pool.alternate = name, kind, alternate_pool
         pool.save(update_fields=["name", "kind", "alternate", "updated_at"])
@@ -105,7 +112,21 @@ def pool_save(
         endpoint.save(update_fields=["enabled", "secret_header_name", "secret_header_value"])
     for endpoint in existing.values():
         endpoint.delete()
-    definition_logged(
-        actor, pool, created=created, changes={"name": 1, "kind": 1, "endpoints": 1, "alternate": 1}
-    )
+    after = _pool_state(pool)
+    changes = {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v}
+    if created or changes:
+        definition_logged(actor, pool, created=created, changes=changes)
     return pool
+
+
+def _pool_state(pool: AgentPool) -> dict[str, Any]:
+    """What an audit entry compares (a secret only as whether one is set)."""
+    return {
+        "name": pool.name,
+        "kind": pool.kind,
+        "alternate": pool.alternate.name if pool.alternate is not None else None,
+        "endpoints": sorted(
+            [e.url, e.enabled, e.secret_header_name, bool(e.secret_header_value)]
+            for e in pool.endpoints.all()
+        ),
+    }

@@ -48,6 +48,8 @@ def validate_operation_path(path: str, *, http: bool) -> str:
     if not isinstance(path, str) or not path.strip():
         raise InvalidInput("operation path is empty")
     path = path.strip()
+    if len(path) > 300:
+        raise InvalidInput("operation path is longer than 300 characters")
     if http:
         if not path.startswith("/") or path.startswith("//") or "://" in path:
             raise InvalidInput(f"operation path {path[:100]!r} must start with a single '/'")

@@ -10,12 +10,12 @@ import re
 from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from agents.models import AgentKind, AgentPool
 from agents.validation import validate_operation_path
 from scheduler.audit import definition_logged
-from scheduler.errors import InvalidInput
+from scheduler.errors import InvalidInput, StaleWrite
 from scheduler.models import StepDefinition, Workflow
 from scheduler.transitions import User
 from supervisor.models import RemediationPolicy
@@ -24,10 +24,14 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 STEP_KEYS = {"name", "pool", "path", "status_path", "compensation_path", "depends_on", "policy"}
 
 
-def _name(value: Any, what: str, field: str) -> str:
+def valid_name(value: Any, what: str, field: str) -> str:
+    """A definition's name: it appears in URLs and in other definitions."""
     if not isinstance(value, str) or not NAME_RE.match(value):
         raise InvalidInput(f"{what} must be 1-100 letters, digits, '-' or '_'", field=field)
     return value
+
+
+_name = valid_name
 
 
 def _optional_path(value: Any, field: str, *, http: bool) -> str:
@@ -126,18 +130,30 @@ def workflow_create(
         raise InvalidInput("description must be a string", field="description")
     ordered = validate_steps(steps)
     latest = Workflow.objects.select_for_update().filter(name=name).order_by("-version").first()
-    workflow = Workflow.objects.create(
+    # Two first versions of one name can both pass the lock above (there is no row to lock yet):
+    # the unique (name, version) constraint decides, and the loser is told to send again.
+    try:
+        with transaction.atomic():
+            workflow = _create_version(name, latest, description, deadline_seconds, actor)
+    except IntegrityError as exc:
+        raise StaleWrite(f"workflow {name!r} was changed at the same moment; send yours again") from exc
+    StepDefinition.objects.bulk_create(
+        [StepDefinition(workflow=workflow, position=i, **spec) for i, spec in enumerate(ordered)]
+    )
+    definition_logged(actor, workflow, created=True)
+    return workflow
+
+
+def _create_version(
+    name: str, latest: Workflow | None, description: str, deadline_seconds: float | None, actor: User | None
+) -> Workflow:
+    return Workflow.objects.create(
         name=name,
         version=(latest.version + 1) if latest else 1,
         description=description,
         deadline_seconds=deadline_seconds,
         created_by=actor if actor is not None and actor.is_authenticated else None,
     )
-    StepDefinition.objects.bulk_create(
-        [StepDefinition(workflow=workflow, position=i, **spec) for i, spec in enumerate(ordered)]
-    )
-    definition_logged(actor, workflow, created=True)
-    return workflow
 
 
 def workflow_latest(name: str) -> Workflow | None:

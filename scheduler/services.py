@@ -141,6 +141,26 @@ class Submission:
     created: bool
 
 
+def json_storable(value: Any, field: str, *, depth: int = 0) -> None:
+    """Refuse JSON that the database cannot store or that nests absurdly deep: NUL characters
+    (PostgreSQL's jsonb has no room for them), non-finite numbers, more than 64 levels."""
+    if depth > 64:
+        raise InvalidInput(f"{field} nests deeper than 64 levels", field=field)
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInput(f"{field} contains a NUL character", field=field)
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidInput(f"{field} contains a number that is not finite", field=field)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            json_storable(key, field, depth=depth + 1)
+            json_storable(item, field, depth=depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            json_storable(item, field, depth=depth + 1)
+
+
 def _request_hash(workflow: str, payload: object) -> str:
     canonical = json.dumps({"workflow": workflow, "input": payload}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -176,6 +196,7 @@ def job_submit(
     """
     if not isinstance(input, dict):
         raise InvalidInput("input must be a JSON object", field="input")
+    json_storable(input, "input")
     if idempotency_key is not None and not (0 < len(idempotency_key) <= 255):
         raise InvalidInput("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
     request_hash = _request_hash(workflow, input)
@@ -840,8 +861,9 @@ def step_abandon(unit: Unit, state: JobState, step: Step, *, source: str) -> Non
 # --- the job: advance, fail, compensate -----------------------------------------------------------
 
 
-def job_advance(unit: Unit, state: JobState, *, source: str) -> None:
-    """Dispatch what is ready and settle the job's status from its steps' statuses."""
+def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None = None) -> None:
+    """Dispatch what is ready and settle the job's status from its steps' statuses. `actor`: the
+    operator whose action caused this, named on the job's transition."""
     job = state.job
     if job.compensation_reason and job.status in (J.COMPENSATING, J.NEEDS_ATTENTION):
         _advance_compensation(unit, state, source=source)
@@ -859,7 +881,9 @@ def job_advance(unit: Unit, state: JobState, *, source: str) -> None:
                 reason = f"{', '.join(deps)} succeeded" if deps else "ready: no dependencies"
                 step_dispatch(unit, state, step, source=source, reason=reason)
     if all(s.status == S.SUCCEEDED for s in actions):
-        job_transition(unit, job, J.SUCCEEDED, source=source, result={s.name: s.output for s in actions})
+        job_transition(
+            unit, job, J.SUCCEEDED, source=source, actor=actor, result={s.name: s.output for s in actions}
+        )
         return
     target = J.NEEDS_ATTENTION if any(s.status == S.HELD for s in actions) else J.RUNNING
     if job.status != target:
@@ -869,6 +893,7 @@ def job_advance(unit: Unit, state: JobState, *, source: str) -> None:
             job,
             target,
             source=source,
+            actor=actor,
             reason=f"held: {', '.join(held)}" if held else "",
         )
 

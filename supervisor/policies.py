@@ -11,10 +11,11 @@ import datetime as dt
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from scheduler.audit import definition_logged
-from scheduler.errors import InvalidInput, NotFound
+from scheduler.definitions import valid_name
+from scheduler.errors import InvalidInput, NotFound, StaleWrite
 from scheduler.models import AttemptKind, Outcome, StepKind, StepStatus
 from scheduler.transitions import User
 from supervisor.models import RETRYABLE_OUTCOMES, OnExhausted, PolicyRevision, RemediationPolicy
@@ -246,11 +247,16 @@ def policy_create(*, name: str, actor: User | None, **fields: Any) -> Remediatio
     unknown = set(fields) - set(POLICY_FIELDS)
     if unknown:
         raise InvalidInput(f"unknown policy fields: {', '.join(sorted(unknown))}")
+    valid_name(name, "policy name", "name")
     values = {**_defaults(), **fields}
     policy_validate(values)
     if RemediationPolicy.objects.filter(name=name).exists():
         raise InvalidInput(f"a policy named {name!r} already exists", field="name")
-    policy = RemediationPolicy.objects.create(name=name, version=1, **values)
+    try:
+        with transaction.atomic():
+            policy = RemediationPolicy.objects.create(name=name, version=1, **values)
+    except IntegrityError as exc:
+        raise StaleWrite(f"policy {name!r} was created at the same moment; send yours again") from exc
     PolicyRevision.objects.create(
         policy=policy,
         version=1,

@@ -8,6 +8,7 @@ refused with ActionNotAllowed: it does nothing.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from scheduler.services import (
     JobState,
     job_advance,
     job_start_compensation,
+    json_storable,
     lock_job,
     step_dispatch,
     step_succeed,
@@ -43,7 +45,18 @@ def _require_actor(actor: User | None) -> User:
     return actor
 
 
+def _step_pk(step_id: Any) -> int:
+    try:
+        pk = int(step_id)
+    except (TypeError, ValueError):
+        raise NotFound(f"step {step_id!r} does not exist") from None
+    if not 0 < pk < 2**63:
+        raise NotFound(f"step {step_id!r} does not exist")
+    return pk
+
+
 def _lock_step(unit: Unit, step_id: Any) -> tuple[JobState, Step]:
+    step_id = _step_pk(step_id)
     job_id = Step.objects.filter(pk=step_id).values_list("job_id", flat=True).first()
     if job_id is None:
         raise NotFound(f"step {step_id} does not exist")
@@ -52,6 +65,10 @@ def _lock_step(unit: Unit, step_id: Any) -> tuple[JobState, Step]:
 
 
 def _lock(unit: Unit, job_id: Any) -> JobState:
+    try:
+        job_id = uuid.UUID(str(job_id))
+    except ValueError:
+        raise NotFound(f"job {job_id!r} does not exist") from None
     if not Job.objects.filter(pk=job_id).exists():
         raise NotFound(f"job {job_id} does not exist")
     return lock_job(unit, job_id)
@@ -130,7 +147,7 @@ def step_retry(*, actor: User | None, step_id: Any, pool: str | None = None, rea
             avoid_endpoint_id=step.endpoint_id,
             reason=reason or ("retried on pool " + pool if pool else "retried by an operator"),
         )
-        job_advance(unit, state, source=operator_source(actor))
+        job_advance(unit, state, source=operator_source(actor), actor=actor)
         return step
 
 
@@ -140,6 +157,7 @@ def step_resolve(*, actor: User | None, step_id: Any, output: Any, reason: str =
     actor = _require_actor(actor)
     if output is not None and not isinstance(output, dict):
         raise InvalidInput("output must be a JSON object", field="output")
+    json_storable(output, "output")
     with unit_of_work() as unit:
         state, step = _lock_step(unit, step_id)
         if step.status not in RESOLVABLE_BY_OPERATOR:
@@ -230,7 +248,7 @@ def job_resume(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
         if job.paused_at is None:
             raise ActionNotAllowed(f"job {job.pk} is not paused")
         job_set_paused(unit, job, paused=False, source=operator_source(actor), actor=actor, reason=reason)
-        job_advance(unit, state, source=operator_source(actor))
+        job_advance(unit, state, source=operator_source(actor), actor=actor)
         return job
 
 

@@ -155,3 +155,34 @@ def test_check_deploy_passes_with_production_settings() -> None:
     # And the check bites: the demo defaults are not production settings.
     demo = {k: v for k, v in env.items() if k not in ("DJANGO_SECRET_KEY", "DJANGO_SECURE")}
     assert _check_deploy(demo).returncode != 0
+
+
+@pytest.mark.parametrize("name", ["has space", "x" * 101, "", "semi;colon"])
+def test_a_policy_name_must_be_usable_in_a_url(name: str) -> None:
+    from supervisor.policies import policy_create
+
+    with pytest.raises(InvalidInput, match="policy name"):
+        policy_create(name=name, actor=None)
+
+
+def test_an_operation_path_or_a_secret_too_long_for_its_column_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="300 characters"):
+        workflow_create(name="long", steps=[step("a", path="agents." + "x" * 300)])
+    with pytest.raises(InvalidInput, match="500 characters"):
+        pool_save(
+            name="web",
+            kind="http",
+            endpoints=[
+                {"url": "http://x.internal", "secret_header_name": "X-Key", "secret_header_value": "k" * 501}
+            ],
+        )
+
+
+def test_a_pool_saved_unchanged_writes_no_audit_entry() -> None:
+    admin = User.objects.create_user("root")
+    pool = pool_save(name="web", kind="http", endpoints=["http://x.internal"], actor=admin)
+    pool_save(name="web", kind="http", endpoints=["http://x.internal"], pool=pool, actor=admin)
+    pool_save(name="web", kind="http", endpoints=["http://y.internal"], pool=pool, actor=admin)
+    entries = list(LogEntry.objects.filter(object_id=str(pool.pk)).order_by("id"))
+    assert [e.action_flag for e in entries] == [1, 2]
+    assert "endpoints" in entries[1].change_message

@@ -268,3 +268,28 @@ def test_bulk_actions_refuse_an_unknown_action(olga: User) -> None:
         bulk_preview(action="explode", step_ids=[])
     with pytest.raises(InvalidInput):
         bulk_run(actor=olga, action="explode", step_ids=[])
+
+
+@pytest.mark.parametrize("step_id", ["abc", None, 2**70, -1, "1; drop"])
+def test_a_malformed_step_id_is_not_found(olga: User, step_id: object) -> None:
+    with pytest.raises(NotFound):
+        step_retry(actor=olga, step_id=step_id)
+
+
+def test_a_resolve_output_the_database_cannot_store_is_refused(
+    drain: Callable, fake_remote: FakeRemote, supervise: Callable, olga: User
+) -> None:
+    job = held_job(drain, fake_remote, supervise)
+    s1 = job.steps.get(name="s1")
+    with pytest.raises(InvalidInput, match="NUL"):
+        step_resolve(actor=olga, step_id=s1.pk, output={"note": "a\x00b"})
+    s1.refresh_from_db()
+    assert s1.status == StepStatus.HELD
+
+
+def test_the_job_transition_caused_by_an_operator_names_the_operator(
+    drain: Callable, fake_remote: FakeRemote, supervise: Callable, olga: User
+) -> None:
+    job = held_job(drain, fake_remote, supervise)
+    step_retry(actor=olga, step_id=job.steps.get(name="s1").pk)
+    assert Event.objects.get(job=job, kind="job_running", from_status=JobStatus.NEEDS_ATTENTION).actor == olga

@@ -296,3 +296,14 @@ def test_an_outcome_waiting_for_the_job_lock_reads_the_steps_as_the_holder_left_
         t.join()
     assert not errors
     assert steps_of(job)["d"].status == StepStatus.DISPATCHED
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [({"a": "x\x00y"}, "NUL"), ({"a": float("nan")}, "not finite"), ({"a": float("inf")}, "not finite")],
+)
+def test_input_the_database_cannot_store_is_refused_and_creates_nothing(payload: dict, message: str) -> None:
+    chain(n=1)
+    with pytest.raises(InvalidInput, match=message):
+        job_submit(workflow="chain", input=payload)
+    assert Job.objects.count() == 0
