@@ -23,7 +23,7 @@ class SasSettings:
     @property
     def scan_batch_size(self) -> int:
         """Steps claimed per scan transaction; keeps each lock short."""
-        return int(getattr(settings, "SAS_SCAN_BATCH_SIZE", 50))
+        return int(getattr(settings, "SAS_SCAN_BATCH_SIZE", 200))
 
     @property
     def agent_allowed_hosts(self) -> list[str]:

@@ -136,6 +136,7 @@ def scan(
             states = load_locked_jobs([c.job for c in claimed])
             steps = [states[c.job_id].step(c.pk) for c in claimed]
             overdue = [s for s in steps if _overdue(s, unit)]
+            overdue_ids = {s.pk for s in overdue}
             attempts_time_out(unit, overdue, source=_source(grant))
             cache.last_attempts = _last_attempts(steps)
             for step in steps:
@@ -149,7 +150,7 @@ def scan(
                     report=report,
                     draw=draw,
                     cache=cache,
-                    attempt_closed=step in overdue,
+                    attempt_closed=step.pk in overdue_ids,
                 ):
                     report.remediated += 1
         if len(claimed) < size:
