@@ -191,6 +191,27 @@ def run_full(jobs: int, steps: int, workflow: str) -> dict[str, Any]:
     }
 
 
+def run_latency(jobs: int, workflow: str) -> dict[str, Any]:
+    """Jobs one at a time on an idle cluster: the service's own overhead, without queueing."""
+    overhead: list[float] = []
+    turnaround: list[float] = []
+    for n in range(jobs):
+        job_id = job_submit(workflow=workflow, input={"latency": n}).job.pk
+        done = Job.objects.filter(pk=job_id, status=JobStatus.SUCCEEDED)
+        wait_until(done.exists, 60, "a job")
+        job = Job.objects.get(pk=job_id)
+        turnaround.append((job.finished_at - job.created_at).total_seconds() * 1000)
+        for dispatched, finished in Attempt.objects.filter(step__job_id=job_id).values_list(
+            "dispatched_at", "finished_at"
+        ):
+            overhead.append((finished - dispatched).total_seconds() * 1000)
+    return {
+        "jobs": jobs,
+        "step_overhead_ms": {"p50": percentile(overhead, 50), "p99": percentile(overhead, 99)},
+        "job_turnaround_ms": {"p50": percentile(turnaround, 50), "p99": percentile(turnaround, 99)},
+    }
+
+
 def run_bare(jobs: int, steps: int) -> dict[str, Any]:
     with connection.cursor() as cursor:
         cursor.execute(f"CREATE UNLOGGED TABLE IF NOT EXISTS {DONE_TABLE} (chain integer)")
@@ -446,6 +467,8 @@ def run(
         idle = idle_commits_per_s()
         run_full(10, steps, workflow.name)  # warm-up
         run_bare(10, steps)
+        log("latency: jobs one at a time...")
+        results["latency"] = run_latency(30, workflow.name)
         rounds_out = []
         for r in range(rounds):
             log(f"  round {r + 1}: bare django-q2 chains...")
@@ -520,6 +543,16 @@ def table(results: dict[str, Any]) -> str:
             f"{full['job_turnaround_ms']['p99']:.1f} |"
         )
     add(f"| throughput ratio (median) | {results['throughput']['ratio_median']} |")
+    lat = results.get("latency")
+    if lat:
+        add(
+            "| unloaded, one job at a time: step overhead p50 / p99 ms | "
+            f"{lat['step_overhead_ms']['p50']:.1f} / {lat['step_overhead_ms']['p99']:.1f} |"
+        )
+        add(
+            f"| unloaded: submit-to-done p50 / p99 ms | {lat['job_turnaround_ms']['p50']:.1f} / "
+            f"{lat['job_turnaround_ms']['p99']:.1f} |"
+        )
     per = results["per_step"]
     add(f"| SQL statements per step (in-process) | {per['statements_per_step']} {per['by_kind_per_step']} |")
     add(f"| ... of which not BEGIN/COMMIT | {per['statements_per_step_without_begin_commit']} |")
