@@ -179,9 +179,9 @@ def run_full(jobs: int, steps: int, workflow: str) -> dict[str, Any]:
     elapsed = time.monotonic() - started
     commits = xact_commit() - before
     attempts = Attempt.objects.filter(step__job_id__in=created).values_list("dispatched_at", "finished_at")
-    overhead = [(f - d).total_seconds() * 1000 for d, f in attempts]
+    overhead = [(f - d).total_seconds() * 1000 for d, f in attempts if f is not None]
     done = Job.objects.filter(pk__in=created).values_list("created_at", "finished_at")
-    turnaround = [(f - c).total_seconds() * 1000 for c, f in done]
+    turnaround = [(f - c).total_seconds() * 1000 for c, f in done if f is not None]
     return {
         "seconds": round(elapsed, 3),
         "steps_per_s": round(jobs * steps / elapsed, 1),
@@ -200,11 +200,13 @@ def run_latency(jobs: int, workflow: str) -> dict[str, Any]:
         done = Job.objects.filter(pk=job_id, status=JobStatus.SUCCEEDED)
         wait_until(done.exists, 60, "a job")
         job = Job.objects.get(pk=job_id)
-        turnaround.append((job.finished_at - job.created_at).total_seconds() * 1000)
+        if job.finished_at is not None:
+            turnaround.append((job.finished_at - job.created_at).total_seconds() * 1000)
         for dispatched, finished in Attempt.objects.filter(step__job_id=job_id).values_list(
             "dispatched_at", "finished_at"
         ):
-            overhead.append((finished - dispatched).total_seconds() * 1000)
+            if finished is not None:
+                overhead.append((finished - dispatched).total_seconds() * 1000)
     return {
         "jobs": jobs,
         "step_overhead_ms": {"p50": percentile(overhead, 50), "p99": percentile(overhead, 99)},
@@ -247,7 +249,7 @@ def statements_per_step(jobs: int, steps: int, workflow: str) -> dict[str, Any]:
     broker = get_broker()
     OrmQ.objects.all().delete()
     # As in the cluster: no health-check `SELECT 1` after every close_old_connections().
-    connection.health_check_enabled = False
+    connection.health_check_enabled = False  # type: ignore[attr-defined]
     before = xact_commit()
     with CaptureQueriesContext(connection) as captured:
         for n in range(jobs):
@@ -515,7 +517,7 @@ def run(
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = []
+    lines: list[str] = []
     add = lines.append
     cfg = results["config"]
     add(

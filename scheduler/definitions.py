@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from graphlib import CycleError, TopologicalSorter
-from typing import Any
+from typing import Any, cast
 
 from django.db import IntegrityError, transaction
 
@@ -68,10 +68,10 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
         name = _name(spec.get("name"), f"{where}.name", "steps")
         if name in cleaned:
             raise InvalidInput(f"step {name!r} appears twice", field="steps")
-        pool = pools.get(spec.get("pool")) if isinstance(spec.get("pool"), str) else None
+        pool = pools.get(str(spec.get("pool"))) if isinstance(spec.get("pool"), str) else None
         if pool is None:
             raise InvalidInput(f"step {name!r}: unknown pool {spec.get('pool')!r}", field="steps")
-        policy = policies.get(spec.get("policy")) if isinstance(spec.get("policy"), str) else None
+        policy = policies.get(str(spec.get("policy"))) if isinstance(spec.get("policy"), str) else None
         if policy is None:
             raise InvalidInput(f"step {name!r}: unknown policy {spec.get('policy')!r}", field="steps")
         http = pool.kind == AgentKind.HTTP
@@ -152,7 +152,7 @@ def _create_version(
         version=(latest.version + 1) if latest else 1,
         description=description,
         deadline_seconds=deadline_seconds,
-        created_by=actor if actor is not None and actor.is_authenticated else None,
+        created_by=cast(Any, actor) if actor is not None and actor.is_authenticated else None,
     )
 
 

@@ -17,8 +17,9 @@ import datetime as dt
 import hashlib
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Subquery
@@ -168,7 +169,7 @@ def _request_hash(workflow: str, payload: object) -> str:
 
 def _replay(submitter: User | None, key: str, request_hash: str) -> Submission | None:
     existing = Job.objects.filter(
-        submitter=submitter if submitter is not None and submitter.is_authenticated else None,
+        submitter=cast(Any, submitter) if submitter is not None and submitter.is_authenticated else None,
         idempotency_key=key,
     ).first()
     if existing is None:
@@ -235,7 +236,7 @@ def job_submit(
 
 def _create_job(
     unit: Unit,
-    definitions: list[StepDefinition],
+    definitions: Sequence[StepDefinition],
     payload: dict[str, Any],
     user: User | None,
     idempotency_key: str | None,
@@ -248,7 +249,7 @@ def _create_job(
         status=J.RUNNING,
         workflow=definition,
         input=payload,
-        submitter=user,
+        submitter=cast(Any, user),
         idempotency_key=idempotency_key or None,
         request_hash=request_hash,
         deadline=(

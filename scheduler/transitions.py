@@ -11,10 +11,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from scheduler.errors import InvalidTransition, StaleWrite
@@ -118,7 +119,7 @@ class Unit:
             from_status=from_status,
             to_status=to_status,
             attempt=attempt,
-            actor=actor if actor is not None and actor.is_authenticated else None,
+            actor=cast(Any, actor) if actor is not None and actor.is_authenticated else None,
             source=source,
             reason=reason,
             data=data or {},
@@ -186,6 +187,10 @@ ATTEMPT_OUTCOME_FIELDS = (
 )
 
 
+def _fields(model: Any, names: tuple[str, ...]) -> list[Field[Any, Any]]:
+    return [cast("Field[Any, Any]", model._meta.get_field(name)) for name in names]
+
+
 def _write(changed: list[tuple[Step, str, int]], attempts: list[tuple[int, int, dict[str, Any]]]) -> None:
     """Write a unit's step changes (and outcomes of attempts in flight) in one guarded statement
     on PostgreSQL, row by row elsewhere.
@@ -202,16 +207,16 @@ def _write(changed: list[tuple[Step, str, int]], attempts: list[tuple[int, int, 
     params: list[Any] = []
     parts: list[str] = []
     if attempts:
-        a_fields = [Attempt._meta.get_field(name) for name in ATTEMPT_OUTCOME_FIELDS]
+        a_fields = _fields(Attempt, ATTEMPT_OUTCOME_FIELDS)
         casts = ["bigint", "integer"] + [f.db_type(connection) or "text" for f in a_fields]
-        row = "(" + ", ".join(f"CAST(%s AS {cast})" for cast in casts) + ")"
+        row = "(" + ", ".join(f"CAST(%s AS {sql_type})" for sql_type in casts) + ")"
         for step_id, number, fields in attempts:
             params += [step_id, number]
             params += [
                 f.get_db_prep_save(fields.get(f.attname, _attempt_default(f)), connection) for f in a_fields
             ]
-        names = ", ".join(["step_id", "number", *(quote(f.column) for f in a_fields)])
-        sets = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in a_fields)
+        names = ", ".join(["step_id", "number", *(quote(str(f.column)) for f in a_fields)])
+        sets = ", ".join(f"{quote(str(f.column))} = v.{quote(str(f.column))}" for f in a_fields)
         parts.append(
             f"closed AS (UPDATE {quote(Attempt._meta.db_table)} AS a SET {sets} "  # noqa: S608
             f"FROM (VALUES {', '.join([row] * len(attempts))}) AS v({names}) "
@@ -221,14 +226,16 @@ def _write(changed: list[tuple[Step, str, int]], attempts: list[tuple[int, int, 
     else:
         parts.append("closed AS (SELECT 1 AS id WHERE false)")
     if changed:
-        s_fields = [Step._meta.get_field(name) for name in STEP_WRITABLE]
+        s_fields = _fields(Step, STEP_WRITABLE)
         casts = ["bigint", "varchar", "integer"] + [f.db_type(connection) or "text" for f in s_fields]
-        row = "(" + ", ".join(f"CAST(%s AS {cast})" for cast in casts) + ")"
+        row = "(" + ", ".join(f"CAST(%s AS {sql_type})" for sql_type in casts) + ")"
         for step, status, attempt in changed:
             params += [step.pk, status, attempt]
             params += [f.get_db_prep_save(getattr(step, f.attname), connection) for f in s_fields]
-        names = ", ".join(["id", "expect_status", "expect_attempt", *(quote(f.column) for f in s_fields)])
-        sets = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in s_fields)
+        names = ", ".join(
+            ["id", "expect_status", "expect_attempt", *(quote(str(f.column)) for f in s_fields)]
+        )
+        sets = ", ".join(f"{quote(str(f.column))} = v.{quote(str(f.column))}" for f in s_fields)
         parts.append(
             f"written AS (UPDATE {quote(Step._meta.db_table)} AS s SET {sets} "  # noqa: S608
             f"FROM (VALUES {', '.join([row] * len(changed))}) AS v({names}) "
@@ -262,9 +269,9 @@ def _write_rows(
             **fields
         ):
             raise StaleWrite("an attempt in flight was finished by another writer")
-    fields = [Step._meta.get_field(name) for name in STEP_WRITABLE]
+    step_fields = _fields(Step, STEP_WRITABLE)
     for step, status, attempt in changed:
-        values = {f.attname: getattr(step, f.attname) for f in fields}
+        values = {f.attname: getattr(step, f.attname) for f in step_fields}
         if Step.objects.filter(pk=step.pk, status=status, attempt=attempt).update(**values) != 1:
             raise StaleWrite(f"step {step.pk} changed under us (expected {status}, attempt {attempt})")
 

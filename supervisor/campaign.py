@@ -561,13 +561,15 @@ def check(
         and not effects.get(f"{s.operation_id}:compensate", 0)
     ]
 
-    events = list(
-        Event.objects.filter(job_id__in=job_ids)
+    events: list[dict[str, Any]] = [
+        dict(e)
+        for e in Event.objects.filter(job_id__in=job_ids)
         .order_by("id")
         .values("id", "job_id", "step_id", "kind", "from_status", "to_status", "actor_id", "data")
-    )
+    ]
     backwards: list[dict[str, Any]] = []
     chains: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+    key: tuple[str, Any]
     for e in events:
         if not e["to_status"]:
             continue
@@ -585,7 +587,7 @@ def check(
     current = {("step", s.pk): s.status for s in steps} | {("job", j.pk): j.status for j in jobs.values()}
     for key, status in current.items():
         chain = chains.get(key, [])
-        expected = StepStatus.PENDING if key[0] == "step" else None
+        expected: str | None = StepStatus.PENDING if key[0] == "step" else None
         for e in chain:
             if e["from_status"] and expected is not None and e["from_status"] != expected:
                 missing.append(f"{key[0]} {key[1]}: {expected} then an event from {e['from_status']}")

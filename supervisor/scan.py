@@ -173,7 +173,7 @@ def _last_attempts(steps: list[Step]) -> dict[int, dict[str, Any]]:
     )
     for row in rows:
         if row["number"] >= latest.get(row["step_id"], {}).get("number", -1):
-            latest[row["step_id"]] = row
+            latest[row["step_id"]] = dict(row)
     return latest
 
 
@@ -281,13 +281,14 @@ def remediate(
 
 def step_facts(unit: Unit, step: Step, job: Job, cache: ScanCache) -> StepFacts:
     """Gather what `decide` needs, assessing the health of the endpoint that just failed."""
-    last = cache.last_attempts.get(step.pk)
+    last: dict[str, Any] | None = cache.last_attempts.get(step.pk)
     if last is None or last["number"] != step.attempt:
-        last = (
+        row = (
             Attempt.objects.filter(step_id=step.pk, number=step.attempt)
             .values("number", "kind", "endpoint_id")
             .first()
-        ) or {"number": step.attempt, "kind": AttemptKind.CALL, "endpoint_id": None}
+        )
+        last = dict(row) if row else {"number": step.attempt, "kind": AttemptKind.CALL, "endpoint_id": None}
     endpoint_id = last["endpoint_id"]
     if endpoint_id is not None and last["kind"] == AttemptKind.CALL and endpoint_id not in cache.assessed:
         cache.assessed.add(endpoint_id)

@@ -32,7 +32,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         role_groups_ensure()
         url = options["sandbox_url"]
-        pools = {
+        pools: dict[str, dict[str, Any]] = {
             "inventory": {"endpoints": [url]},
             "payments-backup": {"endpoints": [options["backup_url"]]},
             "payments": {"endpoints": [url], "alternate": "payments-backup"},
