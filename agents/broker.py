@@ -43,7 +43,15 @@ class ClaimByDeleteORM(ORM):
     #: Tasks announced and not yet taken, as far as this pusher knows.
     _announced: int = 1
 
+    #: The queue row of the last task this broker enqueued (the scheduler records it on the
+    #: attempt, to tell a task still waiting in the queue from one that was lost).
+    last_enqueued: Any = None
+
     def enqueue(self, task: Any) -> Any:
+        self.last_enqueued = self._insert(task)
+        return self.last_enqueued
+
+    def _insert(self, task: Any) -> Any:
         connection = connections[Conf.ORM]
         if connection.vendor != "postgresql" or not _announce():
             return super().enqueue(task)

@@ -293,6 +293,9 @@ class Attempt(models.Model):
     deadline = models.DateTimeField()
     #: Set by the one agent delivery that claimed this attempt; a duplicate delivery finds it set.
     started_at = models.DateTimeField(null=True, blank=True)
+    #: The broker's queue row of this attempt's task, while known: an overdue attempt whose task
+    #: still waits in the queue is waiting for a worker, not for the remote.
+    queue_row = models.BigIntegerField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, default="")
     #: Who decided the outcome: "agent", "supervisor" or "operator:<name>".

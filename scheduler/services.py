@@ -24,7 +24,9 @@ from typing import Any, cast
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Subquery
 from django.db.models.functions import Now
+from django_q.brokers import get_broker
 from django_q.conf import Conf
+from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from agents.health import choose_endpoint
@@ -49,6 +51,7 @@ from scheduler.transitions import (
     Unit,
     User,
     job_transition,
+    step_postpone,
     step_transition,
     unit_of_work,
 )
@@ -338,6 +341,17 @@ def step_dispatch(
         not_before=None,
         first_dispatched_at=step.first_dispatched_at or unit.now,
     )
+    # The ORM broker writes to this same database inside this transaction: the task exists
+    # if and only if the intent commits. Only ids go into the (pickled) task.
+    broker = get_broker()
+    async_task(
+        "agents.tasks.run_attempt",
+        step.pk,
+        number,
+        task_name=f"step-{step.pk}-attempt-{number}",
+        broker=broker,
+        q_options={"timeout": max(int(Conf.TIMEOUT or 0), int(policy.timeout_seconds) + 30)},
+    )
     attempt = Attempt.objects.create(
         step=step,
         number=number,
@@ -348,15 +362,8 @@ def step_dispatch(
         policy_version=policy.version,
         dispatched_at=unit.now,
         deadline=deadline,
-    )
-    # The ORM broker writes to this same database inside this transaction: the task exists
-    # if and only if the intent commits. Only ids go into the (pickled) task.
-    async_task(
-        "agents.tasks.run_attempt",
-        step.pk,
-        number,
-        task_name=f"step-{step.pk}-attempt-{number}",
-        q_options={"timeout": max(int(Conf.TIMEOUT or 0), int(policy.timeout_seconds) + 30)},
+        # Which queue row carries the task (the project's broker tells; others do not).
+        queue_row=getattr(broker, "last_enqueued", None),
     )
     return attempt
 
@@ -741,6 +748,44 @@ def step_succeed(
 
 
 # --- supervisor-facing services (decisions are made in supervisor.policies) -----------------------
+
+
+def steps_still_queued(steps: list[Step]) -> set[int]:
+    """Of these dispatched steps, those whose attempt has not started and whose task still waits
+    in the broker's queue: they wait for a worker, not for the remote."""
+    if not steps:
+        return set()
+    waiting = dict(
+        Attempt.objects.filter(
+            step_id__in=[s.pk for s in steps],
+            finished_at__isnull=True,
+            started_at__isnull=True,
+            queue_row__isnull=False,
+        ).values_list("queue_row", "step_id")
+    )
+    if not waiting:
+        return set()
+    present = OrmQ.objects.filter(pk__in=list(waiting)).values_list("pk", flat=True)
+    return {waiting[pk] for pk in present}
+
+
+def step_keep_waiting(unit: Unit, state: JobState, step: Step, *, source: str) -> None:
+    """An overdue attempt whose task has not left the queue: give it another timeout.
+
+    Calling again would only queue a second task behind the first (under load, a retry storm of
+    stale tasks); the task keeps its place, and the attempt counts as made only once it runs.
+    """
+    deadline = unit.now + dt.timedelta(seconds=step.definition.policy.timeout_seconds)
+    Attempt.objects.filter(step_id=step.pk, number=step.attempt, finished_at__isnull=True).update(
+        deadline=deadline
+    )
+    step_postpone(
+        unit,
+        step,
+        deadline=deadline,
+        source=source,
+        reason="its task is still waiting in the queue for a worker: deadline extended",
+    )
 
 
 def attempts_time_out(unit: Unit, steps: list[Step], *, source: str) -> None:

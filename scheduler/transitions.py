@@ -348,6 +348,24 @@ def step_transition(
     )
 
 
+def step_postpone(unit: Unit, step: Step, *, deadline: dt.datetime, source: str, reason: str) -> None:
+    """Move the deadline of a dispatched step (no change of status), fenced like a transition."""
+    if step.status != S.DISPATCHED:
+        raise InvalidTransition(f"only a dispatched step has a deadline to move, not a {step.status} one")
+    unit.step_changed(step)
+    step.deadline = deadline
+    step.updated_at = unit.now
+    unit.event(
+        job_id=step.job_id,
+        step=step,
+        kind="deadline_extended",
+        source=source,
+        attempt=step.attempt or None,
+        reason=reason,
+        data={"deadline": deadline.isoformat()},
+    )
+
+
 def job_transition(
     unit: Unit,
     job: Job,

@@ -33,9 +33,11 @@ from scheduler.services import (
     step_abandon,
     step_dispatch,
     step_give_up,
+    step_keep_waiting,
     step_reconcile,
     step_retry_later,
     step_time_out,
+    steps_still_queued,
 )
 from scheduler.transitions import Unit, unit_of_work
 from supervisor.lease import LeaseGrant, lease_acquire, lease_fence, lease_record_scan
@@ -136,12 +138,18 @@ def scan(
             states = load_locked_jobs([c.job for c in claimed])
             steps = [states[c.job_id].step(c.pk) for c in claimed]
             overdue = [s for s in steps if _overdue(s, unit)]
+            queued = steps_still_queued(overdue)
+            overdue = [s for s in overdue if s.pk not in queued]
             overdue_ids = {s.pk for s in overdue}
             attempts_time_out(unit, overdue, source=_source(grant))
             cache.last_attempts = _last_attempts(steps)
             for step in steps:
                 seen.add(step.pk)
                 report.examined += 1
+                if step.pk in queued:
+                    step_keep_waiting(unit, states[step.job_id], step, source=_source(grant))
+                    _count(report, "still_queued")
+                    continue
                 if remediate(
                     unit,
                     states[step.job_id],

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 from django.contrib.auth.models import User
 from django.db.models import F
+from django.utils import timezone
 from django_q.models import OrmQ
 
 from agents.fake import FakeRemote
@@ -534,3 +535,35 @@ def test_lease_acquire_creates_the_row_when_missing() -> None:
     SupervisorLease.objects.all().delete()
     grant = lease_acquire("solo")
     assert grant is not None and grant.holder == "solo"
+
+
+def test_an_overdue_call_still_waiting_in_the_queue_gets_more_time_instead_of_a_second_task(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    s1 = steps_of(job)["s1"]
+    assert OrmQ.objects.count() == 1  # the task waits for a worker
+    Step.objects.filter(pk=s1.pk).update(deadline=F("deadline") - dt.timedelta(hours=1))
+    report = supervise()
+    s1.refresh_from_db()
+    assert report.decisions == {"still_queued": 1}
+    assert (s1.status, s1.attempt) == (StepStatus.DISPATCHED, 1)
+    assert s1.deadline > timezone.now()
+    assert OrmQ.objects.count() == 1
+    assert Event.objects.get(step=s1, kind="deadline_extended").reason.startswith("its task is still waiting")
+    drain()  # a worker finally takes it: the call is made with the time it was given
+    assert len(fake_remote.calls) == 1
+    assert fake_remote.calls[0].timeout > 1
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+
+
+def test_an_overdue_call_whose_task_left_the_queue_without_starting_is_retried(supervise: Supervise) -> None:
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    OrmQ.objects.all().delete()  # taken by a pusher that died before a worker started it
+    Step.objects.filter(job=job).update(deadline=F("deadline") - dt.timedelta(hours=1))
+    report = supervise()
+    assert report.timed_out == 1
+    assert steps_of(job)["s1"].attempt == 2
