@@ -83,6 +83,8 @@ class ResolveForm(forms.Form):
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"output is not valid JSON: {exc.msg} (line {exc.lineno})") from exc
+        except RecursionError as exc:
+            raise forms.ValidationError("output nests too deeply") from exc
         if not isinstance(value, dict):
             raise forms.ValidationError('output must be a JSON object, for example {"id": 42}')
         return value
