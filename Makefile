@@ -39,4 +39,4 @@ typecheck: $(DEV_STAMP)
 	$(BIN)/mypy .
 
 clean:
-	rm -rf $(VENV) var test-artifacts .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) var test-artifacts staticfiles .pytest_cache .ruff_cache .mypy_cache .hypothesis
