@@ -61,10 +61,9 @@ def endpoint_assess(endpoint_id: int, now: dt.datetime) -> bool:
 
 def pool_has_healthy_endpoint(pool: AgentPool, now: dt.datetime) -> bool:
     """A python pool has no endpoints and is always healthy."""
-    endpoints = list(pool.endpoints.filter(enabled=True))
     if pool.kind != "http":
         return True
-    return any(not is_open(e, now) for e in endpoints)
+    return any(not is_open(e, now) for e in pool.endpoints.filter(enabled=True))
 
 
 def pool_health(pool: AgentPool, now: dt.datetime) -> list[EndpointHealth]:

@@ -31,9 +31,6 @@ def valid_name(value: Any, what: str, field: str) -> str:
     return value
 
 
-_name = valid_name
-
-
 def _optional_path(value: Any, field: str, *, http: bool) -> str:
     if value in (None, ""):
         return ""
@@ -65,7 +62,7 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
         extra = set(spec) - STEP_KEYS
         if extra:
             raise InvalidInput(f"{where}: unknown fields {', '.join(sorted(extra))}", field="steps")
-        name = _name(spec.get("name"), f"{where}.name", "steps")
+        name = valid_name(spec.get("name"), f"{where}.name", "steps")
         if name in cleaned:
             raise InvalidInput(f"step {name!r} appears twice", field="steps")
         pool = pools.get(str(spec.get("pool"))) if isinstance(spec.get("pool"), str) else None
@@ -119,7 +116,7 @@ def workflow_create(
     deadline_seconds: float | None = None,
 ) -> Workflow:
     """Create the next version of workflow `name` from validated step specs."""
-    _name(name, "workflow name", "name")
+    valid_name(name, "workflow name", "name")
     if deadline_seconds is not None and (
         isinstance(deadline_seconds, bool)
         or not isinstance(deadline_seconds, int | float)

@@ -360,6 +360,20 @@ def attention_condition(now: dt.datetime) -> Q:
     return overdue | deciding | failing_compensation
 
 
+class _StepActions:
+    """Which operator actions a row's step allows now (the services decide for real)."""
+
+    step: Step
+
+    @property
+    def can_retry(self) -> bool:
+        return self.step.status in RETRYABLE_BY_OPERATOR
+
+    @property
+    def can_resolve(self) -> bool:
+        return self.step.status in RESOLVABLE_BY_OPERATOR
+
+
 @dataclass(frozen=True)
 class AttentionFilters:
     workflow: str = ""
@@ -373,7 +387,7 @@ class AttentionFilters:
 
 
 @dataclass(frozen=True)
-class AttentionItem:
+class AttentionItem(_StepActions):
     step: Step
     #: Why it is on the list, in words.
     why: str
@@ -382,14 +396,6 @@ class AttentionItem:
     age: dt.timedelta
     #: Other pools of the same kind, for "retry on another pool".
     other_pools: list[str]
-
-    @property
-    def can_retry(self) -> bool:
-        return self.step.status in RETRYABLE_BY_OPERATOR
-
-    @property
-    def can_resolve(self) -> bool:
-        return self.step.status in RESOLVABLE_BY_OPERATOR
 
     @property
     def age_text(self) -> str:
@@ -554,20 +560,12 @@ def step_job_id(step_id: int) -> Any:
 
 
 @dataclass(frozen=True)
-class StepRow:
+class StepRow(_StepActions):
     step: Step
     attempts: list[Attempt]
     compensation: Step | None
     #: Other pools of the step's kind, for "retry on another pool".
     other_pools: list[str] = field(default_factory=list)
-
-    @property
-    def can_retry(self) -> bool:
-        return self.step.status in RETRYABLE_BY_OPERATOR
-
-    @property
-    def can_resolve(self) -> bool:
-        return self.step.status in RESOLVABLE_BY_OPERATOR
 
 
 @dataclass(frozen=True)
