@@ -20,8 +20,8 @@ from django.http import HttpRequest
 from agents.models import AgentEndpoint, AgentKind, AgentPool
 from agents.services import pool_save
 from agents.validation import validate_endpoint_url
-from scheduler.errors import InvalidInput
-from scheduler.permissions import can_manage
+from sas_project.errors import InvalidInput
+from sas_project.permissions import can_manage
 
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 

@@ -124,3 +124,9 @@ class ClaimByDeleteORM(ORM):
 
     def fail(self, task_id: Any) -> None:
         """Nothing to do: the row went when the task was claimed."""
+
+
+def tasks_still_queued(rows: list[int]) -> set[int]:
+    """Of these queue rows, those still waiting in the broker's queue table (the project's broker
+    deletes a row when a pusher takes its task)."""
+    return set(OrmQ.objects.filter(pk__in=rows).values_list("pk", flat=True))

@@ -1,6 +1,6 @@
 """A fake remote for unit tests: the one boundary tests may replace.
 
-Install it in place of the real call (`agents.tasks.run_call`); it answers from a script per
+Install it in place of the real call (`agents.calls.run_call`); it answers from a script per
 step name and records every call it receives, so tests can count remote calls.
 """
 
@@ -10,8 +10,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.outcome import CallResult, CallSpec
-from scheduler.models import Outcome
+from agents.outcome import CallResult, CallSpec, Outcome
 
 
 @dataclass

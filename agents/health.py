@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from agents.models import AgentEndpoint, AgentPool
+from agents.outcome import AttemptKind, Outcome
 from sas_project.conf import sas_settings
-from scheduler.models import Attempt, AttemptKind, Outcome
 
 #: Outcomes that count against an endpoint. A business failure is the remote answering "no",
 #: which says nothing bad about the endpoint.
@@ -36,9 +37,16 @@ def is_open(endpoint: AgentEndpoint, now: dt.datetime) -> bool:
     return endpoint.circuit_open_until is not None and endpoint.circuit_open_until > now
 
 
+def _attempts() -> Any:
+    """The model of the attempts made through an endpoint. The scheduler owns it and points at
+    the endpoint; the agents read it through that relation, never by importing the scheduler."""
+    return AgentEndpoint._meta.get_field("attempts").related_model
+
+
 def recent_outcomes(endpoint_id: int) -> list[str]:
     return list(
-        Attempt.objects.filter(endpoint_id=endpoint_id, kind=AttemptKind.CALL, finished_at__isnull=False)
+        _attempts()
+        .objects.filter(endpoint_id=endpoint_id, kind=AttemptKind.CALL, finished_at__isnull=False)
         .order_by("-finished_at")
         .values_list("outcome", flat=True)[: sas_settings.health_window]
     )

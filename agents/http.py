@@ -15,11 +15,10 @@ from urllib.parse import quote
 
 import httpx
 
-from agents.outcome import CallResult, CallSpec
+from agents.outcome import CallResult, CallSpec, Outcome
 from agents.validation import validate_endpoint_url
 from sas_project.conf import sas_settings
-from scheduler.errors import InvalidInput
-from scheduler.models import Outcome
+from sas_project.errors import InvalidInput
 
 
 class _TooLarge(Exception):

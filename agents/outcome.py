@@ -10,7 +10,29 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.models import AttemptKind, Outcome
+from django.db import models
+
+
+class Outcome(models.TextChoices):
+    #: The remote did it; the answer is the step's output.
+    SUCCEEDED = "succeeded", "Succeeded"
+    #: The remote refused (4xx other than 408/429): not retried by default.
+    BUSINESS_FAILURE = "business_failure", "Business failure"
+    #: The remote could not do it now (408, 429, 5xx, connection refused).
+    TRANSIENT_FAILURE = "transient_failure", "Transient failure"
+    #: No answer in time: it may have happened.
+    NO_ANSWER = "no_answer", "No answer"
+    #: A status query said the operation never happened.
+    NOT_HAPPENED = "not_happened", "Did not happen"
+    #: The step was completed by another attempt or an operator while this one was in flight.
+    SUPERSEDED = "superseded", "Superseded"
+
+
+class AttemptKind(models.TextChoices):
+    #: The step's action (or compensation) call.
+    CALL = "call", "Call"
+    #: A status query: did operation `operation_id` happen?
+    RECONCILE = "reconcile", "Reconcile"
 
 
 class BusinessFailure(Exception):

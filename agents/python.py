@@ -13,9 +13,8 @@ import time
 
 from django.utils.module_loading import import_string
 
-from agents.outcome import BusinessFailure, CallResult, CallSpec, NotHappened
+from agents.outcome import BusinessFailure, CallResult, CallSpec, NotHappened, Outcome
 from sas_project.conf import sas_settings
-from scheduler.models import Outcome
 
 
 def call_python(spec: CallSpec) -> CallResult:

@@ -9,9 +9,9 @@ from django.db import IntegrityError, transaction
 
 from agents.models import AgentEndpoint, AgentKind, AgentPool
 from agents.validation import validate_endpoint_url
-from scheduler.audit import definition_logged
-from scheduler.definitions import valid_name
-from scheduler.errors import InvalidInput, StaleWrite
+from sas_project.audit import definition_logged
+from sas_project.errors import InvalidInput, StaleWrite
+from sas_project.validation import valid_name
 
 
 def _endpoint_specs(kind: str, endpoints: Any) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from sas_project.conf import sas_settings
-from scheduler.errors import InvalidInput
+from sas_project.errors import InvalidInput
 
 
 def validate_endpoint_url(url: str) -> str:

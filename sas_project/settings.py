@@ -52,6 +52,8 @@ INSTALLED_APPS = [
     "scheduler",
     "agents",
     "django_q",
+    # Tools beside the product (sandbox remote, fault campaign, benchmark): commands only.
+    "testbed",
 ]
 
 MIDDLEWARE = [
@@ -212,7 +214,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # One error mapping for the API: the service's errors, oversized and undecodable bodies.
-    "EXCEPTION_HANDLER": "scheduler.api.exception_handler",
+    "EXCEPTION_HANDLER": "sas_project.api.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {
@@ -232,8 +234,8 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "scheduler.models.JobStatus",
         "StepStatusEnum": "scheduler.models.StepStatus",
         "StepKindEnum": "scheduler.models.StepKind",
-        "AttemptKindEnum": "scheduler.models.AttemptKind",
-        "OutcomeEnum": "scheduler.models.Outcome",
+        "AttemptKindEnum": "agents.outcome.AttemptKind",
+        "OutcomeEnum": "agents.outcome.Outcome",
         "AgentKindEnum": "agents.models.AgentKind",
         "OnExhaustedEnum": "supervisor.models.OnExhausted",
     },

@@ -1,13 +1,28 @@
-"""Root URLs: the admin, the login pages, the REST API and the operator console."""
+"""Root URLs: the admin, the login pages, the REST API and the operator console.
+
+The API's version 1 is served by the app that owns each resource (jobs and workflows: scheduler;
+policies and operator actions: supervisor; pools: agents), included here by name so that this
+shared layer imports none of them. The OpenAPI schema is at /api/schema/, its browsable
+documentation (Swagger UI, from local static files) at /api/docs/, and any other URL under /api/
+is a JSON 404.
+"""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from sas_project.api import NotFoundView
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/ops/", permanent=False)),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("api/", include("scheduler.api_urls")),
+    path("api/v1/", include("scheduler.api_urls")),
+    path("api/v1/", include("supervisor.api_urls")),
+    path("api/v1/", include("agents.api_urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    re_path(r"^api/.*$", NotFoundView.as_view(), name="api-not-found"),
     path("ops/", include("supervisor.urls")),
 ]

@@ -1,40 +1,27 @@
-"""Admin for workflows (versioned, validated, created through scheduler.definitions) and a
-read-only view of jobs and steps whose actions call the operator services.
+"""Admin for workflows (versioned, validated, created through scheduler.definitions). Jobs and
+steps are shown, read-only with operator actions, by the supervisor's admin.
 
 A workflow version never changes: the add form (optionally prefilled from an existing version)
 creates the next version of its name through `workflow_create`, whose validation (unknown pools
 or policies, unknown dependencies, cycles) runs before anything is saved and shows its message
 on the form. Existing versions are read-only.
-
-Jobs and steps cannot be added, edited or deleted here; the actions Retry (steps), Compensate and
-Cancel (jobs) call supervisor.services with the signed-in user, exactly as the console does, and
-report each item's result.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.db.models import Count, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
-from django.urls import reverse
-from django.utils.html import format_html
 
+from sas_project.errors import InvalidInput
+from sas_project.permissions import can_manage
 from scheduler.definitions import validate_steps, workflow_create
-from scheduler.errors import InvalidInput, SasError
-from scheduler.models import Job, Step, StepDefinition, Workflow
-from scheduler.permissions import can_manage, can_operate
-from supervisor import services
-
-#: Per-item messages an admin action shows before it summarises the rest.
-MAX_ITEM_MESSAGES = 20
-
+from scheduler.models import StepDefinition, Workflow
 
 # --- workflows ------------------------------------------------------------------------------------
 
@@ -228,170 +215,3 @@ class WorkflowAdmin(admin.ModelAdmin):
 
     def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
         return None
-
-
-# --- jobs and steps -------------------------------------------------------------------------------
-
-
-def _report(
-    admin_view: admin.ModelAdmin,
-    request: HttpRequest,
-    items: Iterable[tuple[str, Any]],
-    act: Callable[[Any], Any],
-    done: str,
-) -> None:
-    """Run `act` on each item and tell the user what happened to each."""
-    succeeded = refused = shown = 0
-    for label, key in items:
-        try:
-            act(key)
-        except SasError as exc:
-            refused += 1
-            text, level = f"{label}: refused: {exc.message}", messages.WARNING
-        else:
-            succeeded += 1
-            text, level = f"{label}: {done}", messages.SUCCESS
-        if shown < MAX_ITEM_MESSAGES:
-            admin_view.message_user(request, text, level)
-            shown += 1
-    if succeeded + refused > MAX_ITEM_MESSAGES:
-        admin_view.message_user(
-            request,
-            f"{succeeded} done, {refused} refused in all.",
-            messages.WARNING if refused else messages.SUCCESS,
-        )
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """History: visible to operators, never edited here."""
-
-    # Facet counts would count the whole table on every filtered page.
-    show_facets = admin.ShowFacets.NEVER
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_operate(request.user)
-
-    def has_operate_permission(self, request: HttpRequest) -> bool:
-        return can_operate(request.user)
-
-
-STEP_COLUMNS = (
-    "name",
-    "kind",
-    "status",
-    "attempt",
-    "calls",
-    "pool",
-    "endpoint",
-    "last_outcome",
-    "deadline",
-    "updated_at",
-)
-
-
-class StepInline(admin.TabularInline):
-    model = Step
-    fk_name = "job"
-    extra = 0
-    can_delete = False
-    show_change_link = True
-    fields = STEP_COLUMNS
-    readonly_fields = STEP_COLUMNS
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Step]:
-        return super().get_queryset(request).select_related("pool", "endpoint").order_by("id")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_operate(request.user)
-
-
-def _uuid_search(queryset: QuerySet[Any], term: str, field: str) -> QuerySet[Any]:
-    try:
-        value = uuid.UUID(term.strip())
-    except ValueError:
-        return queryset.none()
-    return queryset.filter(**{field: value})
-
-
-@admin.register(Job)
-class JobAdmin(ReadOnlyAdmin):
-    list_display = ["id", "workflow", "status", "created_at", "finished_at", "console"]
-    list_filter = ["status"]
-    list_select_related = ["workflow"]
-    search_fields = ["id"]
-    search_help_text = "An exact job id."
-    show_full_result_count = False
-    ordering = ["-created_at"]
-    inlines = [StepInline]
-    actions = ["compensate_jobs", "cancel_jobs"]
-    readonly_fields = [f.name for f in Job._meta.fields]
-
-    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Job], search_term: str) -> Any:
-        if not search_term.strip():
-            return queryset, False
-        return _uuid_search(queryset, search_term, "pk"), False
-
-    @admin.display(description="console")
-    def console(self, obj: Job) -> str:
-        return format_html('<a href="{}">open</a>', reverse("ops:job", args=[obj.pk]))
-
-    @admin.action(description="Compensate the selected jobs", permissions=["operate"])
-    def compensate_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        _report(
-            self,
-            request,
-            ((f"job {pk}", pk) for pk in queryset.values_list("pk", flat=True)),
-            lambda pk: services.job_compensate(actor=request.user, job_id=pk, reason="admin action"),
-            "compensating",
-        )
-
-    @admin.action(description="Cancel the selected jobs", permissions=["operate"])
-    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        _report(
-            self,
-            request,
-            ((f"job {pk}", pk) for pk in queryset.values_list("pk", flat=True)),
-            lambda pk: services.job_cancel(actor=request.user, job_id=pk, reason="admin action"),
-            "cancelling",
-        )
-
-
-@admin.register(Step)
-class StepAdmin(ReadOnlyAdmin):
-    list_display = ["id", "job_link", "name", "kind", "status", "attempt", "calls", "pool", "updated_at"]
-    list_filter = ["status", "kind"]
-    list_select_related = ["pool"]
-    search_fields = ["=operation_id", "=name"]
-    show_full_result_count = False
-    ordering = ["-id"]
-    actions = ["retry_steps"]
-    readonly_fields = [f.name for f in Step._meta.fields]
-
-    @admin.display(description="job")
-    def job_link(self, obj: Step) -> str:
-        return format_html('<a href="{}">{}</a>', reverse("ops:job", args=[obj.job_id]), str(obj.job_id)[:8])
-
-    @admin.action(description="Retry the selected steps now", permissions=["operate"])
-    def retry_steps(self, request: HttpRequest, queryset: QuerySet[Step]) -> None:
-        _report(
-            self,
-            request,
-            ((f"step {name} #{pk}", pk) for pk, name in queryset.values_list("pk", "name")),
-            lambda pk: services.step_retry(actor=request.user, step_id=pk, reason="admin action"),
-            "retried",
-        )

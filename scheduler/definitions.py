@@ -6,7 +6,6 @@ a workflow under an existing name creates the next version.
 
 from __future__ import annotations
 
-import re
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, cast
 
@@ -14,21 +13,19 @@ from django.db import IntegrityError, transaction
 
 from agents.models import AgentKind, AgentPool
 from agents.validation import validate_operation_path
-from scheduler.audit import definition_logged
-from scheduler.errors import InvalidInput, StaleWrite
+from sas_project.audit import definition_logged
+from sas_project.errors import InvalidInput, StaleWrite
+from sas_project.validation import valid_name
 from scheduler.models import StepDefinition, Workflow
-from scheduler.transitions import User
-from supervisor.models import RemediationPolicy
+from scheduler.unit import User
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 STEP_KEYS = {"name", "pool", "path", "status_path", "compensation_path", "depends_on", "policy"}
 
 
-def valid_name(value: Any, what: str, field: str) -> str:
-    """A definition's name: it appears in URLs and in other definitions."""
-    if not isinstance(value, str) or not NAME_RE.match(value):
-        raise InvalidInput(f"{what} must be 1-100 letters, digits, '-' or '_'", field=field)
-    return value
+def _policy_model() -> Any:
+    """The remediation policy model. The supervisor owns policies; a step definition points at
+    one by a string reference, so the scheduler never imports the supervisor."""
+    return StepDefinition._meta.get_field("policy").related_model
 
 
 def _optional_path(value: Any, field: str, *, http: bool) -> str:
@@ -54,7 +51,7 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
         raise InvalidInput("a workflow has at most 100 steps", field="steps")
     cleaned: dict[str, dict[str, Any]] = {}
     pools = {p.name: p for p in AgentPool.objects.all()}
-    policies = {p.name: p for p in RemediationPolicy.objects.all()}
+    policies = {p.name: p for p in _policy_model().objects.all()}
     for index, spec in enumerate(steps):
         where = f"steps[{index}]"
         if not isinstance(spec, dict):

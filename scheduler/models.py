@@ -13,6 +13,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from agents.outcome import AttemptKind, Outcome
+
 
 class Workflow(models.Model):
     """A named, versioned DAG of steps. A version never changes; an edit makes a new version."""
@@ -70,22 +72,27 @@ class JobStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     #: Steps are being dispatched and run.
     RUNNING = "running", "Running"
-    #: Every step succeeded (terminal).
+    #: Every step succeeded (final).
     SUCCEEDED = "succeeded", "Succeeded"
     #: Undoing the steps that had (or may have had) side effects.
     COMPENSATING = "compensating", "Compensating"
-    #: Compensation finished (terminal).
+    #: Compensation finished (final).
     COMPENSATED = "compensated", "Compensated"
-    #: Gave up by policy without compensating (terminal).
+    #: Gave up by policy without compensating (settled: an operator may reopen it).
     FAILED = "failed", "Failed"
-    #: Cancelled by an operator; what ran was compensated (terminal).
+    #: Cancelled by an operator; what ran was compensated (final).
     CANCELLED = "cancelled", "Cancelled"
     #: A step is held for an operator.
     NEEDS_ATTENTION = "needs_attention", "Needs attention"
 
 
-JOB_TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.COMPENSATED, JobStatus.FAILED, JobStatus.CANCELLED})
-JOB_LIVE = frozenset(set(JobStatus) - JOB_TERMINAL)
+#: Final: the state machine has no move out of these statuses at all.
+JOB_FINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.COMPENSATED, JobStatus.CANCELLED})
+#: Settled: no automatic move is left; the job's `finished_at` is set. Only an operator can move a
+#: settled job on (a failed job may be retried or compensated), which clears `finished_at`.
+JOB_SETTLED = JOB_FINAL | {JobStatus.FAILED}
+#: Live: the service itself will still move these jobs.
+JOB_LIVE = frozenset(set(JobStatus) - JOB_SETTLED)
 
 
 class Job(models.Model):
@@ -163,13 +170,13 @@ class StepStatus(models.TextChoices):
     RETRY_WAIT = "retry_wait", "Waiting to retry"
     #: Parked for an operator.
     HELD = "held", "Held"
-    #: Done (terminal unless compensated).
+    #: Done (settled; its compensation may still undo it).
     SUCCEEDED = "succeeded", "Succeeded"
-    #: Given up (terminal unless an operator retries or compensates).
+    #: Given up (settled; an operator may retry it, or the saga compensate it).
     FAILED = "failed", "Failed"
-    #: Never started: its job stopped first (terminal).
+    #: Never started: its job stopped first (final).
     SKIPPED = "skipped", "Skipped"
-    #: Its compensation succeeded (terminal).
+    #: Its compensation succeeded (final).
     COMPENSATED = "compensated", "Compensated"
 
 
@@ -183,25 +190,17 @@ STEP_LIVE = frozenset(
         StepStatus.HELD,
     }
 )
+#: Settled: the step's own work is over and `finished_at` is set. Only the saga (undoing a step
+#: that succeeded or may have had an effect) or an operator moves a settled step.
+STEP_SETTLED = frozenset(
+    {StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.COMPENSATED}
+)
+#: Final: no move out of these at all.
+STEP_FINAL = frozenset({StepStatus.SKIPPED, StepStatus.COMPENSATED})
 #: Statuses the supervisor scan looks at (a subset of STEP_LIVE).
 STEP_SCANNED = frozenset(
     {StepStatus.DISPATCHED, StepStatus.ATTEMPT_FAILED, StepStatus.UNKNOWN, StepStatus.RETRY_WAIT}
 )
-
-
-class Outcome(models.TextChoices):
-    #: The remote did it; the answer is the step's output.
-    SUCCEEDED = "succeeded", "Succeeded"
-    #: The remote refused (4xx other than 408/429): not retried by default.
-    BUSINESS_FAILURE = "business_failure", "Business failure"
-    #: The remote could not do it now (408, 429, 5xx, connection refused).
-    TRANSIENT_FAILURE = "transient_failure", "Transient failure"
-    #: No answer in time: it may have happened.
-    NO_ANSWER = "no_answer", "No answer"
-    #: A status query said the operation never happened.
-    NOT_HAPPENED = "not_happened", "Did not happen"
-    #: The step was completed by another attempt or an operator while this one was in flight.
-    SUPERSEDED = "superseded", "Superseded"
 
 
 class Step(models.Model):
@@ -260,13 +259,6 @@ class Step(models.Model):
         return f"{self.name} ({self.status})"
 
 
-class AttemptKind(models.TextChoices):
-    #: The step's action (or compensation) call.
-    CALL = "call", "Call"
-    #: A status query: did operation `operation_id` happen?
-    RECONCILE = "reconcile", "Reconcile"
-
-
 class Attempt(models.Model):
     """One dispatch of a step. History: the outcome is never rewritten once set.
 
@@ -318,6 +310,7 @@ class Attempt(models.Model):
             models.CheckConstraint(
                 condition=Q(outcome="") | Q(outcome__in=Outcome.values), name="attempt_outcome_valid"
             ),
+            models.CheckConstraint(condition=Q(kind__in=AttemptKind.values), name="attempt_kind_valid"),
         ]
         indexes = [
             # Endpoint health: the last finished calls of one endpoint.
@@ -328,13 +321,95 @@ class Attempt(models.Model):
         return f"{self.step_id}#{self.number} {self.outcome or 'in flight'}"
 
 
+class EventKind(models.TextChoices):
+    """What an Event records. The one vocabulary of the history: every kind is listed here, and a
+    check constraint refuses any other."""
+
+    #: A client submitted the job (the first event of every job).
+    JOB_SUBMITTED = "job_submitted", "Job submitted"
+    #: The job runs forward again (reopened by an operator, or no longer waiting on a held step).
+    JOB_RUNNING = "job_running", "Job running"
+    #: Every step succeeded; the job's result is set.
+    JOB_SUCCEEDED = "job_succeeded", "Job succeeded"
+    #: A step is held for an operator.
+    JOB_NEEDS_ATTENTION = "job_needs_attention", "Job needs attention"
+    #: The job stopped its forward work and undoes what may have happened.
+    JOB_COMPENSATING = "job_compensating", "Job compensating"
+    #: Everything that may have had an effect was undone.
+    JOB_COMPENSATED = "job_compensated", "Job compensated"
+    #: The job gave up by policy without compensating.
+    JOB_FAILED = "job_failed", "Job failed"
+    #: An operator cancelled the job; what ran was undone.
+    JOB_CANCELLED = "job_cancelled", "Job cancelled"
+    #: An operator paused the job: no new dispatches.
+    JOB_PAUSED = "job_paused", "Job paused"
+    #: An operator resumed a paused job.
+    JOB_RESUMED = "job_resumed", "Job resumed"
+    #: An attempt of the step was dispatched (its intent, deadline and task written).
+    STEP_DISPATCHED = "step_dispatched", "Step dispatched"
+    #: The remote answered with success; the step is done.
+    STEP_SUCCEEDED = "step_succeeded", "Step succeeded"
+    #: A status query found that the operation happened; the step is done.
+    STEP_RECONCILED = "step_reconciled", "Step reconciled"
+    #: An operator completed the step by hand.
+    STEP_RESOLVED = "step_resolved", "Step resolved"
+    #: A success arrived after its attempt was decided or superseded, and completed the step.
+    LATE_SUCCESS = "late_success", "Late success"
+    #: A success arrived after the step had settled: noted as evidence, nothing moved.
+    LATE_SUCCESS_NOTED = "late_success_noted", "Late success noted"
+    #: A failure arrived for an attempt already decided: nothing moved.
+    LATE_OUTCOME_IGNORED = "late_outcome_ignored", "Late outcome ignored"
+    #: The remote refused the operation (4xx other than 408/429).
+    STEP_BUSINESS_FAILURE = "step_business_failure", "Business failure"
+    #: The remote could not do it now (408, 429, 5xx, connection refused).
+    STEP_TRANSIENT_FAILURE = "step_transient_failure", "Transient failure"
+    #: The remote said the operation never happened.
+    STEP_NOT_HAPPENED = "step_not_happened", "Did not happen"
+    #: The call was sent and no answer came back: it may have happened.
+    STEP_NO_ANSWER = "step_no_answer", "No answer"
+    #: A status query failed: the operation's outcome is still unknown.
+    STEP_RECONCILE_FAILED = "step_reconcile_failed", "Status query failed"
+    #: The supervisor found the attempt past its deadline with no outcome.
+    STEP_TIMED_OUT = "step_timed_out", "Step timed out"
+    #: The policy decided a retry after a backoff.
+    RETRY_SCHEDULED = "retry_scheduled", "Retry scheduled"
+    #: An overdue attempt still waits in the queue for a worker: its deadline was moved.
+    DEADLINE_EXTENDED = "deadline_extended", "Deadline extended"
+    #: The step is parked for an operator.
+    STEP_HELD = "step_held", "Step held"
+    #: The step gave up (attempts, budget or deadline spent, or a refusal not retried).
+    STEP_FAILED = "step_failed", "Step failed"
+    #: A forward step awaiting a decision when its job stopped running: no more attempts.
+    STEP_ABANDONED = "step_abandoned", "Step abandoned"
+    #: A forward step never started because its job stopped first.
+    STEP_SKIPPED = "step_skipped", "Step skipped"
+    #: The step's compensation succeeded: its effect is undone.
+    STEP_COMPENSATED = "step_compensated", "Step compensated"
+    #: A duplicate or superseded delivery of an attempt's task: nothing was called.
+    DELIVERY_IGNORED = "delivery_ignored", "Delivery ignored"
+    #: An operator retried a step (the user is named on the event).
+    OPERATOR_RETRY = "operator_retry", "Operator retry"
+    #: An operator resolved a step by hand.
+    OPERATOR_RESOLVE = "operator_resolve", "Operator resolve"
+    #: An operator asked for the job to be compensated.
+    OPERATOR_COMPENSATE = "operator_compensate", "Operator compensate"
+    #: An operator cancelled the job.
+    OPERATOR_CANCEL = "operator_cancel", "Operator cancel"
+
+
+#: Every way a step comes to succeed: counted as "steps succeeded" wherever throughput is shown.
+STEP_SUCCESS_KINDS = frozenset(
+    {EventKind.STEP_SUCCEEDED, EventKind.STEP_RECONCILED, EventKind.STEP_RESOLVED, EventKind.LATE_SUCCESS}
+)
+
+
 class Event(models.Model):
     """Append-only history of a job: every state change, decision and operator action."""
 
     # event_job_idx (job, id) serves lookups by job.
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", db_index=False)
     step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
-    kind = models.CharField(max_length=40)
+    kind = models.CharField(max_length=40, choices=EventKind.choices)
     from_status = models.CharField(max_length=20, blank=True, default="")
     to_status = models.CharField(max_length=20, blank=True, default="")
     attempt = models.PositiveIntegerField(null=True, blank=True)
@@ -355,6 +430,9 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=EventKind.values), name="event_kind_valid"),
+        ]
         indexes = [
             models.Index(fields=["job", "id"], name="event_job_idx"),
             # Throughput over the last hour and the console's "recent activity".

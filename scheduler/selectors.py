@@ -12,18 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
-from django.utils import timezone
 
-from agents.health import pool_health
-from agents.models import AgentEndpoint, AgentPool
-from scheduler.errors import NotFound
+from sas_project.errors import NotFound
+from sas_project.permissions import can_read_all_jobs
 from scheduler.models import Attempt, Event, Job, Step, StepDefinition, Workflow
-from scheduler.permissions import can_read_all_jobs
-from supervisor.models import PolicyRevision, RemediationPolicy
 
 #: Largest value of a PostgreSQL bigint: larger ids cannot exist (and cannot be queried).
 MAX_ID = 2**63 - 1
@@ -109,82 +104,7 @@ def step_detail(*, user: Any, step_id: int) -> Step:
     return step
 
 
-# --- definitions ----------------------------------------------------------------------------------
-
-
-def policy_list() -> QuerySet[RemediationPolicy]:
-    return RemediationPolicy.objects.order_by("name")
-
-
-def policy_get(name: str) -> RemediationPolicy:
-    policy = RemediationPolicy.objects.filter(name=name).first()
-    if policy is None:
-        raise NotFound(f"policy {name!r} does not exist")
-    return policy
-
-
-def policy_revisions(name: str) -> QuerySet[PolicyRevision]:
-    """A policy's versions, newest first, with who made each."""
-    policy = policy_get(name)
-    return PolicyRevision.objects.filter(policy=policy).select_related("changed_by").order_by("-version")
-
-
-@dataclass(frozen=True)
-class EndpointState:
-    """An endpoint and its recent health (agents.health.pool_health)."""
-
-    endpoint: AgentEndpoint
-    recent_calls: int
-    recent_bad: int
-
-
-@dataclass(frozen=True)
-class PoolState:
-    pool: AgentPool
-    endpoints: list[EndpointState]
-
-
-def _pools() -> QuerySet[AgentPool]:
-    return AgentPool.objects.select_related("alternate").prefetch_related(
-        Prefetch("endpoints", queryset=AgentEndpoint.objects.order_by("id"))
-    )
-
-
-def _pool_state(pool: AgentPool, now: dt.datetime) -> PoolState:
-    # pool_health reads the prefetched endpoints, then one indexed, bounded query per endpoint
-    # (attempt_endpoint_recent_idx): the cost follows the number of endpoints, not the history.
-    health = {h.endpoint_id: h for h in pool_health(pool, now)}
-    return PoolState(
-        pool=pool,
-        endpoints=[
-            EndpointState(
-                endpoint=endpoint,
-                recent_calls=health[endpoint.pk].recent if endpoint.pk in health else 0,
-                recent_bad=health[endpoint.pk].bad if endpoint.pk in health else 0,
-            )
-            for endpoint in pool.endpoints.all()
-        ],
-    )
-
-
-def pool_states(pools: list[AgentPool]) -> list[PoolState]:
-    now = timezone.now()
-    return [_pool_state(pool, now) for pool in pools]
-
-
-def pool_list() -> QuerySet[AgentPool]:
-    return _pools().order_by("name")
-
-
-def pool_get(name: str) -> AgentPool:
-    pool = _pools().filter(name=name).first()
-    if pool is None:
-        raise NotFound(f"pool {name!r} does not exist")
-    return pool
-
-
-def pool_state(name: str) -> PoolState:
-    return _pool_state(pool_get(name), timezone.now())
+# --- workflows ------------------------------------------------------------------------------------
 
 
 def _workflows() -> QuerySet[Workflow]:

@@ -1,29 +1,41 @@
-"""The job and step state machines: the only code that writes a `status` field.
+"""The three state machines (job, step, attempt): the only code that moves a status or an outcome.
 
-Each transition is a guarded write (`UPDATE ... WHERE id = .. AND status = <expected> [AND attempt
-= <expected>]`) whose row count is checked, and it adds its Event to the current unit of work, so
-the change and its history commit together. The allowed transitions are data (below); a pair
-that is not listed raises InvalidTransition, and a pair listed as operator-only needs an actor.
+The allowed moves are data (below); a move not listed raises InvalidTransition at once, and a move
+listed as operator-only needs an authenticated actor, whom its event names. Every move is a
+guarded write registered with the current unit of work (scheduler.unit): steps are fenced on the
+status and attempt they were read with, attempts on their phase (in flight, or finished with no
+late outcome noted), jobs on their status; a row that another writer changed meanwhile fails the
+unit with StaleWrite, so the change, its event and everything else in the unit roll back together.
+
+Vocabulary (scheduler.models): *final* statuses have no move out at all; *settled* ones have no
+automatic move left and carry `finished_at` (a failed job, which an operator may reopen, is
+settled but not final).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import connection, transaction
-from django.db.models import Field
-from django.utils import timezone
-
-from scheduler.errors import InvalidTransition, StaleWrite
-from scheduler.faults import maybe_fail_after_commit
-from scheduler.models import Event, Job, JobStatus, Step, StepStatus
+from agents.outcome import Outcome
+from sas_project.errors import InvalidTransition, StaleWrite
+from scheduler.models import (
+    JOB_SETTLED,
+    STEP_SETTLED,
+    Attempt,
+    EventKind,
+    Job,
+    JobStatus,
+    Step,
+    StepStatus,
+)
+from scheduler.unit import STEP_WRITABLE, AttemptGuard, AttemptWrite, Unit, User
 
 S = StepStatus
 J = JobStatus
+E = EventKind
+
+# --- the tables ---------------------------------------------------------------------------------
 
 STEP_TRANSITIONS: dict[str, frozenset[str]] = {
     S.PENDING: frozenset({S.DISPATCHED, S.SKIPPED}),
@@ -43,7 +55,17 @@ STEP_OPERATOR_ONLY: frozenset[tuple[str, str]] = frozenset(
     {(S.HELD, S.DISPATCHED), (S.FAILED, S.DISPATCHED), (S.FAILED, S.SUCCEEDED)}
 )
 
-STEP_TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.SKIPPED, S.COMPENSATED})
+#: The event a move to each step status writes unless the caller names a more precise one.
+#: `attempt_failed` and `unknown` have none: their event says which outcome brought the step there.
+STEP_EVENTS: dict[str, EventKind] = {
+    S.DISPATCHED: E.STEP_DISPATCHED,
+    S.SUCCEEDED: E.STEP_SUCCEEDED,
+    S.RETRY_WAIT: E.RETRY_SCHEDULED,
+    S.HELD: E.STEP_HELD,
+    S.FAILED: E.STEP_FAILED,
+    S.SKIPPED: E.STEP_SKIPPED,
+    S.COMPENSATED: E.STEP_COMPENSATED,
+}
 
 JOB_TRANSITIONS: dict[str, frozenset[str]] = {
     J.PENDING: frozenset({J.RUNNING, J.COMPENSATING, J.CANCELLED, J.FAILED}),
@@ -58,234 +80,28 @@ JOB_TRANSITIONS: dict[str, frozenset[str]] = {
 
 JOB_OPERATOR_ONLY: frozenset[tuple[str, str]] = frozenset({(J.FAILED, J.COMPENSATING), (J.FAILED, J.RUNNING)})
 
-User = AbstractBaseUser | AnonymousUser
+JOB_EVENTS: dict[str, EventKind] = {
+    J.RUNNING: E.JOB_RUNNING,
+    J.SUCCEEDED: E.JOB_SUCCEEDED,
+    J.NEEDS_ATTENTION: E.JOB_NEEDS_ATTENTION,
+    J.COMPENSATING: E.JOB_COMPENSATING,
+    J.COMPENSATED: E.JOB_COMPENSATED,
+    J.FAILED: E.JOB_FAILED,
+    J.CANCELLED: E.JOB_CANCELLED,
+}
 
-
-def db_now() -> dt.datetime:
-    """The database's clock. Deadlines and leases never use a worker's clock."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT statement_timestamp()")
-            value: dt.datetime = cursor.fetchone()[0]
-            return value
-    # SQLite is embedded: its clock is this host's clock.
-    return timezone.now()
-
-
-class Unit:
-    """One transaction of state changes: its clock reading and the events it will write.
-
-    `now` is the database's clock at the start of the transaction (PostgreSQL's now() is fixed
-    for a transaction), so every timestamp a unit writes agrees with every other.
-    """
-
-    def __init__(self) -> None:
-        self._now: dt.datetime | None = None
-        self.events: list[Event] = []
-        #: Steps changed in this unit, with the (status, attempt) they had when read: written
-        #: together, guarded on those, when the unit ends.
-        self._steps: dict[int, tuple[Step, str, int]] = {}
-        #: Outcomes for attempts in flight, written with the steps (see close_attempt).
-        self._attempts: list[tuple[int, int, dict[str, Any]]] = []
-
-    @property
-    def now(self) -> dt.datetime:
-        if self._now is None:
-            self._now = db_now()
-        return self._now
-
-    @now.setter
-    def now(self, value: dt.datetime) -> None:
-        self._now = value
-
-    def event(
-        self,
-        *,
-        job_id: Any,
-        kind: str,
-        source: str,
-        step: Step | None = None,
-        from_status: str = "",
-        to_status: str = "",
-        attempt: int | None = None,
-        actor: User | None = None,
-        reason: str = "",
-        data: dict[str, Any] | None = None,
-    ) -> Event:
-        event = Event(
-            job_id=job_id,
-            step=step,
-            kind=kind,
-            from_status=from_status,
-            to_status=to_status,
-            attempt=attempt,
-            actor=cast(Any, actor) if actor is not None and actor.is_authenticated else None,
-            source=source,
-            reason=reason,
-            data=data or {},
-            created_at=self.now,
-        )
-        self.events.append(event)
-        return event
-
-    def step_changed(self, step: Step) -> None:
-        """Remember `step` (and what it looked like before its first change in this unit)."""
-        if step.pk not in self._steps:
-            self._steps[step.pk] = (step, step.status, step.attempt)
-
-    def close_attempt(self, step_id: int, number: int, fields: dict[str, Any]) -> None:
-        """Record the outcome of attempt `number` of a step, written when the unit ends.
-
-        Only for the attempt in flight of a step whose job lock this unit holds: under that lock
-        the attempt cannot be finished by anybody else. The write is still guarded on
-        `finished_at IS NULL`, and a miss fails the unit with StaleWrite.
-        """
-        unknown = set(fields) - set(ATTEMPT_OUTCOME_FIELDS)
-        if unknown:
-            raise ValueError(f"an outcome cannot write {sorted(unknown)}")
-        self._attempts.append((step_id, number, fields))
-
-    def flush(self) -> None:
-        if self._steps or self._attempts:
-            _write(list(self._steps.values()), self._attempts)
-            self._steps = {}
-            self._attempts = []
-        if self.events:
-            Event.objects.bulk_create(self.events)
-            self.events = []
-
-
-#: The columns a transition may change; a flush writes them all from the in-memory step, which
-#: is authoritative: it was read under the job's lock by the unit that changed it.
-STEP_WRITABLE = (
-    "status",
-    "attempt",
-    "calls",
-    "last_outcome",
-    "pool",
-    "endpoint",
-    "deadline",
-    "not_before",
-    "first_dispatched_at",
-    "output",
-    "error",
-    "updated_at",
-    "finished_at",
-)
-
-
-ATTEMPT_OUTCOME_FIELDS = (
-    "finished_at",
-    "outcome",
-    "decided_by",
-    "status_code",
-    "latency_ms",
-    "response_excerpt",
-    "error",
-    "late_outcome",
-    "late_at",
-)
-
-
-def _fields(model: Any, names: tuple[str, ...]) -> list[Field[Any, Any]]:
-    return [cast("Field[Any, Any]", model._meta.get_field(name)) for name in names]
-
-
-def _write(changed: list[tuple[Step, str, int]], attempts: list[tuple[int, int, dict[str, Any]]]) -> None:
-    """Write a unit's step changes (and outcomes of attempts in flight) in one guarded statement
-    on PostgreSQL, row by row elsewhere.
-
-    Each step row is fenced on the status and attempt it had when read, each attempt on being
-    unfinished: a row that another writer changed meanwhile fails the unit with StaleWrite.
-    """
-    if connection.vendor != "postgresql":
-        _write_rows(changed, attempts)
-        return
-    from scheduler.models import Attempt
-
-    quote = connection.ops.quote_name
-    params: list[Any] = []
-    parts: list[str] = []
-    if attempts:
-        a_fields = _fields(Attempt, ATTEMPT_OUTCOME_FIELDS)
-        casts = ["bigint", "integer"] + [f.db_type(connection) or "text" for f in a_fields]
-        row = "(" + ", ".join(f"CAST(%s AS {sql_type})" for sql_type in casts) + ")"
-        for step_id, number, fields in attempts:
-            params += [step_id, number]
-            params += [
-                f.get_db_prep_save(fields.get(f.attname, _attempt_default(f)), connection) for f in a_fields
-            ]
-        names = ", ".join(["step_id", "number", *(quote(str(f.column)) for f in a_fields)])
-        sets = ", ".join(f"{quote(str(f.column))} = v.{quote(str(f.column))}" for f in a_fields)
-        parts.append(
-            f"closed AS (UPDATE {quote(Attempt._meta.db_table)} AS a SET {sets} "  # noqa: S608
-            f"FROM (VALUES {', '.join([row] * len(attempts))}) AS v({names}) "
-            "WHERE a.step_id = v.step_id AND a.number = v.number AND a.finished_at IS NULL "
-            "RETURNING a.id)"
-        )
-    else:
-        parts.append("closed AS (SELECT 1 AS id WHERE false)")
-    if changed:
-        s_fields = _fields(Step, STEP_WRITABLE)
-        casts = ["bigint", "varchar", "integer"] + [f.db_type(connection) or "text" for f in s_fields]
-        row = "(" + ", ".join(f"CAST(%s AS {sql_type})" for sql_type in casts) + ")"
-        for step, status, attempt in changed:
-            params += [step.pk, status, attempt]
-            params += [f.get_db_prep_save(getattr(step, f.attname), connection) for f in s_fields]
-        names = ", ".join(
-            ["id", "expect_status", "expect_attempt", *(quote(str(f.column)) for f in s_fields)]
-        )
-        sets = ", ".join(f"{quote(str(f.column))} = v.{quote(str(f.column))}" for f in s_fields)
-        parts.append(
-            f"written AS (UPDATE {quote(Step._meta.db_table)} AS s SET {sets} "  # noqa: S608
-            f"FROM (VALUES {', '.join([row] * len(changed))}) AS v({names}) "
-            "WHERE s.id = v.id AND s.status = v.expect_status AND s.attempt = v.expect_attempt "
-            "RETURNING s.id)"
-        )
-    else:
-        parts.append("written AS (SELECT 1::bigint AS id WHERE false)")
-    sql = "WITH " + ", ".join(parts) + " SELECT (SELECT count(*) FROM closed), ARRAY(SELECT id FROM written)"  # noqa: S608
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        closed, written = cursor.fetchone()
-    stale = [step.pk for step, _, _ in changed if step.pk not in set(written)]
-    if stale:
-        raise StaleWrite(f"steps {stale} changed under us")
-    if closed != len(attempts):
-        raise StaleWrite("an attempt in flight was finished by another writer")
-
-
-def _attempt_default(field: Any) -> Any:
-    return None if field.null else field.get_default()
-
-
-def _write_rows(
-    changed: list[tuple[Step, str, int]], attempts: list[tuple[int, int, dict[str, Any]]]
-) -> None:
-    from scheduler.models import Attempt
-
-    for step_id, number, fields in attempts:
-        if not Attempt.objects.filter(step_id=step_id, number=number, finished_at__isnull=True).update(
-            **fields
-        ):
-            raise StaleWrite("an attempt in flight was finished by another writer")
-    step_fields = _fields(Step, STEP_WRITABLE)
-    for step, status, attempt in changed:
-        values = {f.attname: getattr(step, f.attname) for f in step_fields}
-        if Step.objects.filter(pk=step.pk, status=status, attempt=attempt).update(**values) != 1:
-            raise StaleWrite(f"step {step.pk} changed under us (expected {status}, attempt {attempt})")
-
-
-@contextmanager
-def unit_of_work() -> Iterator[Unit]:
-    """A transaction whose step changes and events are written just before it commits."""
-    outermost = not connection.in_atomic_block
-    with transaction.atomic():
-        unit = Unit()
-        yield unit
-        unit.flush()
-    if outermost:
-        maybe_fail_after_commit("a unit of work")
+#: An attempt is *queued* (dispatched, its task not yet taken), then *started* (claimed by the one
+#: delivery that may call; scheduler.services.claims), then *finished* with one outcome, which
+#: never changes. In flight means queued or started. A success that arrives after the outcome was
+#: set is noted beside it (`late_outcome`), once.
+IN_FLIGHT = ""
+ATTEMPT_TRANSITIONS: dict[str, frozenset[str]] = {
+    IN_FLIGHT: frozenset(Outcome.values),
+    **{outcome: frozenset() for outcome in Outcome.values},
+}
+#: The only late outcome an attempt notes: a success is evidence (the effect happened once); a
+#: late failure says nothing new.
+ATTEMPT_LATE_OUTCOMES = frozenset({Outcome.SUCCEEDED})
 
 
 def _check(
@@ -302,13 +118,16 @@ def _check(
         raise InvalidTransition(f"only an operator may move a {what} from {frm} to {to}", frm=frm, to=to)
 
 
+# --- steps ------------------------------------------------------------------------------------------
+
+
 def step_transition(
     unit: Unit,
     step: Step,
     to: str,
     *,
     source: str,
-    kind: str | None = None,
+    kind: EventKind | None = None,
     reason: str = "",
     actor: User | None = None,
     data: dict[str, Any] | None = None,
@@ -318,16 +137,19 @@ def step_transition(
 
     Raises InvalidTransition at once for a move not in the table. The row is written when the
     unit ends, together with every other step the unit changed, in one UPDATE guarded on what
-    each row looked like when read; a row changed meanwhile by another writer makes the unit
-    fail with StaleWrite and roll back.
+    each row looked like when read. Entering a settled status sets `finished_at`; leaving one
+    clears it.
     """
     frm = step.status
     _check(STEP_TRANSITIONS, STEP_OPERATOR_ONLY, "step", frm, to, actor)
+    kind = kind or STEP_EVENTS.get(to)
+    if kind is None:
+        raise ValueError(f"a move to {to} must name its event kind")
     unknown = set(fields) - set(STEP_WRITABLE)
     if unknown:
         raise ValueError(f"a transition cannot write {sorted(unknown)}")
     updates: dict[str, Any] = {"status": to, "updated_at": unit.now, **fields}
-    if to in STEP_TERMINAL:
+    if to in STEP_SETTLED:
         updates.setdefault("finished_at", unit.now)
     elif "finished_at" not in updates and step.finished_at is not None:
         updates["finished_at"] = None
@@ -337,7 +159,7 @@ def step_transition(
     unit.event(
         job_id=step.job_id,
         step=step,
-        kind=kind or f"step_{to}",
+        kind=kind,
         source=source,
         from_status=frm,
         to_status=to,
@@ -349,21 +171,26 @@ def step_transition(
 
 
 def step_postpone(unit: Unit, step: Step, *, deadline: dt.datetime, source: str, reason: str) -> None:
-    """Move the deadline of a dispatched step (no change of status), fenced like a transition."""
+    """Move the deadline of a dispatched step and of its attempt in flight (no change of status),
+    fenced like a transition."""
     if step.status != S.DISPATCHED:
         raise InvalidTransition(f"only a dispatched step has a deadline to move, not a {step.status} one")
     unit.step_changed(step)
     step.deadline = deadline
     step.updated_at = unit.now
+    unit.attempt_write(AttemptWrite(step.pk, step.attempt, {"deadline": deadline}, AttemptGuard.LIVE))
     unit.event(
         job_id=step.job_id,
         step=step,
-        kind="deadline_extended",
+        kind=E.DEADLINE_EXTENDED,
         source=source,
         attempt=step.attempt or None,
         reason=reason,
         data={"deadline": deadline.isoformat()},
     )
+
+
+# --- jobs -------------------------------------------------------------------------------------------
 
 
 def job_transition(
@@ -372,17 +199,18 @@ def job_transition(
     to: str,
     *,
     source: str,
-    kind: str | None = None,
+    kind: EventKind | None = None,
     reason: str = "",
     actor: User | None = None,
     data: dict[str, Any] | None = None,
     **fields: Any,
 ) -> None:
-    """Move `job` to `to`, fenced on its current status. Same contract as step_transition."""
+    """Move `job` to `to`, fenced on its current status and written at once. Entering a settled
+    status sets `finished_at`; leaving one (an operator reopening a failed job) clears it."""
     frm = job.status
     _check(JOB_TRANSITIONS, JOB_OPERATOR_ONLY, "job", frm, to, actor)
     updates: dict[str, Any] = {"status": to, "updated_at": unit.now, **fields}
-    if not JOB_TRANSITIONS[to]:
+    if to in JOB_SETTLED:
         updates.setdefault("finished_at", unit.now)
     elif job.finished_at is not None:
         updates.setdefault("finished_at", None)
@@ -393,7 +221,7 @@ def job_transition(
         setattr(job, name, value)
     unit.event(
         job_id=job.pk,
-        kind=kind or f"job_{to}",
+        kind=kind or JOB_EVENTS[to],
         source=source,
         from_status=frm,
         to_status=to,
@@ -417,8 +245,123 @@ def job_set_paused(
     job.updated_at = unit.now
     unit.event(
         job_id=job.pk,
-        kind="job_paused" if paused else "job_resumed",
+        kind=E.JOB_PAUSED if paused else E.JOB_RESUMED,
         source=source,
         actor=actor,
         reason=reason,
+    )
+
+
+# --- attempts -----------------------------------------------------------------------------------------
+
+
+def attempt_open(
+    unit: Unit,
+    step: Step,
+    *,
+    number: int,
+    kind: str,
+    endpoint: Any,
+    policy_version: int,
+    deadline: dt.datetime,
+    queue_row: int | None,
+) -> Attempt:
+    """A new attempt in flight (queued). Inserted when the unit ends, after the attempt before it
+    was closed: at most one attempt of a step is in flight (a unique index holds it)."""
+    attempt = Attempt(
+        step=step,
+        number=number,
+        kind=kind,
+        pool=step.pool,
+        endpoint=endpoint,
+        endpoint_url=endpoint.url if endpoint is not None else "",
+        policy_version=policy_version,
+        dispatched_at=unit.now,
+        deadline=deadline,
+        queue_row=queue_row,
+    )
+    unit.attempt_insert(attempt)
+    return attempt
+
+
+def attempt_finish(
+    unit: Unit,
+    step_id: int,
+    number: int,
+    outcome: str,
+    *,
+    decided_by: str,
+    status_code: int | None = None,
+    latency_ms: int | None = None,
+    excerpt: str = "",
+    error: str = "",
+    late_success: bool = False,
+    not_sent: bool = False,
+) -> None:
+    """Finish attempt `number` of a step with `outcome` (in flight -> outcome), guarded on it
+    being in flight. `late_success`: the success came after the deadline (noted beside it).
+    `not_sent`: claimed but nothing was sent, so no effect is possible (clears `started_at`)."""
+    if outcome not in ATTEMPT_TRANSITIONS[IN_FLIGHT]:
+        raise InvalidTransition(f"an attempt cannot finish as {outcome!r}", frm=IN_FLIGHT, to=outcome)
+    fields: dict[str, Any] = {
+        "finished_at": unit.now,
+        "outcome": outcome,
+        "decided_by": decided_by,
+        "status_code": status_code,
+        "latency_ms": latency_ms,
+        "response_excerpt": excerpt,
+        "error": error[:2000],
+    }
+    if late_success:
+        if outcome != Outcome.SUCCEEDED:
+            raise InvalidTransition("only a success is noted as late", frm=IN_FLIGHT, to=outcome)
+        fields.update(late_outcome=Outcome.SUCCEEDED, late_at=unit.now)
+    if not_sent:
+        fields["started_at"] = None
+    unit.attempt_write(AttemptWrite(step_id, number, fields, AttemptGuard.LIVE))
+
+
+def attempt_supersede(unit: Unit, step: Step, *, decided_by: str) -> None:
+    """Close the step's attempt in flight, if it has one, as superseded: the step was completed
+    another way, and that attempt's own answer can no longer change anything."""
+    if step.attempt:
+        unit.attempt_write(
+            AttemptWrite(
+                step.pk,
+                step.attempt,
+                {"finished_at": unit.now, "outcome": Outcome.SUPERSEDED, "decided_by": decided_by},
+                AttemptGuard.LIVE_IF_ANY,
+            )
+        )
+
+
+def attempts_time_out(unit: Unit, steps: list[Step], *, decided_by: str) -> None:
+    """Close the attempts in flight of these dispatched steps as unanswered (no_answer)."""
+    for step in steps:
+        unit.attempt_write(
+            AttemptWrite(
+                step.pk,
+                step.attempt,
+                {
+                    "finished_at": unit.now,
+                    "outcome": Outcome.NO_ANSWER,
+                    "decided_by": decided_by,
+                    "error": "no outcome reported before the deadline",
+                },
+                AttemptGuard.LIVE,
+            )
+        )
+
+
+def attempt_note_late(unit: Unit, step_id: int, number: int, outcome: str) -> None:
+    """Note a late outcome beside a finished attempt's verdict (once; the verdict stays)."""
+    if outcome not in ATTEMPT_LATE_OUTCOMES:
+        raise InvalidTransition(f"a late {outcome} is not noted on the attempt", frm="finished", to=outcome)
+    unit.attempt_write(
+        AttemptWrite(
+            step_id,
+            number,
+            {"late_outcome": outcome, "late_at": unit.now},
+            AttemptGuard.FINISHED_UNNOTED,
+        )
     )

@@ -13,11 +13,11 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from scheduler.audit import definition_logged
-from scheduler.definitions import valid_name
-from scheduler.errors import InvalidInput, NotFound, StaleWrite
+from sas_project.audit import definition_logged
+from sas_project.errors import InvalidInput, NotFound, StaleWrite
+from sas_project.validation import valid_name
 from scheduler.models import AttemptKind, Outcome, StepKind, StepStatus
-from scheduler.transitions import User
+from scheduler.unit import User
 from supervisor.models import RETRYABLE_OUTCOMES, OnExhausted, PolicyRevision, RemediationPolicy
 
 # --- the decision -----------------------------------------------------------------------------

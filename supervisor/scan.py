@@ -21,12 +21,12 @@ from django.db.models import Q
 
 from agents.health import endpoint_assess, pool_has_healthy_endpoint
 from agents.models import AgentPool
+from agents.outcome import AttemptKind
 from sas_project.conf import sas_settings
-from scheduler.models import STEP_SCANNED, Attempt, AttemptKind, Job, JobStatus, Step, StepKind, StepStatus
+from scheduler.models import STEP_SCANNED, Attempt, Job, JobStatus, Step, StepKind, StepStatus
 from scheduler.services import (
     JOB_FORWARD,
     JobState,
-    attempts_time_out,
     job_start_compensation,
     load_locked_jobs,
     lock_job,
@@ -39,7 +39,8 @@ from scheduler.services import (
     step_time_out,
     steps_still_queued,
 )
-from scheduler.transitions import Unit, unit_of_work
+from scheduler.transitions import attempts_time_out
+from scheduler.unit import Unit, unit_of_work
 from supervisor.lease import LeaseGrant, lease_acquire, lease_fence, lease_record_scan
 from supervisor.policies import GiveUp, PolicySnapshot, Reconcile, Retry, StepFacts, decide
 
@@ -141,7 +142,7 @@ def scan(
             queued = steps_still_queued(overdue)
             overdue = [s for s in overdue if s.pk not in queued]
             overdue_ids = {s.pk for s in overdue}
-            attempts_time_out(unit, overdue, source=_source(grant))
+            attempts_time_out(unit, overdue, decided_by=_source(grant))
             cache.last_attempts = _last_attempts(steps)
             for step in steps:
                 seen.add(step.pk)

@@ -28,12 +28,16 @@ from django.db.models.functions import TruncMinute
 from agents.health import BAD_OUTCOMES
 from agents.models import AgentEndpoint, AgentPool
 from sas_project.conf import sas_settings
+from sas_project.errors import NotFound
 from scheduler.models import (
     JOB_LIVE,
     STEP_LIVE,
+    STEP_SETTLED,
+    STEP_SUCCESS_KINDS,
     Attempt,
     AttemptKind,
     Event,
+    EventKind,
     Job,
     JobStatus,
     Outcome,
@@ -42,9 +46,9 @@ from scheduler.models import (
     StepStatus,
     Workflow,
 )
-from scheduler.transitions import STEP_TERMINAL, db_now
+from scheduler.unit import db_now
 from supervisor.lease import LEASE_NAME
-from supervisor.models import SupervisorLease
+from supervisor.models import PolicyRevision, RemediationPolicy, SupervisorLease
 from supervisor.services import BULK_LIMIT, RESOLVABLE_BY_OPERATOR, RETRYABLE_BY_OPERATOR
 
 S = StepStatus
@@ -54,15 +58,13 @@ J = JobStatus
 RECENT_JOBS = dt.timedelta(hours=24)
 THROUGHPUT_WINDOW = dt.timedelta(hours=1)
 THROUGHPUT_BUCKET = dt.timedelta(minutes=5)
-#: Event kinds that finish a job (job_transition names its event `job_<status>`).
-JOB_FINISHED_KINDS = {
-    f"job_{J.SUCCEEDED}": "succeeded",
-    f"job_{J.COMPENSATED}": "other",
-    f"job_{J.FAILED}": "other",
-    f"job_{J.CANCELLED}": "other",
+#: Event kinds that settle a job, and how the throughput chart counts them.
+JOB_FINISHED_KINDS: dict[str, str] = {
+    EventKind.JOB_SUCCEEDED: "succeeded",
+    EventKind.JOB_COMPENSATED: "other",
+    EventKind.JOB_FAILED: "other",
+    EventKind.JOB_CANCELLED: "other",
 }
-#: Event kinds that complete a step.
-STEP_SUCCEEDED_KINDS = ("step_succeeded", "step_reconciled", "step_resolved")
 #: The supervisor is called stale when its last scan is older than this many intervals.
 STALE_INTERVALS = 3
 #: Rows shown at once on the Needs-attention list (oldest first); bulk actions reach further.
@@ -229,7 +231,7 @@ def throughput(now: dt.datetime) -> tuple[list[ThroughputBucket], int]:
     count = int(THROUGHPUT_WINDOW / THROUGHPUT_BUCKET)
     first = _bucket_floor(now) - THROUGHPUT_BUCKET * (count - 1)
     rows = (
-        Event.objects.filter(kind__in=[*JOB_FINISHED_KINDS, *STEP_SUCCEEDED_KINDS], created_at__gte=first)
+        Event.objects.filter(kind__in=[*JOB_FINISHED_KINDS, *STEP_SUCCESS_KINDS], created_at__gte=first)
         .annotate(minute=TruncMinute("created_at"))
         .values("kind", "minute")
         .annotate(n=Count("pk"))
@@ -639,7 +641,7 @@ def job_detail(job_id: Any) -> JobDetail | None:
         events=list(reversed(recent[:TIMELINE_EVENTS])),
         events_truncated=len(recent) > TIMELINE_EVENTS,
         progress=Progress(
-            done=sum(1 for r in actions if r.step.status in STEP_TERMINAL),
+            done=sum(1 for r in actions if r.step.status in STEP_SETTLED),
             succeeded=sum(1 for r in actions if r.step.status == S.SUCCEEDED),
             total=len(actions),
         ),
@@ -681,7 +683,7 @@ def step_progress(job_ids: Iterable[Any]) -> dict[Any, Progress]:
         .values("job_id")
         .annotate(
             total=Count("pk"),
-            done=Count("pk", filter=Q(status__in=sorted(STEP_TERMINAL))),
+            done=Count("pk", filter=Q(status__in=sorted(STEP_SETTLED))),
             succeeded=Count("pk", filter=Q(status=S.SUCCEEDED)),
         )
         .order_by()
@@ -836,3 +838,23 @@ def calibration(now: dt.datetime | None = None) -> Calibration:
             )
         )
     return Calibration(rows=result, since=since, max_attempts=CALIBRATION_ATTEMPTS)
+
+
+# --- policies ---------------------------------------------------------------------------------
+
+
+def policy_list() -> QuerySet[RemediationPolicy]:
+    return RemediationPolicy.objects.order_by("name")
+
+
+def policy_get(name: str) -> RemediationPolicy:
+    policy = RemediationPolicy.objects.filter(name=name).first()
+    if policy is None:
+        raise NotFound(f"policy {name!r} does not exist")
+    return policy
+
+
+def policy_revisions(name: str) -> QuerySet[PolicyRevision]:
+    """A policy's versions, newest first, with who made each."""
+    policy = policy_get(name)
+    return PolicyRevision.objects.filter(policy=policy).select_related("changed_by").order_by("-version")

@@ -13,19 +13,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.models import AgentPool
-from scheduler.errors import ActionNotAllowed, InvalidInput, NotFound
-from scheduler.models import Job, JobStatus, Step, StepKind, StepStatus
+from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound
+from sas_project.validation import json_storable
+from scheduler.models import EventKind, Job, JobStatus, Step, StepKind, StepStatus
 from scheduler.services import (
     JOB_FORWARD,
     JobState,
     job_advance,
     job_start_compensation,
-    json_storable,
     lock_job,
     step_dispatch,
     step_succeed,
 )
-from scheduler.transitions import Unit, User, job_set_paused, job_transition, unit_of_work
+from scheduler.transitions import job_set_paused, job_transition
+from scheduler.unit import Unit, User, unit_of_work
 
 S = StepStatus
 J = JobStatus
@@ -78,7 +79,7 @@ def _note(
     unit: Unit,
     state: JobState,
     actor: User,
-    action: str,
+    kind: EventKind,
     reason: str,
     step: Step | None = None,
     data: dict[str, Any] | None = None,
@@ -86,7 +87,7 @@ def _note(
     unit.event(
         job_id=state.job.pk,
         step=step,
-        kind=f"operator_{action}",
+        kind=kind,
         source=operator_source(actor),
         actor=actor,
         reason=reason,
@@ -135,7 +136,7 @@ def step_retry(*, actor: User | None, step_id: Any, pool: str | None = None, rea
                 raise InvalidInput(
                     f"pool {pool!r} is a {target.kind} pool, not {step.pool.kind}", field="pool"
                 )
-        _note(unit, state, actor, "retry", reason, step, {"pool": pool} if pool else None)
+        _note(unit, state, actor, EventKind.OPERATOR_RETRY, reason, step, {"pool": pool} if pool else None)
         _reopen_if_failed(unit, state, actor, reason)
         step_dispatch(
             unit,
@@ -169,7 +170,7 @@ def step_resolve(*, actor: User | None, step_id: Any, output: Any, reason: str =
             and job.status not in (J.FAILED, J.COMPENSATING)
         ):
             raise ActionNotAllowed(f"job {job.pk} is {job.status}: its steps cannot be resolved now")
-        _note(unit, state, actor, "resolve", reason, step, {"output": output})
+        _note(unit, state, actor, EventKind.OPERATOR_RESOLVE, reason, step, {"output": output})
         if step.kind == StepKind.ACTION:
             _reopen_if_failed(unit, state, actor, reason)
         step_succeed(
@@ -179,7 +180,7 @@ def step_resolve(*, actor: User | None, step_id: Any, output: Any, reason: str =
             output=output,
             source=operator_source(actor),
             actor=actor,
-            kind="step_resolved",
+            kind=EventKind.STEP_RESOLVED,
             reason=reason or "resolved by an operator",
         )
         return step
@@ -193,7 +194,7 @@ def job_compensate(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
         job = state.job
         if job.compensation_reason or job.status not in (*JOB_FORWARD, J.FAILED):
             raise ActionNotAllowed(f"job {job.pk} is {job.status}: it cannot be compensated now")
-        _note(unit, state, actor, "compensate", reason)
+        _note(unit, state, actor, EventKind.OPERATOR_COMPENSATE, reason)
         job_start_compensation(
             unit,
             state,
@@ -213,7 +214,7 @@ def job_cancel(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
         job = state.job
         if job.compensation_reason or job.status not in JOB_FORWARD:
             raise ActionNotAllowed(f"job {job.pk} is {job.status}: it cannot be cancelled now")
-        _note(unit, state, actor, "cancel", reason)
+        _note(unit, state, actor, EventKind.OPERATOR_CANCEL, reason)
         job_start_compensation(
             unit,
             state,

@@ -31,8 +31,8 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
-from scheduler.errors import SasError
-from scheduler.permissions import can_operate
+from sas_project.errors import SasError
+from sas_project.permissions import can_operate
 from supervisor import selectors, services
 from supervisor.dag import job_dag
 from supervisor.forms import (

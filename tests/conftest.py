@@ -47,7 +47,7 @@ def drain(db: None) -> Callable[[], int]:
 @pytest.fixture
 def fake_remote(monkeypatch: pytest.MonkeyPatch) -> FakeRemote:
     remote = FakeRemote()
-    monkeypatch.setattr("agents.tasks.run_call", remote)
+    monkeypatch.setattr("agents.calls.run_call", remote)
     return remote
 
 

@@ -15,8 +15,8 @@ from django_q.models import Failure
 
 from agents.fake import FakeRemote
 from agents.models import AgentEndpoint, AgentPool
+from sas_project.permissions import role_groups_ensure
 from scheduler.models import Event, Job, JobStatus, Outcome, Step, StepStatus, Workflow
-from scheduler.permissions import role_groups_ensure
 from scheduler.services import job_submit
 from supervisor.models import PolicyRevision, RemediationPolicy
 from tests.factories import chain, make_policy, make_pool, make_workflow, step

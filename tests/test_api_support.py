@@ -11,8 +11,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agents.fake import FakeRemote
+from sas_project.permissions import role_groups_ensure
 from scheduler.models import Job, JobStatus, Outcome, Step, StepStatus
-from scheduler.permissions import role_groups_ensure
 from tests.factories import make_policy, make_workflow, step
 
 V1 = "/api/v1"

@@ -22,8 +22,8 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from agents.fake import FakeRemote
 from agents.models import AgentEndpoint, AgentPool
+from sas_project.permissions import role_groups_ensure
 from scheduler.models import Job, JobStatus, Outcome, Step, StepStatus, Workflow
-from scheduler.permissions import role_groups_ensure
 from scheduler.services import job_submit
 from supervisor.models import RemediationPolicy
 from supervisor.policies import policy_update

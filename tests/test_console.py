@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from agents.fake import FakeRemote
 from agents.outcome import CallResult
+from sas_project.permissions import role_groups_ensure
 from scheduler.models import Attempt, Event, Job, JobStatus, Outcome, Step, StepStatus, Workflow
-from scheduler.permissions import role_groups_ensure
 from scheduler.services import job_submit
 from supervisor.models import SupervisorLease
 from tests.conftest import run_queued_tasks
@@ -332,7 +332,7 @@ def test_a_failing_compensation_is_listed(
     make_workflow("c", step("s1"), step("s2", "s1"))
     fake_remote.script("s1.compensate", Outcome.TRANSIENT_FAILURE)
     job = job_submit(workflow="c", input={}).job
-    from agents.tasks import run_attempt
+    from scheduler.tasks import run_attempt
     from supervisor.services import job_compensate
 
     run_attempt(job.steps.get(name="s1").pk, 1)

@@ -11,8 +11,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from agents.fake import FakeRemote
+from sas_project.permissions import role_groups_ensure
 from scheduler.models import Attempt, Event, Job, Step
-from scheduler.permissions import role_groups_ensure
 from tests.test_console import held_job, held_step
 
 pytestmark = pytest.mark.django_db

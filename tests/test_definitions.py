@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 
 from agents.models import AgentEndpoint, AgentPool
 from agents.services import pool_save
+from sas_project.errors import InvalidInput
 from scheduler.definitions import workflow_create
-from scheduler.errors import InvalidInput
 from scheduler.models import Workflow
 from tests.factories import make_policy, make_pool, step
 from tests.processes import ROOT

@@ -10,7 +10,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import connection
 
 from agents.fake import FakeRemote
-from scheduler.errors import ActionNotAllowed, InvalidInput, NotFound
+from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound
 from scheduler.models import Attempt, Event, Job, JobStatus, Outcome, Step, StepStatus
 from scheduler.services import job_submit
 from supervisor.services import (
@@ -151,7 +151,7 @@ def test_compensate_undoes_what_ran_and_a_second_click_is_refused(
 ) -> None:
     chain(n=3)
     job = job_submit(workflow="chain", input={}).job
-    from agents.tasks import run_attempt
+    from scheduler.tasks import run_attempt
 
     run_attempt(job.steps.get(name="s1").pk, 1)
     job_compensate(actor=olga, job_id=job.pk, reason="wrong address")

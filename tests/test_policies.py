@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from django.contrib.auth.models import User
 
-from scheduler.errors import InvalidInput
+from sas_project.errors import InvalidInput
 from scheduler.models import AttemptKind, Outcome, StepKind, StepStatus
 from supervisor.models import PolicyRevision
 from supervisor.policies import (

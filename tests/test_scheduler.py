@@ -11,10 +11,10 @@ from django.db import connection
 from django_q.models import OrmQ
 
 from agents.fake import FakeRemote
-from agents.tasks import run_attempt
-from scheduler.errors import IdempotencyConflict, InvalidInput
+from sas_project.errors import IdempotencyConflict, InvalidInput
 from scheduler.models import Attempt, Event, Job, JobStatus, Outcome, Step, StepStatus
 from scheduler.services import job_submit
+from scheduler.tasks import run_attempt
 from tests.factories import chain, diamond
 
 pytestmark = pytest.mark.django_db
@@ -259,30 +259,31 @@ def test_a_failed_or_unanswered_call_is_recorded_and_left_for_the_supervisor(
 def test_an_outcome_waiting_for_the_job_lock_reads_the_steps_as_the_holder_left_them(
     fake_remote: FakeRemote, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import time
-
-    from scheduler import services
+    from scheduler.services import outcomes
 
     diamond()
     job = job_submit(workflow="diamond", input={}).job
     run_attempt(steps_of(job)["a"].pk, 1)
     steps = steps_of(job)
-    real_apply = services._apply_outcome
+    real_apply = outcomes._apply_outcome
     holding = threading.Event()
+    waited: list[int] = []
 
-    def slow_apply(unit, state, step, result, **kwargs):  # type: ignore[no-untyped-def]
+    def held_apply(unit, state, step, result, **kwargs):  # type: ignore[no-untyped-def]
         if step.name == "b":
+            # b holds the job lock: let c's outcome arrive, and go on only once c's transaction is
+            # seen waiting for that lock (no sleep decides the order).
             holding.set()
-            time.sleep(0.5)  # b holds the job lock while c's outcome arrives
+            waited.append(wait_for_lock_waiters(1))
         return real_apply(unit, state, step, result, **kwargs)
 
-    monkeypatch.setattr(services, "_apply_outcome", slow_apply)
+    monkeypatch.setattr(outcomes, "_apply_outcome", held_apply)
     errors: list[BaseException] = []
 
     def finish(name: str) -> None:
         try:
             if name == "c":
-                holding.wait(5)
+                assert holding.wait(10)
             run_attempt(steps[name].pk, 1)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
@@ -295,7 +296,27 @@ def test_an_outcome_waiting_for_the_job_lock_reads_the_steps_as_the_holder_left_
     for t in threads:
         t.join()
     assert not errors
+    assert waited == [1]  # the race really happened: c waited on b's lock
     assert steps_of(job)["d"].status == StepStatus.DISPATCHED
+
+
+def wait_for_lock_waiters(count: int, timeout: float = 10) -> int:
+    """Block until `count` sessions wait on a lock held by this session; returns how many do."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            # pg_stat_activity is read once per transaction unless its snapshot is cleared.
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
+            )
+            waiting = int(cursor.fetchone()[0])
+        if waiting >= count:
+            return waiting
+        time.sleep(0.01)
+    raise AssertionError(f"no {count} session(s) waited on this session's locks within {timeout}s")
 
 
 @pytest.mark.parametrize(

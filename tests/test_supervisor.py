@@ -14,9 +14,9 @@ from django_q.models import OrmQ
 from agents.fake import FakeRemote
 from agents.models import AgentEndpoint
 from agents.outcome import CallResult
-from agents.tasks import run_attempt
 from scheduler.models import Attempt, AttemptKind, Event, Job, JobStatus, Outcome, Step, StepStatus
 from scheduler.services import job_submit
+from scheduler.tasks import run_attempt
 from supervisor.lease import lease_acquire
 from supervisor.models import SupervisorLease
 from supervisor.policies import policy_update

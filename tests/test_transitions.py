@@ -5,18 +5,36 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from scheduler.errors import InvalidTransition, StaleWrite
-from scheduler.models import Event, Job, JobStatus, Step, StepStatus
+from agents.outcome import Outcome
+from sas_project.errors import InvalidTransition, StaleWrite
+from scheduler.models import (
+    JOB_FINAL,
+    JOB_SETTLED,
+    STEP_SETTLED,
+    Attempt,
+    Event,
+    EventKind,
+    Job,
+    JobStatus,
+    Step,
+    StepStatus,
+)
 from scheduler.services import job_submit
 from scheduler.transitions import (
+    ATTEMPT_TRANSITIONS,
+    IN_FLIGHT,
     JOB_OPERATOR_ONLY,
     JOB_TRANSITIONS,
+    STEP_EVENTS,
     STEP_OPERATOR_ONLY,
     STEP_TRANSITIONS,
+    attempt_finish,
+    attempt_note_late,
+    attempt_supersede,
     job_transition,
     step_transition,
-    unit_of_work,
 )
+from scheduler.unit import unit_of_work
 from tests.factories import chain
 
 pytestmark = pytest.mark.django_db
@@ -38,6 +56,14 @@ def _set_step(step: Step, status: str) -> Step:
     Step.objects.filter(pk=step.pk).update(status=status)
     step.refresh_from_db()
     return step
+
+
+def _kind(to: str) -> EventKind:
+    """The event a move to `to` writes in these tests (the two failure statuses name theirs)."""
+    return STEP_EVENTS.get(to) or {
+        StepStatus.ATTEMPT_FAILED: EventKind.STEP_TRANSIENT_FAILURE,
+        StepStatus.UNKNOWN: EventKind.STEP_NO_ANSWER,
+    }.get(to, EventKind.STEP_DISPATCHED)
 
 
 def _set_job(job: Job, status: str) -> Job:
@@ -62,9 +88,10 @@ def test_every_allowed_step_transition_is_written_with_its_event(
     step = _set_step(job.steps.get(), frm)
     before = Event.objects.count()
     with unit_of_work() as unit:
-        step_transition(unit, step, to, source="test", actor=operator)
+        step_transition(unit, step, to, source="test", actor=operator, kind=_kind(to))
     step.refresh_from_db()
     assert step.status == to
+    assert (step.finished_at is not None) == (to in STEP_SETTLED)
     event = Event.objects.order_by("id").last()
     assert Event.objects.count() == before + 1
     assert (event.from_status, event.to_status, event.step_id) == (frm, to, step.pk)
@@ -77,7 +104,7 @@ def test_every_allowed_step_transition_is_written_with_its_event(
 def test_a_step_transition_not_in_the_table_is_refused(job: Job, operator: User, frm: str, to: str) -> None:
     step = _set_step(job.steps.get(), frm)
     with pytest.raises(InvalidTransition), unit_of_work() as unit:
-        step_transition(unit, step, to, source="test", actor=operator)
+        step_transition(unit, step, to, source="test", actor=operator, kind=_kind(to))
     step.refresh_from_db()
     assert step.status == frm
 
@@ -101,7 +128,7 @@ def test_every_allowed_job_transition_is_written_with_its_event(
     event = Event.objects.order_by("id").last()
     assert (event.kind, event.from_status, event.to_status) == (f"job_{to}", frm, to)
     assert event.actor == operator
-    assert (job.finished_at is not None) == (not JOB_TRANSITIONS[to])
+    assert (job.finished_at is not None) == (to in JOB_SETTLED)
 
 
 @pytest.mark.parametrize(
@@ -121,7 +148,7 @@ def test_a_write_from_a_stale_reader_changes_nothing(job: Job) -> None:
         step_transition(unit, step, StepStatus.SUCCEEDED, source="first")
     with pytest.raises(StaleWrite), unit_of_work() as unit:
         # `stale` still believes the step is dispatched with the same attempt.
-        step_transition(unit, stale, StepStatus.UNKNOWN, source="second")
+        step_transition(unit, stale, StepStatus.UNKNOWN, source="second", kind=EventKind.STEP_NO_ANSWER)
     step.refresh_from_db()
     assert step.status == StepStatus.SUCCEEDED
 
@@ -141,3 +168,83 @@ def test_a_refused_transition_writes_no_event(job: Job) -> None:
     with pytest.raises(InvalidTransition), unit_of_work() as unit:
         step_transition(unit, step, StepStatus.PENDING, source="test")
     assert Event.objects.count() == before
+
+
+def test_final_and_settled_are_defined_by_the_tables() -> None:
+    assert {s for s, moves in JOB_TRANSITIONS.items() if not moves} == JOB_FINAL
+    assert JOB_FINAL < JOB_SETTLED
+    # A settled job leaves its status only through an operator.
+    for frm in JOB_SETTLED - JOB_FINAL:
+        assert all((frm, to) in JOB_OPERATOR_ONLY for to in JOB_TRANSITIONS[frm])
+
+
+def test_a_failed_job_has_a_finish_time_and_loses_it_when_an_operator_reopens_it(
+    job: Job, operator: User
+) -> None:
+    with unit_of_work() as unit:
+        job_transition(unit, job, JobStatus.FAILED, source="test")
+    job.refresh_from_db()
+    assert job.finished_at is not None
+    with unit_of_work() as unit:
+        job_transition(unit, job, JobStatus.RUNNING, source="test", actor=operator)
+    job.refresh_from_db()
+    assert job.finished_at is None
+
+
+def test_a_move_into_a_failure_status_must_name_its_event(job: Job) -> None:
+    step = job.steps.get()
+    with pytest.raises(ValueError, match="event kind"), unit_of_work() as unit:
+        step_transition(unit, step, StepStatus.UNKNOWN, source="test")
+
+
+def test_an_unknown_event_kind_is_refused_by_the_database(job: Job) -> None:
+    from django.db import IntegrityError, transaction
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Event.objects.create(job=job, kind="step_whatever", source="test")
+
+
+def test_an_attempt_in_flight_finishes_once_with_its_outcome(job: Job) -> None:
+    step = job.steps.get()
+    with unit_of_work() as unit:
+        attempt_finish(unit, step.pk, step.attempt, Outcome.TRANSIENT_FAILURE, decided_by="test", error="x")
+    attempt = Attempt.objects.get(step=step, number=step.attempt)
+    assert attempt.outcome == Outcome.TRANSIENT_FAILURE and attempt.finished_at is not None
+    with pytest.raises(StaleWrite), unit_of_work() as unit:
+        attempt_finish(unit, step.pk, step.attempt, Outcome.SUCCEEDED, decided_by="second")
+    assert Attempt.objects.get(pk=attempt.pk).outcome == Outcome.TRANSIENT_FAILURE
+
+
+def test_every_outcome_is_a_move_out_of_flight_and_none_leaves_an_outcome() -> None:
+    assert ATTEMPT_TRANSITIONS[IN_FLIGHT] == frozenset(Outcome.values)
+    assert all(not ATTEMPT_TRANSITIONS[o] for o in Outcome.values)
+
+
+def test_a_late_success_is_noted_once_beside_the_verdict(job: Job) -> None:
+    step = job.steps.get()
+    with unit_of_work() as unit:
+        attempt_finish(unit, step.pk, step.attempt, Outcome.NO_ANSWER, decided_by="supervisor")
+    with unit_of_work() as unit:
+        attempt_note_late(unit, step.pk, step.attempt, Outcome.SUCCEEDED)
+    attempt = Attempt.objects.get(step=step, number=step.attempt)
+    assert (attempt.outcome, attempt.late_outcome) == (Outcome.NO_ANSWER, Outcome.SUCCEEDED)
+    with pytest.raises(StaleWrite), unit_of_work() as unit:
+        attempt_note_late(unit, step.pk, step.attempt, Outcome.SUCCEEDED)
+    with pytest.raises(InvalidTransition), unit_of_work() as unit:
+        attempt_note_late(unit, step.pk, step.attempt, Outcome.TRANSIENT_FAILURE)
+
+
+def test_a_late_note_needs_a_finished_attempt(job: Job) -> None:
+    step = job.steps.get()
+    with pytest.raises(StaleWrite), unit_of_work() as unit:
+        attempt_note_late(unit, step.pk, step.attempt, Outcome.SUCCEEDED)
+    assert Attempt.objects.get(step=step, number=step.attempt).late_outcome == ""
+
+
+def test_superseding_closes_the_attempt_in_flight_and_is_a_no_op_without_one(job: Job) -> None:
+    step = job.steps.get()
+    with unit_of_work() as unit:
+        attempt_supersede(unit, step, decided_by="operator:olga")
+    assert Attempt.objects.get(step=step, number=step.attempt).outcome == Outcome.SUPERSEDED
+    with unit_of_work() as unit:  # nothing in flight any more: nothing to do, no error
+        attempt_supersede(unit, step, decided_by="operator:olga")

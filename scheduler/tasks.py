@@ -1,22 +1,14 @@
-"""The agent task: one delivery of one attempt. django-q2 runs it; it only carries ids."""
+"""The agent task: one delivery of one attempt. django-q2 runs it; it only carries ids.
+
+The scheduler owns the task because the task is a scheduler transaction on each side of the
+call: claim the attempt, let the agents make the call, record the outcome.
+"""
 
 from __future__ import annotations
 
-from agents.http import call_http
-from agents.models import AgentKind
-from agents.outcome import CallResult, CallSpec
-from agents.python import call_python
-from scheduler.models import Outcome
+from agents import calls
+from agents.outcome import CallResult
 from scheduler.services import attempt_claim, step_record_outcome
-
-
-def run_call(spec: CallSpec) -> CallResult:
-    """Make the remote call described by `spec`. Never inside a database transaction."""
-    if spec.agent_kind == AgentKind.PYTHON:
-        return call_python(spec)
-    if not spec.base_url:
-        return CallResult(Outcome.TRANSIENT_FAILURE, error="the pool has no enabled endpoint")
-    return call_http(spec)
 
 
 def run_attempt(step_id: int, number: int) -> str:
@@ -31,6 +23,6 @@ def run_attempt(step_id: int, number: int) -> str:
     if isinstance(claimed, CallResult):
         step_record_outcome(step_id, number, claimed)
         return claimed.outcome
-    result = run_call(claimed)
+    result = calls.run_call(claimed)
     step_record_outcome(step_id, number, result, spec=claimed)
     return result.outcome

@@ -14,12 +14,8 @@ compare with each other (ratios), not with another machine:
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import statistics
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -44,12 +40,24 @@ from scheduler.services import job_submit
 from supervisor.models import RemediationPolicy, SupervisorLease
 from supervisor.policies import policy_create
 from supervisor.scan import scan
+from testbed import processes
+from testbed.definitions import refuse_foreign_jobs
+from testbed.processes import ClusterProcess, percentile
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = processes.ROOT
 POOL = "bench-local"
 POLICY = "bench"
 SCAN_POLICY = "bench-scan"
 DONE_TABLE = "sas_bench_done"
+SINGLE = "bench_single"
+
+
+def chain_name(steps: int) -> str:
+    return f"bench_chain_{steps}"
+
+
+#: The workflows of the jobs this benchmark creates (and may delete or settle).
+OWN_WORKFLOWS = [SINGLE, *(chain_name(n) for n in range(1, 21))]
 
 
 # --- the bare django-q2 baseline ----------------------------------------------------------------
@@ -58,7 +66,7 @@ DONE_TABLE = "sas_bench_done"
 def bare_step(chain: int, index: int, total: int) -> None:
     """A no-op task that enqueues the next task of its chain; the last one marks the chain done."""
     if index < total:
-        async_task("scheduler.bench.bare_step", chain, index + 1, total)
+        async_task("testbed.bench.bare_step", chain, index + 1, total)
         return
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {DONE_TABLE} (chain) VALUES (%s)", [chain])  # noqa: S608
@@ -114,54 +122,26 @@ def xact_commit() -> int:
         return int(cursor.fetchone()[0])
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
-    return ordered[rank]
-
-
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
+    processes.wait_until(predicate, timeout=timeout, interval=0.05, message=what)
 
 
 @dataclass
 class Cluster:
     workers: int
-    proc: subprocess.Popen[bytes] | None = None
+    process: ClusterProcess | None = None
     log: Path = field(default_factory=lambda: ROOT / "var" / "bench-qcluster.log")
 
     def start(self) -> None:
-        self.log.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "SAS_Q_WORKERS": str(self.workers), "SAS_LOG_LEVEL": "WARNING"}
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.process = ClusterProcess(name="bench", env=env, log=self.log).start()
         SupervisorLease.objects.all().delete()
         wait_until(lambda: SupervisorLease.objects.exclude(holder="").exists(), 60, "the cluster to start")
         time.sleep(1.5)  # workers and pusher up
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(30)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
+        if self.process is not None:
+            self.process.stop(30)
 
 
 # --- 1 and 2: throughput and latency ---------------------------------------------------------------
@@ -221,7 +201,7 @@ def run_bare(jobs: int, steps: int) -> dict[str, Any]:
     before = xact_commit()
     started = time.monotonic()
     for n in range(jobs):
-        async_task("scheduler.bench.bare_step", n, 1, steps)
+        async_task("testbed.bench.bare_step", n, 1, steps)
 
     def done() -> bool:
         with connection.cursor() as cursor:
@@ -440,9 +420,11 @@ def run(
     small_history: int,
     overdue: int,
     log: Callable[[str], None],
+    scratch: bool = False,
 ) -> dict[str, Any]:
     if connection.vendor != "postgresql":
         raise RuntimeError("the benchmark runs on PostgreSQL (set DATABASE_URL)")
+    refuse_foreign_jobs("bench", OWN_WORKFLOWS, scratch=scratch)
     workflow = ensure_definitions(steps)
     results: dict[str, Any] = {
         "config": {

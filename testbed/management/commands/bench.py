@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduler import bench
+from testbed import bench
 
 
 class Command(BaseCommand):
@@ -27,6 +27,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--overdue", type=int, default=1000, help="Overdue steps per scan.")
         parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
+        parser.add_argument(
+            "--scratch",
+            action="store_true",
+            help="Run even though the database holds jobs the benchmark did not create.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -39,6 +44,7 @@ class Command(BaseCommand):
                 small_history=options["small_history"],
                 overdue=options["overdue"],
                 log=lambda line: self.stderr.write(line),
+                scratch=options["scratch"],
             )
         except RuntimeError as exc:
             raise CommandError(str(exc)) from exc

@@ -17,10 +17,7 @@ import json
 import os
 import random
 import shlex
-import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -34,10 +31,7 @@ import httpx
 from django.contrib.auth import get_user_model
 from django.db import OperationalError, close_old_connections, connection
 
-from agents.models import AgentPool
-from agents.services import pool_save
-from scheduler.definitions import workflow_create, workflow_latest
-from scheduler.errors import SasError
+from sas_project.errors import SasError
 from scheduler.models import Attempt, Event, Job, JobStatus, Step, StepKind, StepStatus
 from scheduler.services import job_submit
 from scheduler.transitions import (
@@ -46,11 +40,11 @@ from scheduler.transitions import (
     STEP_OPERATOR_ONLY,
     STEP_TRANSITIONS,
 )
-from supervisor.models import RemediationPolicy, SupervisorLease
-from supervisor.policies import policy_create, policy_update
+from supervisor.models import SupervisorLease
 from supervisor.services import step_retry
+from testbed.definitions import ensure_policy, ensure_pool, ensure_workflow, refuse_foreign_jobs
+from testbed.processes import ROOT, ClusterProcess, SandboxProcess, free_port, percentile
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = "campaign_order"
 SETTLED = {
     JobStatus.SUCCEEDED,
@@ -84,102 +78,8 @@ class CampaignConfig:
     timeout_seconds: float = 3.0
     supervisor_interval: float = 1.0
     artifacts: Path = field(default_factory=lambda: ROOT / "var" / "campaign")
-
-
-# --- processes --------------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _stop(proc: subprocess.Popen[bytes] | None, *, kill: bool = False) -> None:
-    if proc is None or proc.poll() is not None:
-        if proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        return
-    if not kill:
-        proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(20)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(10)
-
-
-@dataclass
-class Sandbox:
-    port: int
-    db: Path
-    log: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, seed: int) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "manage.py",
-                    "sandbox_remote",
-                    "--port",
-                    str(self.port),
-                    "--db",
-                    str(self.db),
-                    "--reset",
-                    "--seed",
-                    str(seed),
-                ],
-                cwd=ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            time.sleep(0.1)
-        raise RuntimeError("the sandbox remote did not start")
-
-    def config(self, **values: Any) -> dict[str, Any]:
-        return httpx.post(f"{self.url}/config", json=values, timeout=10).json()
-
-    def stats(self) -> dict[str, Any]:
-        return httpx.get(f"{self.url}/stats", timeout=30).json()
-
-
-@dataclass
-class ClusterProc:
-    index: int
-    env: dict[str, str]
-    log: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"],
-                cwd=ROOT,
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def kill(self) -> None:
-        _stop(self.proc, kill=True)
-
-    def stop(self) -> None:
-        _stop(self.proc)
+    #: Run even though the database holds jobs this campaign did not create.
+    scratch: bool = False
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -189,15 +89,12 @@ def ensure_definitions(sandbox_url: str, cfg: CampaignConfig) -> None:
     """Pools at the sandbox, the campaign's policies and its workflow (reserve, then charge and
     schedule in parallel, each with a compensation and a status path)."""
     backup_url = sandbox_url.replace("127.0.0.1", "localhost")
-    pools = [
-        ("campaign-inventory", [sandbox_url], None),
-        ("campaign-payments-backup", [backup_url], None),
-        ("campaign-payments", [sandbox_url], "campaign-payments-backup"),
-        ("campaign-shipping", [sandbox_url], None),
-    ]
-    for name, endpoints, alternate in pools:
-        pool = AgentPool.objects.filter(name=name).first()
-        pool_save(name=name, kind="http", endpoints=endpoints, alternate=alternate, pool=pool)
+    ensure_pool("campaign-inventory", kind="http", endpoints=[sandbox_url])
+    ensure_pool("campaign-payments-backup", kind="http", endpoints=[backup_url])
+    ensure_pool(
+        "campaign-payments", kind="http", endpoints=[sandbox_url], alternate="campaign-payments-backup"
+    )
+    ensure_pool("campaign-shipping", kind="http", endpoints=[sandbox_url])
     common = {
         "timeout_seconds": cfg.timeout_seconds,
         "max_attempts": 8,
@@ -208,49 +105,40 @@ def ensure_definitions(sandbox_url: str, cfg: CampaignConfig) -> None:
         "retry_on": ["transient_failure", "no_answer"],
         "on_exhausted": "compensate",
     }
-    policies = {
-        "campaign": {**common, "reconcile_before_retry": False},
-        "campaign-careful": {**common, "reconcile_before_retry": True, "reassign_after_attempts": 3},
-    }
-    for name, fields in policies.items():
-        existing = RemediationPolicy.objects.filter(name=name).first()
-        if existing is None:
-            policy_create(name=name, actor=None, **fields)
-        else:
-            policy_update(existing.pk, actor=None, changes=fields)
-    if workflow_latest(WORKFLOW) is None:
-        workflow_create(
-            name=WORKFLOW,
-            description="Reserve, then charge and schedule in parallel; every step undoable.",
-            steps=[
-                {
-                    "name": "reserve",
-                    "pool": "campaign-inventory",
-                    "path": "/inventory/reserve",
-                    "status_path": "/inventory/reservations/{operation_id}",
-                    "compensation_path": "/inventory/release",
-                    "policy": "campaign",
-                },
-                {
-                    "name": "charge",
-                    "pool": "campaign-payments",
-                    "path": "/payments/charge",
-                    "status_path": "/payments/{operation_id}",
-                    "compensation_path": "/payments/refund",
-                    "depends_on": ["reserve"],
-                    "policy": "campaign-careful",
-                },
-                {
-                    "name": "schedule",
-                    "pool": "campaign-shipping",
-                    "path": "/shipping/schedule",
-                    "status_path": "/shipping/shipments/{operation_id}",
-                    "compensation_path": "/shipping/cancel",
-                    "depends_on": ["reserve"],
-                    "policy": "campaign",
-                },
-            ],
-        )
+    ensure_policy("campaign", **common, reconcile_before_retry=False)
+    ensure_policy("campaign-careful", **common, reconcile_before_retry=True, reassign_after_attempts=3)
+    ensure_workflow(
+        WORKFLOW,
+        description="Reserve, then charge and schedule in parallel; every step undoable.",
+        steps=[
+            {
+                "name": "reserve",
+                "pool": "campaign-inventory",
+                "path": "/inventory/reserve",
+                "status_path": "/inventory/reservations/{operation_id}",
+                "compensation_path": "/inventory/release",
+                "policy": "campaign",
+            },
+            {
+                "name": "charge",
+                "pool": "campaign-payments",
+                "path": "/payments/charge",
+                "status_path": "/payments/{operation_id}",
+                "compensation_path": "/payments/refund",
+                "depends_on": ["reserve"],
+                "policy": "campaign-careful",
+            },
+            {
+                "name": "schedule",
+                "pool": "campaign-shipping",
+                "path": "/shipping/schedule",
+                "status_path": "/shipping/shipments/{operation_id}",
+                "compensation_path": "/shipping/cancel",
+                "depends_on": ["reserve"],
+                "policy": "campaign",
+            },
+        ],
+    )
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -378,15 +266,16 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         raise RuntimeError("the fault campaign runs on PostgreSQL (set DATABASE_URL)")
     if cfg.pg_restart and not os.environ.get("SAS_PG_DATADIR"):
         raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")
+    refuse_foreign_jobs("fault_campaign", [WORKFLOW], scratch=cfg.scratch)
     rng = random.Random(cfg.seed)
     cfg.artifacts.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:8]
-    sandbox = Sandbox(
-        port=_free_port(),
+    sandbox = SandboxProcess(
+        port=free_port(),
         db=cfg.artifacts / f"sandbox-{run_id}.sqlite3",
         log=cfg.artifacts / f"sandbox-{run_id}.log",
     )
-    sandbox.start(cfg.seed)
+    sandbox.start(seed=cfg.seed)
     ensure_definitions(sandbox.url, cfg)
     handovers_before = (
         SupervisorLease.objects.filter(pk="supervisor").values_list("handovers", flat=True).first() or 0
@@ -408,7 +297,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         return env
 
     clusters = [
-        ClusterProc(i, cluster_env(i, True), cfg.artifacts / f"qcluster-{run_id}-{i}.log")
+        ClusterProcess(str(i), cluster_env(i, True), cfg.artifacts / f"qcluster-{run_id}-{i}.log")
         for i in range(cfg.clusters)
     ]
     for cluster in clusters:
@@ -431,7 +320,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         next_drop = started + cfg.db_drop_every
         next_operator = started + cfg.operator_every
         next_pg = started + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
-        restart_queue: list[tuple[float, ClusterProc]] = []
+        restart_queue: list[tuple[float, ClusterProcess]] = []
         submitted = 0
         while time.monotonic() - started < cfg.duration or submitted < cfg.jobs:
             now = time.monotonic()
@@ -484,7 +373,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             sandbox.config(error_rate=0, drop_rate=0, latency_rate=0, latency_ms=0)
         for cluster in clusters:
             cluster.stop()
-            cluster.env = cluster_env(cluster.index, False)
+            cluster.env = cluster_env(int(cluster.name), False)
             cluster.start()
         drain_started = time.monotonic()
 
@@ -500,7 +389,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     finally:
         for cluster in clusters:
             cluster.stop()
-        _stop(sandbox.proc)
+        sandbox.stop()
     report["faults"] = asdict(fault)
     report["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
     report["seconds"] = {"total": round(time.monotonic() - started, 1), "drain": round(drain_seconds, 1)}
@@ -509,13 +398,6 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
 
 
 # --- the checker ------------------------------------------------------------------------------------
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))]
 
 
 def check(
@@ -624,8 +506,8 @@ def check(
         "late_successes": late,
         "overdue_detect_ms": {
             "count": len(detect),
-            "p50": _percentile(detect, 50),
-            "p99": _percentile(detect, 99),
+            "p50": percentile(detect, 50),
+            "p99": percentile(detect, 99),
         },
     }
     violations = {

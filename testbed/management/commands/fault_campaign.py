@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from supervisor.campaign import CampaignConfig, run_campaign, table
+from testbed.campaign import CampaignConfig, run_campaign, table
 
 
 class Command(BaseCommand):
@@ -65,6 +65,11 @@ class Command(BaseCommand):
             "--timeout", type=float, default=d.timeout_seconds, help="Attempt timeout, seconds."
         )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
+        parser.add_argument(
+            "--scratch",
+            action="store_true",
+            help="Run even though the database holds jobs the campaign did not create.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         cfg = CampaignConfig(
@@ -84,6 +89,7 @@ class Command(BaseCommand):
             commit_error_rate=options["commit_error_rate"],
             pg_restart=options["pg_restart"],
             timeout_seconds=options["timeout"],
+            scratch=options["scratch"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))

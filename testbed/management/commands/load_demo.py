@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from agents.models import AgentPool
 from agents.services import pool_save
+from sas_project.permissions import role_groups_ensure
 from scheduler.definitions import workflow_create, workflow_latest
-from scheduler.permissions import role_groups_ensure
 from supervisor.models import RemediationPolicy
 from supervisor.policies import policy_create
 

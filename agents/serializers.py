@@ -1,0 +1,131 @@
+"""REST API representations of the agents' resources (version 1): pools and endpoints. A secret
+header value is write-only: it is never shown. Request bodies are strict
+(sas_project.api.StrictSerializer)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from agents.models import AgentKind
+from agents.selectors import EndpointState
+from sas_project.api import ReplaceMixin, StrictSerializer
+
+# --- pools ------------------------------------------------------------------------------------
+
+
+class EndpointSerializer(serializers.Serializer):
+    """An endpoint as read: its secret header value is never shown."""
+
+    url = serializers.CharField(source="endpoint.url")
+    enabled = serializers.BooleanField(source="endpoint.enabled")
+    secret_header_name = serializers.CharField(source="endpoint.secret_header_name")
+    secret_header_set = serializers.SerializerMethodField(
+        help_text="Whether a secret header value is stored."
+    )
+    circuit_open_until = serializers.DateTimeField(
+        source="endpoint.circuit_open_until",
+        allow_null=True,
+        help_text="While in the future, dispatch avoids this endpoint.",
+    )
+    recent_calls = serializers.IntegerField(help_text="Finished calls looked at by the circuit breaker.")
+    recent_bad = serializers.IntegerField(help_text="Of those, transient failures and no answers.")
+
+    def get_secret_header_set(self, state: EndpointState) -> bool:
+        return bool(state.endpoint.secret_header_value)
+
+
+class PoolSerializer(serializers.Serializer):
+    name = serializers.CharField(source="pool.name")
+    kind = serializers.ChoiceField(source="pool.kind", choices=AgentKind.choices)
+    alternate = serializers.CharField(
+        source="pool.alternate.name", allow_null=True, help_text="Pool a step may be reassigned to."
+    )
+    endpoints = EndpointSerializer(many=True)
+    created_at = serializers.DateTimeField(source="pool.created_at")
+    updated_at = serializers.DateTimeField(source="pool.updated_at")
+
+
+class EndpointInputSerializer(StrictSerializer):
+    """An endpoint to save. The read-only fields of its representation are accepted and ignored."""
+
+    url = serializers.CharField(max_length=500, trim_whitespace=False)
+    enabled = serializers.BooleanField(required=False, default=True)
+    secret_header_name = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    secret_header_value = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        trim_whitespace=False,
+        write_only=True,
+        help_text="Write-only. Left empty on an update, the stored value is kept.",
+    )
+    secret_header_set = serializers.BooleanField(read_only=True)
+    circuit_open_until = serializers.DateTimeField(read_only=True)
+    recent_calls = serializers.IntegerField(read_only=True)
+    recent_bad = serializers.IntegerField(read_only=True)
+
+
+ENDPOINT_INPUT_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        {"type": "string", "maxLength": 500, "description": "The endpoint's base URL (http or https)."},
+        {
+            "type": "object",
+            "properties": {
+                "url": {"type": "string", "maxLength": 500},
+                "enabled": {"type": "boolean", "default": True},
+                "secret_header_name": {"type": "string", "maxLength": 100},
+                "secret_header_value": {"type": "string", "maxLength": 500, "writeOnly": True},
+            },
+            "required": ["url"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
+@extend_schema_field(ENDPOINT_INPUT_SCHEMA)
+class EndpointInputField(serializers.Field):
+    """An endpoint to save: its base URL, or an object with the URL and its options."""
+
+    default_error_messages = {"invalid": "Expected a URL or an object with a url."}
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, str):
+            data = {"url": data}
+        if not isinstance(data, Mapping):
+            self.fail("invalid")
+        spec = EndpointInputSerializer(data=data)
+        spec.is_valid(raise_exception=True)
+        return dict(spec.validated_data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class PoolWriteSerializer(StrictSerializer):
+    """Creating a pool: `name` is required; `kind` defaults to http, `endpoints` to none."""
+
+    name = serializers.CharField(max_length=100)
+    kind = serializers.ChoiceField(choices=AgentKind.choices, required=False, default=AgentKind.HTTP)
+    alternate = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        max_length=100,
+        help_text="Pool a step may be reassigned to (same kind).",
+    )
+    endpoints = serializers.ListField(
+        child=EndpointInputField(), required=False, default=list, max_length=100
+    )
+    created_at = serializers.DateTimeField(read_only=True)
+    updated_at = serializers.DateTimeField(read_only=True)
+
+
+class PoolReplaceSerializer(ReplaceMixin, PoolWriteSerializer):
+    """Replacing a pool (PUT) needs kind, endpoints and alternate. A different `name` in the body
+    renames the pool."""

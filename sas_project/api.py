@@ -1,0 +1,397 @@
+"""The API's shared base: JSON parsing, the one error mapping, roles as permission classes,
+pagination, the strict request serializers, and the JSON 404 for unknown URLs under /api/.
+
+Each app serves its own resources over this base (scheduler: jobs and workflows; supervisor:
+policies and operator actions; agents: pools). Views are thin: they check the caller's role,
+parse the request with a serializer, call one service or selector, and render. Roles
+(sas_project.permissions):
+
+- submitters submit jobs and read their own (another user's job is a 404 for them) and read
+  workflows, so that they know what they may submit;
+- operators also read every job, act on jobs and steps, and read pools and policies;
+- administrators also create and change workflows, pools and policies.
+
+An anonymous request is a 401 (token authentication comes first, so the answer carries
+`WWW-Authenticate: Token`); a signed-in user without the role is a 403.
+
+Every error has one shape, `{"detail": ..., "code": ..., "field": ...}` (see `exception_handler`),
+with DRF's `{field: [message]}` entries beside it when a request field is at fault. Bad input is a
+4xx, never a 500: the body parser refuses what PostgreSQL or the renderer could not hold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import IntegrityError
+from django.db.models import QuerySet
+from django.urls import Resolver404, resolve, reverse
+from django.utils.encoding import force_str
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import force_instance
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, serializers, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import Serializer
+from rest_framework.utils import json
+from rest_framework.views import APIView, set_rollback
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from sas_project.errors import InvalidInput, SasError
+from sas_project.permissions import can_manage, can_operate, can_submit
+
+# --- serializers every app's API builds on ---------------------------------------------------
+
+#: Largest value a PostgreSQL integer column holds.
+MAX_INT = 2**31 - 1
+NAME_PATTERN = r"^[A-Za-z0-9_-]{1,100}$"
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses keys it does not declare. Read-only fields are declared, so a representation read
+    from the API can be sent back as it is."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = sorted(str(key) for key in data if key not in self.fields)
+            if unknown:
+                raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
+        return super().to_internal_value(data)
+
+
+class ReplaceMixin(serializers.Serializer):
+    """The PUT variant of a definition's write serializer: every writable field but the name is
+    required and none falls back to a default, so a replacement states every value (PATCH, with
+    partial=True, sends only the values to change). The name in the URL is the one that counts."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, field in self.fields.items():
+            if not field.read_only:
+                field.required = name != "name"
+                field.default = serializers.empty
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every error response. Field errors also carry `{field: [message, ...]}` entries."""
+
+    detail = serializers.CharField(help_text="What went wrong, readable.")
+    code = serializers.CharField(help_text="A stable, machine-readable code (invalid, not_found...).")
+    field = serializers.CharField(
+        required=False, allow_null=True, help_text="The request field at fault, when there is one."
+    )
+
+
+# --- parsing ----------------------------------------------------------------------------------
+
+#: Deepest nesting of arrays and objects a request body may have.
+MAX_JSON_DEPTH = 64
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _check_document(data: Any) -> None:
+    """Refuse what the database or the renderer cannot hold, walking the parsed body iteratively
+    (a recursive walk could itself overflow): too deep a nesting, NUL characters (PostgreSQL text
+    and jsonb refuse them), unpaired surrogates (not encodable as UTF-8) and non-finite numbers
+    (1e999 parses as infinity, which JSON cannot represent)."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                raise exceptions.ParseError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    _check_text(key)
+                    stack.append((item, depth + 1))
+            else:
+                stack.extend((item, depth + 1) for item in value)
+        elif isinstance(value, str):
+            _check_text(value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise exceptions.ParseError("JSON numbers must be finite")
+
+
+def _check_text(text: str) -> None:
+    if "\x00" in text:
+        raise exceptions.ParseError("JSON strings must not contain NUL (\\u0000) characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise exceptions.ParseError("JSON strings must not contain unpaired surrogates") from None
+
+
+class JSONDocumentParser(JSONParser):
+    """DRF's JSON parser, made total: any body it cannot turn into a storable document is a
+    ParseError (400), including invalid UTF-8 and nesting deep enough to exhaust the stack."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            # str.encode() accepts only text codecs: no charset can make a small body expand.
+            "".encode(encoding)
+        except (LookupError, UnicodeError):
+            raise exceptions.ParseError(f"unsupported charset {encoding!r}") from None
+        try:
+            data = json.loads(stream.read().decode(encoding), parse_constant=_refuse_constant)
+        except UnicodeDecodeError as exc:
+            raise exceptions.ParseError(f"the body is not valid {encoding}: {exc.reason}") from None
+        except RecursionError:
+            raise exceptions.ParseError("JSON nested too deeply") from None
+        except ValueError as exc:
+            raise exceptions.ParseError(f"JSON parse error - {exc}") from None
+        _check_document(data)
+        return data
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "too_large"
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "Another request changed this at the same moment; send yours again."
+    default_code = "conflict"
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """The API's one error mapping (REST_FRAMEWORK["EXCEPTION_HANDLER"]).
+
+    - the service's errors (sas_project.errors.SasError) answer with their own HTTP status;
+    - a body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413; undecodable or too deep JSON a 400;
+    - everything DRF knows (validation, authentication, permission, 404, 405, 415...) keeps its
+      status and gets the same shape: `detail`, `code`, and for field errors `field` plus DRF's
+      `{field: [message]}` entries.
+    Anything else is a bug and stays a 500.
+    """
+    if isinstance(exc, SasError):
+        set_rollback()
+        return Response(_sas_error_body(exc), status=exc.http_status)
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        exc = PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes.")
+    elif isinstance(exc, UnicodeDecodeError):
+        exc = exceptions.ParseError(f"The request is not valid UTF-8: {exc.reason}")
+    elif isinstance(exc, RecursionError):
+        exc = exceptions.ParseError("JSON nested too deeply")
+    elif isinstance(exc, exceptions.UnsupportedMediaType):
+        message = force_str(exc.detail)
+        exc = exceptions.UnsupportedMediaType(
+            message, detail=f"{message} Send JSON, with the header Content-Type: application/json."
+        )
+    response = drf_exception_handler(exc, context)
+    if response is not None:
+        response.data = _drf_error_body(response.data, exc)
+    return response
+
+
+def _sas_error_body(exc: SasError) -> dict[str, Any]:
+    field = exc.detail.get("field")
+    body: dict[str, Any] = {"detail": exc.message, "code": exc.code, "field": field}
+    body.update({k: v for k, v in exc.detail.items() if k != "field" and k not in body})
+    if isinstance(field, str):
+        body[field] = [exc.message]
+    return body
+
+
+def _drf_error_body(data: Any, exc: Exception) -> dict[str, Any]:
+    default_code = getattr(exc, "default_code", "error")
+    if isinstance(data, dict) and "detail" in data and not isinstance(data["detail"], list | dict):
+        code = getattr(data["detail"], "code", None) or default_code
+        return {**data, "detail": force_str(data["detail"]), "code": code}
+    path, message = _first_error(data)
+    top = path[0] if path and isinstance(path[0], str) else None
+    if top == "non_field_errors":
+        top = None
+    where = _error_path(path)
+    detail = f"{where}: {message}" if where and top else message
+    body: dict[str, Any] = {"detail": detail, "code": default_code, "field": top}
+    if isinstance(data, dict):
+        body.update({str(k): v for k, v in data.items() if k not in body})
+    return body
+
+
+def _first_error(data: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str]:
+    """The first message in DRF's nested error structure, with where it was found."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if value:
+                return _first_error(value, (*path, key))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            if value:
+                nested = isinstance(value, dict | list)
+                return _first_error(value, (*path, index) if nested else path)
+    elif data:
+        return path, force_str(data)
+    return path, "Invalid request."
+
+
+def _error_path(path: tuple[Any, ...]) -> str:
+    where = ""
+    for part in path:
+        if isinstance(part, int) or (isinstance(part, str) and part.isdigit()):
+            where += f"[{part}]"
+        else:
+            where += f".{part}" if where else str(part)
+    return where
+
+
+ERROR_DESCRIPTIONS = {
+    400: "Invalid request: the body, a parameter or a field is wrong (`field` names it).",
+    401: "Not authenticated: send `Authorization: Token <key>`.",
+    403: "Authenticated, but your role does not allow this.",
+    404: "No such object (or not visible to you).",
+    409: "The current state does not allow this (or a conflicting request).",
+    413: "The request body is larger than the limit.",
+}
+
+
+def errors(*codes: int) -> dict[int, OpenApiResponse]:
+    return {code: OpenApiResponse(ErrorSerializer, description=ERROR_DESCRIPTIONS[code]) for code in codes}
+
+
+WRITE_ERRORS = errors(400, 401, 403, 413)
+
+
+class ApiSchema(AutoSchema):
+    """drf-spectacular's inspector; request bodies of strict serializers refuse other keys."""
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and isinstance(force_instance(serializer), StrictSerializer):
+            schema["additionalProperties"] = False
+        return schema
+
+
+# --- roles --------------------------------------------------------------------------------------
+
+
+class SubmitterAccess(BasePermission):
+    message = "This needs the submitter role (or operator, or administrator)."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return can_submit(request.user)
+
+
+class OperatorAccess(BasePermission):
+    message = "This needs the operator role (or administrator)."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return can_operate(request.user)
+
+
+class DefinitionAccess(BasePermission):
+    """Pools and policies: operators read them, administrators change them."""
+
+    message = "Reading needs the operator role; changing needs the administrator role."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        check = can_operate if request.method in SAFE_METHODS else can_manage
+        return check(request.user)
+
+
+class WorkflowAccess(BasePermission):
+    """Workflows: every role reads them (submitters need them), administrators change them."""
+
+    message = "Reading needs the submitter role; changing needs the administrator role."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        check = can_submit if request.method in SAFE_METHODS else can_manage
+        return check(request.user)
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+class Pagination(PageNumberPagination):
+    """`?page=n`; `?page_size=n` up to 200. Lists answer `count`, `next`, `previous`, `results`."""
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class ApiView(APIView):
+    """The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
+    `Pagination`."""
+
+    parser_classes = [JSONDocumentParser]
+    schema = ApiSchema()
+    pagination_class = Pagination
+
+    def paginated(self, queryset: QuerySet[Any] | list[Any], serializer: type[Serializer]) -> Response:
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(queryset, self.request, view=self)
+        return paginator.get_paginated_response(serializer(page, many=True).data)
+
+
+def validated(serializer_class: type[Serializer], data: Any, **kwargs: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data, **kwargs)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def query_params(serializer_class: type[Serializer], request: Request) -> dict[str, Any]:
+    return validated(serializer_class, request.query_params)
+
+
+def refuse_rename(data: dict[str, Any], name: str, what: str) -> None:
+    if data.get("name", name) != name:
+        raise InvalidInput(f"a {what} cannot be renamed (the URL names {name!r})", field="name")
+
+
+@contextmanager
+def one_writer(what: str) -> Iterator[None]:
+    """Two requests saving the same name at the same moment: the database's unique constraint
+    lets one win; the other is told to try again rather than failing with a 500."""
+    try:
+        yield
+    except IntegrityError as exc:
+        raise Conflict(f"{what} was saved by another request at the same moment; send yours again") from exc
+
+
+def location(url_name: str, **kwargs: Any) -> dict[str, str]:
+    return {"Location": reverse(url_name, kwargs=kwargs)}
+
+
+# --- anything else under /api/ ------------------------------------------------------------------
+
+
+@extend_schema(exclude=True)
+class NotFoundView(APIView):
+    """Unknown URLs under /api/ answer in JSON like the rest of the API (and say when only the
+    trailing slash is missing)."""
+
+    authentication_classes = []
+    permission_classes = []
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        path = request.path_info
+        detail = "Not found."
+        if not path.endswith("/"):
+            try:
+                match = resolve(path + "/")
+            except Resolver404:
+                match = None
+            if match is not None and getattr(match.func, "cls", None) is not NotFoundView:
+                detail = f"Not found. API URLs end with a slash: {path}/"
+        raise exceptions.NotFound(detail)

@@ -1,0 +1,104 @@
+"""Dispatch: write the intent of a step's next attempt and enqueue its agent task, in the caller's
+transaction.
+
+django-q2's ORM broker writes its queue row to the same database inside that transaction, so the
+task exists if and only if the intent commits (a real outbox, no `on_commit`). A crash leaves
+either nothing or an intent with a deadline, which the supervisor will find.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django_q.brokers import get_broker
+from django_q.conf import Conf
+from django_q.tasks import async_task
+
+from agents.health import choose_endpoint
+from agents.models import AgentPool
+from agents.outcome import AttemptKind
+from scheduler.models import Attempt, EventKind, Step, StepStatus
+from scheduler.services.locking import JobState
+from scheduler.transitions import attempt_open, step_transition
+from scheduler.unit import Unit, User
+
+#: The agent task every attempt runs (its arguments are ids only: the payload is pickled).
+AGENT_TASK = "scheduler.tasks.run_attempt"
+
+
+def step_dispatch(
+    unit: Unit,
+    state: JobState,
+    step: Step,
+    *,
+    source: str,
+    kind: str = AttemptKind.CALL,
+    pool: AgentPool | None = None,
+    avoid_endpoint_id: int | None = None,
+    actor: User | None = None,
+    reason: str = "",
+    data: dict[str, Any] | None = None,
+) -> Attempt:
+    """Write the intent of attempt n+1 and enqueue its agent task, in the caller's transaction.
+
+    The deadline comes from the database clock and the step's current policy.
+    """
+    policy = step.definition.policy
+    pool = pool or step.pool
+    endpoint = choose_endpoint(pool, now=unit.now, avoid_id=avoid_endpoint_id, spread=step.pk)
+    number = step.attempt + 1
+    deadline = unit.now + dt.timedelta(seconds=policy.timeout_seconds)
+    data = {
+        "kind": kind,
+        "pool": pool.name,
+        "endpoint": endpoint.url if endpoint else "",
+        "policy": policy.name,
+        "policy_version": policy.version,
+        "deadline": deadline.isoformat(),
+        **(data or {}),
+    }
+    step_transition(
+        unit,
+        step,
+        StepStatus.DISPATCHED,
+        source=source,
+        kind=EventKind.STEP_DISPATCHED,
+        actor=actor,
+        reason=reason,
+        data=data,
+        attempt=number,
+        calls=step.calls + (1 if kind == AttemptKind.CALL else 0),
+        pool=pool,
+        endpoint=endpoint,
+        deadline=deadline,
+        not_before=None,
+        first_dispatched_at=step.first_dispatched_at or unit.now,
+    )
+    queue_row = enqueue_attempt(step.pk, number, timeout=policy.timeout_seconds)
+    return attempt_open(
+        unit,
+        step,
+        number=number,
+        kind=kind,
+        endpoint=endpoint,
+        policy_version=policy.version,
+        deadline=deadline,
+        queue_row=queue_row,
+    )
+
+
+def enqueue_attempt(step_id: int, number: int, *, timeout: float) -> int | None:
+    """Enqueue the agent task of attempt `number` (in the caller's transaction). Returns the queue
+    row that carries it when the broker tells (the project's broker does; others do not)."""
+    broker = get_broker()
+    async_task(
+        AGENT_TASK,
+        step_id,
+        number,
+        task_name=f"step-{step_id}-attempt-{number}",
+        broker=broker,
+        q_options={"timeout": max(int(Conf.TIMEOUT or 0), int(timeout) + 30)},
+    )
+    row = getattr(broker, "last_enqueued", None)
+    return int(row) if row is not None else None

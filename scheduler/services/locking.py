@@ -1,0 +1,80 @@
+"""A job's row lock and its steps: where every service that changes a job starts.
+
+Outcomes of parallel branches serialise on the job's row, so the step that joins them is
+dispatched exactly once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models.functions import Now
+
+from sas_project.errors import InvalidInput
+from scheduler.models import Job, JobStatus, Step, StepKind
+from scheduler.unit import Unit
+
+J = JobStatus
+
+#: Job statuses in which forward steps are dispatched and retried.
+JOB_FORWARD = frozenset({J.PENDING, J.RUNNING, J.NEEDS_ATTENTION})
+
+
+@dataclass
+class JobState:
+    """A locked job and all its steps, read after the lock was taken."""
+
+    job: Job
+    steps: list[Step]
+
+    def step(self, step_id: int) -> Step:
+        for step in self.steps:
+            if step.pk == step_id:
+                return step
+        raise InvalidInput(f"step {step_id} is not part of job {self.job.pk}")
+
+    @property
+    def actions(self) -> list[Step]:
+        return [s for s in self.steps if s.kind == StepKind.ACTION]
+
+    @property
+    def compensations(self) -> dict[int, Step]:
+        return {s.compensates_id: s for s in self.steps if s.compensates_id is not None}
+
+
+def lock_job(unit: Unit, job_id: Any) -> JobState:
+    """Take the job's row lock (reading the database clock with it), then load its steps.
+
+    Two statements on purpose: under READ COMMITTED a single `SELECT ... JOIN ... FOR UPDATE OF
+    job` that waited for the lock would return the steps as they were before the transaction it
+    waited for committed. The second statement reads them after the lock is held.
+    """
+    job = (
+        Job.objects.select_for_update(of=("self",))
+        .select_related("workflow")
+        .annotate(db_now=Now())
+        .get(pk=job_id)
+    )
+    unit.now = job.db_now  # type: ignore[attr-defined]
+    steps = list(
+        Step.objects.filter(job_id=job.pk).select_related("definition__policy", "pool").order_by("id")
+    )
+    for step in steps:
+        step.job = job  # one instance: a change made through one step is seen through all
+    return JobState(job=job, steps=steps)
+
+
+def load_locked_jobs(jobs: list[Job]) -> dict[Any, JobState]:
+    """States of jobs whose row locks this transaction already holds, with all their steps read
+    in one statement (after the locks were taken)."""
+    by_id = {job.pk: job for job in jobs}
+    states = {job_id: JobState(job=job, steps=[]) for job_id, job in by_id.items()}
+    for step in (
+        Step.objects.filter(job_id__in=list(by_id))
+        .select_related("definition__policy", "pool__alternate")
+        .order_by("job_id", "id")
+    ):
+        step.job = by_id[step.job_id]
+        states[step.job_id].steps.append(step)
+    return states

@@ -1,0 +1,229 @@
+"""Outcomes: record what an attempt's call came to, and move the job on, in one transaction.
+
+Fenced on the attempt: an outcome for an attempt that is already decided never rolls the step
+back. A success arriving that late still completes a step that has not settled (a late success,
+the evidence of a too-short timeout: the operation ID is the same, so the effect happened once),
+and is only noted on the attempt otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
+from scheduler.models import STEP_SETTLED, Attempt, EventKind, Step, StepKind, StepStatus
+from scheduler.services.claims import AGENT, NOT_CALLED
+from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
+from scheduler.services.saga import job_advance
+from scheduler.transitions import (
+    attempt_finish,
+    attempt_note_late,
+    attempt_supersede,
+    step_transition,
+)
+from scheduler.unit import Unit, User, unit_of_work
+
+S = StepStatus
+E = EventKind
+
+#: The event of a step whose call ended without success, by outcome (to attempt_failed).
+FAILURE_EVENTS: dict[str, EventKind] = {
+    Outcome.BUSINESS_FAILURE: E.STEP_BUSINESS_FAILURE,
+    Outcome.TRANSIENT_FAILURE: E.STEP_TRANSIENT_FAILURE,
+    Outcome.NOT_HAPPENED: E.STEP_NOT_HAPPENED,
+}
+
+
+def step_record_outcome(
+    step_id: int,
+    number: int,
+    result: CallResult,
+    *,
+    source: str = AGENT,
+    spec: CallSpec | None = None,
+) -> None:
+    """Record the outcome of attempt `number` and move the job on, in one transaction.
+
+    `spec` (the claimed call) saves the lookups of the job and the attempt.
+    """
+    job_id = (
+        spec.job_id
+        if spec is not None
+        else (Step.objects.filter(pk=step_id).values_list("job_id", flat=True).first())
+    )
+    if job_id is None:
+        return
+    with unit_of_work() as unit:
+        state = lock_job(unit, job_id)
+        step = state.step(step_id)
+        live = step.attempt == number and step.status == S.DISPATCHED
+        if live and spec is not None and spec.deadline is not None:
+            # Under the job lock, the current attempt of a dispatched step is still in flight.
+            _finish(unit, state, step, number, result, source, late=unit.now > spec.deadline, kind=spec.kind)
+            return
+        attempt = Attempt.objects.get(step_id=step_id, number=number)
+        if attempt.finished_at is not None or not live:
+            _record_late(unit, state, step, attempt, result)
+            return
+        _finish(
+            unit, state, step, number, result, source, late=unit.now > attempt.deadline, kind=attempt.kind
+        )
+
+
+def _finish(
+    unit: Unit,
+    state: JobState,
+    step: Step,
+    number: int,
+    result: CallResult,
+    source: str,
+    *,
+    late: bool,
+    kind: str,
+) -> None:
+    attempt_finish(
+        unit,
+        step.pk,
+        number,
+        result.outcome,
+        decided_by=source,
+        status_code=result.status_code,
+        latency_ms=result.latency_ms,
+        excerpt=result.excerpt,
+        error=result.error,
+        late_success=late and result.succeeded,
+        not_sent=result is NOT_CALLED,
+    )
+    _apply_outcome(unit, state, step, result, source=source, late=late, attempt_kind=kind)
+
+
+def _apply_outcome(
+    unit: Unit,
+    state: JobState,
+    step: Step,
+    result: CallResult,
+    *,
+    source: str,
+    late: bool = False,
+    attempt_kind: str = AttemptKind.CALL,
+) -> None:
+    data: dict[str, Any] = {"latency_ms": result.latency_ms, "status_code": result.status_code}
+    if late:
+        data["late"] = True
+    reconcile = attempt_kind == AttemptKind.RECONCILE
+    if result.outcome == Outcome.SUCCEEDED:
+        step_succeed(
+            unit,
+            state,
+            step,
+            output=result.output,
+            source=source,
+            kind=E.STEP_RECONCILED if reconcile else E.STEP_SUCCEEDED,
+            reason="the remote reports the operation happened" if reconcile else "",
+            data=data,
+            supersede_live=False,
+        )
+        return
+    if result.outcome == Outcome.NO_ANSWER:
+        to, kind = S.UNKNOWN, E.STEP_NO_ANSWER
+    elif reconcile and result.outcome != Outcome.NOT_HAPPENED:
+        # The status query itself failed: the operation's outcome is still unknown.
+        to, kind = S.UNKNOWN, E.STEP_RECONCILE_FAILED
+    else:
+        to, kind = S.ATTEMPT_FAILED, FAILURE_EVENTS[result.outcome]
+    step_transition(
+        unit,
+        step,
+        to,
+        source=source,
+        kind=kind,
+        reason=result.error,
+        data=data,
+        last_outcome=Outcome.NO_ANSWER if to == S.UNKNOWN else result.outcome,
+        error=result.error[:2000],
+    )
+    if state.job.status not in JOB_FORWARD and step.kind == StepKind.ACTION:
+        job_advance(unit, state, source=source)
+
+
+def _record_late(unit: Unit, state: JobState, step: Step, attempt: Attempt, result: CallResult) -> None:
+    """An outcome for an attempt that is no longer the step's live one."""
+    if attempt.finished_at is None:
+        # Still open although the step moved on (should not happen): close it as superseded.
+        attempt_finish(unit, step.pk, attempt.number, Outcome.SUPERSEDED, decided_by=AGENT)
+    if not result.succeeded or attempt.late_outcome:
+        unit.event(
+            job_id=step.job_id,
+            step=step,
+            kind=E.LATE_OUTCOME_IGNORED,
+            source=AGENT,
+            attempt=attempt.number,
+            reason=f"{result.outcome} for attempt {attempt.number} after it was decided",
+        )
+        return
+    attempt_note_late(unit, step.pk, attempt.number, Outcome.SUCCEEDED)
+    if step.status in STEP_SETTLED:
+        unit.event(
+            job_id=step.job_id,
+            step=step,
+            kind=E.LATE_SUCCESS_NOTED,
+            source=AGENT,
+            attempt=attempt.number,
+            reason=f"attempt {attempt.number} succeeded after the step was already {step.status}",
+            data={"output": result.output, "applied": False},
+        )
+        return
+    step_succeed(
+        unit,
+        state,
+        step,
+        output=result.output,
+        source=AGENT,
+        kind=E.LATE_SUCCESS,
+        reason=f"attempt {attempt.number} succeeded after its deadline",
+        data={"late_attempt": attempt.number, "applied": True},
+    )
+
+
+def step_succeed(
+    unit: Unit,
+    state: JobState,
+    step: Step,
+    *,
+    output: Any,
+    source: str,
+    kind: EventKind = E.STEP_SUCCEEDED,
+    reason: str = "",
+    actor: User | None = None,
+    data: dict[str, Any] | None = None,
+    supersede_live: bool = True,
+) -> None:
+    """Complete a step with `output` and move its job on. Closes a live attempt as superseded
+    unless the caller is recording that attempt's own outcome (`supersede_live=False`)."""
+    if step.status == S.DISPATCHED and supersede_live:
+        # The attempt in flight (if it is not the one reporting) can no longer change anything.
+        attempt_supersede(unit, step, decided_by=source)
+    step_transition(
+        unit,
+        step,
+        S.SUCCEEDED,
+        source=source,
+        kind=kind,
+        reason=reason,
+        actor=actor,
+        data=data,
+        output=output,
+        error="",
+        last_outcome=Outcome.SUCCEEDED,
+    )
+    if step.compensates_id is not None:
+        original = state.step(step.compensates_id)
+        if original.status in (S.SUCCEEDED, S.FAILED):
+            step_transition(
+                unit,
+                original,
+                S.COMPENSATED,
+                source=source,
+                reason=f"compensation {step.operation_id} succeeded",
+            )
+    job_advance(unit, state, source=source)

@@ -1,0 +1,207 @@
+"""The saga: a job's way forward (the DAG advance) and its way back (compensation).
+
+Forward: dispatch every pending step whose dependencies all succeeded (independent branches
+together) and settle the job's status from its steps'. Back: when a job cannot succeed (policy,
+job deadline) or an operator compensates or cancels it, stop its forward work and undo, in
+reverse dependency order, every step that succeeded or may have had an effect, each undo an
+ordinary supervised step with its own operation ID (`<operation_id>:compensate`).
+"""
+
+from __future__ import annotations
+
+from agents.outcome import AttemptKind, Outcome
+from scheduler.models import STEP_SETTLED, Attempt, EventKind, JobStatus, Step, StepKind, StepStatus
+from scheduler.services.dispatch import step_dispatch
+from scheduler.services.locking import JOB_FORWARD, JobState
+from scheduler.transitions import job_transition, step_transition
+from scheduler.unit import Unit, User
+
+S = StepStatus
+J = JobStatus
+
+#: Forward steps waiting on a decision; abandoned (-> failed) once the job stops running.
+STEP_AWAITING = frozenset({S.ATTEMPT_FAILED, S.UNKNOWN, S.RETRY_WAIT, S.HELD})
+#: The last outcomes that prove an operation did not happen at the remote: the remote processed
+#: the operation ID and refused it. A status query's "not found" is no such proof (the call may
+#: still be on its way), so a step whose last word is that is compensated all the same.
+NO_EFFECT_OUTCOMES = frozenset({Outcome.BUSINESS_FAILURE})
+
+
+def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None = None) -> None:
+    """Dispatch what is ready and settle the job's status from its steps' statuses. `actor`: the
+    operator whose action caused this, named on the job's transition."""
+    job = state.job
+    if job.compensation_reason and job.status in (J.COMPENSATING, J.NEEDS_ATTENTION):
+        _advance_compensation(unit, state, source=source)
+        return
+    if job.status not in JOB_FORWARD:
+        return
+    actions = state.actions
+    by_name = {s.name: s for s in actions}
+    if job.paused_at is None:
+        for step in actions:
+            if step.status == S.PENDING and all(
+                by_name[d].status == S.SUCCEEDED for d in step.definition.depends_on
+            ):
+                deps = step.definition.depends_on
+                reason = f"{', '.join(deps)} succeeded" if deps else "ready: no dependencies"
+                step_dispatch(unit, state, step, source=source, reason=reason)
+    if all(s.status == S.SUCCEEDED for s in actions):
+        job_transition(
+            unit, job, J.SUCCEEDED, source=source, actor=actor, result={s.name: s.output for s in actions}
+        )
+        return
+    target = J.NEEDS_ATTENTION if any(s.status == S.HELD for s in actions) else J.RUNNING
+    if job.status != target:
+        held = [s.name for s in actions if s.status == S.HELD]
+        job_transition(
+            unit,
+            job,
+            target,
+            source=source,
+            actor=actor,
+            reason=f"held: {', '.join(held)}" if held else "",
+        )
+
+
+def job_fail(unit: Unit, state: JobState, *, source: str, reason: str, actor: User | None = None) -> None:
+    """End the job `failed` without compensating: stop everything that has not started."""
+    for step in state.actions:
+        if step.status == S.PENDING:
+            step_transition(unit, step, S.SKIPPED, source=source, reason="job failed")
+        elif step.status in STEP_AWAITING:
+            step_transition(
+                unit, step, S.FAILED, source=source, kind=EventKind.STEP_ABANDONED, reason="job failed"
+            )
+    job_transition(unit, state.job, J.FAILED, source=source, reason=reason, actor=actor)
+
+
+def job_start_compensation(
+    unit: Unit,
+    state: JobState,
+    *,
+    reason_code: str,
+    source: str,
+    reason: str = "",
+    actor: User | None = None,
+) -> None:
+    """Stop the job's forward work and undo, in reverse dependency order, what may have happened."""
+    job_transition(
+        unit,
+        state.job,
+        J.COMPENSATING,
+        source=source,
+        reason=reason,
+        actor=actor,
+        compensation_reason=reason_code,
+    )
+    _advance_compensation(unit, state, source=source)
+
+
+def needs_compensation(step: Step, sent: set[int]) -> bool:
+    """Did (or may) this forward step have a side effect that has an undo action?
+
+    Yes when it succeeded, or when it failed after a call that may have reached the remote
+    (`sent`: steps with a claimed call) unless the remote's last answer for the operation ID was a
+    refusal: an idempotent remote keeps the first answer it gave for a key, so a refusal is the
+    operation's fate. No answer, a 5xx or a status query's "not found" prove nothing.
+    """
+    if not step.definition.compensation_path or step.kind != StepKind.ACTION:
+        return False
+    if step.status == S.SUCCEEDED:
+        return True
+    return step.status == S.FAILED and step.pk in sent and step.last_outcome not in NO_EFFECT_OUTCOMES
+
+
+def _sent_steps(unit: Unit, steps: list[Step]) -> set[int]:
+    """Failed steps with a call that was claimed by an agent (and so may have been sent).
+
+    Counts this unit's own pending attempt writes: an attempt this unit records as never sent
+    (its claim found the job stopping) is not a call that may have reached the remote."""
+    failed = [s.pk for s in steps if s.status == S.FAILED and s.attempt > 0]
+    if not failed:
+        return set()
+    unsent = {
+        (w.step_id, w.number)
+        for w in unit.pending_attempt_writes()
+        if "started_at" in w.fields and w.fields["started_at"] is None
+    }
+    rows = Attempt.objects.filter(
+        step_id__in=failed, kind=AttemptKind.CALL, started_at__isnull=False
+    ).values_list("step_id", "number")
+    return {step_id for step_id, number in rows if (step_id, number) not in unsent}
+
+
+def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
+    job = state.job
+    actions = state.actions
+    for step in actions:
+        if step.status == S.PENDING:
+            step_transition(
+                unit, step, S.SKIPPED, source=source, reason=f"job is {job.status}: never started"
+            )
+        elif step.status in STEP_AWAITING:
+            step_transition(
+                unit,
+                step,
+                S.FAILED,
+                source=source,
+                kind=EventKind.STEP_ABANDONED,
+                reason=f"job is {job.status}: no further attempts",
+            )
+    compensations = state.compensations
+    sent = _sent_steps(unit, actions)
+
+    def done(step: Step) -> bool:
+        if step.status == S.COMPENSATED:
+            return True
+        return step.status in STEP_SETTLED and not needs_compensation(step, sent)
+
+    dependents: dict[str, list[Step]] = {s.name: [] for s in actions}
+    for step in actions:
+        for dep in step.definition.depends_on:
+            dependents[dep].append(step)
+
+    if job.paused_at is None:
+        for step in actions:
+            if step.pk in compensations or not needs_compensation(step, sent):
+                continue
+            if all(done(d) for d in dependents[step.name]):
+                compensation = Step.objects.create(
+                    job=job,
+                    definition=step.definition,
+                    name=f"{step.name}.compensate",
+                    kind=StepKind.COMPENSATION,
+                    compensates=step,
+                    operation_id=f"{step.operation_id}:compensate",
+                    pool=step.pool,
+                    created_at=unit.now,
+                    updated_at=unit.now,
+                )
+                state.steps.append(compensation)
+                compensations[step.pk] = compensation
+                step_dispatch(
+                    unit,
+                    state,
+                    compensation,
+                    source=source,
+                    reason=f"undo {step.name}: every step after it is undone",
+                )
+
+    if any(c.status == S.HELD for c in compensations.values()):
+        if job.status != J.NEEDS_ATTENTION:
+            held = [c.name for c in compensations.values() if c.status == S.HELD]
+            job_transition(
+                unit,
+                job,
+                J.NEEDS_ATTENTION,
+                source=source,
+                reason=f"compensation held: {', '.join(held)}",
+            )
+        return
+    if all(done(s) for s in actions):
+        final = J.CANCELLED if job.compensation_reason == "cancel" else J.COMPENSATED
+        job_transition(unit, job, final, source=source)
+        return
+    if job.status == J.NEEDS_ATTENTION:
+        job_transition(unit, job, J.COMPENSATING, source=source, reason="compensation resumed")

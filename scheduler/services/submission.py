@@ -1,0 +1,157 @@
+"""Submission: create a job of a workflow's latest version and dispatch its first steps."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from django.db import IntegrityError
+from django.db.models import Subquery
+from django.db.models.functions import Now
+
+from sas_project.errors import IdempotencyConflict, InvalidInput
+from sas_project.validation import json_storable
+from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, Workflow
+from scheduler.services.locking import JobState
+from scheduler.services.saga import job_advance
+from scheduler.unit import Unit, User, unit_of_work
+
+J = JobStatus
+
+SCHEDULER = "scheduler"
+
+
+@dataclass(frozen=True)
+class Submission:
+    job: Job
+    created: bool
+
+
+def _request_hash(workflow: str, payload: object) -> str:
+    canonical = json.dumps({"workflow": workflow, "input": payload}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _replay(submitter: User | None, key: str, request_hash: str) -> Submission | None:
+    existing = Job.objects.filter(
+        submitter=cast(Any, submitter) if submitter is not None and submitter.is_authenticated else None,
+        idempotency_key=key,
+    ).first()
+    if existing is None:
+        return None
+    if existing.request_hash != request_hash:
+        raise IdempotencyConflict(
+            f"Idempotency-Key {key!r} was already used for a different request (job {existing.pk})",
+            job_id=str(existing.pk),
+        )
+    return Submission(job=existing, created=False)
+
+
+def job_submit(
+    *,
+    workflow: str,
+    input: object,
+    submitter: User | None = None,
+    idempotency_key: str | None = None,
+) -> Submission:
+    """Create a job of the latest version of `workflow` and dispatch its first steps.
+
+    With an idempotency key, the same submitter sending the same body again gets the same job
+    back (created=False); a different body raises IdempotencyConflict. Two concurrent requests
+    with one key make one job: the database's unique constraint decides, not a prior read.
+    """
+    if not isinstance(input, dict):
+        raise InvalidInput("input must be a JSON object", field="input")
+    json_storable(input, "input")
+    if idempotency_key is not None and not (0 < len(idempotency_key) <= 255):
+        raise InvalidInput("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
+    request_hash = _request_hash(workflow, input)
+    user = submitter if submitter is not None and submitter.is_authenticated else None
+    try:
+        # One transaction (one commit) reads the definitions and writes the job.
+        with unit_of_work() as unit:
+            definitions = list(
+                StepDefinition.objects.filter(
+                    workflow_id=Subquery(
+                        Workflow.objects.filter(name=workflow).order_by("-version").values("id")[:1]
+                    )
+                )
+                .select_related("workflow", "policy", "pool")
+                .annotate(db_now=Now())
+                .order_by("position")
+            )
+            if not definitions:
+                raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
+            if idempotency_key:
+                replay = _replay(user, idempotency_key, request_hash)
+                if replay:
+                    return replay
+            unit.now = definitions[0].db_now  # type: ignore[attr-defined]
+            job = _create_job(unit, definitions, input, user, idempotency_key, request_hash)
+    except IntegrityError:
+        if not idempotency_key:
+            raise
+        # A concurrent request with the same key won the insert.
+        replay = _replay(user, idempotency_key, request_hash)
+        if replay is None:
+            raise
+        return replay
+    return Submission(job=job, created=True)
+
+
+def _create_job(
+    unit: Unit,
+    definitions: Sequence[StepDefinition],
+    payload: dict[str, Any],
+    user: User | None,
+    idempotency_key: str | None,
+    request_hash: str,
+) -> Job:
+    now = unit.now
+    definition = definitions[0].workflow
+    # A job is created running: its first steps are dispatched in this same transaction.
+    job = Job.objects.create(
+        status=J.RUNNING,
+        workflow=definition,
+        input=payload,
+        submitter=cast(Any, user),
+        idempotency_key=idempotency_key or None,
+        request_hash=request_hash,
+        deadline=(
+            now + dt.timedelta(seconds=definition.deadline_seconds) if definition.deadline_seconds else None
+        ),
+        created_at=now,
+        updated_at=now,
+    )
+    steps = Step.objects.bulk_create(
+        [
+            Step(
+                job=job,
+                definition=d,
+                name=d.name,
+                kind=StepKind.ACTION,
+                operation_id=str(uuid.uuid4()),
+                pool=d.pool,
+                created_at=now,
+                updated_at=now,
+            )
+            for d in definitions
+        ]
+    )
+    unit.event(
+        job_id=job.pk,
+        kind=EventKind.JOB_SUBMITTED,
+        source=SCHEDULER,
+        to_status=J.RUNNING,
+        actor=user,
+        data={"workflow": definition.name, "version": definition.version},
+    )
+    for step in steps:
+        step.job = job
+    job_advance(unit, JobState(job=job, steps=list(steps)), source=SCHEDULER)
+    return job

@@ -1,0 +1,20 @@
+"""REST API URLs of the supervisor's resources, under /api/v1/: operator actions on jobs and
+steps, and policies by name."""
+
+from __future__ import annotations
+
+from django.urls import URLPattern, path
+
+from supervisor import api
+
+urlpatterns: list[URLPattern] = [
+    path("jobs/<uuid:job_id>/cancel/", api.JobCancelView.as_view(), name="api-job-cancel"),
+    path("jobs/<uuid:job_id>/compensate/", api.JobCompensateView.as_view(), name="api-job-compensate"),
+    path("jobs/<uuid:job_id>/pause/", api.JobPauseView.as_view(), name="api-job-pause"),
+    path("jobs/<uuid:job_id>/resume/", api.JobResumeView.as_view(), name="api-job-resume"),
+    path("steps/<int:step_id>/retry/", api.StepRetryView.as_view(), name="api-step-retry"),
+    path("steps/<int:step_id>/resolve/", api.StepResolveView.as_view(), name="api-step-resolve"),
+    path("policies/", api.PoliciesView.as_view(), name="api-policies"),
+    path("policies/<slug:name>/", api.PolicyView.as_view(), name="api-policy"),
+    path("policies/<slug:name>/revisions/", api.PolicyRevisionsView.as_view(), name="api-policy-revisions"),
+]

@@ -1,0 +1,192 @@
+"""Real subprocesses for the tests, the fault campaign and the benchmark: the sandbox remote and
+`qcluster`, each in its own session (process group), plus the small helpers they share.
+
+Stopping sends SIGTERM to the main process only (django-q2's sentinel dies at once on a
+group-wide SIGTERM and would orphan its workers), waits, then SIGKILLs whatever is left of the
+group; killing SIGKILLs the whole group, never only the main PID (django-q2 leaves orphans that
+keep taking tasks otherwise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stop_group(proc: subprocess.Popen[Any] | None, timeout: float = 20) -> None:
+    """SIGTERM the main process, wait up to `timeout`, then SIGKILL the rest of its group."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+    kill_group(proc)
+
+
+def kill_group(proc: subprocess.Popen[Any] | None) -> None:
+    if proc is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(10)
+
+
+def wait_until(
+    predicate: Callable[[], Any], *, timeout: float, interval: float = 0.1, message: str = ""
+) -> Any:
+    """Poll `predicate` until it returns something true; its value is returned."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message or predicate}")
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank `q`th percentile (0-100) of `values`, or None when there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))]
+
+
+def wait_for_line(proc: subprocess.Popen[bytes], needle: str, *, timeout: float, log: Path) -> None:
+    """Read the child's output until `needle` appears; then keep copying it to `log`."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    seen = b""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited early: {seen.decode(errors='replace')[-2000:]}")
+        if sel.select(timeout=0.2):
+            line = proc.stdout.readline()
+            seen += line
+            if needle.encode() in line:
+                log.write_bytes(seen)
+                _copy_to(proc, log)
+                return
+    raise RuntimeError(f"no {needle!r} within {timeout}s: {seen.decode(errors='replace')[-2000:]}")
+
+
+def _copy_to(proc: subprocess.Popen[bytes], log: Path) -> None:
+    def copy() -> None:
+        assert proc.stdout is not None
+        with log.open("ab") as out:
+            for line in proc.stdout:
+                out.write(line)
+                out.flush()
+
+    threading.Thread(target=copy, daemon=True).start()
+
+
+@dataclass
+class SandboxProcess:
+    """`manage.py sandbox_remote` on `port`, keeping its state in the SQLite file `db`."""
+
+    port: int
+    db: Path
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, *extra: str, reset: bool = True, seed: int | None = None) -> SandboxProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        args = [
+            sys.executable,
+            "manage.py",
+            "sandbox_remote",
+            "--port",
+            str(self.port),
+            "--db",
+            str(self.db),
+            *(["--reset"] if reset else []),
+            *(["--seed", str(seed)] if seed is not None else []),
+            *extra,
+        ]
+        self.proc = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        wait_for_line(self.proc, "listening", timeout=30, log=self.log)
+        return self
+
+    def stop(self) -> None:
+        stop_group(self.proc)
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def stats(self) -> dict[str, Any]:
+        result: dict[str, Any] = httpx.get(f"{self.url}/stats", timeout=30).json()
+        return result
+
+    def config(self, **values: Any) -> dict[str, Any]:
+        result: dict[str, Any] = httpx.post(f"{self.url}/config", json=values, timeout=10).json()
+        return result
+
+
+@dataclass
+class ClusterProcess:
+    """One `manage.py qcluster` (django-q2 cluster + supervisor loop) with environment `env`."""
+
+    name: str
+    env: Mapping[str, str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+    extra_args: list[str] = field(default_factory=list)
+
+    def start(self) -> ClusterProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "manage.py", "qcluster", *self.extra_args],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=dict(self.env),
+            )
+        return self
+
+    def stop(self, timeout: float = 20) -> None:
+        stop_group(self.proc, timeout)
+
+    def kill(self) -> None:
+        kill_group(self.proc)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
