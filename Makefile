@@ -1,13 +1,14 @@
 # Two commands do everything on a fresh machine with Python 3.11:
 #   make run   - venv, install, migrate, demo data, then web + cluster + sandbox remote (SQLite)
-#   make test  - venv, install, a throwaway PostgreSQL 15, the whole suite
+#   make test  - venv, install, the SQLite subset (the make-run default), then a throwaway
+#                PostgreSQL 15 and the whole suite
 PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: run test venv lint typecheck bench campaign clean
+.PHONY: run test test-sqlite test-postgres venv lint typecheck bench campaign clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,9 +29,24 @@ run: $(RUN_STAMP)
 	$(BIN)/python manage.py load_demo --admin
 	$(BIN)/honcho -f Procfile start
 
-test: $(DEV_STAMP)
+test: test-sqlite test-postgres
+
+# The tests marked `sqlite` on the embedded default of `make run` (a fresh SQLite file in a
+# temporary folder; tests/conftest.py keeps only those tests on SQLite), a real qcluster included.
+test-sqlite: $(DEV_STAMP)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	env -u DATABASE_URL SAS_VAR_DIR="$$tmp" $(BIN)/python -m pytest --create-db -p no:cacheprovider $(SQLITE_PYTEST_ARGS)
+
+# The whole suite on a throwaway PostgreSQL: two workers, then the tests marked `serial` alone
+# (the fault campaign restarts the server). PYTEST_ARGS runs just those arguments instead.
+test-postgres: $(DEV_STAMP)
 	scripts/ensure-system-packages
+ifdef PYTEST_ARGS
 	$(BIN)/python scripts/with_postgres.py -- $(BIN)/python -m pytest $(PYTEST_ARGS)
+else
+	$(BIN)/python scripts/with_postgres.py -- sh -c \
+	  '$(BIN)/python -m pytest -n 2 -m "not serial" && $(BIN)/python -m pytest -m serial'
+endif
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

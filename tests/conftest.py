@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.utils.module_loading import import_string
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
@@ -17,11 +16,22 @@ from supervisor.scan import ScanReport, scan
 from tests.processes import Cluster, Sandbox, free_port
 
 
-@pytest.fixture(scope="session")
-def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> None:
-    with django_db_blocker.unblock():
-        if connection.vendor != "postgresql":
-            pytest.exit("the suite runs on PostgreSQL: run it with `make test`", returncode=2)
+def on_sqlite() -> bool:
+    from django.conf import settings
+
+    return bool(settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On SQLite (the default database of `make run`) only the tests marked `sqlite` run: the core
+    path every demo user takes. Everything else needs PostgreSQL (`make test` runs both)."""
+    if not on_sqlite():
+        return
+    kept = [item for item in items if item.get_closest_marker("sqlite")]
+    deselected = [item for item in items if not item.get_closest_marker("sqlite")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 def run_queued_tasks(max_tasks: int = 10_000) -> int:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from agents.fake import FakeRemote
 from agents.outcome import CallResult
 from sas_project.permissions import role_groups_ensure
-from scheduler.models import Attempt, Event, Job, JobStatus, Outcome, Step, StepStatus, Workflow
+from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Outcome, Step, StepStatus, Workflow
 from scheduler.services import job_submit
 from supervisor.models import SupervisorLease
 from tests.conftest import run_queued_tasks
@@ -226,6 +226,44 @@ def test_throughput_counts_steps_and_jobs_of_the_last_hour(
     )
     html = ops.get("/ops/", **HTMX).content.decode()
     assert "Totals: 2 jobs finished, 6 steps succeeded." in html
+
+
+def test_throughput_counts_a_step_completed_by_a_late_success(
+    ops: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    from django_q.models import OrmQ
+
+    from agents.outcome import CallResult
+    from scheduler.services import step_record_outcome
+
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    step = job.steps.get()
+    OrmQ.objects.all().delete()  # attempt 1's answer is still on its way
+    Step.objects.filter(pk=step.pk).update(deadline=timezone.now() - dt.timedelta(minutes=1))
+    Attempt.objects.filter(step=step).update(deadline=timezone.now() - dt.timedelta(minutes=1))
+    supervise()  # times attempt 1 out and dispatches attempt 2
+    step_record_outcome(step.pk, 1, CallResult(Outcome.SUCCEEDED, output={}))
+    assert Event.objects.filter(step=step, kind=EventKind.LATE_SUCCESS).count() == 1
+    assert not Event.objects.filter(kind=EventKind.STEP_SUCCEEDED).exists()
+    html = ops.get("/ops/", **HTMX).content.decode()
+    assert "Totals: 1 jobs finished, 1 steps succeeded." in html
+
+
+def test_a_late_success_after_the_step_settled_is_not_counted_again(
+    ops: Client, drain: Callable, fake_remote: FakeRemote
+) -> None:
+    from agents.outcome import CallResult
+    from scheduler.services import step_record_outcome
+
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    drain()
+    step = job.steps.get()
+    step_record_outcome(step.pk, 1, CallResult(Outcome.SUCCEEDED, output={}))  # a duplicate answer
+    assert Event.objects.filter(step=step, kind=EventKind.LATE_SUCCESS_NOTED).count() == 1
+    html = ops.get("/ops/", **HTMX).content.decode()
+    assert "Totals: 1 jobs finished, 1 steps succeeded." in html
 
 
 def test_a_missing_supervisor_is_flagged_in_red(ops: Client) -> None:
@@ -786,7 +824,7 @@ def test_calibration_flags_late_successes(ops: Client, drain: Callable, fake_rem
 
 
 def test_calibration_percentiles_match_the_python_fallback() -> None:
-    from supervisor.selectors import _percentile
+    from supervisor.selectors.calibration import _percentile
 
     values = [500, 900, 1500, 2500]
     assert _percentile(values, 0.5) == 1200

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +41,7 @@ def counts() -> tuple[int, int, int, int]:
         ("/ops/steps/999999999/retry/", {}),
         ("/ops/steps/999999999/resolve/", {"output": "{}", "reason": "checked by phone"}),
         ("/ops/steps/99999999999999999999999/retry/", {}),
-        (f"/ops/jobs/{uuid.uuid4()}/act/", {"action": "cancel"}),
+        ("/ops/jobs/0b8a1c3e-5d7f-4e21-9a6b-2c4d6e8f0a1b/act/", {"action": "cancel"}),
         ("/ops/jobs/not-a-uuid/act/", {"action": "cancel"}),
         ("/ops/steps/abc/retry/", {}),
     ],

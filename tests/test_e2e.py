@@ -66,6 +66,7 @@ def effects_of(sandbox: Sandbox, job: Job) -> dict[str, int]:
     return {s.name: effects.get(s.operation_id, 0) for s in Step.objects.filter(job=job)}
 
 
+@pytest.mark.sqlite
 def test_order_fulfilment_jobs_succeed_with_one_effect_per_operation_id(
     sandbox: Sandbox, clusters: Callable[..., Cluster]
 ) -> None:

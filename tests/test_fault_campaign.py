@@ -13,7 +13,12 @@ from django.db import connection
 
 from tests.processes import ARTIFACTS, ROOT, child_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.serial,
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def test_a_small_campaign_with_every_fault_on_loses_no_job_and_doubles_no_effect(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ def held_job(drain: Callable, fake_remote: FakeRemote, supervise: Callable) -> J
     return job
 
 
+@pytest.mark.sqlite
 def test_a_double_click_on_retry_makes_one_attempt(
     drain: Callable, fake_remote: FakeRemote, supervise: Callable, olga: User
 ) -> None:
@@ -117,6 +118,7 @@ def test_a_step_in_flight_cannot_be_retried(olga: User) -> None:
         step_retry(actor=olga, step_id=job.steps.get().pk)
 
 
+@pytest.mark.sqlite
 def test_resolve_completes_a_held_step_with_the_operators_output_and_reason(
     drain: Callable, fake_remote: FakeRemote, supervise: Callable, olga: User
 ) -> None:
@@ -146,6 +148,7 @@ def test_resolve_needs_an_object_as_output(olga: User) -> None:
         step_resolve(actor=olga, step_id=1, output=[1, 2])
 
 
+@pytest.mark.sqlite
 def test_compensate_undoes_what_ran_and_a_second_click_is_refused(
     drain: Callable, fake_remote: FakeRemote, olga: User
 ) -> None:
@@ -208,6 +211,7 @@ def test_unknown_ids_are_not_found(olga: User) -> None:
         job_cancel(actor=olga, job_id="00000000-0000-0000-0000-000000000000")
 
 
+@pytest.mark.sqlite
 def test_a_job_failed_by_policy_can_be_reopened_by_retrying_its_step(
     drain: Callable, fake_remote: FakeRemote, supervise: Callable, olga: User
 ) -> None:

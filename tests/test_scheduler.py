@@ -24,6 +24,7 @@ def steps_of(job: Job) -> dict[str, Step]:
     return {s.name: s for s in Step.objects.filter(job=job)}
 
 
+@pytest.mark.sqlite
 def test_a_submitted_job_dispatches_its_root_steps_with_intent_and_task_in_one_go(
     django_capture_on_commit_callbacks: Callable,
 ) -> None:
@@ -42,6 +43,7 @@ def test_a_submitted_job_dispatches_its_root_steps_with_intent_and_task_in_one_g
     assert Event.objects.filter(job=job, kind="step_dispatched", step=a).count() == 1
 
 
+@pytest.mark.sqlite
 def test_a_chain_runs_step_after_step_and_collects_the_outputs(
     drain: Callable, fake_remote: FakeRemote
 ) -> None:
@@ -76,6 +78,7 @@ def test_the_call_carries_the_operation_id_the_attempt_and_the_job_input(
     assert 0 < call.timeout <= 5
 
 
+@pytest.mark.sqlite
 def test_a_diamond_dispatches_its_join_exactly_once_after_both_branches(
     drain: Callable, fake_remote: FakeRemote
 ) -> None:
@@ -130,6 +133,7 @@ def test_branches_finishing_at_the_same_moment_dispatch_the_join_once(fake_remot
         assert Event.objects.filter(step=d, kind="step_dispatched").count() == 1
 
 
+@pytest.mark.sqlite
 def test_the_same_idempotency_key_and_body_return_the_same_job() -> None:
     chain(n=1)
     user = User.objects.create_user("client")
@@ -193,6 +197,7 @@ def test_concurrent_submissions_with_one_key_make_one_job() -> None:
         ("chain", "x", "JSON object"),
     ],
 )
+@pytest.mark.sqlite
 def test_bad_submissions_are_refused_and_create_nothing(workflow: str, payload: object, message: str) -> None:
     chain(n=1)
     with pytest.raises(InvalidInput, match=message):
@@ -200,6 +205,7 @@ def test_bad_submissions_are_refused_and_create_nothing(workflow: str, payload: 
     assert Job.objects.count() == 0
 
 
+@pytest.mark.sqlite
 def test_a_duplicate_delivery_of_an_agent_task_makes_no_second_call(fake_remote: FakeRemote) -> None:
     chain(n=1)
     job = job_submit(workflow="chain", input={}).job
@@ -238,6 +244,7 @@ def test_a_delivery_of_a_superseded_attempt_is_ignored(fake_remote: FakeRemote) 
         (Outcome.NO_ANSWER, StepStatus.UNKNOWN),
     ],
 )
+@pytest.mark.sqlite
 def test_a_failed_or_unanswered_call_is_recorded_and_left_for_the_supervisor(
     drain: Callable, fake_remote: FakeRemote, outcome: str, status: str
 ) -> None:

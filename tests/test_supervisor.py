@@ -41,6 +41,7 @@ def lose_in_flight_calls() -> None:
     )
 
 
+@pytest.mark.sqlite
 def test_an_overdue_call_is_retried_with_the_same_operation_id(
     drain: Callable, fake_remote: FakeRemote, supervise: Supervise
 ) -> None:
@@ -91,6 +92,7 @@ def test_a_step_in_flight_before_its_deadline_is_left_alone(supervise: Supervise
     assert (report.examined, report.remediated) == (0, 0)
 
 
+@pytest.mark.sqlite
 def test_a_transient_failure_is_retried_until_it_succeeds(
     drain: Callable, fake_remote: FakeRemote, supervise: Supervise
 ) -> None:
@@ -107,6 +109,7 @@ def test_a_transient_failure_is_retried_until_it_succeeds(
     assert "transient_failure: retry 2 of 3" in reasons[1]
 
 
+@pytest.mark.sqlite
 def test_exhausted_retries_compensate_the_steps_that_ran_in_reverse_order(
     drain: Callable, fake_remote: FakeRemote, supervise: Supervise
 ) -> None:
@@ -186,6 +189,7 @@ def test_on_exhausted_fail_ends_the_job_failed_without_compensating(
     assert steps_of(job)["s3"].status == StepStatus.SKIPPED
 
 
+@pytest.mark.sqlite
 def test_on_exhausted_hold_parks_the_step_for_an_operator_who_retries_it(
     drain: Callable, fake_remote: FakeRemote, supervise: Supervise
 ) -> None:
@@ -291,6 +295,7 @@ def test_a_policy_edit_applies_at_the_next_decision_and_attempts_keep_their_vers
     assert "2 of 2 attempts used (policy editable v2)" in gave_up.reason
 
 
+@pytest.mark.sqlite
 def test_a_late_success_completes_the_step_once_and_supersedes_the_retry(
     fake_remote: FakeRemote, supervise: Supervise, drain: Callable
 ) -> None:
@@ -331,6 +336,7 @@ def test_an_outcome_for_a_remediated_step_never_rolls_it_back(supervise: Supervi
     assert Event.objects.filter(step=s1, kind="late_outcome_ignored").count() == 1
 
 
+@pytest.mark.sqlite
 def test_only_the_lease_holder_acts(supervise: Supervise) -> None:
     chain(n=1)
     job_submit(workflow="chain", input={})
@@ -537,6 +543,7 @@ def test_lease_acquire_creates_the_row_when_missing() -> None:
     assert grant is not None and grant.holder == "solo"
 
 
+@pytest.mark.sqlite
 def test_an_overdue_call_still_waiting_in_the_queue_gets_more_time_instead_of_a_second_task(
     drain: Callable, fake_remote: FakeRemote, supervise: Supervise
 ) -> None:

@@ -37,7 +37,7 @@ from scheduler.transitions import (
 from scheduler.unit import unit_of_work
 from tests.factories import chain
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
 
 
 @pytest.fixture

@@ -1,0 +1,62 @@
+"""Read queries for the operator console (/ops/), one module per page or panel.
+
+Every selector here runs a small, fixed number of queries whatever the size of the history, and
+reads hot tables only through the indexes designed for them (docs/architecture.md, "Indexes"):
+
+- live steps through the partial index `step_live_idx` (a `status IN (...)` filter on live
+  statuses), so the overview and the Needs-attention list cost the live work, not the table;
+- jobs by status through `job_status_created_idx` / `job_created_idx`: live jobs (all of them)
+  and the jobs created in the last 24 hours;
+- throughput through `event_kind_created_idx` (kind, created_at), bounded to the last hour;
+- timeout calibration over the most recent attempts only (a primary-key range), never all history.
+"""
+
+from supervisor.selectors.attention import (
+    AttentionFilters,
+    AttentionItem,
+    AttentionList,
+    attention_item,
+    attention_step_ids,
+    needs_attention,
+    step_job_id,
+)
+from supervisor.selectors.calibration import Calibration, CalibrationRow, calibration
+from supervisor.selectors.jobs import (
+    JobDetail,
+    JobFilters,
+    Progress,
+    StepRow,
+    job_detail,
+    jobs_search,
+    step_progress,
+    workflow_names,
+)
+from supervisor.selectors.overview import Overview, overview, signature
+from supervisor.selectors.policies import policy_get, policy_list, policy_revisions
+
+__all__ = [
+    "AttentionFilters",
+    "AttentionItem",
+    "AttentionList",
+    "Calibration",
+    "CalibrationRow",
+    "JobDetail",
+    "JobFilters",
+    "Overview",
+    "Progress",
+    "StepRow",
+    "attention_item",
+    "attention_step_ids",
+    "calibration",
+    "job_detail",
+    "jobs_search",
+    "needs_attention",
+    "overview",
+    "policy_get",
+    "policy_list",
+    "policy_revisions",
+    "signature",
+    "step_job_id",
+    "step_progress",
+    "workflow_names",
+]

@@ -1,0 +1,170 @@
+"""The job page (steps, attempts, timeline, DAG data) and the job list with its progress."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+
+from agents.models import AgentPool
+from scheduler.models import (
+    JOB_LIVE,
+    STEP_SETTLED,
+    Attempt,
+    Event,
+    Job,
+    JobStatus,
+    Step,
+    StepKind,
+    StepStatus,
+    Workflow,
+)
+from supervisor.selectors.attention import _StepActions
+from supervisor.selectors.overview import signature
+
+S = StepStatus
+J = JobStatus
+
+#: Events shown on a job page (the most recent ones).
+TIMELINE_EVENTS = 500
+
+
+# --- a job ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepRow(_StepActions):
+    step: Step
+    attempts: list[Attempt]
+    compensation: Step | None
+    #: Other pools of the step's kind, for "retry on another pool".
+    other_pools: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    succeeded: int
+    total: int
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.done / self.total) if self.total else 0
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    job: Job
+    actions: list[StepRow]
+    compensations: list[StepRow]
+    events: list[Event]
+    events_truncated: bool
+    progress: Progress
+
+    @property
+    def live(self) -> bool:
+        return self.job.status in JOB_LIVE or self.job.status == J.FAILED
+
+    @property
+    def signature(self) -> str:
+        """Every change of a job writes an event in the same transaction, so the newest event
+        (with the job's own row) tells whether the page changed."""
+        newest = self.events[-1].pk if self.events else None
+        return signature(self.job.status, self.job.paused_at, self.job.updated_at, newest)
+
+
+def job_detail(job_id: Any) -> JobDetail | None:
+    """A job with its steps, every attempt of every step and its latest events: five queries."""
+    job = Job.objects.select_related("workflow", "submitter").filter(pk=job_id).first()
+    if job is None:
+        return None
+    steps = list(
+        Step.objects.filter(job_id=job.pk)
+        .select_related("definition__policy", "pool", "endpoint")
+        .order_by("id")
+    )
+    attempts: dict[int, list[Attempt]] = defaultdict(list)
+    for attempt in (
+        Attempt.objects.filter(step__job_id=job.pk).select_related("pool").order_by("step_id", "number")
+    ):
+        attempts[attempt.step_id].append(attempt)
+    recent = list(
+        Event.objects.filter(job_id=job.pk)
+        .select_related("actor", "step")
+        .order_by("-id")[: TIMELINE_EVENTS + 1]
+    )
+    compensation_of = {s.compensates_id: s for s in steps if s.compensates_id is not None}
+    pools = list(AgentPool.objects.order_by("name").values_list("name", "kind"))
+    rows = [
+        StepRow(
+            s,
+            attempts[s.pk],
+            compensation_of.get(s.pk),
+            [name for name, kind in pools if kind == s.pool.kind and name != s.pool.name],
+        )
+        for s in steps
+    ]
+    actions = [r for r in rows if r.step.kind == StepKind.ACTION]
+    return JobDetail(
+        job=job,
+        actions=actions,
+        compensations=[r for r in rows if r.step.kind == StepKind.COMPENSATION],
+        events=list(reversed(recent[:TIMELINE_EVENTS])),
+        events_truncated=len(recent) > TIMELINE_EVENTS,
+        progress=Progress(
+            done=sum(1 for r in actions if r.step.status in STEP_SETTLED),
+            succeeded=sum(1 for r in actions if r.step.status == S.SUCCEEDED),
+            total=len(actions),
+        ),
+    )
+
+
+# --- the job list --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobFilters:
+    job_id: Any = None
+    status: str = ""
+    workflow: str = ""
+    created_from: dt.datetime | None = None
+    created_to: dt.datetime | None = None
+
+
+def jobs_search(filters: JobFilters) -> QuerySet[Job]:
+    """Jobs matching `filters`, newest first (job_created_idx / job_status_created_idx)."""
+    query = Job.objects.select_related("workflow").order_by("-created_at", "-pk")
+    if filters.job_id:
+        query = query.filter(pk=filters.job_id)
+    if filters.status:
+        query = query.filter(status=filters.status)
+    if filters.workflow:
+        query = query.filter(workflow__name=filters.workflow)
+    if filters.created_from:
+        query = query.filter(created_at__gte=filters.created_from)
+    if filters.created_to:
+        query = query.filter(created_at__lt=filters.created_to)
+    return query
+
+
+def step_progress(job_ids: Iterable[Any]) -> dict[Any, Progress]:
+    """Progress of each listed job from its action steps, in one query."""
+    rows = (
+        Step.objects.filter(job_id__in=list(job_ids), kind=StepKind.ACTION)
+        .values("job_id")
+        .annotate(
+            total=Count("pk"),
+            done=Count("pk", filter=Q(status__in=sorted(STEP_SETTLED))),
+            succeeded=Count("pk", filter=Q(status=S.SUCCEEDED)),
+        )
+        .order_by()
+    )
+    return {r["job_id"]: Progress(done=r["done"], succeeded=r["succeeded"], total=r["total"]) for r in rows}
+
+
+def workflow_names() -> list[str]:
+    return list(Workflow.objects.order_by("name").values_list("name", flat=True).distinct())
