@@ -1,19 +1,33 @@
-"""django-q2's ORM broker, claiming a task by deleting its row, and woken by NOTIFY.
+"""django-q2's ORM broker, claiming a task by deleting its row, draining a backlog at full speed,
+and woken by NOTIFY when idle.
 
-The stock ORM broker claims a task by moving its `lock` forward and deletes the row once the
-result is saved: three statements and three commits per task, and a task whose worker died is
-re-delivered `retry` seconds later. This service does not need the broker to re-deliver: every
-agent task belongs to a step whose deadline the supervisor watches, and a task lost with a dead
-worker is retried by the supervisor with the same operation ID (usually long before django-q2's
-`retry` would have). So one statement claims and removes the task: `DELETE ... RETURNING`, with
-`FOR UPDATE SKIP LOCKED` on PostgreSQL so several clusters never take the same row.
+Claim by delete. The stock ORM broker claims a task by moving its `lock` forward and deletes the
+row once the result is saved: three statements and three commits per task, and a task whose
+worker died is re-delivered `retry` seconds later. This service does not need the broker to
+re-deliver: every agent task belongs to a step whose deadline the supervisor watches, and a task
+lost with a dead worker is retried by the supervisor with the same operation ID (usually long
+before django-q2's `retry` would have). So one statement claims and removes up to `bulk` tasks:
+`DELETE ... RETURNING`, with `FOR UPDATE SKIP LOCKED` on PostgreSQL so several clusters never
+take the same row.
 
-An idle pusher sleeps `poll` seconds between looks at an empty queue, so a task enqueued just
-after a look waited that long. On PostgreSQL the enqueue also announces the task (`pg_notify` in
-the same statement as the INSERT, delivered when the enqueuing transaction commits, never
-before), and the pusher `LISTEN`s: it looks at the queue when a task was announced and not yet
-taken, waiting for an announcement otherwise, and at least every `poll` seconds. A task is then
-picked up within milliseconds of its commit, and an empty queue costs no polling statements.
+Draining. A look that returned a full batch means more may be waiting: the pusher looks again at
+once, whatever it heard. Only a look that came back short lets it wait, and then announcements
+merely wake it: on PostgreSQL an enqueue into an empty queue announces itself (`pg_notify` in
+the same statement as the INSERT, delivered when the enqueuing transaction commits), and an idle
+pusher that `LISTEN`s wakes within milliseconds; without an announcement it looks after `poll`
+seconds anyway. A recycled connection (it LISTENs anew and looks at once), announcements folded
+into one by PostgreSQL, or a missed one therefore cost at most one `poll` interval of latency,
+never throughput. (Counting announcements instead, as this broker once did, lost track once the
+count fell below the queue's length, and a backlog drained at one task per `poll`.)
+
+Compact tasks. A task the scheduler enqueues is a function path and integer ids; it is written
+as a short unsigned row, `sas1 <timeout> <func> <ids...>`, which SQL can write too (the
+scheduler's PostgreSQL functions enqueue the next step in the same statement that records an
+outcome). The broker turns such a row back into django-q2's task when it takes it. Only
+functions registered with `register_compact_task` may be named, with integer arguments only, so
+a row written by anyone with access to the table can do nothing but ask for a registered task,
+which fences itself (an attempt is claimed once). Every other row is a signed package, as
+django-q2 writes them.
 """
 
 from __future__ import annotations
@@ -27,21 +41,75 @@ from django.db import connections, transaction
 from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
+from django_q.humanhash import uuid
 from django_q.models import OrmQ
+from django_q.signing import SignedPackage
 
 CHANNEL = "sas_tasks"
+COMPACT = "sas1"
+
+#: Functions a compact row may name, with the template of their task names.
+_compact_tasks: dict[str, str] = {}
+
+
+def register_compact_task(func: str, name: str) -> None:
+    """Allow compact rows naming `func`; `name` is a format string over its integer arguments."""
+    _compact_tasks[func] = name
+
+
+def compact_row(func: str, args: tuple[int, ...], *, timeout: int) -> str:
+    """The queue row of a compact task (see the module's docstring)."""
+    if func not in _compact_tasks:
+        raise ValueError(f"{func} is not registered as a compact task")
+    return " ".join([COMPACT, str(int(timeout)), func, *(str(int(a)) for a in args)])
+
+
+def task_of(payload: str) -> dict[str, Any]:
+    """django-q2's task dictionary for a queue row, compact or signed. Raises ValueError for a
+    compact row that names an unregistered function or carries anything but integers."""
+    if not payload.startswith(COMPACT + " "):
+        task: dict[str, Any] = SignedPackage.loads(payload)
+        return task
+    parts = payload.split(" ")
+    if len(parts) < 3:
+        raise ValueError("a compact task row needs a timeout and a function")
+    _, timeout, func, *args = parts
+    if func not in _compact_tasks:
+        raise ValueError(f"{func!r} is not registered as a compact task")
+    values = tuple(int(a) for a in args)
+    tag = uuid()
+    return {
+        "id": tag[1],
+        "name": _compact_tasks[func].format(*values),
+        "func": func,
+        "args": values,
+        "kwargs": {},
+        "started": timezone.now(),
+        "ack_failure": Conf.ACK_FAILURES,
+        "timeout": int(timeout),
+    }
+
+
+def _expand(payload: str) -> str:
+    """A compact row as the signed package django-q2's pusher expects. A row that is not a valid
+    compact task goes through unchanged: its signature check fails and the pusher drops it."""
+    if not payload.startswith(COMPACT + " "):
+        return payload
+    try:
+        return SignedPackage.dumps(task_of(payload))
+    except ValueError:
+        return payload
 
 
 def _announce() -> bool:
-    """SAS_Q_NOTIFY (on by default). Each announcement costs every listening pusher one small
-    read-only transaction; off, an idle pusher polls every `poll` seconds instead."""
+    """SAS_Q_NOTIFY (on by default). Off, an idle pusher looks every `poll` seconds instead."""
     return bool(getattr(settings, "SAS_Q_NOTIFY", True))
 
 
 class ClaimByDeleteORM(ORM):
     _listening_on: int | None = None
-    #: Tasks announced and not yet taken, as far as this pusher knows.
-    _announced: int = 1
+    #: The last look returned a full batch (or nothing is known yet): look again at once.
+    _backlog: bool = True
 
     #: The queue row of the last task this broker enqueued (the scheduler records it on the
     #: attempt, to tell a task still waiting in the queue from one that was lost).
@@ -51,19 +119,28 @@ class ClaimByDeleteORM(ORM):
         self.last_enqueued = self._insert(task)
         return self.last_enqueued
 
-    def _insert(self, task: Any) -> Any:
+    def enqueue_compact(self, func: str, args: tuple[int, ...], *, timeout: int) -> int:
+        """Enqueue a registered task by function path and integer ids; returns its queue row."""
+        row = self._insert(compact_row(func, args, timeout=timeout))
+        self.last_enqueued = row
+        return int(row)
+
+    def _insert(self, payload: str) -> Any:
         connection = connections[Conf.ORM]
         if connection.vendor != "postgresql" or not _announce():
-            return super().enqueue(task)
+            return super().enqueue(payload)
         self.get_connection()  # django-q2's connection housekeeping outside a transaction
         table = connection.ops.quote_name(OrmQ._meta.db_table)
-        # One statement: the row and its announcement (delivered when the transaction commits).
+        key = self.list_key or Conf.CLUSTER_NAME
+        # One statement: the row, and an announcement when the queue had nothing else waiting
+        # (a pusher with a backlog looks again by itself; only an idle one needs waking).
         sql = (
             f"WITH queued AS (INSERT INTO {table} (key, payload, lock) VALUES (%s, %s, %s) "  # noqa: S608
-            f"RETURNING id) SELECT id, pg_notify('{CHANNEL}', '') FROM queued"
+            f"RETURNING id) SELECT id, CASE WHEN NOT EXISTS (SELECT 1 FROM {table} WHERE key = %s) "
+            f"THEN pg_notify('{CHANNEL}', '') END FROM queued"
         )
         with connection.cursor() as cursor:
-            cursor.execute(sql, [self.list_key or Conf.CLUSTER_NAME, task, timezone.now()])
+            cursor.execute(sql, [key, payload, timezone.now(), key])
             return cursor.fetchone()[0]
 
     def dequeue(self) -> list[tuple[Any, Any]] | None:
@@ -71,12 +148,8 @@ class ClaimByDeleteORM(ORM):
             db.close_old_connections()
         connection = connections[Conf.ORM]
         listening = self._listen()
-        if listening:
-            # Look only when a task may be there: one was announced and not taken yet, or `poll`
-            # seconds passed (the backstop for tasks enqueued without an announcement).
-            self._announced += self._announcements(timeout=0)
-            if self._announced <= 0:
-                self._announced += self._announcements(timeout=Conf.POLL)
+        if listening and not self._backlog:
+            self._wait_for_announcement(Conf.POLL)
         table = connection.ops.quote_name(OrmQ._meta.db_table)
         skip_locked = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
         sql = (
@@ -86,10 +159,9 @@ class ClaimByDeleteORM(ORM):
         with connection.cursor() as cursor:
             cursor.execute(sql, [self.list_key, Conf.BULK])
             rows = cursor.fetchall()
+        self._backlog = len(rows) >= max(int(Conf.BULK or 1), 1)
         if rows:
-            self._announced = max(self._announced - len(rows), 0)
-            return [(row[0], row[1]) for row in sorted(rows)]
-        self._announced = 0
+            return [(row[0], _expand(row[1])) for row in sorted(rows)]
         if not listening:
             time.sleep(Conf.POLL)
         return None
@@ -108,16 +180,16 @@ class ClaimByDeleteORM(ORM):
         if self._listening_on != id(pg):
             pg.execute(f"LISTEN {CHANNEL}")
             self._listening_on = id(pg)
-            self._announced = 1  # a new listener has missed earlier announcements: look once
+            self._backlog = True  # a new listener missed earlier announcements: look at once
         return True
 
-    def _announcements(self, *, timeout: float) -> int:
-        """Announcements received (waiting up to `timeout` seconds for the first)."""
+    def _wait_for_announcement(self, timeout: float) -> bool:
+        """Take every announcement already received; if there was none, wait up to `timeout`
+        seconds for one. True if one arrived."""
         pg = connections[Conf.ORM].connection
-        received = 0
-        for _ in pg.notifies(timeout=timeout, stop_after=None if timeout == 0 else 1):
-            received += 1
-        return received
+        if any(True for _ in pg.notifies(timeout=0)):
+            return True
+        return any(True for _ in pg.notifies(timeout=timeout, stop_after=1))
 
     def acknowledge(self, task_id: Any) -> None:
         """Nothing to do: the row went when the task was claimed."""

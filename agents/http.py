@@ -4,11 +4,18 @@ Contract (docs/architecture.md, "Agents"): 2xx = success with the JSON body as o
 than 408/429 = business failure; 408, 429, 5xx and refused connections = transient failure; a
 request sent with no answer before the deadline = no answer (it may have happened). No retries
 here (the supervisor owns them), no redirects followed, the answer's size capped.
+
+One client per worker process: its connection pool keeps connections to the remotes alive
+between calls, and its TLS context is built once (building one costs about as much CPU as a
+whole step). Each call still sets its own timeout, the time left to its deadline. A forked or
+recycled worker is a new process and builds its own client: a client is never shared across a
+fork.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 from urllib.parse import quote
@@ -63,6 +70,26 @@ def _classify(spec: CallSpec, status: int, body: bytes, location: str) -> tuple[
     return Outcome.BUSINESS_FAILURE, None, f"HTTP {status}"
 
 
+_client: httpx.Client | None = None
+_client_pid: int | None = None
+
+
+def client() -> httpx.Client:
+    """This process's HTTP client (a new one after a fork)."""
+    global _client, _client_pid
+    if _client is None or _client_pid != os.getpid():
+        _client = httpx.Client(
+            follow_redirects=False,
+            trust_env=False,
+            # A worker makes one call at a time; a few idle connections per remote cover the
+            # endpoints it alternates between. Idle ones are dropped before a typical server's
+            # keep-alive timeout closes them under us.
+            limits=httpx.Limits(max_connections=20, max_keepalive_connections=10, keepalive_expiry=4.0),
+        )
+        _client_pid = os.getpid()
+    return _client
+
+
 def call_http(spec: CallSpec) -> CallResult:
     started = time.monotonic()
 
@@ -89,10 +116,9 @@ def call_http(spec: CallSpec) -> CallResult:
         url = base + spec.path
     timeout = max(spec.timeout, 0.001)
     try:
-        with (
-            httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
-            client.stream(method, url, content=content, headers=headers) as response,
-        ):
+        with client().stream(
+            method, url, content=content, headers=headers, timeout=httpx.Timeout(timeout)
+        ) as response:
             body = _read_capped(response, sas_settings.max_response_bytes)
             outcome, output, error = _classify(
                 spec, response.status_code, body, response.headers.get("location", "")

@@ -246,6 +246,9 @@ SAS_SUPERVISOR_INTERVAL = float(os.environ.get("SAS_SUPERVISOR_INTERVAL", 5))
 SAS_AGENT_ALLOWED_HOSTS = _env_list("SAS_AGENT_ALLOWED_HOSTS")
 SAS_SUPERVISOR_IN_CLUSTER = _env_bool("SAS_SUPERVISOR_IN_CLUSTER", True)
 SAS_Q_NOTIFY = _env_bool("SAS_Q_NOTIFY", True)
+# The outcome's one-round-trip PostgreSQL function (scheduler.services.hotpath); off only to
+# compare it with the general path.
+SAS_FAST_PATH = _env_bool("SAS_FAST_PATH", True)
 SAS_LEASE_SECONDS = float(os.environ.get("SAS_LEASE_SECONDS", 3 * SAS_SUPERVISOR_INTERVAL))
 SAS_SCAN_BATCH_SIZE = int(os.environ.get("SAS_SCAN_BATCH_SIZE", 200))
 SAS_HEALTH_COOLDOWN_SECONDS = float(os.environ.get("SAS_HEALTH_COOLDOWN_SECONDS", 30))

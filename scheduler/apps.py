@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class SchedulerConfig(AppConfig):
     name = "scheduler"
     verbose_name = "Scheduler"
+
+    def ready(self) -> None:
+        from agents.broker import register_compact_task
+        from scheduler.services.dispatch import AGENT_TASK
+
+        # The agent task is enqueued as a compact row (a function path and two ids), which the
+        # scheduler's SQL can write too; the broker turns it back into django-q2's task.
+        register_compact_task(AGENT_TASK, "step-{0}-attempt-{1}")

@@ -29,9 +29,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils.module_loading import import_string
 from django_q.brokers import get_broker
 from django_q.models import OrmQ
-from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
+from agents.broker import task_of
 from agents.models import AgentPool
 from agents.services import pool_save
 from scheduler.definitions import workflow_create, workflow_latest
@@ -241,7 +241,7 @@ def statements_per_step(jobs: int, steps: int, workflow: str) -> dict[str, Any]:
             if not claimed:
                 break
             for _, payload in claimed:
-                task = SignedPackage.loads(payload)
+                task = task_of(payload)
                 import_string(task["func"])(*task["args"], **task["kwargs"])
     commits = xact_commit() - before
     queries = [q["sql"] for q in captured.captured_queries]

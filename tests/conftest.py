@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.utils.module_loading import import_string
 from django_q.models import OrmQ
-from django_q.signing import SignedPackage
 
+from agents.broker import task_of
 from agents.fake import FakeRemote
 from supervisor.scan import ScanReport, scan
 from tests.processes import Cluster, Sandbox, free_port
@@ -43,7 +43,7 @@ def run_queued_tasks(max_tasks: int = 10_000) -> int:
         if row is None:
             return ran
         row.delete()
-        task = SignedPackage.loads(row.payload)
+        task = task_of(row.payload)
         import_string(task["func"])(*task["args"], **task["kwargs"])
         ran += 1
     raise AssertionError(f"more than {max_tasks} tasks: a loop?")

@@ -39,10 +39,16 @@ class Remote:
             def log_message(self, *args: Any) -> None:
                 pass
 
+        self._handler_class = _H
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
-        self.server.daemon_threads = True
+        # server_close() waits for the handler threads, so no connection outlives its test.
+        self.server.daemon_threads = False
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def keep_alive(self) -> None:
+        """Answer over HTTP/1.1 and keep the connection open between requests."""
+        self._handler_class.protocol_version = "HTTP/1.1"
 
 
 def _reply(h: BaseHTTPRequestHandler, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
@@ -58,8 +64,14 @@ def _reply(h: BaseHTTPRequestHandler, status: int, body: Any, headers: dict[str,
 
 @pytest.fixture
 def remote() -> Iterator[Remote]:
+    from agents import http
+
     r = Remote()
     yield r
+    # Hang up the agents' kept-alive connections first: the handlers waiting on them then end.
+    if http._client is not None:
+        http._client.close()
+        http._client = None
     r.server.shutdown()
     r.server.server_close()
 
@@ -199,3 +211,54 @@ def test_a_host_outside_the_allowed_hosts_is_refused_at_call_time(remote: Remote
     result = call_http(spec(remote.url))
     assert result.outcome == Outcome.BUSINESS_FAILURE and "SAS_AGENT_ALLOWED_HOSTS" in result.error
     assert remote.requests == []
+
+
+def test_calls_reuse_one_client_and_its_kept_alive_connection(remote: Remote) -> None:
+    from agents import http
+
+    connections: set[int] = set()
+
+    def reply(h: BaseHTTPRequestHandler) -> None:
+        connections.add(id(h.connection))
+        _reply(h, 200, {})
+
+    remote.handler = reply
+    remote.keep_alive()
+    first = http.client()
+    for _ in range(3):
+        assert call_http(spec(remote.url)).outcome == Outcome.SUCCEEDED
+    assert http.client() is first
+    assert len(connections) == 1  # one TCP connection (and one TLS context) for three calls
+
+
+def test_a_forked_worker_builds_its_own_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from agents import http
+
+    parent = http.client()
+    monkeypatch.setattr(os, "getpid", lambda: -1)
+    child = http.client()
+    try:
+        assert child is not parent
+        assert child.follow_redirects is False and child.trust_env is False
+    finally:
+        child.close()
+        monkeypatch.undo()
+        monkeypatch.setattr(http, "_client", parent)
+        monkeypatch.setattr(http, "_client_pid", os.getpid())
+
+
+def test_each_call_keeps_its_own_timeout_on_the_shared_client(remote: Remote) -> None:
+    release = threading.Event()
+
+    def slow(h: BaseHTTPRequestHandler) -> None:
+        release.wait(5)
+        with contextlib.suppress(OSError):
+            _reply(h, 200, {})
+
+    remote.handler = slow
+    assert call_http(spec(remote.url, timeout=0.2)).outcome == Outcome.NO_ANSWER
+    release.set()
+    remote.handler = lambda h: _reply(h, 200, {})
+    assert call_http(spec(remote.url, timeout=5)).outcome == Outcome.SUCCEEDED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -264,10 +265,12 @@ def test_a_failed_or_unanswered_call_is_recorded_and_left_for_the_supervisor(
 
 @pytest.mark.django_db(transaction=True)
 def test_an_outcome_waiting_for_the_job_lock_reads_the_steps_as_the_holder_left_them(
-    fake_remote: FakeRemote, monkeypatch: pytest.MonkeyPatch
+    fake_remote: FakeRemote, monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:
+    """The general path (SAS_FAST_PATH off): b's outcome holds the job lock while c's waits."""
     from scheduler.services import outcomes
 
+    settings.SAS_FAST_PATH = False
     diamond()
     job = job_submit(workflow="diamond", input={}).job
     run_attempt(steps_of(job)["a"].pk, 1)
@@ -307,8 +310,60 @@ def test_an_outcome_waiting_for_the_job_lock_reads_the_steps_as_the_holder_left_
     assert steps_of(job)["d"].status == StepStatus.DISPATCHED
 
 
+@pytest.mark.django_db(transaction=True)
+def test_outcomes_queued_on_the_job_lock_in_the_database_function_dispatch_the_join_once(
+    fake_remote: FakeRemote,
+) -> None:
+    """The PostgreSQL function: b's and c's outcomes both wait on the job's lock (held here until
+    both are seen waiting), then run one after the other; the second sees the first's success."""
+    from django.db import transaction
+
+    diamond()
+    job = job_submit(workflow="diamond", input={}).job
+    run_attempt(steps_of(job)["a"].pk, 1)
+    steps = steps_of(job)
+    errors: list[BaseException] = []
+    locked = threading.Event()
+    release = threading.Event()
+
+    def hold_the_job() -> None:
+        try:
+            with transaction.atomic():
+                Job.objects.select_for_update().get(pk=job.pk)
+                locked.set()
+                wait_for_lock_waiters(2)
+                release.wait(10)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def finish(name: str) -> None:
+        try:
+            assert locked.wait(10)
+            run_attempt(steps[name].pk, 1)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_job)
+    holder.start()
+    finishers = [threading.Thread(target=finish, args=(n,)) for n in "bc"]
+    for t in finishers:
+        t.start()
+    release.set()
+    for t in [holder, *finishers]:
+        t.join()
+    assert not errors
+    d = steps_of(job)["d"]
+    assert d.status == StepStatus.DISPATCHED
+    assert Event.objects.filter(step=d, kind="step_dispatched").count() == 1
+
+
 def wait_for_lock_waiters(count: int, timeout: float = 10) -> int:
-    """Block until `count` sessions wait on a lock held by this session; returns how many do."""
+    """Block until `count` sessions wait on a lock (this session's, or a place in the queue behind
+    it: a second waiter for a row waits on the first); returns how many do."""
     import time
 
     deadline = time.monotonic() + timeout
@@ -317,13 +372,14 @@ def wait_for_lock_waiters(count: int, timeout: float = 10) -> int:
             # pg_stat_activity is read once per transaction unless its snapshot is cleared.
             cursor.execute("SELECT pg_stat_clear_snapshot()")
             cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND cardinality(pg_blocking_pids(pid)) > 0"
             )
             waiting = int(cursor.fetchone()[0])
         if waiting >= count:
             return waiting
         time.sleep(0.01)
-    raise AssertionError(f"no {count} session(s) waited on this session's locks within {timeout}s")
+    raise AssertionError(f"no {count} session(s) waited on a lock within {timeout}s")
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from django_q.brokers import get_broker
 from django_q.conf import Conf
 from django_q.tasks import async_task
 
+from agents.broker import ClaimByDeleteORM
 from agents.health import choose_endpoint
 from agents.models import AgentPool
 from agents.outcome import AttemptKind
@@ -88,17 +89,25 @@ def step_dispatch(
     )
 
 
+def task_timeout(policy_timeout: float) -> int:
+    """django-q2's time limit for an agent task: the attempt's own timeout and some room for the
+    database work around the call (an int: django-q2 arms `signal.alarm` with it)."""
+    return max(int(Conf.TIMEOUT or 0), int(policy_timeout) + 30)
+
+
 def enqueue_attempt(step_id: int, number: int, *, timeout: float) -> int | None:
     """Enqueue the agent task of attempt `number` (in the caller's transaction). Returns the queue
     row that carries it when the broker tells (the project's broker does; others do not)."""
     broker = get_broker()
+    if isinstance(broker, ClaimByDeleteORM):
+        return broker.enqueue_compact(AGENT_TASK, (step_id, number), timeout=task_timeout(timeout))
     async_task(
         AGENT_TASK,
         step_id,
         number,
         task_name=f"step-{step_id}-attempt-{number}",
         broker=broker,
-        q_options={"timeout": max(int(Conf.TIMEOUT or 0), int(timeout) + 30)},
+        q_options={"timeout": task_timeout(timeout)},
     )
     row = getattr(broker, "last_enqueued", None)
     return int(row) if row is not None else None

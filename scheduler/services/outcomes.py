@@ -12,6 +12,7 @@ from typing import Any
 
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
 from scheduler.models import STEP_SETTLED, Attempt, EventKind, Step, StepKind, StepStatus
+from scheduler.services import hotpath
 from scheduler.services.claims import AGENT, NOT_CALLED
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
 from scheduler.services.saga import job_advance
@@ -44,8 +45,11 @@ def step_record_outcome(
 ) -> None:
     """Record the outcome of attempt `number` and move the job on, in one transaction.
 
-    `spec` (the claimed call) saves the lookups of the job and the attempt.
+    `spec` (the claimed call) saves the lookups of the job and the attempt. On PostgreSQL the
+    common outcomes take one round trip (scheduler.services.hotpath); the rest come here.
     """
+    if hotpath.enabled() and hotpath.record_outcome(step_id, number, result, source=source):
+        return
     job_id = (
         spec.job_id
         if spec is not None

@@ -1,0 +1,76 @@
+"""The outcome's hot path on PostgreSQL: `sas_record_outcome` (scheduler/migrations/0006) records
+the common outcomes and advances the DAG in one round trip, one commit.
+
+It covers the live call of an action step of a running, unpaused job, with a success or a
+failure; everything else it declines before writing ('fallback'), and the general path
+(scheduler.services.outcomes) records it. It makes only the moves listed below, each of which the
+state machines' tables allow (tested), and the tests run the same scenarios through both paths
+and compare every row they leave. The setting SAS_FAST_PATH=0 turns it off.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.db import connection
+from django_q.brokers import get_broker
+from django_q.conf import Conf
+
+from agents.broker import ClaimByDeleteORM
+from agents.outcome import CallResult
+from scheduler.faults import maybe_fail_after_commit
+from scheduler.services.dispatch import AGENT_TASK
+
+#: (machine, from, to) of every move the function makes.
+FAST_PATH_MOVES = frozenset(
+    {
+        ("step", "dispatched", "succeeded"),
+        ("step", "dispatched", "attempt_failed"),
+        ("step", "dispatched", "unknown"),
+        ("step", "pending", "dispatched"),
+        ("job", "running", "succeeded"),
+    }
+)
+
+SQL = "SELECT sas_record_outcome(%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+def enabled() -> bool:
+    """On PostgreSQL with the project's broker (the function enqueues compact rows into its
+    table), unless SAS_FAST_PATH is off."""
+    return (
+        connection.vendor == "postgresql"
+        and bool(getattr(settings, "SAS_FAST_PATH", True))
+        and isinstance(get_broker(), ClaimByDeleteORM)
+    )
+
+
+def record_outcome(step_id: int, number: int, result: CallResult, *, source: str) -> bool:
+    """Record the outcome in one statement if the function takes it; False when it declined
+    (nothing was written) and the general path must record it."""
+    broker = get_broker()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SQL,
+            [
+                step_id,
+                number,
+                result.outcome,
+                json.dumps(result.output) if result.succeeded else None,
+                result.status_code,
+                result.latency_ms,
+                result.excerpt,
+                result.error,
+                source,
+                broker.list_key or Conf.CLUSTER_NAME,
+                AGENT_TASK,
+                int(Conf.TIMEOUT or 0),
+                bool(getattr(settings, "SAS_Q_NOTIFY", True)),
+            ],
+        )
+        verdict = cursor.fetchone()[0]
+    if verdict != "done":
+        return False
+    maybe_fail_after_commit("the record of an outcome")
+    return True
