@@ -4,7 +4,9 @@ workflows (versioned definitions). Built on the shared base in sas_project.api."
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -54,6 +56,14 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 class JobsView(ApiView):
     permission_classes = [SubmitterAccess]
 
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        # A submission is one transaction, from the token's lookup to the job's last row: one
+        # commit for the whole request.
+        if request.method == "POST":
+            with transaction.atomic():
+                return super().dispatch(request, *args, **kwargs)
+        return super().dispatch(request, *args, **kwargs)
+
     @extend_schema(
         operation_id="jobs_list",
         tags=["jobs"],
@@ -88,13 +98,11 @@ class JobsView(ApiView):
         submission = job_submit(
             workflow=body["workflow"], input=body["input"], submitter=request.user, idempotency_key=key
         )
-        job = selectors.job_detail(user=request.user, job_id=submission.job.pk)
-        if not submission.created:
-            return Response(JobSerializer(job).data, status=status.HTTP_200_OK)
+        job = selectors.job_detail(user=request.user, job_id=submission.job_id)
         return Response(
             JobSerializer(job).data,
-            status=status.HTTP_201_CREATED,
-            headers=location("api-job", job_id=job.pk),
+            status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK,
+            headers=location("api-job", job_id=job.pk) if submission.created else None,
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
 from rest_framework import serializers
 
 from agents.outcome import Outcome
@@ -38,6 +39,94 @@ class JobFilterSerializer(serializers.Serializer):
     created_before = serializers.DateTimeField(
         required=False, help_text="ISO 8601; jobs created before this instant."
     )
+
+
+# --- reading at speed --------------------------------------------------------------------------
+#
+# The job, step and attempt representations are read on every submission and every job page:
+# DRF builds a ModelSerializer's fields from the model's metadata on each use, which costs more
+# than the rest of the request. These serializers keep their declared fields (the schema and
+# the documentation come from them) but render with the plain functions below, which give the
+# same output field for field (tests/test_api_jobs.py compares them with DRF's own rendering).
+
+
+def _when(value: Any) -> str | None:
+    """A datetime as DRF renders one: ISO 8601 in the current time zone, UTC as "Z"."""
+    if value is None:
+        return None
+    text: str = value.astimezone(timezone.get_current_timezone()).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def attempt_data(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "number": attempt.number,
+        "kind": attempt.kind,
+        "endpoint": attempt.endpoint_url,
+        "pool": attempt.pool.name,
+        "policy_version": attempt.policy_version,
+        "dispatched_at": _when(attempt.dispatched_at),
+        "deadline": _when(attempt.deadline),
+        "started_at": _when(attempt.started_at),
+        "finished_at": _when(attempt.finished_at),
+        "outcome": attempt.outcome,
+        "decided_by": attempt.decided_by,
+        "status_code": attempt.status_code,
+        "latency_ms": attempt.latency_ms,
+        "response_excerpt": attempt.response_excerpt,
+        "error": attempt.error,
+        "late_outcome": attempt.late_outcome,
+        "late_at": _when(attempt.late_at),
+    }
+
+
+def step_data(step: Step) -> dict[str, Any]:
+    return {
+        "id": step.pk,
+        "name": step.name,
+        "kind": step.kind,
+        "compensates": step.compensates_id,
+        "status": step.status,
+        "operation_id": step.operation_id,
+        "attempt_count": step.attempt,
+        "calls": step.calls,
+        "last_outcome": step.last_outcome,
+        "pool": step.pool.name,
+        "deadline": _when(step.deadline),
+        "not_before": _when(step.not_before),
+        "output": step.output,
+        "error": step.error,
+        "created_at": _when(step.created_at),
+        "updated_at": _when(step.updated_at),
+        "finished_at": _when(step.finished_at),
+        "attempts": [attempt_data(a) for a in step.attempts.all()],
+    }
+
+
+def job_summary_data(job: Job) -> dict[str, Any]:
+    return {
+        "id": str(job.pk),
+        "workflow": job.workflow.name,
+        "workflow_version": job.workflow.version,
+        "status": job.status,
+        "paused": job.paused_at is not None,
+        "compensation_reason": job.compensation_reason,
+        "submitter": job.submitter.username if job.submitter is not None else None,
+        "created_at": _when(job.created_at),
+        "updated_at": _when(job.updated_at),
+        "finished_at": _when(job.finished_at),
+    }
+
+
+def job_data(job: Job) -> dict[str, Any]:
+    return {
+        **job_summary_data(job),
+        "input": job.input,
+        "result": job.result,
+        "paused_at": _when(job.paused_at),
+        "deadline": _when(job.deadline),
+        "steps": [step_data(s) for s in job.steps.all()],
+    }
 
 
 def _outcome_field(help_text: str) -> serializers.ChoiceField:
@@ -76,6 +165,9 @@ class AttemptSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    def to_representation(self, instance: Attempt) -> dict[str, Any]:
+        return attempt_data(instance)
+
 
 class StepSerializer(serializers.ModelSerializer):
     last_outcome = _outcome_field("Outcome of the last finished attempt.")
@@ -109,6 +201,9 @@ class StepSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    def to_representation(self, instance: Step) -> dict[str, Any]:
+        return step_data(instance)
+
 
 class JobSummarySerializer(serializers.ModelSerializer):
     """A job in a list: no input, result or steps (read the job for those)."""
@@ -137,6 +232,9 @@ class JobSummarySerializer(serializers.ModelSerializer):
     def get_paused(self, job: Job) -> bool:
         return job.paused_at is not None
 
+    def to_representation(self, instance: Job) -> dict[str, Any]:
+        return job_summary_data(instance)
+
 
 class JobSerializer(JobSummarySerializer):
     steps = StepSerializer(many=True, read_only=True)
@@ -151,6 +249,9 @@ class JobSerializer(JobSummarySerializer):
             "steps",
         ]
         read_only_fields = fields
+
+    def to_representation(self, instance: Job) -> dict[str, Any]:
+        return job_data(instance)
 
 
 class EventSerializer(serializers.ModelSerializer):

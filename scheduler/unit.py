@@ -196,10 +196,12 @@ class Unit:
 
 
 @contextmanager
-def unit_of_work() -> Iterator[Unit]:
-    """A transaction whose writes and events are made just before it commits."""
+def unit_of_work(*, savepoint: bool = True) -> Iterator[Unit]:
+    """A transaction whose writes and events are made just before it commits. Inside a caller's
+    transaction it is a savepoint, unless `savepoint=False` (the caller then gets the unit's
+    errors as its own: nothing to catch and go on from)."""
     outermost = not connection.in_atomic_block
-    with transaction.atomic():
+    with transaction.atomic(savepoint=savepoint):
         unit = Unit()
         yield unit
         unit.flush()

@@ -69,7 +69,9 @@ def main() -> int:
     # restart loses no committed transaction.
     options = (
         f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c max_connections=300 "
-        "-c fsync=off -c full_page_writes=off"
+        "-c fsync=off -c full_page_writes=off "
+        # Statement counts for the benchmark (top-level statements of every session).
+        "-c shared_preload_libraries=pg_stat_statements"
     )
     pg(
         str(bindir / "pg_ctl"),

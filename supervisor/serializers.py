@@ -3,10 +3,13 @@ remediation policies. Request bodies are strict (sas_project.api.StrictSerialize
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from sas_project.api import MAX_INT, NAME_PATTERN, ReplaceMixin, StrictSerializer
-from scheduler.serializers import StepSerializer
+from scheduler.models import Step
+from scheduler.serializers import StepSerializer, step_data
 from supervisor.models import RETRYABLE_OUTCOMES, OnExhausted, PolicyRevision, RemediationPolicy
 from supervisor.policies import POLICY_FIELDS
 
@@ -45,6 +48,9 @@ class StepActionResultSerializer(StepSerializer):
     class Meta(StepSerializer.Meta):
         fields = ["job", *StepSerializer.Meta.fields]
         read_only_fields = fields
+
+    def to_representation(self, instance: Step) -> dict[str, Any]:
+        return {"job": instance.job_id, **step_data(instance)}
 
 
 # --- policies ---------------------------------------------------------------------------------

@@ -334,7 +334,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                             job_submit(
                                 workflow=WORKFLOW,
                                 input={"sku": f"S{submitted}", "quantity": 1, "amount": amount},
-                            ).job.pk
+                            ).job_id
                         )
                         submitted += 1
                     except SasError:

@@ -190,3 +190,44 @@ class ClusterProcess:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class WebProcess:
+    """`manage.py runserver` on `port` (threaded, no autoreload) with environment `env`."""
+
+    port: int
+    env: Mapping[str, str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> WebProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=dict(self.env),
+            )
+
+        def answers() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"the web server exited; see {self.log}")
+            try:
+                httpx.get(f"{self.url}/api/v1/", timeout=1)
+            except httpx.HTTPError:
+                return False
+            return True
+
+        wait_until(answers, timeout=60, interval=0.1, message="the web server")
+        return self
+
+    def stop(self) -> None:
+        stop_group(self.proc)

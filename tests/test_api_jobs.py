@@ -15,7 +15,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agents.fake import FakeRemote
+from scheduler import selectors
 from scheduler.models import Event, Job, JobStatus, Outcome
+from scheduler.services import job_submit
 from tests.factories import chain, diamond
 from tests.test_api_support import V1, client_for, make_user, submit
 
@@ -392,3 +394,37 @@ def test_a_page_of_events_costs_the_same_queries_whatever_its_length(
     with django_assert_num_queries(queries):
         longer = olga.get(f"{V1}/jobs/{job_id}/events/").json()
     assert longer["count"] >= short["count"] + 10
+
+
+def test_the_fast_renderings_equal_drfs_own(fake_remote: Any, drain: Callable[[], int]) -> None:
+    """The job, step and attempt representations are rendered by hand for speed; field for field
+    they must be what DRF's ModelSerializer renders (nulls, compensations, outcomes included)."""
+    from rest_framework import serializers as drf
+
+    from scheduler.serializers import AttemptSerializer, JobSerializer, JobSummarySerializer, StepSerializer
+    from supervisor.serializers import StepActionResultSerializer
+    from supervisor.services import job_compensate
+
+    chain("c", n=2)
+    user = make_user("operator-olga", "operators")
+    done = job_submit(workflow="c", input={"x": [1, {"y": None}]}, submitter=user).job
+    drain()
+    undone = job_submit(workflow="c", input={}).job
+    fake_remote.script("s2", "transient_failure")
+    drain()
+    job_compensate(actor=user, job_id=undone.pk, reason="test")
+    drain()
+    assert Job.objects.get(pk=undone.pk).status == JobStatus.COMPENSATED
+    checked = 0
+    for job in Job.objects.all():
+        job = selectors.job_detail(user=user, job_id=job.pk)
+        generic: Any = drf.ModelSerializer.to_representation
+        assert JobSerializer(job).data == generic(JobSerializer(job), job)
+        assert JobSummarySerializer(job).data == generic(JobSummarySerializer(job), job)
+        for step in job.steps.all():
+            assert StepSerializer(step).data == generic(StepSerializer(step), step)
+            assert StepActionResultSerializer(step).data == generic(StepActionResultSerializer(step), step)
+            for attempt in step.attempts.all():
+                assert AttemptSerializer(attempt).data == generic(AttemptSerializer(attempt), attempt)
+                checked += 1
+    assert checked >= 4 and done.pk

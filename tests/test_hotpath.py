@@ -98,7 +98,14 @@ def snapshot(job: Job) -> dict[str, Any]:
             }
         )
     return {
-        "job": {"status": job.status, "result": job.result, "finished": job.finished_at is not None},
+        "job": {
+            "status": job.status,
+            "result": job.result,
+            "finished": job.finished_at is not None,
+            "deadline_after_creation": (job.deadline - origin) if job.deadline else None,
+            "input": job.input,
+            "request_hash": job.request_hash,
+        },
         "steps": steps,
         "attempts": attempts,
         "events": events,
@@ -117,11 +124,21 @@ def run_both(settings: Any, scenario: Callable[[], Job]) -> tuple[dict[str, Any]
         taken.append(real(*args, **kwargs))
         return taken[-1]
 
+    submitted: list[Any] = []
+    real_submit = hotpath.submit
+
+    def counting_submit(*args: Any, **kwargs: Any) -> Any:
+        submitted.append(real_submit(*args, **kwargs))
+        return submitted[-1]
+
     outcomes.hotpath.record_outcome = counting  # type: ignore[method-assign]
+    hotpath.submit = counting_submit  # type: ignore[assignment]
     try:
         fast = snapshot(scenario())
     finally:
         outcomes.hotpath.record_outcome = real  # type: ignore[method-assign]
+        hotpath.submit = real_submit  # type: ignore[assignment]
+    assert submitted and all(submitted), "the fast run must have submitted through sas_submit"
     assert taken and all(taken), "the function must have recorded every outcome of the fast run"
     settings.SAS_FAST_PATH = False
     assert not hotpath.enabled()
@@ -206,6 +223,36 @@ def test_a_failed_call_leaves_the_same_rows(settings: Any, fake_remote: Any, res
 
     fast, general = run_both(settings, scenario)
     assert fast["steps"][0]["status"] in ("attempt_failed", "unknown")
+    assert fast == general
+
+
+def test_a_submission_with_a_deadline_and_an_http_root_leaves_the_same_rows(
+    settings: Any, fake_remote: Any
+) -> None:
+    make_pool("web", kind="http", endpoints=["http://a.example:1", "http://b.example:1"])
+    make_workflow(
+        "timed",
+        step("root", pool="web", path="/r", compensation="/undo"),
+        step("local"),
+        step("after", "root", "local"),
+        deadline_seconds=600,
+    )
+
+    def scenario() -> Job:
+        return job_submit(workflow="timed", input={"order": 7}).job
+
+    settings.SAS_FAST_PATH = True
+    fast = snapshot(scenario())
+    settings.SAS_FAST_PATH = False
+    general = snapshot(scenario())
+    # The endpoint follows the step's id (spread): compare where each run's choice rule sends it.
+    for run in (fast, general):
+        for row in run["steps"] + run["attempts"]:
+            row.pop("endpoint", None)
+            row.pop("endpoint_url", None)
+        for event in run["events"]:
+            event["data"].pop("endpoint", None)
+    assert fast["steps"][0]["status"] == fast["steps"][1]["status"] == "dispatched"
     assert fast == general
 
 

@@ -1,5 +1,8 @@
-"""The outcome's hot path on PostgreSQL: `sas_record_outcome` (scheduler/migrations/0006) records
-the common outcomes and advances the DAG in one round trip, one commit.
+"""The hot path on PostgreSQL: submission and the common outcomes, each in one round trip.
+
+`sas_submit` (scheduler/migrations/0007) creates a job and dispatches its first steps;
+`sas_record_outcome` (0006, 0007) records the common outcomes and advances the DAG; both dispatch
+through `sas_dispatch_ready`.
 
 It covers the live call of an action step of a running, unpaused job, with a success or a
 failure; everything else it declines before writing ('fallback'), and the general path
@@ -10,7 +13,9 @@ and compare every row they leave. The setting SAS_FAST_PATH=0 turns it off.
 
 from __future__ import annotations
 
+import functools
 import json
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -22,7 +27,7 @@ from agents.outcome import CallResult
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.services.dispatch import AGENT_TASK
 
-#: (machine, from, to) of every move the function makes.
+#: (machine, from, to) of every move the functions make.
 FAST_PATH_MOVES = frozenset(
     {
         ("step", "dispatched", "succeeded"),
@@ -34,6 +39,43 @@ FAST_PATH_MOVES = frozenset(
 )
 
 SQL = "SELECT sas_record_outcome(%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+SUBMIT_SQL = "SELECT sas_submit(%s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+@functools.cache
+def _broker() -> Any:
+    """The configured broker (its class and queue key do not change while a process runs)."""
+    return get_broker()
+
+
+def _queue_args() -> list[Any]:
+    return [
+        _broker().list_key or Conf.CLUSTER_NAME,
+        AGENT_TASK,
+        int(Conf.TIMEOUT or 0),
+        bool(getattr(settings, "SAS_Q_NOTIFY", True)),
+    ]
+
+
+def submit(
+    workflow: str, payload: dict[str, Any], user: Any, key: str | None, request_hash: str, *, source: str
+) -> Any:
+    """Create a job of the latest version of `workflow` and dispatch its first steps, in one
+    statement; returns the job's id, or None for an unknown workflow."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SUBMIT_SQL,
+            [
+                workflow,
+                json.dumps(payload),
+                user.pk if user is not None else None,
+                key,
+                request_hash,
+                source,
+                *_queue_args(),
+            ],
+        )
+        return cursor.fetchone()[0]
 
 
 def enabled() -> bool:
@@ -42,14 +84,13 @@ def enabled() -> bool:
     return (
         connection.vendor == "postgresql"
         and bool(getattr(settings, "SAS_FAST_PATH", True))
-        and isinstance(get_broker(), ClaimByDeleteORM)
+        and isinstance(_broker(), ClaimByDeleteORM)
     )
 
 
 def record_outcome(step_id: int, number: int, result: CallResult, *, source: str) -> bool:
     """Record the outcome in one statement if the function takes it; False when it declined
     (nothing was written) and the general path must record it."""
-    broker = get_broker()
     with connection.cursor() as cursor:
         cursor.execute(
             SQL,
@@ -63,10 +104,7 @@ def record_outcome(step_id: int, number: int, result: CallResult, *, source: str
                 result.excerpt,
                 result.error,
                 source,
-                broker.list_key or Conf.CLUSTER_NAME,
-                AGENT_TASK,
-                int(Conf.TIMEOUT or 0),
-                bool(getattr(settings, "SAS_Q_NOTIFY", True)),
+                *_queue_args(),
             ],
         )
         verdict = cursor.fetchone()[0]

@@ -10,13 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from django.db import IntegrityError
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Subquery
 from django.db.models.functions import Now
 
 from sas_project.errors import IdempotencyConflict, InvalidInput
 from sas_project.validation import json_storable
+from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, Workflow
+from scheduler.services import hotpath
 from scheduler.services.locking import JobState
 from scheduler.services.saga import job_advance
 from scheduler.unit import Unit, User, unit_of_work
@@ -26,10 +28,20 @@ J = JobStatus
 SCHEDULER = "scheduler"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Submission:
-    job: Job
+    """The job a submission made (`created`) or found (a replay of an earlier request with the
+    same idempotency key). `job` reads the job unless the submission has it at hand."""
+
+    job_id: Any
     created: bool
+    loaded: Job | None = None
+
+    @property
+    def job(self) -> Job:
+        if self.loaded is None:
+            self.loaded = Job.objects.select_related("workflow").get(pk=self.job_id)
+        return self.loaded
 
 
 def _request_hash(workflow: str, payload: object) -> str:
@@ -49,7 +61,7 @@ def _replay(submitter: User | None, key: str, request_hash: str) -> Submission |
             f"Idempotency-Key {key!r} was already used for a different request (job {existing.pk})",
             job_id=str(existing.pk),
         )
-    return Submission(job=existing, created=False)
+    return Submission(job_id=existing.pk, created=False, loaded=existing)
 
 
 def job_submit(
@@ -73,26 +85,9 @@ def job_submit(
     request_hash = _request_hash(workflow, input)
     user = submitter if submitter is not None and submitter.is_authenticated else None
     try:
-        # One transaction (one commit) reads the definitions and writes the job.
-        with unit_of_work() as unit:
-            definitions = list(
-                StepDefinition.objects.filter(
-                    workflow_id=Subquery(
-                        Workflow.objects.filter(name=workflow).order_by("-version").values("id")[:1]
-                    )
-                )
-                .select_related("workflow", "policy", "pool")
-                .annotate(db_now=Now())
-                .order_by("position")
-            )
-            if not definitions:
-                raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
-            if idempotency_key:
-                replay = _replay(user, idempotency_key, request_hash)
-                if replay:
-                    return replay
-            unit.now = definitions[0].db_now  # type: ignore[attr-defined]
-            job = _create_job(unit, definitions, input, user, idempotency_key, request_hash)
+        if hotpath.enabled():
+            return _submit_in_database(workflow, input, user, idempotency_key, request_hash)
+        return _submit_in_python(workflow, input, user, idempotency_key, request_hash)
     except IntegrityError:
         if not idempotency_key:
             raise
@@ -101,7 +96,57 @@ def job_submit(
         if replay is None:
             raise
         return replay
-    return Submission(job=job, created=True)
+
+
+def _submit_in_database(
+    workflow: str, payload: dict[str, Any], user: User | None, key: str | None, request_hash: str
+) -> Submission:
+    """The PostgreSQL function `sas_submit` creates the job and dispatches its first steps in one
+    statement (one commit, unless the caller's transaction is open)."""
+    outermost = not connection.in_atomic_block
+    if key:
+        # The replay check and the insert in one transaction; a savepoint inside a caller's, so
+        # that a concurrent request winning the insert can be answered with the replay.
+        with transaction.atomic():
+            replay = _replay(user, key, request_hash)
+            if replay:
+                return replay
+            job_id = hotpath.submit(workflow, payload, user, key, request_hash, source=SCHEDULER)
+    else:
+        job_id = hotpath.submit(workflow, payload, user, None, request_hash, source=SCHEDULER)
+    if job_id is None:
+        raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
+    if outermost:
+        maybe_fail_after_commit("a submission")
+    return Submission(job_id=job_id, created=True)
+
+
+def _submit_in_python(
+    workflow: str, payload: dict[str, Any], user: User | None, key: str | None, request_hash: str
+) -> Submission:
+    # One transaction (one commit) reads the definitions and writes the job. Inside a caller's
+    # transaction, a savepoint only when a concurrent request with the same key may win the
+    # insert: its IntegrityError is then caught by job_submit and answered with the replay.
+    with unit_of_work(savepoint=bool(key)) as unit:
+        definitions = list(
+            StepDefinition.objects.filter(
+                workflow_id=Subquery(
+                    Workflow.objects.filter(name=workflow).order_by("-version").values("id")[:1]
+                )
+            )
+            .select_related("workflow", "policy", "pool")
+            .annotate(db_now=Now())
+            .order_by("position")
+        )
+        if not definitions:
+            raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
+        if key:
+            replay = _replay(user, key, request_hash)
+            if replay:
+                return replay
+        unit.now = definitions[0].db_now  # type: ignore[attr-defined]
+        job = _create_job(unit, definitions, payload, user, key, request_hash)
+    return Submission(job_id=job.pk, created=True, loaded=job)
 
 
 def _create_job(

@@ -1,4 +1,4 @@
-"""`manage.py bench`: throughput, latency, scan cost and page times, in one run (PostgreSQL)."""
+"""`manage.py bench`: the service against bare django-q2, what users meet, in one run (PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from testbed import bench
+from testbed.definitions import ForeignJobs
 
 
 class Command(BaseCommand):
@@ -16,14 +17,23 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--jobs", type=int, default=300, help="Jobs per throughput run.")
-        parser.add_argument("--steps", type=int, default=3, help="Sequential no-op steps per job.")
+        parser.add_argument("--steps", type=int, default=3, help="Sequential steps per job.")
         parser.add_argument("--workers", type=int, default=4, help="django-q2 workers.")
-        parser.add_argument("--rounds", type=int, default=2, help="Throughput rounds (bare, then full).")
+        parser.add_argument("--rounds", type=int, default=2, help="Throughput rounds (bare, then service).")
         parser.add_argument(
-            "--history", type=int, default=1_000_000, help="Terminal steps for the large scan."
+            "--sustained",
+            type=float,
+            default=200,
+            help="Seconds of the sustained backlog (0: skip); longer than CONN_MAX_AGE and the lease.",
         )
         parser.add_argument(
-            "--small-history", type=int, default=10_000, help="Terminal steps for the small scan."
+            "--backlog", type=int, default=200, help="Live jobs kept during the sustained run."
+        )
+        parser.add_argument(
+            "--history", type=int, default=1_000_000, help="Settled steps for the large scan (0: skip)."
+        )
+        parser.add_argument(
+            "--small-history", type=int, default=10_000, help="Settled steps for the small scan."
         )
         parser.add_argument("--overdue", type=int, default=1000, help="Overdue steps per scan.")
         parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
@@ -40,13 +50,15 @@ class Command(BaseCommand):
                 steps=options["steps"],
                 workers=options["workers"],
                 rounds=options["rounds"],
-                history=options["history"],
+                sustained=options["sustained"],
+                backlog=options["backlog"],
+                history_steps=options["history"],
                 small_history=options["small_history"],
                 overdue=options["overdue"],
                 log=lambda line: self.stderr.write(line),
                 scratch=options["scratch"],
             )
-        except RuntimeError as exc:
+        except (RuntimeError, ForeignJobs) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(bench.table(results))
         if options["json"]:

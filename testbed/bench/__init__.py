@@ -1,0 +1,339 @@
+"""The benchmark behind `manage.py bench` (PostgreSQL only).
+
+Everything is measured in one run on one database, so the figures compare with each other
+(ratios), not with another machine's:
+
+1. the HTTP workload users meet: jobs of a 3-step chain submitted through `POST /api/v1/jobs/`
+   (runserver) from 4 client threads, each step an HTTP call to the sandbox remote, through one
+   `qcluster`; beside it, bare django-q2 chains of 3 tasks making the same POST, on django-q2's
+   stock ORM broker with the same `Q_CLUSTER` values;
+2. the python workload: jobs of 3 no-op python steps submitted in-process, beside bare chains of
+   no-op tasks on the stock broker;
+3. commits (`pg_stat_database`) and top-level statements (`pg_stat_statements`, all sessions) per
+   step of the HTTP workload, and statements per step in-process;
+4. unloaded latency: jobs one at a time on an idle cluster;
+5. a sustained backlog through the API for minutes (past `CONN_MAX_AGE`, worker recycling and the
+   lease period), steps per second in every 10-second window;
+6. the supervisor scan with 1,000 overdue steps among 10,000 and 1,000,000 settled steps, and
+   console and API pages over that history.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django_q.models import OrmQ
+
+from scheduler.services import job_submit
+from supervisor.models import SupervisorLease
+from testbed.bench import db, history, workloads
+from testbed.bench.definitions import OWN_WORKFLOWS, api_token, ensure_definitions
+from testbed.definitions import refuse_foreign_jobs
+from testbed.processes import ROOT, ClusterProcess, SandboxProcess, WebProcess, free_port, wait_until
+
+Q_KEYS = ("workers", "queue_limit", "bulk", "poll", "save_limit", "recycle", "timeout", "retry")
+
+
+def cluster_env(*, workers: int, stock: bool) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "SAS_Q_WORKERS": str(workers),
+        "SAS_SUPERVISOR_INTERVAL": "1",
+        "SAS_LOG_LEVEL": "WARNING",
+        "DJANGO_DEBUG": "0",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if stock:
+        # django-q2 as it ships: its ORM broker, no supervisor loop beside the cluster.
+        env["DJANGO_SETTINGS_MODULE"] = "testbed.stock_settings"
+        env["SAS_SUPERVISOR_IN_CLUSTER"] = "0"
+    return env
+
+
+def start_cluster(*, workers: int, stock: bool) -> ClusterProcess:
+    cluster = ClusterProcess(
+        name="stock" if stock else "sas",
+        env=cluster_env(workers=workers, stock=stock),
+        log=ROOT / "var" / f"bench-qcluster-{'stock' if stock else 'sas'}.log",
+    ).start()
+    if not stock:
+        SupervisorLease.objects.all().delete()
+        wait_until(
+            lambda: SupervisorLease.objects.exclude(holder="").exists(), timeout=60, message="the cluster"
+        )
+    time.sleep(2)  # workers and pusher up
+    return cluster
+
+
+def idle_commits_per_s(seconds: float = 3.0) -> float:
+    """The background commits (broker looks, supervisor scans) of whatever runs, while idle."""
+    before = db.xact_commit()
+    time.sleep(seconds)
+    return max(0.0, (db.xact_commit() - before - 1) / (seconds + 1.2))
+
+
+def measured(
+    run: Callable[[workloads.Counters], dict[str, Any]], *, steps: int, idle: float, statements: bool
+) -> dict[str, Any]:
+    """Run one workload, with commits and (when available) statements per step."""
+    counters = workloads.Counters()
+    if statements:
+        db.statements_reset()
+    before = db.xact_commit()
+    result = run(counters)
+    commits = db.xact_commit() - before - counters.polls - 2
+    result["commits_per_step"] = round((commits - idle * (result["seconds"] + 2.4)) / steps, 2)
+    if statements:
+        kinds = db.statements_by_kind()
+        result["top_statements"] = db.top_statements()
+        fk_checks = kinds.pop("FK checks", 0)
+        result["fk_checks_per_step"] = round(fk_checks / steps, 2)
+        total = sum(kinds.values())
+        result["statements_per_step"] = round(total / steps, 2)
+        result["statements_by_kind_per_step"] = {k: round(v / steps, 2) for k, v in sorted(kinds.items())}
+    return result
+
+
+def run(
+    *,
+    jobs: int,
+    steps: int,
+    workers: int,
+    rounds: int,
+    sustained: float,
+    backlog: int,
+    history_steps: int,
+    small_history: int,
+    overdue: int,
+    log: Callable[[str], None],
+    scratch: bool = False,
+) -> dict[str, Any]:
+    if connection.vendor != "postgresql":
+        raise RuntimeError("the benchmark runs on PostgreSQL (set DATABASE_URL)")
+    refuse_foreign_jobs("bench", OWN_WORKFLOWS, scratch=scratch)
+    OrmQ.objects.all().delete()
+    statements = db.statements_available()
+    q = {k: settings.Q_CLUSTER.get(k) for k in Q_KEYS} | {"workers": workers, "queue_limit": workers}
+    results: dict[str, Any] = {
+        "config": {
+            "jobs": jobs,
+            "steps_per_job": steps,
+            "rounds": rounds,
+            "q_cluster": q,
+            "supervisor_interval": 1,
+            "cpu_count": os.cpu_count(),
+            "statements_counted": statements,
+        }
+    }
+    sandbox = SandboxProcess(
+        port=free_port(), db=ROOT / "var" / "bench-sandbox.sqlite3", log=ROOT / "var" / "bench-sandbox.log"
+    ).start()
+    web = None
+    cluster = None
+    try:
+        python_wf, http_wf = ensure_definitions(steps, sandbox.url)
+        api = workloads.ApiClient(f"http://127.0.0.1:{free_port()}", api_token())
+        log("statements and commits per step, in-process (python workload)...")
+        results["in_process"] = history.statements_per_step(min(jobs, 100), steps, python_wf.name)
+
+        port = int(api.base_url.rsplit(":", 1)[1])
+        web = WebProcess(
+            port=port, env=cluster_env(workers=workers, stock=False), log=ROOT / "var" / "bench-web.log"
+        )
+        web.start()
+        rounds_out: list[dict[str, Any]] = []
+        for r in range(1, rounds + 1):
+            log(f"round {r}: bare django-q2 chains on the stock broker (HTTP, then python)...")
+            cluster = start_cluster(workers=workers, stock=True)
+            idle = idle_commits_per_s()
+            counters = workloads.Counters()
+            workloads.run_bare(10, steps, http_base=sandbox.url, counters=counters)  # warm-up
+            bare_http = measured(
+                lambda c: workloads.run_bare(jobs, steps, http_base=sandbox.url, counters=c),
+                steps=jobs * steps,
+                idle=idle,
+                statements=statements,
+            )
+            bare_python = measured(
+                lambda c: workloads.run_bare(jobs, steps, http_base=None, counters=c),
+                steps=jobs * steps,
+                idle=idle,
+                statements=statements,
+            )
+            cluster.stop(30)
+            log(f"round {r}: the service (HTTP through the API, then python)...")
+            cluster = start_cluster(workers=workers, stock=False)
+            idle = idle_commits_per_s()
+            workloads.run_http(api, http_wf.name, 10, steps, workloads.Counters())  # warm-up
+            full_http = measured(
+                lambda c: workloads.run_http(api, http_wf.name, jobs, steps, c),
+                steps=jobs * steps,
+                idle=idle,
+                statements=statements,
+            )
+            full_http.update(workloads.step_times(full_http.pop("ids")))
+            full_python = measured(
+                lambda c: workloads.run_python(python_wf.name, jobs, steps, c),
+                steps=jobs * steps,
+                idle=idle,
+                statements=statements,
+            )
+            full_python.update(workloads.step_times(full_python.pop("ids")))
+            if r == 1:
+                log("unloaded latency: jobs one at a time...")
+                counters = workloads.Counters()
+                results["latency"] = {
+                    "python": workloads.run_latency(
+                        lambda n: str(job_submit(workflow=python_wf.name, input={"latency": n}).job_id),
+                        30,
+                        counters,
+                    ),
+                    "http_api": workloads.run_latency(
+                        lambda n: api.submit(http_wf.name, {"latency": n}), 30, counters
+                    ),
+                }
+            cluster.stop(30)
+            cluster = None
+            rounds_out.append(
+                {
+                    "bare_http": bare_http,
+                    "full_http": full_http,
+                    "http_ratio": round(full_http["steps_per_s"] / bare_http["steps_per_s"], 2),
+                    "bare_python": bare_python,
+                    "full_python": full_python,
+                    "python_ratio": round(full_python["steps_per_s"] / bare_python["steps_per_s"], 2),
+                }
+            )
+        results["rounds"] = rounds_out
+        results["http_ratio_median"] = statistics.median(r["http_ratio"] for r in rounds_out)
+        results["python_steps_per_s_median"] = statistics.median(
+            r["full_python"]["steps_per_s"] for r in rounds_out
+        )
+        if sustained > 0:
+            log(f"sustained backlog of {backlog} jobs through the API for {sustained:.0f}s...")
+            cluster = start_cluster(workers=workers, stock=False)
+            results["sustained"] = workloads.run_sustained(
+                api, http_wf.name, seconds=sustained, backlog=backlog, counters=workloads.Counters()
+            )
+            cluster.stop(30)
+            cluster = None
+    finally:
+        if cluster is not None:
+            cluster.stop(30)
+        if web is not None:
+            web.stop()
+        sandbox.stop()
+
+    if history_steps > 0:
+        log(f"scan: {overdue} overdue among {small_history} settled steps...")
+        history.load_history(python_wf, small_history)
+        small = history.time_scan(overdue)
+        log(f"scan: loading history up to {history_steps} steps...")
+        loaded = history.load_history(python_wf, history_steps)
+        large = history.time_scan(overdue)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM scheduler_step")
+            total_steps = int(cursor.fetchone()[0])
+        results["scan"] = {
+            "small": {**small, "settled_steps": small_history},
+            "large": {**large, "settled_steps": total_steps},
+            "ratio": round(large["seconds"] / small["seconds"], 2) if small["seconds"] else None,
+            "history_load_seconds": round(loaded, 1),
+        }
+        log("console and API with the large history...")
+        history.make_held(100)
+        results["pages"] = history.time_pages()
+    return results
+
+
+def _ms(pair: dict[str, Any]) -> str:
+    def f(v: Any) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    return f"{f(pair.get('p50'))} / {f(pair.get('p99'))}"
+
+
+def table(results: dict[str, Any]) -> str:
+    lines: list[str] = []
+    add = lines.append
+    cfg = results["config"]
+    add(
+        f"jobs={cfg['jobs']} steps/job={cfg['steps_per_job']} rounds={cfg['rounds']} cpus={cfg['cpu_count']} "
+        f"Q_CLUSTER={cfg['q_cluster']}"
+    )
+    add("")
+    add("| measure | value |")
+    add("| --- | --- |")
+    for i, r in enumerate(results["rounds"], 1):
+        bh, fh, bp, fp = r["bare_http"], r["full_http"], r["bare_python"], r["full_python"]
+        add(
+            f"| round {i}, HTTP: bare django-q2 (stock broker) / service through the API, steps/s | "
+            f"{bh['steps_per_s']} / {fh['steps_per_s']} (ratio {r['http_ratio']}) |"
+        )
+        add(
+            f"| round {i}, python: bare django-q2 (stock broker) / service, steps/s | "
+            f"{bp['steps_per_s']} / {fp['steps_per_s']} (ratio {r['python_ratio']}) |"
+        )
+        add(
+            f"| round {i}, commits per step, HTTP bare / service | "
+            f"{bh['commits_per_step']} / {fh['commits_per_step']} |"
+        )
+        if "statements_per_step" in fh:
+            add(
+                f"| round {i}, statements per step, HTTP bare / service | "
+                f"{bh['statements_per_step']} / {fh['statements_per_step']} "
+                f"{fh['statements_by_kind_per_step']} |"
+            )
+        add(
+            f"| round {i}, HTTP under load: step overhead, queue wait, submit-to-done p50 / p99 ms | "
+            f"{_ms(fh['step_overhead_ms'])}; {_ms(fh['queue_wait_ms'])}; {_ms(fh['job_turnaround_ms'])} |"
+        )
+    add(f"| **HTTP ratio service / bare (median)** | **{results['http_ratio_median']}** |")
+    add(f"| **python workload, steps/s (median)** | **{results['python_steps_per_s_median']}** |")
+    lat = results.get("latency")
+    if lat:
+        for name, figures in lat.items():
+            add(f"| unloaded {name}: step overhead p50 / p99 ms | {_ms(figures['step_overhead_ms'])} |")
+            add(f"| unloaded {name}: submit-to-done p50 / p99 ms | {_ms(figures['job_turnaround_ms'])} |")
+    per = results["in_process"]
+    add(f"| in-process: statements per step | {per['statements_per_step']} {per['by_kind_per_step']} |")
+    add(f"| in-process: commits per step | {per['commits_per_step']} |")
+    sus = results.get("sustained")
+    if sus:
+        add(
+            f"| sustained {sus['seconds']:.0f} s, backlog {sus['backlog']} jobs: steps/s per "
+            f"{sus['window_seconds']:.0f} s "
+            f"window | {sus['windows_steps_per_s']} |"
+        )
+        add(
+            f"| sustained: median window, lowest / median | "
+            f"{sus['median_steps_per_s']}, {sus['min_over_median']} |"
+        )
+        qw = sus["queue_wait_ms"]
+        add(
+            f"| sustained: queue wait p50 / p90 / p99 / max ms | {qw['p50']:.1f} / {qw['p90']:.1f} / "
+            f"{qw['p99']:.1f} / {qw['max']:.1f} |"
+        )
+    if "scan" in results:
+        sc = results["scan"]
+        for size in ("small", "large"):
+            add(
+                f"| scan, {sc[size]['examined']} overdue among {sc[size]['settled_steps']:,} steps | "
+                f"{sc[size]['seconds']} s ({sc[size]['batches']} batches) |"
+            )
+        add(f"| scan ratio large / small | {sc['ratio']} |")
+        for name, page in results["pages"].items():
+            if "median_ms" in page:
+                add(
+                    f"| {name} at {sc['large']['settled_steps']:,} steps, median / max ms | "
+                    f"{page['median_ms']} / {page['max_ms']} ({page['statements']} statements) |"
+                )
+            else:
+                add(f"| {name} | HTTP {page['status']} |")
+    return "\n".join(lines)
