@@ -189,7 +189,9 @@ Q_CLUSTER = {
     "orm": "default",
     "workers": int(os.environ.get("SAS_Q_WORKERS", 4)),
     "queue_limit": int(os.environ.get("SAS_Q_WORKERS", 4)),
-    "bulk": int(os.environ.get("SAS_Q_BULK", 1)),
+    # A pusher takes up to 4 tasks per look: a third of the commits of one look per task, and the
+    # best throughput measured (docs/performance.md, "Tuning").
+    "bulk": int(os.environ.get("SAS_Q_BULK", 4)),
     "poll": float(os.environ.get("SAS_Q_POLL", 0.2)),
     "timeout": int(os.environ.get("SAS_Q_TIMEOUT", 120)),
     "retry": int(os.environ.get("SAS_Q_RETRY", 600)),
@@ -209,7 +211,7 @@ Q_CLUSTER = {
 # --- REST framework ---------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "sas_project.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

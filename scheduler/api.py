@@ -98,7 +98,7 @@ class JobsView(ApiView):
         submission = job_submit(
             workflow=body["workflow"], input=body["input"], submitter=request.user, idempotency_key=key
         )
-        job = selectors.job_detail(user=request.user, job_id=submission.job_id)
+        job = selectors.job_for_reading(user=request.user, job_id=submission.job_id)
         return Response(
             JobSerializer(job).data,
             status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK,
@@ -116,7 +116,7 @@ class JobView(ApiView):
         responses={200: JobSerializer, **errors(401, 403, 404)},
     )
     def get(self, request: Request, job_id: uuid.UUID) -> Response:
-        return Response(JobSerializer(selectors.job_detail(user=request.user, job_id=job_id)).data)
+        return Response(JobSerializer(selectors.job_for_reading(user=request.user, job_id=job_id)).data)
 
 
 class JobEventsView(ApiView):

@@ -51,7 +51,7 @@ class JobActionView(ApiView):
     def post(self, request: Request, job_id: uuid.UUID) -> Response:
         body = validated(ActionSerializer, request.data)
         type(self).service(actor=request.user, job_id=job_id, reason=body["reason"])
-        return Response(JobSerializer(job_selectors.job_detail(user=request.user, job_id=job_id)).data)
+        return Response(JobSerializer(job_selectors.job_for_reading(user=request.user, job_id=job_id)).data)
 
 
 def _job_action_schema(verb: str, summary: str) -> Callable[[type[JobActionView]], type[JobActionView]]:

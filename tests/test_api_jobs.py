@@ -420,6 +420,10 @@ def test_the_fast_renderings_equal_drfs_own(fake_remote: Any, drain: Callable[[]
         job = selectors.job_detail(user=user, job_id=job.pk)
         generic: Any = drf.ModelSerializer.to_representation
         assert JobSerializer(job).data == generic(JobSerializer(job), job)
+        # The light rows the API reads on PostgreSQL render the same.
+        assert (
+            JobSerializer(selectors.job_for_reading(user=user, job_id=job.pk)).data == JobSerializer(job).data
+        )
         assert JobSummarySerializer(job).data == generic(JobSummarySerializer(job), job)
         for step in job.steps.all():
             assert StepSerializer(step).data == generic(StepSerializer(step), step)
@@ -428,3 +432,17 @@ def test_the_fast_renderings_equal_drfs_own(fake_remote: Any, drain: Callable[[]
                 assert AttemptSerializer(attempt).data == generic(AttemptSerializer(attempt), attempt)
                 checked += 1
     assert checked >= 4 and done.pk
+
+
+def test_the_light_read_keeps_another_submitters_job_hidden() -> None:
+    from sas_project.errors import NotFound
+
+    chain("c", n=1)
+    owner = make_user("owner-sam", "submitters")
+    other = make_user("other-sue", "submitters")
+    job = job_submit(workflow="c", input={}, submitter=owner).job
+    assert str(selectors.job_for_reading(user=owner, job_id=job.pk).pk) == str(job.pk)
+    with pytest.raises(NotFound):
+        selectors.job_for_reading(user=other, job_id=job.pk)
+    with pytest.raises(NotFound):
+        selectors.job_for_reading(user=owner, job_id="not-a-uuid")
