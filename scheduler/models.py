@@ -397,6 +397,9 @@ class EventKind(models.TextChoices):
     OPERATOR_CANCEL = "operator_cancel", "Operator cancel"
 
 
+#: Every event kind, for a quick membership check (TextChoices.values builds a list each time).
+EVENT_KINDS = frozenset(EventKind.values)
+
 #: Every way a step comes to succeed: counted as "steps succeeded" wherever throughput is shown.
 STEP_SUCCESS_KINDS = frozenset(
     {EventKind.STEP_SUCCEEDED, EventKind.STEP_RECONCILED, EventKind.STEP_RESOLVED, EventKind.LATE_SUCCESS}

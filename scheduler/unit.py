@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from sas_project.errors import StaleWrite
 from scheduler.faults import maybe_fail_after_commit
-from scheduler.models import Attempt, Event, EventKind, Step
+from scheduler.models import EVENT_KINDS, Attempt, Event, EventKind, Step
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -132,7 +132,7 @@ class Unit:
         reason: str = "",
         data: dict[str, Any] | None = None,
     ) -> Event:
-        if kind not in EventKind.values:
+        if kind not in EVENT_KINDS:
             raise ValueError(f"{kind!r} is not an EventKind")
         event = Event(
             job_id=job_id,
@@ -191,17 +191,19 @@ class Unit:
             Attempt.objects.bulk_create(self._new_attempts)
             self._new_attempts = []
         if self.events:
-            Event.objects.bulk_create(self.events)
+            if connection.vendor == "postgresql":
+                insert_events_pg(self.events)
+            else:
+                Event.objects.bulk_create(self.events)
             self.events = []
 
 
 @contextmanager
-def unit_of_work(*, savepoint: bool = True) -> Iterator[Unit]:
-    """A transaction whose writes and events are made just before it commits. Inside a caller's
-    transaction it is a savepoint, unless `savepoint=False` (the caller then gets the unit's
-    errors as its own: nothing to catch and go on from)."""
+def unit_of_work() -> Iterator[Unit]:
+    """A transaction whose writes and events are made just before it commits (a savepoint inside
+    a caller's transaction)."""
     outermost = not connection.in_atomic_block
-    with transaction.atomic(savepoint=savepoint):
+    with transaction.atomic():
         unit = Unit()
         yield unit
         unit.flush()
@@ -230,44 +232,71 @@ def _groups(writes: list[AttemptWrite]) -> dict[tuple[AttemptGuard, tuple[str, .
     return groups
 
 
+def _array_type(field: Field[Any, Any]) -> str:
+    return f"{field.db_type(connection) or 'text'}[]"
+
+
+def _unnest(columns: list[tuple[str, str, list[Any]]]) -> tuple[str, list[Any]]:
+    """`unnest(%s::type[], ...) AS v(name, ...)` and its parameters: one array per column, so the
+    statement has a fixed number of parameters however many rows it writes."""
+    casts = ", ".join(f"%s::{sql_type}" for _, sql_type, _ in columns)
+    names = ", ".join(name for name, _, _ in columns)
+    return f"unnest({casts}) AS v({names})", [values for _, _, values in columns]
+
+
 def _write_pg(changed: list[tuple[Step, str, int]], writes: list[AttemptWrite]) -> None:
     """One statement: each group of attempt writes (same guard, same columns) and the steps, each
-    row fenced on what the unit read."""
+    row fenced on what the unit read. Rows travel as one array per column."""
     quote = connection.ops.quote_name
     params: list[Any] = []
     parts: list[str] = []
     counts: list[tuple[str, int, bool]] = []
     for index, ((guard, names), group) in enumerate(_groups(writes).items()):
         a_fields = _fields(Attempt, list(names))
-        casts = ["bigint", "integer"] + [f.db_type(connection) or "text" for f in a_fields]
-        row = "(" + ", ".join(f"CAST(%s AS {sql_type})" for sql_type in casts) + ")"
-        for write in group:
-            params += [write.step_id, write.number]
-            params += [f.get_db_prep_save(write.fields[f.attname], connection) for f in a_fields]
-        columns = ", ".join(["step_id", "number", *(quote(str(f.column)) for f in a_fields)])
+        source, values = _unnest(
+            [
+                ("step_id", "bigint[]", [w.step_id for w in group]),
+                ("number", "integer[]", [w.number for w in group]),
+                *(
+                    (
+                        quote(str(f.column)),
+                        _array_type(f),
+                        [f.get_db_prep_save(w.fields[f.attname], connection) for w in group],
+                    )
+                    for f in a_fields
+                ),
+            ]
+        )
+        params += values
         sets = ", ".join(f"{quote(str(f.column))} = v.{quote(str(f.column))}" for f in a_fields)
         name = f"attempts{index}"
         parts.append(
-            f"{name} AS (UPDATE {quote(Attempt._meta.db_table)} AS a SET {sets} "  # noqa: S608
-            f"FROM (VALUES {', '.join([row] * len(group))}) AS v({columns}) "
+            f"{name} AS (UPDATE {quote(Attempt._meta.db_table)} AS a SET {sets} FROM {source} "  # noqa: S608
             f"WHERE a.step_id = v.step_id AND a.number = v.number AND {_GUARD_SQL[guard]} "
             "RETURNING a.id)"
         )
         counts.append((name, len(group), guard is not AttemptGuard.LIVE_IF_ANY))
     if changed:
         s_fields = _fields(Step, STEP_WRITABLE)
-        casts = ["bigint", "varchar", "integer"] + [f.db_type(connection) or "text" for f in s_fields]
-        row = "(" + ", ".join(f"CAST(%s AS {sql_type})" for sql_type in casts) + ")"
-        for step, status, attempt in changed:
-            params += [step.pk, status, attempt]
-            params += [f.get_db_prep_save(getattr(step, f.attname), connection) for f in s_fields]
-        columns = ", ".join(
-            ["id", "expect_status", "expect_attempt", *(quote(str(f.column)) for f in s_fields)]
+        source, values = _unnest(
+            [
+                ("id", "bigint[]", [step.pk for step, _, _ in changed]),
+                ("expect_status", "varchar[]", [status for _, status, _ in changed]),
+                ("expect_attempt", "integer[]", [attempt for _, _, attempt in changed]),
+                *(
+                    (
+                        quote(str(f.column)),
+                        _array_type(f),
+                        [f.get_db_prep_save(getattr(step, f.attname), connection) for step, _, _ in changed],
+                    )
+                    for f in s_fields
+                ),
+            ]
         )
+        params += values
         sets = ", ".join(f"{quote(str(f.column))} = v.{quote(str(f.column))}" for f in s_fields)
         parts.append(
-            f"written AS (UPDATE {quote(Step._meta.db_table)} AS s SET {sets} "  # noqa: S608
-            f"FROM (VALUES {', '.join([row] * len(changed))}) AS v({columns}) "
+            f"written AS (UPDATE {quote(Step._meta.db_table)} AS s SET {sets} FROM {source} "  # noqa: S608
             "WHERE s.id = v.id AND s.status = v.expect_status AND s.attempt = v.expect_attempt "
             "RETURNING s.id)"
         )
@@ -286,6 +315,43 @@ def _write_pg(changed: list[tuple[Step, str, int]], writes: list[AttemptWrite]) 
     for (name, expected, required), got in zip(counts, row_out[:-1], strict=True):
         if required and got != expected:
             raise StaleWrite(f"an attempt was moved by another writer ({name}: {got} of {expected})")
+
+
+EVENT_COLUMNS = (
+    "job",
+    "step",
+    "kind",
+    "from_status",
+    "to_status",
+    "attempt",
+    "actor",
+    "source",
+    "reason",
+    "data",
+    "created_at",
+)
+
+
+def insert_events_pg(events: list[Event]) -> None:
+    """The unit's events in one INSERT, one array per column."""
+    quote = connection.ops.quote_name
+    fields = _fields(Event, EVENT_COLUMNS)
+    source, values = _unnest(
+        [
+            (
+                quote(str(f.column)),
+                _array_type(f),
+                [f.get_db_prep_save(getattr(e, f.attname), connection) for e in events],
+            )
+            for f in fields
+        ]
+    )
+    columns = ", ".join(quote(str(f.column)) for f in fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) SELECT {columns} FROM {source}",  # noqa: S608
+            values,
+        )
 
 
 def _write_rows(changed: list[tuple[Step, str, int]], writes: list[AttemptWrite]) -> None:

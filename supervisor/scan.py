@@ -41,6 +41,7 @@ from scheduler.services import (
 )
 from scheduler.transitions import attempts_time_out
 from scheduler.unit import Unit, unit_of_work
+from supervisor import setwise
 from supervisor.lease import LeaseGrant, lease_acquire, lease_fence, lease_record_scan
 from supervisor.policies import GiveUp, PolicySnapshot, Reconcile, Retry, StepFacts, decide
 
@@ -131,43 +132,98 @@ def scan(
             if not lease_fence(grant):
                 report.lost_lease = True
                 break
-            claimed = due_steps(unit.now, limit=size, exclude=seen)
             report.batches += 1
-            if not claimed:
+            if setwise.enabled():
+                claimed_count = _setwise_batch(unit, grant, report, cache, draw, size, seen)
+            else:
+                claimed = due_steps(unit.now, limit=size, exclude=seen)
+                claimed_count = len(claimed)
+                if claimed:
+                    # The claim locked the jobs without waiting; their steps are read after that.
+                    states = load_locked_jobs([c.job for c in claimed])
+                    _per_step(unit, states, [c.pk for c in claimed], grant, report, cache, draw, seen)
+            if not claimed_count:
                 break
-            # The claim locked the jobs without waiting; their steps are read after that.
-            states = load_locked_jobs([c.job for c in claimed])
-            steps = [states[c.job_id].step(c.pk) for c in claimed]
-            overdue = [s for s in steps if _overdue(s, unit)]
-            queued = steps_still_queued(overdue)
-            overdue = [s for s in overdue if s.pk not in queued]
-            overdue_ids = {s.pk for s in overdue}
-            attempts_time_out(unit, overdue, decided_by=_source(grant))
-            cache.last_attempts = _last_attempts(steps)
-            for step in steps:
-                seen.add(step.pk)
-                report.examined += 1
-                if step.pk in queued:
-                    step_keep_waiting(unit, states[step.job_id], step, source=_source(grant))
-                    _count(report, "still_queued")
-                    continue
-                if remediate(
-                    unit,
-                    states[step.job_id],
-                    step,
-                    grant=grant,
-                    report=report,
-                    draw=draw,
-                    cache=cache,
-                    attempt_closed=step.pk in overdue_ids,
-                ):
-                    report.remediated += 1
-        if len(claimed) < size:
+        if claimed_count < size:
             break
     report.duration_ms = int((time.monotonic() - started) * 1000)
     if not report.lost_lease:
         lease_record_scan(grant, report.figures())
     return report
+
+
+def _setwise_batch(
+    unit: Unit,
+    grant: LeaseGrant,
+    report: ScanReport,
+    cache: ScanCache,
+    draw: Callable[[], float],
+    size: int,
+    seen: set[int],
+) -> int:
+    """One batch on PostgreSQL: the common decisions set-wise, the rest per step."""
+    batch = setwise.due_batch(unit.now, limit=size, exclude=seen)
+    if not batch:
+        return 0
+    plan = setwise.plan(batch, unit.now, draw=draw, pool_healthy=cache.pool_healthy, assessed=cache.assessed)
+    setwise.apply(plan, unit.now, source=_source(grant))
+    for due in plan.keep_waiting:
+        seen.add(due.step_id)
+        report.examined += 1
+        _count(report, "still_queued")
+    for due, decision in plan.retry_later:
+        seen.add(due.step_id)
+        report.examined += 1
+        if due.deadline is not None:
+            report.lag_ms = max(report.lag_ms, int((unit.now - due.deadline).total_seconds() * 1000))
+        report.timed_out += 1
+        report.remediated += 1
+        _count(report, "timed_out")
+        _count(report, "reassigned" if decision.reassign and due.alternate_id is not None else "retry")
+    if plan.per_step:
+        jobs = list(Job.objects.filter(pk__in={d.job_id for d in plan.per_step}).select_related("workflow"))
+        states = load_locked_jobs(jobs)
+        _per_step(unit, states, [d.step_id for d in plan.per_step], grant, report, cache, draw, seen)
+    return len(batch)
+
+
+def _per_step(
+    unit: Unit,
+    states: dict[Any, JobState],
+    step_ids: list[int],
+    grant: LeaseGrant,
+    report: ScanReport,
+    cache: ScanCache,
+    draw: Callable[[], float],
+    seen: set[int],
+) -> None:
+    """Remediate these due steps one by one (their jobs are locked and loaded in `states`)."""
+    by_id = {s.pk: s for state in states.values() for s in state.steps}
+    steps = [by_id[pk] for pk in step_ids]
+    overdue = [s for s in steps if _overdue(s, unit)]
+    queued = steps_still_queued(overdue)
+    overdue = [s for s in overdue if s.pk not in queued]
+    overdue_ids = {s.pk for s in overdue}
+    attempts_time_out(unit, overdue, decided_by=_source(grant))
+    cache.last_attempts = _last_attempts(steps)
+    for step in steps:
+        seen.add(step.pk)
+        report.examined += 1
+        if step.pk in queued:
+            step_keep_waiting(unit, states[step.job_id], step, source=_source(grant))
+            _count(report, "still_queued")
+            continue
+        if remediate(
+            unit,
+            states[step.job_id],
+            step,
+            grant=grant,
+            report=report,
+            draw=draw,
+            cache=cache,
+            attempt_closed=step.pk in overdue_ids,
+        ):
+            report.remediated += 1
 
 
 def _overdue(step: Step, unit: Unit) -> bool:

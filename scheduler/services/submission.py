@@ -124,10 +124,10 @@ def _submit_in_database(
 def _submit_in_python(
     workflow: str, payload: dict[str, Any], user: User | None, key: str | None, request_hash: str
 ) -> Submission:
-    # One transaction (one commit) reads the definitions and writes the job. Inside a caller's
-    # transaction, a savepoint only when a concurrent request with the same key may win the
-    # insert: its IntegrityError is then caught by job_submit and answered with the replay.
-    with unit_of_work(savepoint=bool(key)) as unit:
+    # One transaction (one commit) reads the definitions and writes the job; inside a caller's
+    # transaction, a savepoint, so that a refusal or a concurrent request winning the insert
+    # (an IntegrityError, answered by job_submit with the replay) leaves the caller's intact.
+    with unit_of_work() as unit:
         definitions = list(
             StepDefinition.objects.filter(
                 workflow_id=Subquery(
