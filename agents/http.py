@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 from urllib.parse import quote
 
@@ -81,6 +82,9 @@ def client() -> httpx.Client:
         _client = httpx.Client(
             follow_redirects=False,
             trust_env=False,
+            # The client is shared by every job this worker runs: a cookie one remote sets must
+            # never travel with another job's call, so none is kept.
+            cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
             # A worker makes one call at a time; a few idle connections per remote cover the
             # endpoints it alternates between. Idle ones are dropped before a typical server's
             # keep-alive timeout closes them under us.

@@ -47,7 +47,12 @@ JOIN scheduler_stepdefinition d ON d.id = s.definition_id
 JOIN supervisor_remediationpolicy p ON p.id = d.policy_id
 JOIN agents_agentpool pool ON pool.id = s.pool_id
 LEFT JOIN agents_agentpool alt ON alt.id = pool.alternate_id
-LEFT JOIN scheduler_attempt a ON a.step_id = s.id AND a.number = s.attempt AND a.finished_at IS NULL
+-- One index probe per step (attempt_unique_number), whatever the statistics say about the
+-- table: LIMIT keeps the planner from folding this into a join it may misjudge.
+LEFT JOIN LATERAL (
+    SELECT kind, endpoint_id, started_at, queue_row FROM scheduler_attempt
+    WHERE step_id = s.id AND number = s.attempt AND finished_at IS NULL LIMIT 1
+) a ON true
 WHERE s.status IN ('dispatched', 'retry_wait', 'attempt_failed', 'unknown')
   AND ((s.status = 'dispatched' AND (s.deadline <= %(now)s OR s.deadline IS NULL))
        OR (s.status = 'retry_wait' AND (s.not_before <= %(now)s OR s.not_before IS NULL)

@@ -262,3 +262,17 @@ def test_each_call_keeps_its_own_timeout_on_the_shared_client(remote: Remote) ->
     release.set()
     remote.handler = lambda h: _reply(h, 200, {})
     assert call_http(spec(remote.url, timeout=5)).outcome == Outcome.SUCCEEDED
+
+
+def test_a_cookie_set_by_a_remote_is_never_sent_back(remote: Remote) -> None:
+    seen: list[str | None] = []
+
+    def reply(h: BaseHTTPRequestHandler) -> None:
+        seen.append(h.headers.get("Cookie"))
+        _reply(h, 200, {}, headers={"Set-Cookie": "session=job-a; Path=/"})
+
+    remote.handler = reply
+    remote.keep_alive()
+    for _ in range(2):
+        assert call_http(spec(remote.url)).outcome == Outcome.SUCCEEDED
+    assert seen == [None, None]

@@ -211,10 +211,11 @@ def run(
                 }
             )
         results["rounds"] = rounds_out
-        results["http_ratio_median"] = statistics.median(r["http_ratio"] for r in rounds_out)
-        results["python_steps_per_s_median"] = statistics.median(
-            r["full_python"]["steps_per_s"] for r in rounds_out
-        )
+        if rounds_out:
+            results["http_ratio_median"] = statistics.median(r["http_ratio"] for r in rounds_out)
+            results["python_steps_per_s_median"] = statistics.median(
+                r["full_python"]["steps_per_s"] for r in rounds_out
+            )
         if sustained > 0:
             log(f"sustained backlog of {backlog} jobs through the API for {sustained:.0f}s...")
             cluster = start_cluster(workers=workers, stock=False)
@@ -294,8 +295,9 @@ def table(results: dict[str, Any]) -> str:
             f"| round {i}, HTTP under load: step overhead, queue wait, submit-to-done p50 / p99 ms | "
             f"{_ms(fh['step_overhead_ms'])}; {_ms(fh['queue_wait_ms'])}; {_ms(fh['job_turnaround_ms'])} |"
         )
-    add(f"| **HTTP ratio service / bare (median)** | **{results['http_ratio_median']}** |")
-    add(f"| **python workload, steps/s (median)** | **{results['python_steps_per_s_median']}** |")
+    if results["rounds"]:
+        add(f"| **HTTP ratio service / bare (median)** | **{results['http_ratio_median']}** |")
+        add(f"| **python workload, steps/s (median)** | **{results['python_steps_per_s_median']}** |")
     lat = results.get("latency")
     if lat:
         for name, figures in lat.items():
