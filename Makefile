@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: run test test-sqlite test-postgres venv lint typecheck bench campaign clean
+.PHONY: run serve test test-sqlite test-postgres venv lint typecheck bench campaign clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,7 +27,15 @@ venv: $(DEV_STAMP)
 run: $(RUN_STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py load_demo --admin
-	$(BIN)/honcho -f Procfile start
+	SAS_LOG_FORMAT=text $(BIN)/honcho -f Procfile start
+
+# Production serving on PostgreSQL (docs/deployment.md): migrate, collect the static files, then
+# gunicorn and one qcluster, stopped together on Ctrl-C or SIGTERM.
+serve: $(RUN_STAMP)
+	@case "$$DATABASE_URL" in postgres*) ;; *) echo "make serve runs on PostgreSQL: set DATABASE_URL"; exit 2;; esac
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py collectstatic --noinput -v0
+	$(BIN)/honcho -f Procfile.prod start
 
 test: test-sqlite test-postgres
 

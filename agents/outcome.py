@@ -61,6 +61,13 @@ class CallSpec:
     headers: dict[str, str] = field(default_factory=dict)
     #: The attempt's deadline (database clock), to tell a late outcome.
     deadline: dt.datetime | None = None
+    #: The pool the call goes to (for logs and metrics).
+    pool: str = ""
+    #: The job's trace (W3C traceparent), when tracing is on.
+    trace_parent: str = ""
+    #: When the attempt was dispatched and claimed (database clock), for its trace.
+    dispatched_at: dt.datetime | None = None
+    claimed_at: dt.datetime | None = None
 
     @property
     def is_reconcile(self) -> bool:

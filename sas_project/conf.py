@@ -55,5 +55,38 @@ class SasSettings:
         """How long an unhealthy endpoint is skipped."""
         return float(getattr(settings, "SAS_HEALTH_COOLDOWN_SECONDS", 30))
 
+    @property
+    def q_stop_seconds(self) -> float:
+        """How long `qcluster` waits for its processes to stop before it kills them."""
+        return float(getattr(settings, "SAS_Q_STOP_SECONDS", 60))
+
+    @property
+    def callback_secret(self) -> str:
+        """The key completion callbacks and alert webhooks are signed with (X-SAS-Signature).
+        Receivers verify with the same value; without one set, a key derived from SECRET_KEY."""
+        secret = str(getattr(settings, "SAS_CALLBACK_SECRET", "") or "")
+        if secret:
+            return secret
+        import hashlib
+
+        return hashlib.sha256(f"sas-callbacks:{settings.SECRET_KEY}".encode()).hexdigest()
+
+    @property
+    def delivery_retry_seconds(self) -> float:
+        """Wait before the second try of a callback or alert; it doubles at each try (an hour
+        at most)."""
+        return float(getattr(settings, "SAS_DELIVERY_RETRY_SECONDS", 5))
+
+    @property
+    def metrics_settle_seconds(self) -> float:
+        """How far the /metrics counters trail the event history, so that a transaction that
+        commits a little after it started is not skipped."""
+        return float(getattr(settings, "SAS_METRICS_SETTLE_SECONDS", 15))
+
+    @property
+    def metrics_token(self) -> str:
+        """When set, /metrics wants `Authorization: Bearer <token>`."""
+        return str(getattr(settings, "SAS_METRICS_TOKEN", "") or "")
+
 
 sas_settings = SasSettings()

@@ -173,6 +173,8 @@ if _env_bool("DJANGO_SECURE", False):
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # Load balancers and Prometheus probe these over plain HTTP on the private network.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
 # A health check costs a `SELECT 1` (and a commit) each time a connection is reused after
 # close_old_connections(), which django-q2 calls before every task and every broker poll. The
@@ -260,12 +262,45 @@ SAS_HEALTH_COOLDOWN_SECONDS = float(os.environ.get("SAS_HEALTH_COOLDOWN_SECONDS"
 SAS_HEALTH_WINDOW = int(os.environ.get("SAS_HEALTH_WINDOW", 10))
 SAS_RESPONSE_EXCERPT_BYTES = int(os.environ.get("SAS_RESPONSE_EXCERPT_BYTES", 2048))
 SAS_MAX_RESPONSE_BYTES = int(os.environ.get("SAS_MAX_RESPONSE_BYTES", 1024 * 1024))
+SAS_Q_STOP_SECONDS = float(os.environ.get("SAS_Q_STOP_SECONDS", 60))
+SAS_CALLBACK_SECRET = os.environ.get("SAS_CALLBACK_SECRET", "")
+SAS_METRICS_TOKEN = os.environ.get("SAS_METRICS_TOKEN", "")
+SAS_METRICS_SETTLE_SECONDS = float(os.environ.get("SAS_METRICS_SETTLE_SECONDS", 15))
+SAS_DELIVERY_RETRY_SECONDS = float(os.environ.get("SAS_DELIVERY_RETRY_SECONDS", 5))
 
+# Alert emails. Without SAS_EMAIL_HOST they are written to the console (development only).
+if os.environ.get("SAS_EMAIL_HOST"):
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_HOST = os.environ["SAS_EMAIL_HOST"]
+    EMAIL_PORT = int(os.environ.get("SAS_EMAIL_PORT", 587))
+    EMAIL_HOST_USER = os.environ.get("SAS_EMAIL_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("SAS_EMAIL_PASSWORD", "")
+    EMAIL_USE_TLS = _env_bool("SAS_EMAIL_TLS", True)
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+DEFAULT_FROM_EMAIL = os.environ.get("SAS_EMAIL_FROM", "scheduler-agent-supervisor@localhost")
+
+# Logs: one JSON object per line (SAS_LOG_FORMAT=json, the default: what log shippers read), with
+# the ids a line is about (job_id, step, operation_id, attempt, pool, endpoint, outcome,
+# latency_ms) as fields; `make run` sets SAS_LOG_FORMAT=text for people reading a terminal.
+SAS_LOG_FORMAT = os.environ.get("SAS_LOG_FORMAT", "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if SAS_LOG_FORMAT == "json" else "plain",
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("SAS_LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "INFO"},

@@ -4,7 +4,8 @@ The API's version 1 is served by the app that owns each resource (jobs and workf
 policies and operator actions: supervisor; pools: agents), included here by name so that this
 shared layer imports none of them. The OpenAPI schema is at /api/schema/, its browsable
 documentation (Swagger UI, from local static files) at /api/docs/, and any other URL under /api/
-is a JSON 404.
+is a JSON 404. /healthz, /readyz and /metrics (supervisor.probes) are at the root, where process
+managers and Prometheus look for them.
 """
 
 from django.contrib import admin
@@ -25,4 +26,5 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     re_path(r"^api/.*$", NotFoundView.as_view(), name="api-not-found"),
     path("ops/", include("supervisor.urls")),
+    path("", include("supervisor.probe_urls")),
 ]

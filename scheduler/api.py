@@ -96,7 +96,11 @@ class JobsView(ApiView):
         if key is not None and not all(" " <= ch <= "~" for ch in key):
             raise InvalidInput("Idempotency-Key must be printable ASCII", field="Idempotency-Key")
         submission = job_submit(
-            workflow=body["workflow"], input=body["input"], submitter=request.user, idempotency_key=key
+            workflow=body["workflow"],
+            input=body["input"],
+            submitter=request.user,
+            idempotency_key=key,
+            callback_url=body.get("callback_url", ""),
         )
         job = selectors.job_for_reading(user=request.user, job_id=submission.job_id)
         return Response(

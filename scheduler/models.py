@@ -1,7 +1,10 @@
-"""Durable state of the scheduler: workflows, jobs, steps, attempts and the event history.
+"""Durable state of the scheduler: workflows, jobs, steps, attempts, the event history and the
+outbox.
 
 Status fields are written only by scheduler.transitions (the state machines); everything else
-reads them.
+reads them. Over 500 lines because each table sits next to its vocabulary (statuses, event kinds)
+and its constraints, which the PostgreSQL functions and the migrations mirror: one place to read
+what a row may hold.
 """
 
 from __future__ import annotations
@@ -115,6 +118,12 @@ class Job(models.Model):
     #: Set while an operator has paused the job: no new dispatches. Orthogonal to `status`.
     paused_at = models.DateTimeField(null=True, blank=True)
     deadline = models.DateTimeField(null=True, blank=True)
+    #: Where to POST the job's summary when it settles (empty: nowhere). Checked like an endpoint.
+    #: The database supplies the default too (db_default), so that processes of the previous
+    #: release, which do not know these columns, keep inserting jobs until they restart.
+    callback_url = models.CharField(max_length=500, blank=True, default="", db_default="")
+    #: The W3C traceparent of the job's trace, when tracing is on: every span of the job joins it.
+    trace_parent = models.CharField(max_length=55, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -148,6 +157,14 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow.name} {self.id}"
+
+    @property
+    def callbacks(self) -> list[Delivery]:
+        """The job's completion callbacks, oldest first (prefetched by the selectors)."""
+        prefetched: list[Delivery] | None = getattr(self, "_prefetched_callbacks", None)
+        if prefetched is not None:
+            return prefetched
+        return list(self.deliveries.filter(kind=DeliveryKind.CALLBACK).order_by("id"))
 
 
 class StepKind(models.TextChoices):
@@ -444,3 +461,77 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.from_status}->{self.to_status}"
+
+
+class DeliveryKind(models.TextChoices):
+    #: A job's completion callback, POSTed to the URL its submitter gave.
+    CALLBACK = "callback", "Completion callback"
+    #: An alert POSTed to a subscription's webhook.
+    WEBHOOK = "webhook", "Alert webhook"
+    #: An alert sent to a subscription's email address.
+    EMAIL = "email", "Alert email"
+
+
+class DeliveryStatus(models.TextChoices):
+    #: Waiting for its (next) try.
+    PENDING = "pending", "Pending"
+    #: The receiver took it (2xx; or the mail server accepted it).
+    DELIVERED = "delivered", "Delivered"
+    #: Given up after its tries; kept, visible, and retried only by hand.
+    FAILED = "failed", "Failed"
+
+
+class Delivery(models.Model):
+    """The outbox: a message to send to a receiver outside the service, written in the same
+    transaction as what it tells, then sent (and retried with backoff) by the supervisor loop.
+
+    `key` is the message's idempotency key, unique: a message is written at most once however often
+    what it tells is recorded, and the receiver gets it as `Idempotency-Key` to de-duplicate the
+    retries of one message.
+    """
+
+    kind = models.CharField(max_length=16, choices=DeliveryKind.choices)
+    key = models.CharField(max_length=255, unique=True)
+    #: The URL (callback, webhook) or email address.
+    target = models.CharField(max_length=500)
+    payload = models.JSONField(default=dict)
+    job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries", db_index=False
+    )
+    subscription = models.ForeignKey(
+        "supervisor.AlertSubscription",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="deliveries",
+        db_index=False,
+    )
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    tries = models.PositiveIntegerField(default=0)
+    next_try_at = models.DateTimeField(default=timezone.now)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "deliveries"
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=DeliveryKind.values), name="delivery_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(status__in=DeliveryStatus.values), name="delivery_status_valid"
+            ),
+        ]
+        indexes = [
+            # The sender's claim (pending messages whose try is due, oldest first) and the
+            # /metrics gauge of what is not delivered: delivered rows, the many, stay out.
+            models.Index(
+                fields=["next_try_at"], condition=~Q(status="delivered"), name="delivery_undelivered_idx"
+            ),
+            # A job's callbacks (job page, API).
+            models.Index(fields=["job", "id"], name="delivery_job_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.key} ({self.status})"

@@ -21,7 +21,7 @@ from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 
 from sas_project.errors import NotFound
 from sas_project.permissions import can_read_all_jobs
-from scheduler.models import Attempt, Event, Job, Step, StepDefinition, Workflow
+from scheduler.models import Attempt, Delivery, DeliveryKind, Event, Job, Step, StepDefinition, Workflow
 
 #: Largest value of a PostgreSQL bigint: larger ids cannot exist (and cannot be queried).
 MAX_ID = 2**63 - 1
@@ -73,12 +73,20 @@ def _steps_prefetch() -> Prefetch:
     )
 
 
+def _callbacks_prefetch() -> Prefetch:
+    return Prefetch(
+        "deliveries",
+        queryset=Delivery.objects.filter(kind=DeliveryKind.CALLBACK).order_by("id"),
+        to_attr="_prefetched_callbacks",
+    )
+
+
 def job_detail(*, user: Any, job_id: uuid.UUID | str) -> Job:
     """One job with its steps and their attempts (three queries), or NotFound."""
     job = (
         jobs_visible_to(user)
         .select_related("workflow", "submitter")
-        .prefetch_related(_steps_prefetch())
+        .prefetch_related(_steps_prefetch(), _callbacks_prefetch())
         .filter(pk=job_id)
         .first()
     )
@@ -94,7 +102,7 @@ def job_detail(*, user: Any, job_id: uuid.UUID | str) -> Job:
 
 JOB_SQL = """
 SELECT j.id, j.status, j.input, j.result, j.compensation_reason, j.paused_at, j.deadline,
-       j.created_at, j.updated_at, j.finished_at, w.name, w.version, u.username
+       j.created_at, j.updated_at, j.finished_at, w.name, w.version, u.username, j.callback_url
 FROM scheduler_job j
 JOIN scheduler_workflow w ON w.id = j.workflow_id
 LEFT JOIN auth_user u ON u.id = j.submitter_id
@@ -115,6 +123,11 @@ FROM scheduler_attempt a
 JOIN scheduler_step s ON s.id = a.step_id
 JOIN agents_agentpool p ON p.id = a.pool_id
 WHERE s.job_id = %s ORDER BY a.step_id, a.number
+"""
+
+CALLBACKS_SQL = """
+SELECT payload, status, tries, last_status_code, last_error, created_at, next_try_at, delivered_at
+FROM scheduler_delivery WHERE job_id = %s AND kind = 'callback' ORDER BY id
 """
 
 
@@ -150,6 +163,10 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
         step_rows = cursor.fetchall()
         cursor.execute(ATTEMPTS_SQL, [job_uuid])
         attempt_rows = cursor.fetchall()
+        callback_rows: list[Any] = []
+        if row[13]:  # only a job given a callback URL has callbacks
+            cursor.execute(CALLBACKS_SQL, [job_uuid])
+            callback_rows = cursor.fetchall()
     attempts: dict[int, Rows] = {}
     for a in attempt_rows:
         attempts.setdefault(a[0], Rows()).append(
@@ -209,6 +226,20 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
         finished_at=row[9],
         workflow=SimpleNamespace(name=row[10], version=row[11]),
         submitter=SimpleNamespace(username=row[12]) if row[12] is not None else None,
+        callback_url=row[13],
+        callbacks=[
+            SimpleNamespace(
+                payload=_json(c[0]),
+                status=c[1],
+                tries=c[2],
+                last_status_code=c[3],
+                last_error=c[4],
+                created_at=c[5],
+                next_try_at=c[6],
+                delivered_at=c[7],
+            )
+            for c in callback_rows
+        ],
         steps=steps,
     )
 

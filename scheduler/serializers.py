@@ -16,7 +16,7 @@ from rest_framework import serializers
 
 from agents.outcome import Outcome
 from sas_project.api import MAX_INT, ReplaceMixin, StrictSerializer
-from scheduler.models import Attempt, Event, Job, JobStatus, Step, StepDefinition
+from scheduler.models import Attempt, Delivery, DeliveryStatus, Event, Job, JobStatus, Step, StepDefinition
 
 # --- jobs -------------------------------------------------------------------------------------
 
@@ -24,6 +24,16 @@ from scheduler.models import Attempt, Event, Job, JobStatus, Step, StepDefinitio
 class JobSubmitSerializer(StrictSerializer):
     workflow = serializers.CharField(max_length=100, help_text="Name of the workflow (its latest version).")
     input = serializers.DictField(help_text="The job's input: a JSON object, passed to every step.")
+    callback_url = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        help_text=(
+            "Where to POST the job's summary (id, workflow, status, result, finished_at) when it "
+            "settles: http(s), checked like an endpoint URL. Signed with X-SAS-Signature and sent "
+            "with Idempotency-Key `<job id>:<status>`, at least once."
+        ),
+    )
 
 
 class JobFilterSerializer(serializers.Serializer):
@@ -118,6 +128,19 @@ def job_summary_data(job: Job) -> dict[str, Any]:
     }
 
 
+def callback_data(delivery: Delivery) -> dict[str, Any]:
+    return {
+        "job_status": delivery.payload.get("status"),
+        "status": delivery.status,
+        "tries": delivery.tries,
+        "last_status_code": delivery.last_status_code,
+        "last_error": delivery.last_error,
+        "created_at": _when(delivery.created_at),
+        "next_try_at": _when(delivery.next_try_at),
+        "delivered_at": _when(delivery.delivered_at),
+    }
+
+
 def job_data(job: Job) -> dict[str, Any]:
     return {
         **job_summary_data(job),
@@ -125,6 +148,8 @@ def job_data(job: Job) -> dict[str, Any]:
         "result": job.result,
         "paused_at": _when(job.paused_at),
         "deadline": _when(job.deadline),
+        "callback_url": job.callback_url or None,
+        "callbacks": [callback_data(d) for d in job.callbacks],
         "steps": [step_data(s) for s in job.steps.all()],
     }
 
@@ -236,7 +261,41 @@ class JobSummarySerializer(serializers.ModelSerializer):
         return job_summary_data(instance)
 
 
+class CallbackSerializer(serializers.ModelSerializer):
+    """A completion callback of the job and how its delivery goes."""
+
+    job_status = serializers.CharField(
+        source="payload.status", help_text="The job status the callback reports."
+    )
+    status = serializers.ChoiceField(
+        choices=DeliveryStatus.choices,
+        read_only=True,
+        help_text="pending (tried again at next_try_at), delivered, or failed (given up).",
+    )
+
+    class Meta:
+        model = Delivery
+        fields = [
+            "job_status",
+            "status",
+            "tries",
+            "last_status_code",
+            "last_error",
+            "created_at",
+            "next_try_at",
+            "delivered_at",
+        ]
+        read_only_fields = fields
+
+    def to_representation(self, instance: Delivery) -> dict[str, Any]:
+        return callback_data(instance)
+
+
 class JobSerializer(JobSummarySerializer):
+    callback_url = serializers.SerializerMethodField(
+        help_text="Where the job's completion callbacks go, or null."
+    )
+    callbacks = CallbackSerializer(many=True, read_only=True)
     steps = StepSerializer(many=True, read_only=True)
 
     class Meta(JobSummarySerializer.Meta):
@@ -246,9 +305,14 @@ class JobSerializer(JobSummarySerializer):
             "result",
             "paused_at",
             "deadline",
+            "callback_url",
+            "callbacks",
             "steps",
         ]
         read_only_fields = fields
+
+    def get_callback_url(self, job: Job) -> str | None:
+        return job.callback_url or None
 
     def to_representation(self, instance: Job) -> dict[str, Any]:
         return job_data(instance)

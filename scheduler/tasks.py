@@ -1,14 +1,21 @@
 """The agent task: one delivery of one attempt. django-q2 runs it; it only carries ids.
 
 The scheduler owns the task because the task is a scheduler transaction on each side of the
-call: claim the attempt, let the agents make the call, record the outcome.
+call: claim the attempt, let the agents make the call, record the outcome. Each delivery logs
+one line with the ids it is about, and, when tracing is on, adds its spans to the job's trace.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+
 from agents import calls
-from agents.outcome import CallResult
+from agents.outcome import CallResult, CallSpec
+from sas_project import tracing
 from scheduler.services import attempt_claim, step_record_outcome
+
+logger = logging.getLogger("scheduler.attempts")
 
 
 def run_attempt(step_id: int, number: int) -> str:
@@ -23,6 +30,42 @@ def run_attempt(step_id: int, number: int) -> str:
     if isinstance(claimed, CallResult):
         step_record_outcome(step_id, number, claimed)
         return claimed.outcome
-    result = calls.run_call(claimed)
-    step_record_outcome(step_id, number, result, spec=claimed)
+    spec = claimed
+    if spec.trace_parent and spec.dispatched_at and spec.claimed_at:
+        tracing.dispatch_span(
+            spec.trace_parent, started=spec.dispatched_at, ended=spec.claimed_at, **_attributes(spec)
+        )
+    with tracing.call_span(spec.trace_parent, **_attributes(spec)) as trace_headers:
+        if trace_headers:
+            spec = dataclasses.replace(spec, headers={**spec.headers, **trace_headers})
+        result = calls.run_call(spec)
+    with tracing.span("outcome", spec.trace_parent, **{"sas.outcome": result.outcome}):
+        step_record_outcome(step_id, number, result, spec=spec)
+    logger.info(
+        "attempt finished",
+        extra={
+            "job_id": spec.job_id,
+            "step_id": step_id,
+            "step": spec.payload.get("step"),
+            "operation_id": spec.operation_id,
+            "attempt": number,
+            "kind": spec.kind,
+            "pool": spec.pool,
+            "endpoint": spec.base_url,
+            "outcome": result.outcome,
+            "status_code": result.status_code,
+            "latency_ms": result.latency_ms,
+        },
+    )
     return result.outcome
+
+
+def _attributes(spec: CallSpec) -> dict[str, object]:
+    return {
+        "sas.job_id": spec.job_id,
+        "sas.step": str(spec.payload.get("step", "")),
+        "sas.operation_id": spec.operation_id,
+        "sas.attempt": spec.attempt,
+        "sas.pool": spec.pool,
+        "server.address": spec.base_url,
+    }

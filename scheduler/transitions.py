@@ -29,6 +29,7 @@ from scheduler.models import (
     Step,
     StepStatus,
 )
+from scheduler.outbox import callback_write
 from scheduler.unit import STEP_WRITABLE, AttemptGuard, AttemptWrite, Unit, User
 
 S = StepStatus
@@ -219,6 +220,8 @@ def job_transition(
         raise StaleWrite(f"job {job.pk} changed under us (expected {frm})")
     for name, value in updates.items():
         setattr(job, name, value)
+    if to in JOB_SETTLED and job.callback_url:
+        callback_write(job, to)
     unit.event(
         job_id=job.pk,
         kind=kind or JOB_EVENTS[to],

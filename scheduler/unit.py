@@ -11,6 +11,7 @@ and the whole transaction rolls back.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from django.utils import timezone
 from sas_project.errors import StaleWrite
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EVENT_KINDS, Attempt, Event, EventKind, Step
+from scheduler.outbox import WrittenEvent, events_written
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -192,10 +194,14 @@ class Unit:
             self._new_attempts = []
         if self.events:
             if connection.vendor == "postgresql":
-                insert_events_pg(self.events)
+                written = insert_events_pg(self.events)
             else:
-                Event.objects.bulk_create(self.events)
+                written = [
+                    WrittenEvent(e.pk, e.kind, e.job_id, e.step_id, e.attempt, e.reason, e.data)
+                    for e in Event.objects.bulk_create(self.events)
+                ]
             self.events = []
+            events_written(written)
 
 
 @contextmanager
@@ -332,8 +338,8 @@ EVENT_COLUMNS = (
 )
 
 
-def insert_events_pg(events: list[Event]) -> None:
-    """The unit's events in one INSERT, one array per column."""
+def insert_events_pg(events: list[Event]) -> list[WrittenEvent]:
+    """The unit's events in one INSERT, one array per column; returns them as written."""
     quote = connection.ops.quote_name
     fields = _fields(Event, EVENT_COLUMNS)
     source, values = _unnest(
@@ -349,9 +355,17 @@ def insert_events_pg(events: list[Event]) -> None:
     columns = ", ".join(quote(str(f.column)) for f in fields)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) SELECT {columns} FROM {source}",  # noqa: S608
+            f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) SELECT {columns} FROM {source} "  # noqa: S608
+            "RETURNING id, kind, job_id, step_id, attempt, reason, data",
             values,
         )
+        rows = cursor.fetchall()
+    return [
+        WrittenEvent(
+            id, kind, job_id, step_id, attempt, reason, json.loads(data) if isinstance(data, str) else data
+        )
+        for id, kind, job_id, step_id, attempt, reason, data in rows
+    ]
 
 
 def _write_rows(changed: list[tuple[Step, str, int]], writes: list[AttemptWrite]) -> None:

@@ -28,10 +28,25 @@ from django_q.models import Failure, Success
 
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage, can_operate
-from scheduler.models import Job, Step
+from scheduler.models import Delivery, Job, Step
 from supervisor import services
-from supervisor.models import RETRYABLE_OUTCOMES, PolicyRevision, RemediationPolicy, SupervisorLease
+from supervisor.deliveries import delivery_retry
+from supervisor.models import (
+    RETRYABLE_OUTCOMES,
+    AlertKind,
+    AlertSubscription,
+    PolicyRevision,
+    RemediationPolicy,
+    SupervisorLease,
+)
 from supervisor.policies import POLICY_FIELDS, policy_create, policy_update, policy_validate
+from supervisor.subscriptions import (
+    SUBSCRIPTION_FIELDS,
+    subscription_create,
+    subscription_delete,
+    subscription_update,
+    subscription_validate,
+)
 
 
 class PolicyForm(forms.ModelForm):
@@ -137,6 +152,131 @@ class RemediationPolicyAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return can_manage(request.user) or super().has_change_permission(request, obj)
+
+
+class AlertSubscriptionForm(forms.ModelForm):
+    kinds = forms.MultipleChoiceField(
+        choices=AlertKind.choices,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The alerts this subscription wants.",
+    )
+
+    class Meta:
+        model = AlertSubscription
+        fields = ["name", *SUBSCRIPTION_FIELDS]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        values = {name: data.get(name) for name in SUBSCRIPTION_FIELDS}
+        values["kinds"] = list(data.get("kinds") or [])
+        try:
+            data.update(subscription_validate(values))
+        except InvalidInput as exc:
+            field = exc.detail.get("field")
+            raise ValidationError({str(field): exc.message} if field in self.fields else exc.message) from exc
+        return data
+
+
+@admin.register(AlertSubscription)
+class AlertSubscriptionAdmin(admin.ModelAdmin):
+    """Every save and delete goes through supervisor.subscriptions (checked, logged with the user)."""
+
+    form = AlertSubscriptionForm
+    list_display = ["name", "webhook_url", "email", "kinds", "enabled", "updated_at"]
+    search_fields = ["name", "webhook_url", "email"]
+    readonly_fields = ["created_by", "created_at", "updated_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*self.readonly_fields, "name"] if obj else list(self.readonly_fields)
+
+    def save_model(self, request: HttpRequest, obj: AlertSubscription, form: Any, change: bool) -> None:
+        values = {name: form.cleaned_data.get(name) for name in SUBSCRIPTION_FIELDS}
+        if change:
+            saved = subscription_update(obj.name, actor=request.user, changes=values)
+        else:
+            saved = subscription_create(name=form.cleaned_data["name"], actor=request.user, **values)
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: AlertSubscription) -> None:
+        subscription_delete(obj.name, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[AlertSubscription]) -> None:
+        for name in queryset.values_list("name", flat=True):
+            subscription_delete(name, actor=request.user)
+
+    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        return None  # subscription_create wrote the admin log entry
+
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        return None  # subscription_update wrote it, with the changed fields
+
+    def log_deletion(self, request: HttpRequest, obj: Any, object_repr: str) -> Any:
+        return None  # subscription_delete wrote it
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_operate(request.user)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return can_manage(request.user)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_manage(request.user)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_manage(request.user)
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    """The outbox: completion callbacks and alerts, with how their delivery goes."""
+
+    list_display = [
+        "id",
+        "kind",
+        "status",
+        "target",
+        "tries",
+        "last_status_code",
+        "next_try_at",
+        "delivered_at",
+        "job_link",
+    ]
+    list_filter = ["status", "kind"]
+    search_fields = ["key", "target"]
+    readonly_fields = [f.name for f in Delivery._meta.fields]
+    actions = ["retry_failed"]
+    show_facets = admin.ShowFacets.NEVER
+
+    @admin.display(description="job")
+    def job_link(self, delivery: Delivery) -> str:
+        if delivery.job_id is None:
+            return "—"
+        return format_html(
+            '<a href="{}">{}</a>', reverse("ops:job", args=[delivery.job_id]), str(delivery.job_id)[:8]
+        )
+
+    @admin.action(description="Send the selected failed deliveries again")
+    def retry_failed(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
+        count = delivery_retry(actor=request.user, delivery_ids=list(queryset.values_list("pk", flat=True)))
+        self.message_user(request, f"{count} failed deliveries will be sent again.", messages.SUCCESS)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_operate(request.user)
+
+    def get_actions(self, request: HttpRequest) -> Any:
+        actions = super().get_actions(request)
+        if not can_operate(request.user):
+            actions.pop("retry_failed", None)
+        return actions
 
 
 @admin.register(SupervisorLease)

@@ -1,5 +1,6 @@
 """The REST API of the supervisor's resources (/api/v1/): operator actions on jobs and steps,
-and remediation policies (versioned, audited). Built on the shared base in sas_project.api."""
+remediation policies (versioned, audited) and alert subscriptions. Built on the shared base in
+sas_project.api."""
 
 from __future__ import annotations
 
@@ -27,9 +28,13 @@ from scheduler import selectors as job_selectors
 from scheduler.models import Job
 from scheduler.serializers import JobSerializer
 from supervisor import selectors
+from supervisor.models import AlertSubscription
 from supervisor.policies import POLICY_FIELDS, policy_create, policy_update
 from supervisor.serializers import (
     ActionSerializer,
+    AlertSubscriptionReplaceSerializer,
+    AlertSubscriptionSerializer,
+    AlertSubscriptionWriteSerializer,
     PolicyReplaceSerializer,
     PolicyRevisionSerializer,
     PolicySerializer,
@@ -39,6 +44,13 @@ from supervisor.serializers import (
     StepRetrySerializer,
 )
 from supervisor.services import job_cancel, job_compensate, job_pause, job_resume, step_resolve, step_retry
+from supervisor.subscriptions import (
+    SUBSCRIPTION_FIELDS,
+    subscription_create,
+    subscription_delete,
+    subscription_get,
+    subscription_update,
+)
 
 
 class JobActionView(ApiView):
@@ -217,3 +229,96 @@ class PolicyRevisionsView(ApiView):
     )
     def get(self, request: Request, name: str) -> Response:
         return self.paginated(selectors.policy_revisions(name), PolicyRevisionSerializer)
+
+
+# --- alert subscriptions ----------------------------------------------------------------------
+
+
+class AlertsView(ApiView):
+    permission_classes = [DefinitionAccess]
+
+    @extend_schema(
+        operation_id="alerts_list",
+        tags=["alerts"],
+        summary="Alert subscriptions",
+        responses={200: AlertSubscriptionSerializer(many=True), **errors(401, 403, 404)},
+    )
+    def get(self, request: Request) -> Response:
+        return self.paginated(
+            AlertSubscription.objects.select_related("created_by").order_by("name"),
+            AlertSubscriptionSerializer,
+        )
+
+    @extend_schema(
+        operation_id="alerts_create",
+        tags=["alerts"],
+        summary="Subscribe a webhook and/or an email address to alerts",
+        description=(
+            "Kinds: step_needs_attention, job_failed, job_compensated, supervisor_stale, "
+            "circuit_opened. Each alert is sent once per subscription (retried until delivered)."
+        ),
+        request=AlertSubscriptionWriteSerializer,
+        responses={201: AlertSubscriptionSerializer, **WRITE_ERRORS, **errors(409)},
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(AlertSubscriptionWriteSerializer, request.data)
+        name = data.pop("name")
+        with one_writer(f"subscription {name!r}"):
+            subscription = subscription_create(name=name, actor=request.user, **data)
+        return Response(
+            AlertSubscriptionSerializer(subscription).data,
+            status=status.HTTP_201_CREATED,
+            headers=location("api-alert", name=subscription.name),
+        )
+
+
+class AlertView(ApiView):
+    permission_classes = [DefinitionAccess]
+
+    @extend_schema(
+        operation_id="alerts_read",
+        tags=["alerts"],
+        summary="An alert subscription (by name)",
+        responses={200: AlertSubscriptionSerializer, **errors(401, 403, 404)},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        return Response(AlertSubscriptionSerializer(subscription_get(name)).data)
+
+    @extend_schema(
+        operation_id="alerts_replace",
+        tags=["alerts"],
+        summary="Change an alert subscription, stating every value",
+        request=AlertSubscriptionReplaceSerializer,
+        responses={200: AlertSubscriptionSerializer, **WRITE_ERRORS, **errors(404)},
+    )
+    def put(self, request: Request, name: str) -> Response:
+        return self._update(request, name, partial=False)
+
+    @extend_schema(
+        operation_id="alerts_update",
+        tags=["alerts"],
+        summary="Change some values of an alert subscription",
+        request=AlertSubscriptionReplaceSerializer,
+        responses={200: AlertSubscriptionSerializer, **WRITE_ERRORS, **errors(404)},
+    )
+    def patch(self, request: Request, name: str) -> Response:
+        return self._update(request, name, partial=True)
+
+    @extend_schema(
+        operation_id="alerts_delete",
+        tags=["alerts"],
+        summary="Delete an alert subscription",
+        description="Alerts already written to it are still sent.",
+        responses={204: None, **errors(401, 403, 404)},
+    )
+    def delete(self, request: Request, name: str) -> Response:
+        subscription_delete(name, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _update(self, request: Request, name: str, *, partial: bool) -> Response:
+        data = validated(AlertSubscriptionReplaceSerializer, request.data, partial=partial)
+        refuse_rename(data, name, "subscription")
+        changes = {k: v for k, v in data.items() if k in SUBSCRIPTION_FIELDS}
+        return Response(
+            AlertSubscriptionSerializer(subscription_update(name, actor=request.user, changes=changes)).data
+        )

@@ -1,5 +1,5 @@
 """REST API URLs of the supervisor's resources, under /api/v1/: operator actions on jobs and
-steps, and policies by name."""
+steps, policies by name, and alert subscriptions by name."""
 
 from __future__ import annotations
 
@@ -17,4 +17,6 @@ urlpatterns: list[URLPattern] = [
     path("policies/", api.PoliciesView.as_view(), name="api-policies"),
     path("policies/<slug:name>/", api.PolicyView.as_view(), name="api-policy"),
     path("policies/<slug:name>/revisions/", api.PolicyRevisionsView.as_view(), name="api-policy-revisions"),
+    path("alerts/", api.AlertsView.as_view(), name="api-alerts"),
+    path("alerts/<slug:name>/", api.AlertView.as_view(), name="api-alert"),
 ]

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from django.db import close_old_connections, connection
 
 from sas_project.conf import sas_settings
+from supervisor.alerts import supervisor_stale_check
+from supervisor.deliveries import send_due
 from supervisor.lease import LeaseGrant, lease_release
 from supervisor.scan import scan
 
@@ -48,13 +50,23 @@ def run_loop(
             if report.acted:
                 last_grant = LeaseGrant(holder=holder, token=report.token or 0)
                 if report.remediated or report.lost_lease:
-                    logger.info("supervisor %s: %s", holder, report.figures())
+                    logger.info(
+                        "supervisor %s: %s", holder, report.figures(), extra={"scan": report.figures()}
+                    )
             else:
                 last_grant = None
         except Exception:
             # A dropped connection or a database restart must not kill the watchdog: log, drop
             # the connection, and try again at the next interval.
             logger.exception("supervisor %s: scan failed", holder)
+            connection.close()
+        try:
+            # Every loop watches the scans (a stalled supervisor cannot say so itself) and sends
+            # what the outbox holds, whether or not its own scan worked.
+            supervisor_stale_check(interval)
+            send_due()
+        except Exception:
+            logger.exception("supervisor %s: alerts and deliveries failed", holder)
             connection.close()
         remaining = interval - (time.monotonic() - started)
         while remaining > 0 and not should_stop():

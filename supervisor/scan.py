@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from agents.health import endpoint_assess, pool_has_healthy_endpoint
+from agents.health import pool_has_healthy_endpoint
 from agents.models import AgentPool
 from agents.outcome import AttemptKind
 from sas_project.conf import sas_settings
@@ -42,6 +42,7 @@ from scheduler.services import (
 from scheduler.transitions import attempts_time_out
 from scheduler.unit import Unit, unit_of_work
 from supervisor import setwise
+from supervisor.alerts import endpoint_assess_and_alert
 from supervisor.lease import LeaseGrant, lease_acquire, lease_fence, lease_record_scan
 from supervisor.policies import GiveUp, PolicySnapshot, Reconcile, Retry, StepFacts, decide
 
@@ -357,7 +358,7 @@ def step_facts(unit: Unit, step: Step, job: Job, cache: ScanCache) -> StepFacts:
     endpoint_id = last["endpoint_id"]
     if endpoint_id is not None and last["kind"] == AttemptKind.CALL and endpoint_id not in cache.assessed:
         cache.assessed.add(endpoint_id)
-        if endpoint_assess(endpoint_id, unit.now):
+        if endpoint_assess_and_alert(endpoint_id, unit.now):
             # Health changed: forget what this scan knew about the pools.
             cache.pool_healthy.clear()
     pool = step.pool

@@ -10,7 +10,14 @@ from rest_framework import serializers
 from sas_project.api import MAX_INT, NAME_PATTERN, ReplaceMixin, StrictSerializer
 from scheduler.models import Step
 from scheduler.serializers import StepSerializer, step_data
-from supervisor.models import RETRYABLE_OUTCOMES, OnExhausted, PolicyRevision, RemediationPolicy
+from supervisor.models import (
+    RETRYABLE_OUTCOMES,
+    AlertKind,
+    AlertSubscription,
+    OnExhausted,
+    PolicyRevision,
+    RemediationPolicy,
+)
 from supervisor.policies import POLICY_FIELDS
 
 # --- operator actions ---------------------------------------------------------------------------
@@ -101,3 +108,51 @@ class PolicyWriteSerializer(StrictSerializer):
 
 class PolicyReplaceSerializer(ReplaceMixin, PolicyWriteSerializer):
     """Replacing a policy (PUT) needs every setting. A policy cannot be renamed."""
+
+
+# --- alert subscriptions ----------------------------------------------------------------------
+
+
+class AlertSubscriptionSerializer(serializers.ModelSerializer):
+    kinds = serializers.ListField(child=serializers.ChoiceField(choices=AlertKind.choices))
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, read_only=True)
+
+    class Meta:
+        model = AlertSubscription
+        fields = [
+            "name",
+            "webhook_url",
+            "email",
+            "kinds",
+            "enabled",
+            "created_by",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class AlertSubscriptionWriteSerializer(StrictSerializer):
+    """Creating a subscription: a name, and a webhook URL and/or an email address. `kinds`
+    defaults to every kind."""
+
+    name = serializers.RegexField(NAME_PATTERN, max_length=100)
+    webhook_url = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        help_text="POSTed each alert as JSON, signed with X-SAS-Signature; checked like an endpoint URL.",
+    )
+    email = serializers.CharField(max_length=254, required=False, allow_blank=True)
+    kinds = serializers.ListField(
+        child=serializers.ChoiceField(choices=AlertKind.choices),
+        required=False,
+        min_length=1,
+        max_length=len(AlertKind.values) * 2,
+        help_text="The alert kinds wanted (default: all).",
+    )
+    enabled = serializers.BooleanField(required=False)
+
+
+class AlertSubscriptionReplaceSerializer(ReplaceMixin, AlertSubscriptionWriteSerializer):
+    """Replacing a subscription (PUT) states every value; it cannot be renamed."""

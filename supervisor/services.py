@@ -8,9 +8,12 @@ refused with ActionNotAllowed: it does nothing.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from django.db import transaction
 
 from agents.models import AgentPool
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound
@@ -34,6 +37,9 @@ J = JobStatus
 #: Step statuses from which an operator may retry or resolve.
 RETRYABLE_BY_OPERATOR = frozenset({S.ATTEMPT_FAILED, S.UNKNOWN, S.RETRY_WAIT, S.HELD, S.FAILED})
 RESOLVABLE_BY_OPERATOR = RETRYABLE_BY_OPERATOR | {S.DISPATCHED}
+
+
+logger = logging.getLogger("supervisor.operators")
 
 
 def operator_source(actor: User) -> str:
@@ -93,6 +99,17 @@ def _note(
         reason=reason,
         data=data,
     )
+    line = {
+        "action": str(kind),
+        "job_id": str(state.job.pk),
+        "step": step.name if step is not None else None,
+        "step_id": step.pk if step is not None else None,
+        "operation_id": step.operation_id if step is not None else None,
+        "operator": actor.get_username(),
+        "reason": reason,
+    }
+    # Logged once the action commits: a refused or rolled-back action is not one.
+    transaction.on_commit(lambda: logger.info("operator action", extra=line))
 
 
 def _reopen_if_failed(unit: Unit, state: JobState, actor: User, reason: str) -> None:

@@ -23,12 +23,13 @@ from django.conf import settings
 from django.db import connection
 
 from agents.broker import tasks_still_queued
-from agents.health import endpoint_assess, pool_has_healthy_endpoint
+from agents.health import pool_has_healthy_endpoint
 from agents.models import AgentPool
 from agents.outcome import AttemptKind, Outcome
 from sas_project.errors import StaleWrite
 from scheduler.models import EventKind, JobStatus, StepKind, StepStatus
 from scheduler.services import JOB_FORWARD
+from supervisor.alerts import endpoint_assess_and_alert
 from supervisor.policies import PolicySnapshot, Retry, StepFacts, decide
 
 S = StepStatus
@@ -209,7 +210,7 @@ def _decide(
     endpoint_id = due.attempt_endpoint_id
     if endpoint_id is not None and due.attempt_kind == AttemptKind.CALL and endpoint_id not in assessed:
         assessed.add(endpoint_id)
-        if endpoint_assess(endpoint_id, now):
+        if endpoint_assess_and_alert(endpoint_id, now):
             pool_healthy.clear()
 
     def healthy(pool_id: int) -> bool:

@@ -193,13 +193,59 @@ class ClusterProcess:
 
 
 @dataclass
+class ReceiverProcess:
+    """`manage.py webhook_receiver` on `port`, refusing the first `fail_first` tries of each key."""
+
+    port: int
+    log: Path
+    fail_first: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ReceiverProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "manage.py",
+                "webhook_receiver",
+                "--port",
+                str(self.port),
+                "--fail-first",
+                str(self.fail_first),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        wait_for_line(self.proc, "listening", timeout=30, log=self.log)
+        return self
+
+    def received(self) -> dict[str, Any]:
+        result: dict[str, Any] = httpx.get(f"{self.url}/received", timeout=10).json()
+        return result
+
+    def stop(self) -> None:
+        stop_group(self.proc)
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@dataclass
 class WebProcess:
-    """`manage.py runserver` on `port` (threaded, no autoreload) with environment `env`."""
+    """The web tier on `port` with environment `env`: `manage.py runserver` (threaded, no
+    autoreload), or gunicorn with the production configuration when `gunicorn` is set."""
 
     port: int
     env: Mapping[str, str]
     log: Path
     proc: subprocess.Popen[bytes] | None = None
+    gunicorn: bool = False
 
     @property
     def url(self) -> str:
@@ -207,14 +253,26 @@ class WebProcess:
 
     def start(self) -> WebProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"]
+        env = dict(self.env)
+        if self.gunicorn:
+            command = [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "python:sas_project.gunicorn_conf",
+                "sas_project.wsgi",
+            ]
+            env["SAS_WEB_BIND"] = f"127.0.0.1:{self.port}"
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
+                command,
                 cwd=ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env=dict(self.env),
+                env=env,
             )
 
         def answers() -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 from agents.models import AgentPool
 from agents.services import pool_save
 from scheduler.definitions import workflow_create
-from scheduler.models import Workflow
+from scheduler.models import Step, Workflow
 from supervisor.models import RemediationPolicy
 from supervisor.policies import policy_create
 
@@ -81,3 +81,39 @@ def diamond(name: str = "diamond", **step_kwargs: Any) -> Workflow:
         step("c", "a", **step_kwargs),
         step("d", "b", "c", **step_kwargs),
     )
+
+
+def failing_endpoint_history(workflow: str, url: str) -> Step:
+    """A job of `workflow` (one HTTP step) whose calls through the endpoint at `url` mostly
+    failed, its step waiting for the supervisor's decision: the scan then opens that circuit."""
+    from django.db.models import F
+    from django_q.models import OrmQ
+
+    from agents.models import AgentEndpoint
+    from agents.outcome import Outcome
+    from scheduler.models import Attempt, StepStatus
+    from scheduler.services import job_submit
+
+    bad = AgentEndpoint.objects.get(url=url)
+    seed_step = job_submit(workflow=workflow, input={}).job.steps.get()
+    OrmQ.objects.all().delete()
+    Step.objects.filter(pk=seed_step.pk).update(endpoint=bad)
+    Attempt.objects.filter(step=seed_step).update(
+        endpoint=bad, finished_at=F("dispatched_at"), outcome=Outcome.TRANSIENT_FAILURE
+    )
+    for number in (2, 3):
+        Attempt.objects.create(
+            step=seed_step,
+            number=number,
+            pool=seed_step.pool,
+            endpoint=bad,
+            policy_version=1,
+            dispatched_at=seed_step.created_at,
+            deadline=seed_step.created_at,
+            finished_at=seed_step.created_at,
+            outcome=Outcome.NO_ANSWER,
+        )
+    Step.objects.filter(pk=seed_step.pk).update(
+        status=StepStatus.ATTEMPT_FAILED, attempt=3, calls=1, last_outcome=Outcome.TRANSIENT_FAILURE
+    )
+    return seed_step

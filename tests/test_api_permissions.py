@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from scheduler.models import Job
 from scheduler.services import job_submit
+from supervisor.models import AlertSubscription
 from tests.factories import chain
 from tests.test_api_support import V1, client_for, make_user
 
@@ -57,6 +58,17 @@ ENDPOINTS: list[tuple[str, str, Any, str]] = [
         "administrators",
     ),
     ("patch", "/workflows/chain/", {"description": "v2"}, "administrators"),
+    ("get", "/alerts/", None, "operators"),
+    ("post", "/alerts/", {"name": "oncall", "email": "oncall@example.com"}, "administrators"),
+    ("get", "/alerts/ops/", None, "operators"),
+    (
+        "put",
+        "/alerts/ops/",
+        {"webhook_url": "", "email": "o@example.com", "kinds": ["job_failed"], "enabled": True},
+        "administrators",
+    ),
+    ("patch", "/alerts/ops/", {"enabled": False}, "administrators"),
+    ("delete", "/alerts/ops/", None, "administrators"),
 ]
 
 
@@ -73,6 +85,7 @@ def caller(role: str) -> tuple[APIClient, User | None]:
 )
 def test_the_role_matrix(method: str, path: str, body: Any, least: str, role: str) -> None:
     chain(n=1)
+    AlertSubscription.objects.create(name="ops", email="ops@example.com")
     client, user = caller(role)
     # The job belongs to the caller, so that a submitter may see it.
     owner = user if user is not None else make_user("owner", "submitters")

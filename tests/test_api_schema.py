@@ -27,6 +27,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from scheduler.services import job_submit
+from supervisor.models import AlertSubscription
 from tests.factories import chain, make_pool
 from tests.test_api_support import make_user, token_for
 
@@ -87,7 +88,8 @@ def fuzz_data(in_process_requests: None) -> None:
     """Definitions and a live job for the generated requests to find."""
     chain(n=2)
     make_pool("http-pool", kind="http", endpoints=["http://127.0.0.1:9"])
-    job = job_submit(workflow="chain", input={}).job
+    job = job_submit(workflow="chain", input={}, callback_url="https://hooks.example.com/done").job
+    AlertSubscription.objects.create(name="oncall", email="oncall@example.com")
     KNOWN.update(job_id=str(job.pk), step_id=job.steps.order_by("id").first().pk)  # type: ignore[union-attr]
 
 
@@ -103,7 +105,8 @@ def known_path_parameters(path: str) -> dict[str, Any]:
         return {"job_id": KNOWN["job_id"]}
     if "{step_id}" in path:
         return {"step_id": KNOWN["step_id"]}
-    return {"name": {"policies": "default", "pools": "local", "workflows": "chain"}[path.split("/")[3]]}
+    names = {"policies": "default", "pools": "local", "workflows": "chain", "alerts": "oncall"}
+    return {"name": names[path.split("/")[3]]}
 
 
 @cache

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import secrets
+import subprocess
+import sys
 
 import pytest
 
@@ -53,3 +58,73 @@ def test_every_product_module_is_in_the_module_map() -> None:
             if f"`{name}" not in section and f"{name}.py" not in section and f"`{name}`" not in section:
                 missing.append(str(path.relative_to(ROOT)))
     assert not missing, f"add to the Module map of docs/architecture.md: {missing}"
+
+
+# --- docs/deployment.md and the monitoring files ---------------------------------------------------
+
+
+def documented_environment() -> dict[str, str]:
+    """The production environment file of docs/deployment.md, placeholders filled in."""
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    block = text[text.index("# /etc/sas/sas.env") :]
+    block = block[: block.index("```")]
+    env: dict[str, str] = {}
+    for line in block.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, _, value = line.partition("=")
+        env[name] = re.sub(r"<[^>]+>", lambda _: secrets.token_urlsafe(48), value)
+    return env
+
+
+def test_check_deploy_is_clean_with_the_documented_production_environment() -> None:
+    env = documented_environment()
+    assert env["DJANGO_SECURE"] == "1" and env["DJANGO_DEBUG"] == "0"
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_documented_environment_names_only_settings_that_exist() -> None:
+    known = settings_read_in_code() | {
+        "DATABASE_URL",
+        "DJANGO_SECRET_KEY",
+        "DJANGO_DEBUG",
+        "DJANGO_SECURE",
+        "DJANGO_ALLOWED_HOSTS",
+        "DJANGO_CSRF_TRUSTED_ORIGINS",
+    }
+    assert set(documented_environment()) <= known
+
+
+@pytest.mark.django_db
+def test_the_alert_rules_and_the_dashboard_use_metrics_the_service_serves() -> None:
+    from django.test import Client
+    from prometheus_client.parser import text_string_to_metric_families
+
+    scraped = Client().get("/metrics").content.decode()
+    served: set[str] = set()
+    for family in text_string_to_metric_families(scraped):
+        served.add(family.name)
+        served |= {sample.name for sample in family.samples}
+        if family.type == "histogram":
+            served |= {f"{family.name}_bucket", f"{family.name}_count", f"{family.name}_sum"}
+        if family.type == "counter":
+            served.add(f"{family.name}_total")
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    used: set[str] = set()
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            used |= set(re.findall(r"\bsas_[a-z_]+\b", target["expr"]))
+    rules = (ROOT / "docs" / "prometheus-alerts.yml").read_text()
+    used |= set(re.findall(r"\bsas_[a-z_]+\b", rules.split("groups:", 1)[1])) - {"sas"}
+    deployment = (ROOT / "docs" / "deployment.md").read_text()
+    used |= set(re.findall(r"`(sas_[a-z_]+)`", deployment))
+    assert used, "no metric found in the monitoring files"
+    assert used <= served, f"not served at /metrics: {sorted(used - served)}"

@@ -22,7 +22,15 @@ from supervisor.models import SupervisorLease
 from supervisor.policies import policy_update
 from supervisor.scan import ScanReport
 from supervisor.services import job_cancel, job_pause, job_resume, step_retry
-from tests.factories import chain, diamond, make_policy, make_pool, make_workflow, step
+from tests.factories import (
+    chain,
+    diamond,
+    failing_endpoint_history,
+    make_policy,
+    make_pool,
+    make_workflow,
+    step,
+)
 
 pytestmark = pytest.mark.django_db
 Supervise = Callable[..., ScanReport]
@@ -415,30 +423,9 @@ def test_an_unhealthy_endpoint_is_avoided_on_retry(
 ) -> None:
     make_pool("web", kind="http", endpoints=["http://a.example:1", "http://b.example:1"])
     make_workflow("w", step("s1", pool="web", path="/do", compensation="/undo"))
-    bad = AgentEndpoint.objects.get(url="http://a.example:1")
     # Its recent history: mostly failures.
-    seed = job_submit(workflow="w", input={}).job
-    seed_step = steps_of(seed)["s1"]
-    OrmQ.objects.all().delete()
-    Step.objects.filter(pk=seed_step.pk).update(endpoint=bad)
-    Attempt.objects.filter(step=seed_step).update(
-        endpoint=bad, finished_at=F("dispatched_at"), outcome=Outcome.TRANSIENT_FAILURE
-    )
-    for number in (2, 3):
-        Attempt.objects.create(
-            step=seed_step,
-            number=number,
-            pool=seed_step.pool,
-            endpoint=bad,
-            policy_version=1,
-            dispatched_at=seed_step.created_at,
-            deadline=seed_step.created_at,
-            finished_at=seed_step.created_at,
-            outcome=Outcome.NO_ANSWER,
-        )
-    Step.objects.filter(pk=seed_step.pk).update(
-        status=StepStatus.ATTEMPT_FAILED, attempt=3, calls=1, last_outcome=Outcome.TRANSIENT_FAILURE
-    )
+    seed_step = failing_endpoint_history("w", "http://a.example:1")
+    bad = AgentEndpoint.objects.get(url="http://a.example:1")
     supervise()
     bad.refresh_from_db()
     assert bad.circuit_open_until is not None

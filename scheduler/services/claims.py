@@ -37,7 +37,8 @@ WITH claimed AS (
     RETURNING id
 )
 SELECT (SELECT count(*) FROM claimed) AS claimed, statement_timestamp() AS db_now,
-       a.kind AS attempt_kind, a.endpoint_url, a.deadline,
+       a.kind AS attempt_kind, a.endpoint_url, a.deadline, a.dispatched_at, p.name AS pool_name,
+       j.trace_parent,
        s.id AS step_id, s.job_id, s.kind AS step_kind, s.operation_id,
        d.name, d.path, d.status_path, d.compensation_path, d.depends_on,
        p.kind AS agent_kind, e.secret_header_name, e.secret_header_value,
@@ -112,6 +113,9 @@ def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
         "attempt_kind": attempt.kind,
         "endpoint_url": attempt.endpoint_url,
         "deadline": attempt.deadline,
+        "dispatched_at": attempt.dispatched_at,
+        "pool_name": step.pool.name,
+        "trace_parent": step.job.trace_parent,
         "step_id": step.pk,
         "job_id": step.job_id,
         "step_kind": step.kind,
@@ -188,6 +192,10 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
         timeout=max((row["deadline"] - row["db_now"]).total_seconds(), 0.0),
         headers=headers,
         deadline=row["deadline"],
+        pool=row["pool_name"],
+        trace_parent=row["trace_parent"],
+        dispatched_at=row["dispatched_at"],
+        claimed_at=row["db_now"],
     )
 
 

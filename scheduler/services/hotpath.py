@@ -39,7 +39,7 @@ FAST_PATH_MOVES = frozenset(
 )
 
 SQL = "SELECT sas_record_outcome(%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-SUBMIT_SQL = "SELECT sas_submit(%s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s)"
+SUBMIT_SQL = "SELECT sas_submit(%s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
 @functools.cache
@@ -58,7 +58,15 @@ def _queue_args() -> list[Any]:
 
 
 def submit(
-    workflow: str, payload: dict[str, Any], user: Any, key: str | None, request_hash: str, *, source: str
+    workflow: str,
+    payload: dict[str, Any],
+    user: Any,
+    key: str | None,
+    request_hash: str,
+    *,
+    source: str,
+    callback_url: str = "",
+    trace_parent: str = "",
 ) -> Any:
     """Create a job of the latest version of `workflow` and dispatch its first steps, in one
     statement; returns the job's id, or None for an unknown workflow."""
@@ -73,6 +81,8 @@ def submit(
                 request_hash,
                 source,
                 *_queue_args(),
+                callback_url,
+                trace_parent,
             ],
         )
         return cursor.fetchone()[0]

@@ -5,15 +5,18 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, cast
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Subquery
 from django.db.models.functions import Now
 
+from agents.validation import validate_endpoint_url
+from sas_project import tracing
 from sas_project.errors import IdempotencyConflict, InvalidInput
 from sas_project.validation import json_storable
 from scheduler.faults import maybe_fail_after_commit
@@ -22,6 +25,8 @@ from scheduler.services import hotpath
 from scheduler.services.locking import JobState
 from scheduler.services.saga import job_advance
 from scheduler.unit import Unit, User, unit_of_work
+
+logger = logging.getLogger("scheduler.jobs")
 
 J = JobStatus
 
@@ -44,8 +49,11 @@ class Submission:
         return self.loaded
 
 
-def _request_hash(workflow: str, payload: object) -> str:
-    canonical = json.dumps({"workflow": workflow, "input": payload}, sort_keys=True, separators=(",", ":"))
+def _request_hash(workflow: str, payload: object, callback_url: str = "") -> str:
+    body: dict[str, Any] = {"workflow": workflow, "input": payload}
+    if callback_url:  # only when given, so the hashes of requests without one stay as they were
+        body["callback_url"] = callback_url
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -70,6 +78,7 @@ def job_submit(
     input: object,
     submitter: User | None = None,
     idempotency_key: str | None = None,
+    callback_url: str = "",
 ) -> Submission:
     """Create a job of the latest version of `workflow` and dispatch its first steps.
 
@@ -82,12 +91,20 @@ def job_submit(
     json_storable(input, "input")
     if idempotency_key is not None and not (0 < len(idempotency_key) <= 255):
         raise InvalidInput("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
-    request_hash = _request_hash(workflow, input)
+    if callback_url:
+        try:
+            callback_url = validate_endpoint_url(callback_url)
+        except InvalidInput as exc:
+            raise InvalidInput(f"callback_url: {exc.message}", field="callback_url") from exc
+    request_hash = _request_hash(workflow, input, callback_url)
     user = submitter if submitter is not None and submitter.is_authenticated else None
     try:
-        if hotpath.enabled():
-            return _submit_in_database(workflow, input, user, idempotency_key, request_hash)
-        return _submit_in_python(workflow, input, user, idempotency_key, request_hash)
+        with tracing.job_trace(workflow) as trace_parent:
+            extra = Extra(callback_url=callback_url, trace_parent=trace_parent)
+            if hotpath.enabled():
+                submission = _submit_in_database(workflow, input, user, idempotency_key, request_hash, extra)
+            else:
+                submission = _submit_in_python(workflow, input, user, idempotency_key, request_hash, extra)
     except IntegrityError:
         if not idempotency_key:
             raise
@@ -96,10 +113,32 @@ def job_submit(
         if replay is None:
             raise
         return replay
+    if submission.created:
+        line = {
+            "job_id": str(submission.job_id),
+            "workflow": workflow,
+            "submitter": user.get_username() if user is not None else None,
+            "callback": bool(callback_url),
+        }
+        transaction.on_commit(lambda: logger.info("job submitted", extra=line))
+    return submission
+
+
+@dataclass(frozen=True)
+class Extra:
+    """What a job carries besides its input: where to call back, and its trace."""
+
+    callback_url: str = ""
+    trace_parent: str = ""
 
 
 def _submit_in_database(
-    workflow: str, payload: dict[str, Any], user: User | None, key: str | None, request_hash: str
+    workflow: str,
+    payload: dict[str, Any],
+    user: User | None,
+    key: str | None,
+    request_hash: str,
+    extra: Extra,
 ) -> Submission:
     """The PostgreSQL function `sas_submit` creates the job and dispatches its first steps in one
     statement (one commit, unless the caller's transaction is open)."""
@@ -111,9 +150,13 @@ def _submit_in_database(
             replay = _replay(user, key, request_hash)
             if replay:
                 return replay
-            job_id = hotpath.submit(workflow, payload, user, key, request_hash, source=SCHEDULER)
+            job_id = hotpath.submit(
+                workflow, payload, user, key, request_hash, source=SCHEDULER, **asdict(extra)
+            )
     else:
-        job_id = hotpath.submit(workflow, payload, user, None, request_hash, source=SCHEDULER)
+        job_id = hotpath.submit(
+            workflow, payload, user, None, request_hash, source=SCHEDULER, **asdict(extra)
+        )
     if job_id is None:
         raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
     if outermost:
@@ -122,7 +165,12 @@ def _submit_in_database(
 
 
 def _submit_in_python(
-    workflow: str, payload: dict[str, Any], user: User | None, key: str | None, request_hash: str
+    workflow: str,
+    payload: dict[str, Any],
+    user: User | None,
+    key: str | None,
+    request_hash: str,
+    extra: Extra,
 ) -> Submission:
     # One transaction (one commit) reads the definitions and writes the job; inside a caller's
     # transaction, a savepoint, so that a refusal or a concurrent request winning the insert
@@ -145,7 +193,7 @@ def _submit_in_python(
             if replay:
                 return replay
         unit.now = definitions[0].db_now  # type: ignore[attr-defined]
-        job = _create_job(unit, definitions, payload, user, key, request_hash)
+        job = _create_job(unit, definitions, payload, user, key, request_hash, extra)
     return Submission(job_id=job.pk, created=True, loaded=job)
 
 
@@ -156,6 +204,7 @@ def _create_job(
     user: User | None,
     idempotency_key: str | None,
     request_hash: str,
+    extra: Extra,
 ) -> Job:
     now = unit.now
     definition = definitions[0].workflow
@@ -167,6 +216,8 @@ def _create_job(
         submitter=cast(Any, user),
         idempotency_key=idempotency_key or None,
         request_hash=request_hash,
+        callback_url=extra.callback_url,
+        trace_parent=extra.trace_parent,
         deadline=(
             now + dt.timedelta(seconds=definition.deadline_seconds) if definition.deadline_seconds else None
         ),

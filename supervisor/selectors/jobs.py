@@ -15,6 +15,8 @@ from scheduler.models import (
     JOB_LIVE,
     STEP_SETTLED,
     Attempt,
+    Delivery,
+    DeliveryStatus,
     Event,
     Job,
     JobStatus,
@@ -64,17 +66,24 @@ class JobDetail:
     events: list[Event]
     events_truncated: bool
     progress: Progress
+    #: The job's completion callbacks and how their delivery goes (empty without a callback URL).
+    callbacks: list[Delivery] = field(default_factory=list)
 
     @property
     def live(self) -> bool:
-        return self.job.status in JOB_LIVE or self.job.status == J.FAILED
+        return (
+            self.job.status in JOB_LIVE
+            or self.job.status == J.FAILED
+            or any(c.status == DeliveryStatus.PENDING for c in self.callbacks)
+        )
 
     @property
     def signature(self) -> str:
         """Every change of a job writes an event in the same transaction, so the newest event
         (with the job's own row) tells whether the page changed."""
         newest = self.events[-1].pk if self.events else None
-        return signature(self.job.status, self.job.paused_at, self.job.updated_at, newest)
+        callbacks = [(c.pk, c.status, c.tries) for c in self.callbacks]
+        return signature(self.job.status, self.job.paused_at, self.job.updated_at, newest, callbacks)
 
 
 def job_detail(job_id: Any) -> JobDetail | None:
@@ -120,6 +129,7 @@ def job_detail(job_id: Any) -> JobDetail | None:
             succeeded=sum(1 for r in actions if r.step.status == S.SUCCEEDED),
             total=len(actions),
         ),
+        callbacks=job.callbacks if job.callback_url else [],
     )
 
 

@@ -15,7 +15,7 @@ Everything is measured in one run on one database, so the figures compare with e
 5. a sustained backlog through the API for minutes (past `CONN_MAX_AGE`, worker recycling and the
    lease period), steps per second in every 10-second window;
 6. the supervisor scan with 1,000 overdue steps among 10,000 and 1,000,000 settled steps, and
-   console and API pages over that history.
+   console and API pages and the /metrics scrape over that history.
 """
 
 from __future__ import annotations
@@ -334,7 +334,8 @@ def table(results: dict[str, Any]) -> str:
             if "median_ms" in page:
                 add(
                     f"| {name} at {sc['large']['settled_steps']:,} steps, median / max ms | "
-                    f"{page['median_ms']} / {page['max_ms']} ({page['statements']} statements) |"
+                    f"{page['median_ms']} / {page['max_ms']}"
+                    + (f" ({page['statements']} statements) |" if "statements" in page else " |")
                 )
             else:
                 add(f"| {name} | HTTP {page['status']} |")

@@ -3,13 +3,27 @@
 The cluster (sentinel, pusher, workers, monitor) is started exactly as django-q2 does it; this
 process, which django-q2 leaves waiting on the cluster, runs the supervisor loop meanwhile. Every
 cluster therefore watches; the lease makes one of them act, and if that cluster dies another takes
-over within one lease period. SIGTERM stops the cluster as usual and then the loop, which gives
-the lease up. Set SAS_SUPERVISOR_IN_CLUSTER=0 to run the supervisor apart (`manage.py supervise`).
+over within one lease period. Set SAS_SUPERVISOR_IN_CLUSTER=0 to run the supervisor apart
+(`manage.py supervise`).
+
+Stopping. SIGTERM or SIGINT to this process stops the loop (which gives its lease up) and then
+the cluster, gracefully: the pusher stops, the workers finish what they hold, the monitor
+flushes. A SIGTERM sent to the whole process group (systemd's default `KillMode=control-group`,
+Ctrl-C in a terminal) also reaches django-q2's processes, which die at once, and django-q2's own
+stop would then wait forever on an event a dead process held; this command waits for its
+children instead of signalling through that event, and returns within `SAS_Q_STOP_SECONDS`
+whatever state they are in. Work a dead worker held is recovered by the supervisor after the
+attempt's deadline, with the same operation ID.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import signal
+import threading
+import time
 from typing import Any
 
 from django.conf import settings
@@ -19,22 +33,129 @@ from django_q.management.commands.qcluster import Command as DjangoQClusterComma
 from sas_project.conf import sas_settings
 from supervisor.loop import holder_name, run_loop
 
+logger = logging.getLogger("supervisor")
+
 
 class Command(DjangoQClusterCommand):
     help = "Start a django-q2 cluster with the supervisor loop beside it."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options.get("run_once") or not sas_settings.supervisor_in_cluster:
+        if options.get("run_once"):
             super().handle(*args, **options)
             return
         settings.SECRET_KEY  # noqa: B018 - django-q2 signs tasks with it: fail early without one
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+        stopping = threading.Event()
         cluster = Cluster()
+
+        # Cluster() installed django-q2's handlers, which stop the cluster from inside the signal
+        # handler; ours only ask the loop below to end, and the stop runs with a time limit.
+        def ask_to_stop(signum: int, frame: object) -> None:
+            stopping.set()
+
+        signal.signal(signal.SIGTERM, ask_to_stop)
+        signal.signal(signal.SIGINT, ask_to_stop)
         cluster.start()
-        # The sentinel is forked before the loop opens any database connection.
-        run_loop(
-            holder=holder_name("qcluster"),
-            should_stop=lambda: cluster.sentinel is None or not cluster.sentinel.is_alive(),
-        )
-        cluster.stop()
+        tree = ProcessTree()
+
+        def done() -> bool:
+            # Know the cluster's processes while they live: after a group-wide signal the
+            # sentinel dies first and its children are no longer ours to find.
+            tree.refresh()
+            return stopping.is_set() or cluster.sentinel is None or not cluster.sentinel.is_alive()
+
+        if sas_settings.supervisor_in_cluster:
+            # The sentinel is forked before the loop opens any database connection.
+            run_loop(holder=holder_name("qcluster"), should_stop=done)
+        else:
+            while not done():
+                time.sleep(0.2)
+        stop_cluster(cluster, tree, timeout=sas_settings.q_stop_seconds)
+
+
+class ProcessTree:
+    """The cluster's processes (this one's descendants), seen over time: workers are recycled
+    under new pids, and orphans are re-parented away from this process when the sentinel dies."""
+
+    def __init__(self) -> None:
+        self.pgid = os.getpgid(0)
+        self.pids: set[int] = set()
+        self.seen_at = 0.0
+
+    def refresh(self, *, every: float = 2.0) -> None:
+        if time.monotonic() - self.seen_at < every:
+            return
+        self.seen_at = time.monotonic()
+        self.pids = {pid for pid in self.pids if _alive(pid, self.pgid)} | set(_children())
+
+    def alive(self) -> list[int]:
+        return sorted(pid for pid in self.pids | set(_children()) if _alive(pid, self.pgid))
+
+
+def stop_cluster(cluster: Cluster, tree: ProcessTree, *, timeout: float) -> None:
+    """Stop the cluster's processes within `timeout` seconds, whatever happened to them.
+
+    If the sentinel still runs (only this process was signalled), ask it to stop gracefully; if
+    it died (the whole group was signalled), there is nothing to ask. Either way, wait until every
+    process of the cluster has ended, and kill whatever still runs when the time is up: this
+    process ends last, so a process manager that sees it gone sees the whole cluster gone.
+    """
+    sentinel = cluster.sentinel
+    if sentinel is None:
+        return
+    tree.refresh(every=0)
+    deadline = time.monotonic() + timeout
+    # A group-wide signal kills the sentinel in a moment: give it that moment before asking.
+    grace = time.monotonic() + 0.5
+    while sentinel.is_alive() and time.monotonic() < grace:
+        time.sleep(0.05)
+    if sentinel.is_alive() and cluster.stop_event is not None:
+        # django-q2's graceful stop, in a thread: the event it sets can block forever if one of
+        # its processes died while holding it.
+        threading.Thread(target=cluster.stop_event.set, daemon=True).start()
+    while (sentinel.is_alive() or tree.alive()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    leftovers = tree.alive()
+    if leftovers:
+        logger.warning("qcluster: %d process(es) still running after %.0fs: killed", len(leftovers), timeout)
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    sentinel.join(timeout=1)
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state, ppid, pgrp, ...)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, pgid: int) -> bool:
+    """Still running (not a zombie), and still in our process group: not a reused pid."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z" and int(fields[2]) == pgid
+
+
+def _children() -> list[int]:
+    """The pids of every descendant of this process (from /proc; Linux)."""
+    me = os.getpid()
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat(int(entry))
+        if fields is not None and fields[0] != "Z":  # zombies are gone already
+            parents[int(entry)] = int(fields[1])
+    found: list[int] = []
+    frontier = [me]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent:
+                found.append(pid)
+                frontier.append(pid)
+    return found

@@ -1,0 +1,70 @@
+"""gunicorn's configuration for the web processes (`gunicorn -c python:sas_project.gunicorn_conf
+sas_project.wsgi`), read from the environment; docs/deployment.md explains each value.
+
+Sync workers: a request is short (a submission is one database transaction) and the database
+is the limit, so one process per request in flight and a few per core. Connections to
+PostgreSQL are opened per worker after the fork (the app is not preloaded).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gunicorn import glogging
+from pythonjsonlogger.json import JsonFormatter
+
+#: Where to listen. Behind a load balancer or a reverse proxy, on the host's private address.
+bind = os.environ.get("SAS_WEB_BIND", "127.0.0.1:8000")
+#: Worker processes. About 2 per core on a host that runs only the web tier.
+workers = int(os.environ.get("SAS_WEB_WORKERS", "2"))
+worker_class = "sync"
+#: A request that takes longer than this is killed (and logged); submissions take milliseconds.
+timeout = int(os.environ.get("SAS_WEB_TIMEOUT", "30"))
+#: On SIGTERM, requests in flight get this long to finish before the workers are killed.
+graceful_timeout = int(os.environ.get("SAS_WEB_GRACEFUL_TIMEOUT", "30"))
+keepalive = 5
+#: Replace each worker after this many requests (a guard against slow leaks), spread out.
+max_requests = 5000
+max_requests_jitter = 500
+#: Only these addresses may set X-Forwarded-* headers (the load balancer's).
+forwarded_allow_ips = os.environ.get("SAS_WEB_FORWARDED_ALLOW_IPS", "127.0.0.1")
+accesslog = "-"
+errorlog = "-"
+
+
+class JsonLogger(glogging.Logger):
+    """gunicorn's own lines as JSON objects, like the service's (SAS_LOG_FORMAT=json): one per
+    request (method, path, status, bytes, duration, remote address, user agent; never the query
+    string or any header but the user agent) and one per server message."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        formatter = JsonFormatter(
+            "%(asctime)s %(levelname)s %(name)s %(message)s",
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+        )
+        for log in (self.error_log, self.access_log):
+            for handler in log.handlers:
+                handler.setFormatter(formatter)
+
+    def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> None:
+        if not self.access_log_enabled:
+            return
+        status = str(resp.status).split(None, 1)[0]
+        self.access_log.info(
+            "request",
+            extra={
+                "remote": environ.get("REMOTE_ADDR"),
+                "method": environ.get("REQUEST_METHOD"),
+                "path": environ.get("PATH_INFO"),
+                "status": int(status) if status.isdigit() else status,
+                "bytes": getattr(resp, "sent", None),
+                "duration_ms": round(request_time.total_seconds() * 1000, 1),
+                "user_agent": environ.get("HTTP_USER_AGENT"),
+            },
+        )
+
+
+if os.environ.get("SAS_LOG_FORMAT", "json") == "json":
+    logger_class = JsonLogger

@@ -1,0 +1,121 @@
+"""Alerts: tell the subscribed people when something needs one.
+
+Kinds (supervisor.models.AlertKind): a step needs attention (held), a job failed, a job was
+compensated (each from its event, written into the outbox in the event's own transaction through
+the scheduler's event hook), an endpoint's circuit opened (when the scan opens it), and the
+supervisor stopped (its last scan is older than three intervals; every cluster's loop
+checks). Each alert is written once per subscription: its outbox key names what it is about.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.utils import timezone
+
+from agents.health import endpoint_assess
+from agents.models import AgentEndpoint
+from scheduler.models import Delivery, DeliveryKind, EventKind
+from scheduler.outbox import WrittenEvent
+from supervisor.models import AlertKind, AlertSubscription, SupervisorLease
+
+#: The events that are alerts, and their kind.
+EVENT_ALERTS: dict[str, AlertKind] = {
+    EventKind.STEP_HELD: AlertKind.STEP_NEEDS_ATTENTION,
+    EventKind.JOB_FAILED: AlertKind.JOB_FAILED,
+    EventKind.JOB_COMPENSATED: AlertKind.JOB_COMPENSATED,
+}
+
+
+def _subscriptions(kind: AlertKind) -> list[AlertSubscription]:
+    return [s for s in AlertSubscription.objects.filter(enabled=True) if kind in (s.kinds or [])]
+
+
+def alert_write(kind: AlertKind, about: str, payload: dict[str, Any]) -> int:
+    """Write alert `kind` about `about` (what makes it unique) for every subscription that wants
+    it: a webhook and/or an email each. Returns how many messages were written."""
+    messages: list[Delivery] = []
+    body = {"alert": kind.value, **payload}
+    for subscription in _subscriptions(kind):
+        if subscription.webhook_url:
+            messages.append(
+                Delivery(
+                    kind=DeliveryKind.WEBHOOK,
+                    key=f"alert:{about}:{subscription.pk}:webhook",
+                    target=subscription.webhook_url,
+                    payload=body,
+                    subscription=subscription,
+                )
+            )
+        if subscription.email:
+            messages.append(
+                Delivery(
+                    kind=DeliveryKind.EMAIL,
+                    key=f"alert:{about}:{subscription.pk}:email",
+                    target=subscription.email,
+                    payload=body,
+                    subscription=subscription,
+                )
+            )
+    if messages:
+        Delivery.objects.bulk_create(messages, ignore_conflicts=True)
+    return len(messages)
+
+
+def on_events(events: list[WrittenEvent]) -> None:
+    """The scheduler's event hook: the events that are alerts, in their own transaction."""
+    for event in events:
+        kind = EVENT_ALERTS.get(event.kind)
+        if kind is None:
+            continue
+        alert_write(
+            kind,
+            f"event-{event.id}",
+            {
+                "job_id": str(event.job_id),
+                "step_id": event.step_id,
+                "attempt": event.attempt,
+                "event": event.kind,
+                "reason": event.reason,
+            },
+        )
+
+
+def endpoint_assess_and_alert(endpoint_id: int, now: dt.datetime) -> bool:
+    """agents.health.endpoint_assess, and the circuit-opened alert when it opens the circuit
+    (in the scan's transaction). True if it opened now."""
+    if not endpoint_assess(endpoint_id, now):
+        return False
+    endpoint = AgentEndpoint.objects.filter(pk=endpoint_id).values("url", "circuit_open_until").first()
+    if endpoint is not None and endpoint["circuit_open_until"] is not None:
+        until: dt.datetime = endpoint["circuit_open_until"]
+        alert_write(
+            AlertKind.CIRCUIT_OPENED,
+            f"circuit-{endpoint_id}-{until.isoformat()}",
+            {"endpoint_id": endpoint_id, "endpoint": endpoint["url"], "open_until": until.isoformat()},
+        )
+    return True
+
+
+def supervisor_stale_check(interval: float) -> bool:
+    """Alert when the supervisor's last scan is older than three intervals (once per stall: the
+    key names that scan). Returns whether it is stale. Every loop checks, so a stalled holder is
+    reported by the others; with no cluster running at all, /readyz and the Prometheus rule on
+    sas_supervisor_last_scan_age_seconds say it."""
+    lease = SupervisorLease.objects.filter(pk="supervisor").first()
+    if lease is None:
+        return False  # no supervisor ever ran: nothing has stopped
+    last = lease.last_scan_at or lease.acquired_at
+    if last is None or timezone.now() - last <= dt.timedelta(seconds=3 * interval):
+        return False
+    alert_write(
+        AlertKind.SUPERVISOR_STALE,
+        f"supervisor-{last.isoformat()}",
+        {
+            "holder": lease.holder,
+            "last_scan_at": last.isoformat(),
+            "lease_expires_at": lease.expires_at.isoformat() if lease.expires_at else None,
+        },
+    )
+    return True

@@ -1,0 +1,397 @@
+"""Prometheus metrics at GET /metrics (text exposition format, prometheus-client).
+
+Every figure comes from the database, so the answer is the same whichever web process Prometheus
+reaches and counts the work of every cluster process on every host:
+
+- counters are carried forward from the event history: each scrape adds the events recorded
+  since the previous one to totals kept in one row (supervisor.models.MetricsCheckpoint), under
+  that row's lock. Only events older than SAS_METRICS_SETTLE_SECONDS (15 s) are taken, so a transaction that
+  commits a little after it started is not skipped: the counters trail by that much. They start
+  at zero on the first scrape, and the history's retention never lowers them;
+- gauges are read at scrape time through the indexes that serve the console (live steps, the
+  queue, the lease).
+
+A scrape reads the new events by primary key (at most `BATCH` per scrape; a backlog is caught up
+over the next scrapes) and a few index-served counts, so its cost follows the traffic since the
+last scrape, not the size of the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from django.db import connection, transaction
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from sas_project.conf import sas_settings
+from scheduler.models import STEP_LIVE, EventKind
+from supervisor.models import MetricsCheckpoint
+
+BATCH = 50_000
+#: Call latency buckets, seconds.
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+E = EventKind
+SETTLED_KINDS: dict[str, str] = {
+    E.JOB_SUCCEEDED: "succeeded",
+    E.JOB_FAILED: "failed",
+    E.JOB_COMPENSATED: "compensated",
+    E.JOB_CANCELLED: "cancelled",
+}
+#: The events that close an attempt with its outcome (the attempt row has the pool and latency).
+ATTEMPT_KINDS = (
+    E.STEP_SUCCEEDED,
+    E.STEP_RECONCILED,
+    E.STEP_BUSINESS_FAILURE,
+    E.STEP_TRANSIENT_FAILURE,
+    E.STEP_NOT_HAPPENED,
+    E.STEP_NO_ANSWER,
+    E.STEP_RECONCILE_FAILED,
+    E.STEP_TIMED_OUT,
+)
+LATE_KINDS = (E.LATE_SUCCESS, E.LATE_SUCCESS_NOTED)
+
+COUNT_SQL = """
+WITH win AS (
+    SELECT id, kind, job_id, step_id, attempt, data, created_at FROM scheduler_event
+    WHERE id > %(last)s ORDER BY id LIMIT %(batch)s
+), cut AS (
+    SELECT COALESCE(
+        (SELECT min(id) - 1 FROM win
+         WHERE created_at >= statement_timestamp() - %(settle)s * interval '1 second'),
+        (SELECT max(id) FROM win),
+        %(last)s) AS upto
+), sel AS (
+    SELECT * FROM win WHERE id <= (SELECT upto FROM cut)
+), calls AS (
+    SELECT p.name AS pool, a.outcome, a.latency_ms
+    FROM sel JOIN scheduler_attempt a ON a.step_id = sel.step_id AND a.number = sel.attempt
+    JOIN agents_agentpool p ON p.id = a.pool_id
+    WHERE sel.kind = ANY(%(attempt_kinds)s)
+)
+SELECT 'submitted', sel.data->>'workflow', '', count(*)::float FROM sel
+    WHERE kind = 'job_submitted' GROUP BY 2
+UNION ALL
+SELECT 'settled', w.name, sel.kind, count(*)::float FROM sel
+    JOIN scheduler_job j ON j.id = sel.job_id JOIN scheduler_workflow w ON w.id = j.workflow_id
+    WHERE sel.kind = ANY(%(settled_kinds)s) GROUP BY 2, 3
+UNION ALL
+SELECT 'attempts', pool, outcome, count(*)::float FROM calls GROUP BY 2, 3
+UNION ALL
+SELECT 'latency_bucket', pool,
+    (%(bucket_count)s - width_bucket(-latency_ms / 1000.0, %(neg_bounds)s))::text, count(*)::float
+    FROM calls WHERE latency_ms IS NOT NULL GROUP BY 2, 3
+UNION ALL
+SELECT 'latency_sum', pool, '', sum(latency_ms) / 1000.0 FROM calls WHERE latency_ms IS NOT NULL GROUP BY 2
+UNION ALL
+SELECT 'late', p.name, '', count(*)::float FROM sel
+    JOIN scheduler_step s ON s.id = sel.step_id JOIN agents_agentpool p ON p.id = s.pool_id
+    WHERE sel.kind = ANY(%(late_kinds)s) GROUP BY 2
+UNION ALL
+SELECT 'operator', substr(kind, 10), '', count(*)::float FROM sel WHERE kind LIKE 'operator\\_%%' GROUP BY 2
+UNION ALL
+SELECT 'upto', '', '', (SELECT upto FROM cut)::float
+"""
+
+
+def _key(*parts: str) -> str:
+    return "\x1f".join(parts)
+
+
+def _count_rows(last: int) -> list[tuple[str, str, str, float]]:
+    """(metric, label, label, value) rows for the events after `last`, and the new checkpoint
+    (metric "upto"): one statement on PostgreSQL, the ORM elsewhere (the embedded demo)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                COUNT_SQL,
+                {
+                    "last": last,
+                    "batch": BATCH,
+                    "settle": sas_settings.metrics_settle_seconds,
+                    "attempt_kinds": [str(k) for k in ATTEMPT_KINDS],
+                    "settled_kinds": [str(k) for k in SETTLED_KINDS],
+                    "late_kinds": [str(k) for k in LATE_KINDS],
+                    # Prometheus buckets hold values up to and including their bound: the index
+                    # is the number of bounds below the value (width_bucket over the negated
+                    # bounds counts those at or above it).
+                    "bucket_count": len(BUCKETS),
+                    "neg_bounds": [-b for b in reversed(BUCKETS)],
+                },
+            )
+            return [(m, a or "", b or "", float(v)) for m, a, b, v in cursor.fetchall()]
+    return _count_rows_python(last)
+
+
+def _count_rows_python(last: int) -> list[tuple[str, str, str, float]]:
+    import bisect
+    import datetime as dt
+    from collections import Counter
+
+    from django.utils import timezone
+
+    from scheduler.models import Attempt, Event
+
+    cutoff = timezone.now() - dt.timedelta(seconds=sas_settings.metrics_settle_seconds)
+    window = list(
+        Event.objects.filter(id__gt=last)
+        .order_by("id")
+        .values(
+            "id",
+            "kind",
+            "step_id",
+            "attempt",
+            "data",
+            "created_at",
+            "job__workflow__name",
+            "step__pool__name",
+        )[:BATCH]
+    )
+    recent = [e["id"] for e in window if e["created_at"] >= cutoff]
+    upto = (min(recent) - 1) if recent else (window[-1]["id"] if window else last)
+    events = [e for e in window if e["id"] <= upto]
+    counts: Counter[tuple[str, str, str]] = Counter()
+    sums: dict[str, float] = {}
+    attempt_events = [e for e in events if e["kind"] in ATTEMPT_KINDS]
+    attempts = {
+        (a.step_id, a.number): a
+        for a in Attempt.objects.filter(step_id__in={e["step_id"] for e in attempt_events}).select_related(
+            "pool"
+        )
+    }
+    for e in events:
+        kind = e["kind"]
+        if kind == EventKind.JOB_SUBMITTED:
+            counts["submitted", str(e["data"].get("workflow", "")), ""] += 1
+        elif kind in SETTLED_KINDS:
+            counts["settled", e["job__workflow__name"], kind] += 1
+        elif kind in LATE_KINDS:
+            counts["late", e["step__pool__name"] or "", ""] += 1
+        elif kind.startswith("operator_"):
+            counts["operator", kind.removeprefix("operator_"), ""] += 1
+        if kind in ATTEMPT_KINDS and (a := attempts.get((e["step_id"], e["attempt"] or 0))) is not None:
+            counts["attempts", a.pool.name, a.outcome] += 1
+            if a.latency_ms is not None:
+                seconds = a.latency_ms / 1000
+                counts["latency_bucket", a.pool.name, str(bisect.bisect_left(BUCKETS, seconds))] += 1
+                sums[a.pool.name] = sums.get(a.pool.name, 0.0) + seconds
+    rows = [(m, a, b, float(v)) for (m, a, b), v in counts.items()]
+    rows += [("latency_sum", pool, "", float(v)) for pool, v in sums.items()]
+    return [*rows, ("upto", "", "", float(upto))]
+
+
+def advance() -> dict[str, dict[str, Any]]:
+    """Add the events since the last scrape to the stored totals; returns the totals."""
+    with transaction.atomic():
+        checkpoint = MetricsCheckpoint.objects.select_for_update().filter(pk="metrics").first()
+        if checkpoint is None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT COALESCE(max(id), 0) FROM scheduler_event")
+                start = int(cursor.fetchone()[0])
+            MetricsCheckpoint.objects.bulk_create(
+                [MetricsCheckpoint(pk="metrics", event_id=start, totals={})], ignore_conflicts=True
+            )
+            checkpoint = MetricsCheckpoint.objects.select_for_update().get(pk="metrics")
+        totals: dict[str, dict[str, Any]] = checkpoint.totals or {}
+        rows = _count_rows(checkpoint.event_id)
+        upto = checkpoint.event_id
+        for metric, a, b, value in rows:
+            if metric == "upto":
+                upto = int(value)
+                continue
+            bucket = totals.setdefault(metric, {})
+            key = _key(a or "", b or "")
+            bucket[key] = bucket.get(key, 0) + value
+        if upto != checkpoint.event_id:
+            MetricsCheckpoint.objects.filter(pk="metrics").update(event_id=upto, totals=totals)
+        return totals
+
+
+def _pairs(totals: dict[str, dict[str, Any]], metric: str) -> Iterator[tuple[str, str, float]]:
+    for key, value in sorted(totals.get(metric, {}).items()):
+        a, _, b = key.partition("\x1f")
+        yield a, b, float(value)
+
+
+class ServiceCollector(Collector):
+    def collect(self) -> Iterator[Any]:
+        totals = advance()
+        submitted = CounterMetricFamily("sas_jobs_submitted", "Jobs submitted.", labels=["workflow"])
+        for workflow, _, value in _pairs(totals, "submitted"):
+            submitted.add_metric([workflow], value)
+        yield submitted
+        settled = CounterMetricFamily(
+            "sas_jobs_settled", "Jobs that settled, by final status.", labels=["workflow", "status"]
+        )
+        for workflow, kind, value in _pairs(totals, "settled"):
+            settled.add_metric([workflow, SETTLED_KINDS.get(kind, kind)], value)
+        yield settled
+        attempts = CounterMetricFamily(
+            "sas_attempts", "Attempts finished, by outcome.", labels=["pool", "outcome"]
+        )
+        for pool, outcome, value in _pairs(totals, "attempts"):
+            attempts.add_metric([pool, outcome], value)
+        yield attempts
+        yield self._latency(totals)
+        late = CounterMetricFamily(
+            "sas_late_successes", "Successes that arrived after their deadline.", labels=["pool"]
+        )
+        for pool, _, value in _pairs(totals, "late"):
+            late.add_metric([pool], value)
+        yield late
+        actions = CounterMetricFamily("sas_operator_actions", "Operator actions, by kind.", labels=["action"])
+        for action, _, value in _pairs(totals, "operator"):
+            actions.add_metric([action], value)
+        yield actions
+        yield from gauges()
+
+    def _latency(self, totals: dict[str, dict[str, Any]]) -> HistogramMetricFamily:
+        histogram = HistogramMetricFamily(
+            "sas_call_latency_seconds", "Latency of agent calls.", labels=["pool"]
+        )
+        counts: dict[str, list[float]] = {}
+        for pool, index, value in _pairs(totals, "latency_bucket"):
+            # The index counts the bounds below the value: 0 up to the first bound, i for
+            # (bounds[i-1], bounds[i]], len above the last.
+            per_bucket = counts.setdefault(pool, [0.0] * (len(BUCKETS) + 1))
+            per_bucket[min(int(index), len(BUCKETS))] += value
+        sums = {pool: value for pool, _, value in _pairs(totals, "latency_sum")}
+        for pool, per_bucket in sorted(counts.items()):
+            cumulative = 0.0
+            buckets: list[tuple[str, float]] = []
+            for bound, count in zip(BUCKETS, per_bucket, strict=False):
+                cumulative += count
+                buckets.append((repr(bound), cumulative))
+            buckets.append(("+Inf", cumulative + per_bucket[-1]))
+            histogram.add_metric([pool], buckets, sum_value=sums.get(pool, 0.0))
+        return histogram
+
+
+GAUGES_SQL = f"""
+SELECT 'live', status, count(*)::float FROM scheduler_step
+    WHERE status IN ({", ".join(f"'{s}'" for s in sorted(STEP_LIVE))}) GROUP BY status
+UNION ALL
+SELECT 'attention', '', count(*)::float FROM scheduler_step
+    WHERE status IN ('held', 'unknown', 'attempt_failed')
+       OR (status = 'dispatched' AND (deadline IS NULL OR deadline < statement_timestamp()))
+UNION ALL
+SELECT 'queue', '', count(*)::float FROM django_q_ormq
+UNION ALL
+SELECT 'queue_oldest', '', COALESCE(extract(epoch FROM statement_timestamp() - min(lock)), 0)
+    FROM django_q_ormq
+UNION ALL
+SELECT 'deliveries', kind || ':' || status, count(*)::float FROM scheduler_delivery
+    WHERE NOT (status = 'delivered') GROUP BY kind, status
+UNION ALL
+SELECT 'scan_age', '', extract(epoch FROM statement_timestamp() - last_scan_at)
+    FROM supervisor_supervisorlease WHERE name = 'supervisor' AND last_scan_at IS NOT NULL
+UNION ALL
+SELECT 'lease_token', '', token::float FROM supervisor_supervisorlease WHERE name = 'supervisor'
+UNION ALL
+SELECT 'scan_lag', '', COALESCE((last_scan->>'lag_ms')::float / 1000.0, 0)
+    FROM supervisor_supervisorlease WHERE name = 'supervisor'
+UNION ALL
+SELECT 'scan_duration', '', COALESCE((last_scan->>'duration_ms')::float / 1000.0, 0)
+    FROM supervisor_supervisorlease WHERE name = 'supervisor'
+"""  # noqa: S608 - the statuses are constants of the code
+
+
+def _gauge_rows() -> list[tuple[str, str, float]]:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(GAUGES_SQL)
+            return [(m, label, float(v)) for m, label, v in cursor.fetchall()]
+    return _gauge_rows_python()
+
+
+def _gauge_rows_python() -> list[tuple[str, str, float]]:
+    from django.db.models import Count, Min, Q
+    from django.utils import timezone
+    from django_q.models import OrmQ
+
+    from scheduler.models import Delivery, Step
+    from supervisor.models import SupervisorLease
+
+    now = timezone.now()
+    rows: list[tuple[str, str, float]] = [
+        ("live", r["status"], float(r["n"]))
+        for r in Step.objects.filter(status__in=sorted(STEP_LIVE)).values("status").annotate(n=Count("pk"))
+    ]
+    attention = Step.objects.filter(
+        Q(status__in=["held", "unknown", "attempt_failed"])
+        | (Q(status="dispatched") & (Q(deadline__isnull=True) | Q(deadline__lt=now)))
+    ).count()
+    rows.append(("attention", "", float(attention)))
+    queue = OrmQ.objects.aggregate(n=Count("pk"), oldest=Min("lock"))
+    rows.append(("queue", "", float(queue["n"])))
+    rows.append(("queue_oldest", "", (now - queue["oldest"]).total_seconds() if queue["oldest"] else 0.0))
+    for r in Delivery.objects.exclude(status="delivered").values("kind", "status").annotate(n=Count("pk")):
+        rows.append(("deliveries", f"{r['kind']}:{r['status']}", float(r["n"])))
+    lease = SupervisorLease.objects.filter(pk="supervisor").first()
+    if lease is not None:
+        if lease.last_scan_at is not None:
+            rows.append(("scan_age", "", (now - lease.last_scan_at).total_seconds()))
+        rows.append(("lease_token", "", float(lease.token)))
+        rows.append(("scan_lag", "", float((lease.last_scan or {}).get("lag_ms", 0)) / 1000))
+        rows.append(("scan_duration", "", float((lease.last_scan or {}).get("duration_ms", 0)) / 1000))
+    return rows
+
+
+def gauges() -> Iterator[GaugeMetricFamily]:
+    rows = _gauge_rows()
+    values: dict[str, list[tuple[str, float]]] = {}
+    for metric, label, value in rows:
+        values.setdefault(metric, []).append((label, float(value)))
+    live = GaugeMetricFamily("sas_steps_live", "Steps not yet settled, by status.", labels=["status"])
+    found = dict(values.get("live", []))
+    for status in sorted(str(s) for s in STEP_LIVE):
+        live.add_metric([status], found.get(status, 0.0))
+    yield live
+    yield _one(
+        "sas_steps_needing_attention", "Steps a person or the supervisor must look at.", values, "attention"
+    )
+    yield _one("sas_queue_depth", "Agent tasks waiting in the queue.", values, "queue")
+    yield _one(
+        "sas_queue_oldest_task_age_seconds", "Age of the oldest task in the queue.", values, "queue_oldest"
+    )
+    deliveries = GaugeMetricFamily(
+        "sas_deliveries_undelivered", "Outbox messages not delivered yet.", labels=["kind", "status"]
+    )
+    for label, value in values.get("deliveries", []):
+        kind, _, status = label.partition(":")
+        deliveries.add_metric([kind, status], value)
+    yield deliveries
+    yield _one(
+        "sas_supervisor_last_scan_age_seconds",
+        "Seconds since the supervisor's last scan.",
+        values,
+        "scan_age",
+    )
+    yield _one(
+        "sas_supervisor_scan_lag_seconds", "How late the last scan found an overdue step.", values, "scan_lag"
+    )
+    yield _one(
+        "sas_supervisor_scan_duration_seconds", "How long the last scan took.", values, "scan_duration"
+    )
+    yield _one(
+        "sas_supervisor_lease_token",
+        "The lease's fencing token (grows at each hand-over).",
+        values,
+        "lease_token",
+    )
+
+
+def _one(name: str, doc: str, values: dict[str, list[tuple[str, float]]], metric: str) -> GaugeMetricFamily:
+    found = values.get(metric, [])
+    return GaugeMetricFamily(name, doc, value=found[0][1] if found else float("nan"))
+
+
+def exposition() -> bytes:
+    """The metrics in Prometheus's text format (one registry per scrape: nothing cached)."""
+    from prometheus_client import generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ServiceCollector())
+    return generate_latest(registry)

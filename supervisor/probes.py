@@ -1,0 +1,110 @@
+"""What a process manager, a load balancer and Prometheus ask: /healthz, /readyz, /metrics.
+
+Plain Django views (no session, no DRF): they are called every few seconds and must stay cheap.
+No authentication on the probes, and nothing in their answers that a stranger should not read
+(no host names, no holders, no error texts); /metrics wants a bearer token when
+SAS_METRICS_TOKEN is set.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from sas_project.conf import sas_settings
+from supervisor.models import SupervisorLease
+
+logger = logging.getLogger("supervisor.probes")
+
+#: Once every migration is applied it stays so for the life of the process (an upgrade migrates
+#: first, then restarts), so the migration graph is read until the first success only.
+_migrated = False
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """The process answers. Touches no database: a restart would not help a database outage."""
+    return JsonResponse({"status": "ok"})
+
+
+def _migrations_applied() -> bool:
+    global _migrated
+    if not _migrated:
+        executor = MigrationExecutor(connection)
+        _migrated = not executor.migration_plan(executor.loader.graph.leaf_nodes())
+    return _migrated
+
+
+def _supervisor_fresh() -> str | None:
+    """None when a supervisor scanned within three intervals, else why not."""
+    lease = SupervisorLease.objects.filter(pk="supervisor").only("last_scan_at").first()
+    if lease is None or lease.last_scan_at is None:
+        return "no supervisor has scanned yet"
+    age = (timezone.now() - lease.last_scan_at).total_seconds()
+    if age > 3 * sas_settings.supervisor_interval:
+        return f"the supervisor's last scan is {age:.0f}s old"
+    return None
+
+
+@never_cache
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Ready to serve: the database answers, every migration is applied, and a supervisor
+    renewed its lease (scanned) within three intervals. 503 with the reasons otherwise."""
+    checks: dict[str, str] = {}
+    reasons: list[str] = []
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception:
+        logger.warning("readyz: database unreachable", exc_info=True)
+        checks["database"] = "failing"
+        reasons.append("the database is unreachable")
+    if checks["database"] == "ok":
+        try:
+            applied = _migrations_applied()
+            checks["migrations"] = "ok" if applied else "failing"
+            if not applied:
+                reasons.append("migrations are not applied")
+            stale = _supervisor_fresh()
+            checks["supervisor"] = "ok" if stale is None else "failing"
+            if stale is not None:
+                reasons.append(stale)
+        except Exception:
+            logger.warning("readyz: check failed", exc_info=True)
+            checks.setdefault("migrations", "unknown")
+            checks.setdefault("supervisor", "unknown")
+            reasons.append("the database refused a check")
+    ready = not reasons
+    return JsonResponse(
+        {"status": "ready" if ready else "unavailable", "checks": checks, "reasons": reasons},
+        status=200 if ready else 503,
+    )
+
+
+@never_cache
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text exposition (supervisor.metrics); 401 without the bearer token when
+    SAS_METRICS_TOKEN is set."""
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    from supervisor.metrics import exposition
+
+    token = sas_settings.metrics_token
+    if token:
+        given = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            response = JsonResponse({"detail": "A bearer token is required for /metrics."}, status=401)
+            response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+            return response
+    return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)

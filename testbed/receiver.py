@@ -1,0 +1,79 @@
+"""A webhook receiver for completion callbacks and alert webhooks (`manage.py webhook_receiver`).
+
+It records every POST it accepts and can refuse the first tries of each message (by its
+`Idempotency-Key`) with 503, to exercise the outbox's retries. `GET /received` answers what it
+holds: the accepted deliveries (key, signature, body, path) and the tries per key. Nothing is
+kept on disk: a receiver lives for one test or one demo.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class Receiver:
+    def __init__(self, *, fail_first: int = 0) -> None:
+        self.fail_first = fail_first
+        self.lock = threading.Lock()
+        self.tries: dict[str, int] = {}
+        self.accepted: list[dict[str, Any]] = []
+
+    def take(self, key: str, path: str, signature: str, kind: str, body: bytes) -> int:
+        """The status to answer one POST with."""
+        with self.lock:
+            self.tries[key] = self.tries.get(key, 0) + 1
+            if self.tries[key] <= self.fail_first:
+                return 503
+            self.accepted.append(
+                {
+                    "key": key,
+                    "path": path,
+                    "signature": signature,
+                    "kind": kind,
+                    "body": body.decode("utf-8", "replace"),
+                }
+            )
+            return 200
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {"accepted": list(self.accepted), "tries": dict(self.tries)}
+
+
+def make_server(port: int, receiver: Receiver) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _answer(self, status: int, payload: dict[str, Any]) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            if self.path == "/received":
+                self._answer(200, receiver.snapshot())
+            else:
+                self._answer(404, {"detail": "not found"})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length)
+            status = receiver.take(
+                self.headers.get("Idempotency-Key", ""),
+                self.path,
+                self.headers.get("X-SAS-Signature", ""),
+                self.headers.get("X-SAS-Delivery", ""),
+                body,
+            )
+            self._answer(status, {"ok": status == 200})
+
+    return ThreadingHTTPServer(("127.0.0.1", port), Handler)
