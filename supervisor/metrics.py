@@ -29,7 +29,7 @@ from sas_project.conf import sas_settings
 from scheduler.models import STEP_LIVE, EventKind
 from supervisor.models import MetricsCheckpoint
 
-BATCH = 50_000
+BATCH = 20_000
 #: Call latency buckets, seconds.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
