@@ -1,5 +1,6 @@
 # Two commands do everything on a fresh machine with Python 3.11:
-#   make run   - venv, install, migrate, demo data, then web + cluster + sandbox remote (SQLite)
+#   make run   - venv, install, migrate, demo data, then web + cluster + sandbox remote + a
+#                throwaway Redis for the demo's queue step (SQLite)
 #   make test  - venv, install, the SQLite subset (the make-run default), then a throwaway
 #                PostgreSQL 15 and the whole suite
 PY ?= $(shell command -v python3.11 || command -v python3)
@@ -24,10 +25,15 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt | $(BIN)/python
 
 venv: $(DEV_STAMP)
 
+# The demo's Redis (the broker of its queue step) listens on a free port, chosen here and passed
+# to the demo data, the sandbox remote and redis-server alike.
 run: $(RUN_STAMP)
+	scripts/ensure-system-packages redis
 	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py load_demo --admin
-	SAS_LOG_FORMAT=text $(BIN)/honcho -f Procfile start
+	@port=$$($(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') && \
+	export SAS_DEMO_REDIS_PORT=$$port SAS_DEMO_BROKER=redis://127.0.0.1:$$port/0 SAS_LOG_FORMAT=text && \
+	$(BIN)/python manage.py load_demo --admin --broker $$SAS_DEMO_BROKER && \
+	$(BIN)/honcho -f Procfile start
 
 # Production serving on PostgreSQL (docs/deployment.md): migrate, collect the static files, then
 # gunicorn and one qcluster, stopped together on Ctrl-C or SIGTERM.

@@ -68,8 +68,8 @@ def endpoint_assess(endpoint_id: int, now: dt.datetime) -> bool:
 
 
 def pool_has_healthy_endpoint(pool: AgentPool, now: dt.datetime) -> bool:
-    """A python pool has no endpoints and is always healthy."""
-    if pool.kind != "http":
+    """A python pool has no endpoints and is always healthy; HTTP and queue pools need one."""
+    if pool.kind == "python":
         return True
     return any(not is_open(e, now) for e in pool.endpoints.filter(enabled=True))
 
@@ -97,9 +97,9 @@ def choose_endpoint(
     """Pick the endpoint for a dispatch: a healthy one, not `avoid_id` when another is healthy.
 
     `spread` (the step's id) spreads first dispatches evenly over the healthy endpoints.
-    Returns None for python pools and for HTTP pools with no enabled endpoint.
+    Returns None for python pools and for HTTP or queue pools with no enabled endpoint.
     """
-    if pool.kind != "http":
+    if pool.kind == "python":
         return None
     endpoints = list(pool.endpoints.filter(enabled=True).order_by("id"))
     if not endpoints:

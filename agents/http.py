@@ -1,7 +1,9 @@
 """The HTTP agent: one POST (or, to reconcile, one GET) to an untrusted remote.
 
-Contract (docs/architecture.md, "Agents"): 2xx = success with the JSON body as output; 4xx other
-than 408/429 = business failure; 408, 429, 5xx and refused connections = transient failure; a
+Contract (docs/architecture.md, "Agents"): 2xx = success with the JSON body as output, except 202
+Accepted: the remote took the call and will POST the result to the `X-SAS-Callback-URL` every
+call carries (the attempt stays in flight, its deadline still applies); 4xx other than 408/429 =
+business failure; 408, 429, 5xx and refused connections = transient failure; a
 request sent with no answer before the deadline = no answer (it may have happened). No retries
 here (the supervisor owns them), no redirects followed, the answer's size capped.
 
@@ -23,7 +25,7 @@ from urllib.parse import quote
 
 import httpx
 
-from agents.outcome import CallResult, CallSpec, Outcome
+from agents.outcome import ACCEPTED, CallResult, CallSpec, Outcome
 from agents.validation import validate_endpoint_url
 from sas_project.conf import sas_settings
 from sas_project.errors import InvalidInput
@@ -62,6 +64,9 @@ def _classify(spec: CallSpec, status: int, body: bytes, location: str) -> tuple[
         if status == 404:
             return Outcome.NOT_HAPPENED, None, "the remote has no record of this operation"
         return Outcome.TRANSIENT_FAILURE, None, f"status query answered HTTP {status}"
+    if status == 202:
+        # Accepted: the remote reports the result later, to the callback URL the call carried.
+        return ACCEPTED, None, ""
     if 200 <= status < 300:
         return Outcome.SUCCEEDED, output, ""
     if 300 <= status < 400:
@@ -110,6 +115,8 @@ def call_http(spec: CallSpec) -> CallResult:
         "Accept": "application/json",
         **spec.headers,
     }
+    if spec.callback_url and not spec.is_reconcile:
+        headers["X-SAS-Callback-URL"] = spec.callback_url
     if spec.is_reconcile:
         method, content = "GET", None
         url = base + spec.path.replace("{operation_id}", quote(spec.operation_id, safe=""))

@@ -8,8 +8,11 @@ from django.db import models
 class AgentKind(models.TextChoices):
     #: POST to `<endpoint URL><operation path>`.
     HTTP = "http", "HTTP"
-    #: Call a dotted-path callable inside the worker.
+    #: Call a dotted-path callable inside the worker (one of SAS_PYTHON_AGENTS).
     PYTHON = "python", "Python callable"
+    #: Publish a message to the request queue `<operation path>` on the endpoint's broker
+    #: (redis:// or amqp://); the remote replies on the reply queue (agents.queue).
+    QUEUE = "queue", "Message queue"
 
 
 class AgentPool(models.Model):
@@ -41,7 +44,8 @@ class AgentPool(models.Model):
 
 
 class AgentEndpoint(models.Model):
-    """One instance of a pool. For HTTP pools, a base URL; python pools need none."""
+    """One instance of a pool. For HTTP pools, a base URL; for queue pools, a broker URL (its
+    password in the secret value, its user name in the secret name); python pools need none."""
 
     pool = models.ForeignKey(AgentPool, on_delete=models.CASCADE, related_name="endpoints")
     url = models.CharField(max_length=500)

@@ -28,6 +28,13 @@ class Outcome(models.TextChoices):
     SUPERSEDED = "superseded", "Superseded"
 
 
+#: What an asynchronous agent reports when the remote took the call and will report its result
+#: later (an HTTP 202, a message published to a queue). Not an outcome: the attempt stays in
+#: flight, its deadline still applies, and the result arrives through the reply consumer or the
+#: callback URL (scheduler.replies, scheduler.callbacks).
+ACCEPTED = "accepted"
+
+
 class AttemptKind(models.TextChoices):
     #: The step's action (or compensation) call.
     CALL = "call", "Call"
@@ -68,6 +75,9 @@ class CallSpec:
     #: When the attempt was dispatched and claimed (database clock), for its trace.
     dispatched_at: dt.datetime | None = None
     claimed_at: dt.datetime | None = None
+    #: Where the remote may POST the result later (HTTP agents; SAS_PUBLIC_URL set), naming this
+    #: attempt with a signed token.
+    callback_url: str = ""
 
     @property
     def is_reconcile(self) -> bool:
@@ -86,3 +96,8 @@ class CallResult:
     @property
     def succeeded(self) -> bool:
         return self.outcome == Outcome.SUCCEEDED
+
+    @property
+    def accepted(self) -> bool:
+        """The remote took the call; its result comes later (see ACCEPTED)."""
+        return self.outcome == ACCEPTED

@@ -1,4 +1,5 @@
-"""The python agent: call a dotted-path callable in the worker with the step's payload.
+"""The python agent: call a dotted-path callable in the worker with the step's payload. Only the
+callables SAS_PYTHON_AGENTS registers (checked when the workflow is saved and again here).
 
 The callable returns the step's output (JSON-serialisable), raises BusinessFailure to say no, or
 raises anything else for a transient failure. A status callable (to reconcile) returns the output
@@ -14,6 +15,7 @@ import time
 from django.utils.module_loading import import_string
 
 from agents.outcome import BusinessFailure, CallResult, CallSpec, NotHappened, Outcome
+from agents.validation import python_agent_allowed
 from sas_project.conf import sas_settings
 
 
@@ -23,6 +25,12 @@ def call_python(spec: CallSpec) -> CallResult:
     def elapsed_ms() -> int:
         return int((time.monotonic() - started) * 1000)
 
+    if not python_agent_allowed(spec.path):
+        # Saved before the setting changed, or written around the definitions' check.
+        return CallResult(
+            Outcome.BUSINESS_FAILURE,
+            error=f"{spec.path!r} is not a registered python agent (SAS_PYTHON_AGENTS)",
+        )
     try:
         func = import_string(spec.path)
     except ImportError as exc:

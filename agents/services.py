@@ -8,7 +8,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agents.models import AgentEndpoint, AgentKind, AgentPool
-from agents.validation import validate_endpoint_url
+from agents.validation import validate_broker_url, validate_endpoint_url
 from sas_project.audit import definition_logged
 from sas_project.errors import InvalidInput, StaleWrite
 from sas_project.validation import valid_name
@@ -28,7 +28,11 @@ def _endpoint_specs(kind: str, endpoints: Any) -> list[dict[str, Any]]:
         if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
             raise InvalidInput("each endpoint is a URL or an object with a url", field="endpoints")
         try:
-            url = validate_endpoint_url(spec["url"])
+            url = (
+                validate_broker_url(spec["url"])
+                if kind == AgentKind.QUEUE
+                else validate_endpoint_url(spec["url"])
+            )
         except InvalidInput as exc:
             raise InvalidInput(exc.message, field="endpoints") from exc
         if url in seen:
@@ -38,7 +42,13 @@ def _endpoint_specs(kind: str, endpoints: Any) -> list[dict[str, Any]]:
         header_value = spec.get("secret_header_value", "") or ""
         if not isinstance(header_name, str) or not isinstance(header_value, str):
             raise InvalidInput("secret header name and value must be strings", field="endpoints")
-        if header_name and not re.match(r"^[A-Za-z0-9-]{1,100}$", header_name):
+        if kind == AgentKind.QUEUE:
+            # A broker's credentials: the user name (optional) and the password.
+            if header_name and not re.match(r"^[A-Za-z0-9._@-]{1,100}$", header_name):
+                raise InvalidInput(
+                    "a broker user name (secret_header_name) is 1-100 plain characters", field="endpoints"
+                )
+        elif header_name and not re.match(r"^[A-Za-z0-9-]{1,100}$", header_name):
             raise InvalidInput("secret_header_name must be an HTTP header name", field="endpoints")
         if len(header_value) > 500 or any(ch in header_value for ch in "\r\n\x00"):
             raise InvalidInput(

@@ -31,6 +31,32 @@ class SasSettings:
         return list(getattr(settings, "SAS_AGENT_ALLOWED_HOSTS", []))
 
     @property
+    def python_agents(self) -> list[str]:
+        """The callables python steps may call (dotted paths; `module.*` for a whole module)."""
+        return list(getattr(settings, "SAS_PYTHON_AGENTS", []))
+
+    @property
+    def public_url(self) -> str:
+        """The base URL at which remotes reach this service (for the callback URL of HTTP calls);
+        empty: no callback URL is sent."""
+        return str(getattr(settings, "SAS_PUBLIC_URL", "") or "").rstrip("/")
+
+    @property
+    def callback_token_max_age(self) -> float:
+        """How long after its call a result may still be POSTed to an attempt's callback URL."""
+        return float(getattr(settings, "SAS_CALLBACK_TOKEN_MAX_AGE", 7 * 24 * 3600))
+
+    @property
+    def reply_queue(self) -> str:
+        """The queue the remotes of queue pools reply on (on each broker)."""
+        return str(getattr(settings, "SAS_REPLY_QUEUE", "sas.replies"))
+
+    @property
+    def replies_in_cluster(self) -> bool:
+        """Whether `qcluster` runs the consumer of queue pools' replies beside the cluster."""
+        return bool(getattr(settings, "SAS_REPLIES_IN_CLUSTER", True))
+
+    @property
     def supervisor_in_cluster(self) -> bool:
         """Whether `qcluster` runs the supervisor loop beside the django-q2 cluster."""
         return bool(getattr(settings, "SAS_SUPERVISOR_IN_CLUSTER", True))

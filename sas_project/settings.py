@@ -262,6 +262,15 @@ SAS_HEALTH_COOLDOWN_SECONDS = float(os.environ.get("SAS_HEALTH_COOLDOWN_SECONDS"
 SAS_HEALTH_WINDOW = int(os.environ.get("SAS_HEALTH_WINDOW", 10))
 SAS_RESPONSE_EXCERPT_BYTES = int(os.environ.get("SAS_RESPONSE_EXCERPT_BYTES", 2048))
 SAS_MAX_RESPONSE_BYTES = int(os.environ.get("SAS_MAX_RESPONSE_BYTES", 1024 * 1024))
+# Python steps may call only these callables (dotted paths; `module.*` for every callable of a
+# module): a definition naming anything else is refused when saved and when called.
+SAS_PYTHON_AGENTS = _env_list("SAS_PYTHON_AGENTS", "agents.builtin.noop,agents.builtin.echo")
+# Where remotes reach this service: HTTP calls carry X-SAS-Callback-URL under it, for remotes that
+# answer 202 and report the result later. Empty: no callback URL is sent.
+SAS_PUBLIC_URL = os.environ.get("SAS_PUBLIC_URL", "http://127.0.0.1:8000")
+SAS_CALLBACK_TOKEN_MAX_AGE = float(os.environ.get("SAS_CALLBACK_TOKEN_MAX_AGE", 7 * 24 * 3600))
+SAS_REPLY_QUEUE = os.environ.get("SAS_REPLY_QUEUE", "sas.replies")
+SAS_REPLIES_IN_CLUSTER = _env_bool("SAS_REPLIES_IN_CLUSTER", True)
 SAS_Q_STOP_SECONDS = float(os.environ.get("SAS_Q_STOP_SECONDS", 60))
 SAS_CALLBACK_SECRET = os.environ.get("SAS_CALLBACK_SECRET", "")
 SAS_METRICS_TOKEN = os.environ.get("SAS_METRICS_TOKEN", "")
@@ -279,6 +288,8 @@ if os.environ.get("SAS_EMAIL_HOST"):
 else:
     EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
 DEFAULT_FROM_EMAIL = os.environ.get("SAS_EMAIL_FROM", "scheduler-agent-supervisor@localhost")
+# A mail server that does not answer must not hold the supervisor loop.
+EMAIL_TIMEOUT = 10
 
 # Logs: one JSON object per line (SAS_LOG_FORMAT=json, the default: what log shippers read), with
 # the ids a line is about (job_id, step, operation_id, attempt, pool, endpoint, outcome,

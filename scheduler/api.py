@@ -1,5 +1,6 @@
-"""The REST API of the scheduler's resources (/api/v1/): jobs (submit, list, read, history) and
-workflows (versioned definitions). Built on the shared base in sas_project.api."""
+"""The REST API of the scheduler's resources (/api/v1/): jobs (submit, list, read, history),
+workflows (versioned definitions), and the callback URL where remotes report results later.
+Built on the shared base in sas_project.api."""
 
 from __future__ import annotations
 
@@ -26,8 +27,11 @@ from sas_project.api import (
 )
 from sas_project.errors import InvalidInput
 from scheduler import selectors
+from scheduler.callbacks import callback_record
 from scheduler.definitions import workflow_create
 from scheduler.serializers import (
+    AttemptCallbackResultSerializer,
+    AttemptCallbackSerializer,
     EventSerializer,
     JobFilterSerializer,
     JobSerializer,
@@ -237,3 +241,39 @@ class WorkflowView(ApiView):
                 deadline_seconds=data.get("deadline_seconds", latest.deadline_seconds),
             )
         return Response(WorkflowSerializer(selectors.workflow_get(name, workflow.version)).data)
+
+
+# --- results reported later -----------------------------------------------------------------
+
+
+class AttemptCallbackView(ApiView):
+    """Where a remote that answered 202 POSTs the attempt's result (X-SAS-Callback-URL).
+
+    The signed token in the URL is the credential: no user token, no session (so no CSRF), and no
+    per-user throttle (a busy remote posts many results; a bad token costs one signature check).
+    """
+
+    authentication_classes: list[Any] = []
+    permission_classes: list[Any] = []
+    throttle_classes: list[Any] = []
+
+    @extend_schema(
+        operation_id="attempts_callback",
+        tags=["callbacks"],
+        summary="Report the result of a call the remote accepted (202)",
+        description=(
+            "The URL comes from the X-SAS-Callback-URL header of the call; its token names one "
+            "attempt, is signed, and expires. The first result wins: another POST with the same "
+            "token is a 409 and changes nothing. 403: an invalid token; 410: an expired one."
+        ),
+        request=AttemptCallbackSerializer,
+        responses={
+            200: AttemptCallbackResultSerializer,
+            **errors(400, 403, 409, 410, 413),
+        },
+        auth=[],
+    )
+    def post(self, request: Request, token: str) -> Response:
+        body = validated(AttemptCallbackSerializer, request.data)
+        verdict = callback_record(token, body)
+        return Response({"recorded": verdict})

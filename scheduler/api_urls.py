@@ -1,4 +1,5 @@
-"""REST API URLs of the scheduler's resources, under /api/v1/: jobs by UUID, workflows by name."""
+"""REST API URLs of the scheduler's resources, under /api/v1/: jobs by UUID, workflows by name,
+attempts' callback URLs by signed token."""
 
 from __future__ import annotations
 
@@ -12,4 +13,5 @@ urlpatterns: list[URLPattern] = [
     path("jobs/<uuid:job_id>/events/", api.JobEventsView.as_view(), name="api-job-events"),
     path("workflows/", api.WorkflowsView.as_view(), name="api-workflows"),
     path("workflows/<slug:name>/", api.WorkflowView.as_view(), name="api-workflow"),
+    path("callbacks/<str:token>/", api.AttemptCallbackView.as_view(), name="api-attempt-callback"),
 ]

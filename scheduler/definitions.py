@@ -12,7 +12,7 @@ from typing import Any, cast
 from django.db import IntegrityError, transaction
 
 from agents.models import AgentKind, AgentPool
-from agents.validation import validate_operation_path
+from agents.validation import validate_operation_path, validate_python_agent, validate_queue_name
 from sas_project.audit import definition_logged
 from sas_project.errors import InvalidInput, StaleWrite
 from sas_project.validation import valid_name
@@ -28,13 +28,23 @@ def _policy_model() -> Any:
     return StepDefinition._meta.get_field("policy").related_model
 
 
-def _optional_path(value: Any, field: str, *, http: bool) -> str:
+def _path_for(kind: str, value: Any) -> str:
+    """An operation path as the pool's kind reads it: an HTTP path, a queue name, or a registered
+    python callable."""
+    if kind == AgentKind.QUEUE:
+        return validate_queue_name(value)
+    if kind == AgentKind.PYTHON:
+        return validate_python_agent(value)
+    return validate_operation_path(value, http=True)
+
+
+def _optional_path(value: Any, field: str, *, kind: str) -> str:
     if value in (None, ""):
         return ""
     if not isinstance(value, str):
         raise InvalidInput(f"{field} must be a string", field=field)
     try:
-        return validate_operation_path(value, http=http)
+        return _path_for(kind, value)
     except InvalidInput as exc:
         raise InvalidInput(f"{field}: {exc.message}", field=field) from exc
 
@@ -68,9 +78,8 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
         policy = policies.get(str(spec.get("policy"))) if isinstance(spec.get("policy"), str) else None
         if policy is None:
             raise InvalidInput(f"step {name!r}: unknown policy {spec.get('policy')!r}", field="steps")
-        http = pool.kind == AgentKind.HTTP
         try:
-            path = validate_operation_path(spec.get("path", ""), http=http)
+            path = _path_for(pool.kind, spec.get("path", ""))
         except InvalidInput as exc:
             raise InvalidInput(f"step {name!r}: {exc.message}", field="steps") from exc
         depends_on = spec.get("depends_on", [])
@@ -83,9 +92,11 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
             "pool": pool,
             "policy": policy,
             "path": path,
-            "status_path": _optional_path(spec.get("status_path"), f"step {name!r} status_path", http=http),
+            "status_path": _optional_path(
+                spec.get("status_path"), f"step {name!r} status_path", kind=pool.kind
+            ),
             "compensation_path": _optional_path(
-                spec.get("compensation_path"), f"step {name!r} compensation_path", http=http
+                spec.get("compensation_path"), f"step {name!r} compensation_path", kind=pool.kind
             ),
             "depends_on": list(dict.fromkeys(depends_on)),
         }

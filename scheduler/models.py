@@ -402,6 +402,8 @@ class EventKind(models.TextChoices):
     STEP_SKIPPED = "step_skipped", "Step skipped"
     #: The step's compensation succeeded: its effect is undone.
     STEP_COMPENSATED = "step_compensated", "Step compensated"
+    #: The remote took the call and reports its result later (an HTTP 202, a queued message).
+    CALL_ACCEPTED = "call_accepted", "Call accepted"
     #: A duplicate or superseded delivery of an attempt's task: nothing was called.
     DELIVERY_IGNORED = "delivery_ignored", "Delivery ignored"
     #: An operator retried a step (the user is named on the event).

@@ -403,3 +403,26 @@ class WorkflowVersionSerializer(serializers.Serializer):
     version = serializers.IntegerField(
         required=False, min_value=1, max_value=MAX_INT, help_text="A past version (default: latest)."
     )
+
+
+# --- results reported later (HTTP 202 + callback) ---------------------------------------------
+
+
+class AttemptCallbackSerializer(StrictSerializer):
+    """The result a remote POSTs to an attempt's callback URL."""
+
+    outcome = serializers.ChoiceField(
+        choices=[("succeeded", "succeeded"), ("refused", "refused"), ("failed", "failed")],
+        help_text="succeeded (output is the step's output), refused (a business failure, not "
+        "retried by default) or failed (a transient failure).",
+    )
+    output = serializers.JSONField(required=False, allow_null=True, help_text="The step's output.")
+    error = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class AttemptCallbackResultSerializer(serializers.Serializer):
+    recorded = serializers.ChoiceField(
+        choices=[("recorded", "recorded"), ("late", "late")],
+        help_text="recorded: the attempt's result; late: evidence for an attempt already given up on "
+        "(a success still completes its step if nothing else did).",
+    )

@@ -11,9 +11,10 @@ import dataclasses
 import logging
 
 from agents import calls
+from agents.models import AgentKind
 from agents.outcome import CallResult, CallSpec
 from sas_project import tracing
-from scheduler.services import attempt_claim, step_record_outcome
+from scheduler.services import attempt_accepted, attempt_claim, step_record_outcome
 
 logger = logging.getLogger("scheduler.attempts")
 
@@ -36,13 +37,23 @@ def run_attempt(step_id: int, number: int) -> str:
             spec.trace_parent, started=spec.dispatched_at, ended=spec.claimed_at, **_attributes(spec)
         )
     with tracing.call_span(spec.trace_parent, **_attributes(spec)) as trace_headers:
-        if trace_headers:
+        if trace_headers and spec.agent_kind != AgentKind.QUEUE:
             spec = dataclasses.replace(spec, headers={**spec.headers, **trace_headers})
         result = calls.run_call(spec)
-    with tracing.span("outcome", spec.trace_parent, **{"sas.outcome": result.outcome}):
-        step_record_outcome(step_id, number, result, spec=spec)
+    if result.accepted:
+        # The remote reports later (scheduler.replies, scheduler.callbacks): free the worker.
+        attempt_accepted(
+            step_id,
+            number,
+            result,
+            job_id=spec.job_id,
+            via="queue" if spec.agent_kind == AgentKind.QUEUE else "http",
+        )
+    else:
+        with tracing.span("outcome", spec.trace_parent, **{"sas.outcome": result.outcome}):
+            step_record_outcome(step_id, number, result, spec=spec)
     logger.info(
-        "attempt finished",
+        "attempt accepted" if result.accepted else "attempt finished",
         extra={
             "job_id": spec.job_id,
             "step_id": step_id,

@@ -1,10 +1,12 @@
 """Sending the outbox (scheduler.models.Delivery): completion callbacks and alerts.
 
 Every supervisor loop sends what is due after its scan. A message is claimed in a short
-transaction (`FOR UPDATE SKIP LOCKED`: two clusters never send one message at the same moment),
-its next try already set by the backoff (so a sender that dies mid-send leaves it due again
-later, never lost), then sent outside any transaction, then its result recorded. A receiver may
-therefore get a message more than once; it has the message's `Idempotency-Key` to tell.
+transaction (`FOR UPDATE SKIP LOCKED`) that sets its next try past the longest a send can take
+(`CLAIM_SECONDS`): no other sender takes it while it is being sent, and a sender that dies
+mid-send leaves it due again after that, never lost. It is then sent outside any transaction and
+its result recorded: delivered, or due again after the backoff. A receiver gets a message twice
+only when its sender died between the receiver's answer and the record; the message's
+`Idempotency-Key` tells.
 
 Webhooks and callbacks are POSTs of the JSON payload, signed: `X-SAS-Signature:
 sha256=<hex HMAC-SHA256 of the raw body with SAS_CALLBACK_SECRET>`. Their URLs go through the
@@ -38,6 +40,9 @@ logger = logging.getLogger("supervisor.deliveries")
 MAX_TRIES = 20
 MAX_BACKOFF = 3600.0
 SEND_TIMEOUT = 10.0
+#: A claimed message is not due again before this: more than a send can take (connect, write
+#: and read each bounded by SEND_TIMEOUT).
+CLAIM_SECONDS = 4 * SEND_TIMEOUT
 BATCH = 50
 
 
@@ -72,7 +77,7 @@ def _claim(limit: int) -> list[Delivery]:
         for delivery in due:
             delivery.tries += 1
             Delivery.objects.filter(pk=delivery.pk).update(
-                tries=delivery.tries, next_try_at=Now() + dt.timedelta(seconds=backoff(delivery.tries))
+                tries=delivery.tries, next_try_at=Now() + dt.timedelta(seconds=CLAIM_SECONDS)
             )
     return due
 
@@ -124,6 +129,7 @@ def _record(delivery: Delivery, delivered: bool, status_code: int | None, error:
     final = delivery.tries >= MAX_TRIES
     mine.update(
         status=DeliveryStatus.FAILED if final else DeliveryStatus.PENDING,
+        next_try_at=Now() + dt.timedelta(seconds=backoff(delivery.tries)),
         last_status_code=status_code,
         last_error=error,
     )

@@ -6,8 +6,12 @@ remote errors, declines, latency beyond the deadline, "commit then drop the answ
 random cluster (the acting supervisor among them) with a restart, a dropped database connection
 under a worker, two operator retries of one step at the same moment, a database write that
 commits and then reports an error, and (given a data directory it may control) immediate-mode
-restarts of PostgreSQL. Then it stops the faults, waits for every job to settle, and checks the
-invariants of docs/architecture.md against the database and the remote's own ledger.
+restarts of PostgreSQL. With the asynchronous agents (the default), half the jobs run a workflow
+whose charge the remote answers later (202, then a callback to the web server) and whose shipping
+goes through a queue on a real Redis; their faults are lost, repeated, late and unknown replies
+and callbacks, and restarts of the broker that lose what it held. Then it stops the faults, waits
+for every job to settle, and checks the invariants of docs/architecture.md against the database
+and the remote's own ledger.
 """
 
 from __future__ import annotations
@@ -43,9 +47,19 @@ from scheduler.transitions import (
 from supervisor.models import SupervisorLease
 from supervisor.services import step_retry
 from testbed.definitions import ensure_policy, ensure_pool, ensure_workflow, refuse_foreign_jobs
-from testbed.processes import ROOT, ClusterProcess, SandboxProcess, free_port, percentile
+from testbed.processes import (
+    ROOT,
+    ClusterProcess,
+    RedisProcess,
+    SandboxProcess,
+    WebProcess,
+    free_port,
+    percentile,
+)
 
 WORKFLOW = "campaign_order"
+#: The same order with a charge answered later and shipping through a queue.
+WORKFLOW_ASYNC = "campaign_order_async"
 SETTLED = {
     JobStatus.SUCCEEDED,
     JobStatus.COMPENSATED,
@@ -77,6 +91,12 @@ class CampaignConfig:
     pg_restart_max: float = 40.0
     timeout_seconds: float = 3.0
     supervisor_interval: float = 1.0
+    #: Also run the asynchronous agents (HTTP 202 + callback, a queue on Redis) with their faults.
+    async_agents: bool = True
+    #: Share of asynchronous results lost, repeated, late, and followed by an unknown one (each).
+    reply_fault_rate: float = 0.1
+    broker_restart_every: float = 12.0
+    async_delay_ms: int = 200
     artifacts: Path = field(default_factory=lambda: ROOT / "var" / "campaign")
     #: Run even though the database holds jobs this campaign did not create.
     scratch: bool = False
@@ -85,9 +105,10 @@ class CampaignConfig:
 # --- definitions ----------------------------------------------------------------------------------
 
 
-def ensure_definitions(sandbox_url: str, cfg: CampaignConfig) -> None:
+def ensure_definitions(sandbox_url: str, cfg: CampaignConfig, broker_url: str = "") -> None:
     """Pools at the sandbox, the campaign's policies and its workflow (reserve, then charge and
-    schedule in parallel, each with a compensation and a status path)."""
+    schedule in parallel, each with a compensation and a status path); with a broker, the same
+    workflow with the charge answered later and the schedule sent on a queue."""
     backup_url = sandbox_url.replace("127.0.0.1", "localhost")
     ensure_pool("campaign-inventory", kind="http", endpoints=[sandbox_url])
     ensure_pool("campaign-payments-backup", kind="http", endpoints=[backup_url])
@@ -139,6 +160,41 @@ def ensure_definitions(sandbox_url: str, cfg: CampaignConfig) -> None:
             },
         ],
     )
+    if not broker_url:
+        return
+    ensure_pool("campaign-queue", kind="queue", endpoints=[broker_url])
+    ensure_workflow(
+        WORKFLOW_ASYNC,
+        description="Reserve, then a charge answered later and a schedule sent on a queue.",
+        steps=[
+            {
+                "name": "reserve",
+                "pool": "campaign-inventory",
+                "path": "/inventory/reserve",
+                "status_path": "/inventory/reservations/{operation_id}",
+                "compensation_path": "/inventory/release",
+                "policy": "campaign",
+            },
+            {
+                "name": "charge",
+                "pool": "campaign-payments",
+                "path": "/async/payments/charge",
+                "status_path": "/payments/{operation_id}",
+                "compensation_path": "/payments/refund",
+                "depends_on": ["reserve"],
+                "policy": "campaign-careful",
+            },
+            {
+                "name": "schedule",
+                "pool": "campaign-queue",
+                "path": "shipping.schedule",
+                "status_path": "shipping.status",
+                "compensation_path": "shipping.cancel",
+                "depends_on": ["reserve"],
+                "policy": "campaign",
+            },
+        ],
+    )
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -154,6 +210,7 @@ class FaultLog:
     operator_pairs_violating: int = 0
     operator_errors: int = 0
     submit_errors: int = 0
+    broker_restarts: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -261,12 +318,25 @@ def _restart_postgres(fault: FaultLog) -> None:
     fault.restarts_of_postgres += 1
 
 
+def _reply_faults(cfg: CampaignConfig, *, on: bool) -> dict[str, Any]:
+    """The sandbox's faults of results reported later (no-ops without asynchronous agents)."""
+    rate = cfg.reply_fault_rate if on and cfg.async_agents else 0.0
+    return {
+        "reply_loss_rate": rate,
+        "reply_duplicate_rate": rate,
+        "reply_late_rate": rate,
+        # Later than the deadline: the answer to an attempt the supervisor already gave up on.
+        "reply_late_ms": int(cfg.timeout_seconds * 1500),
+        "reply_unknown_rate": rate,
+    }
+
+
 def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, Any]:
     if connection.vendor != "postgresql":
         raise RuntimeError("the fault campaign runs on PostgreSQL (set DATABASE_URL)")
     if cfg.pg_restart and not os.environ.get("SAS_PG_DATADIR"):
         raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")
-    refuse_foreign_jobs("fault_campaign", [WORKFLOW], scratch=cfg.scratch)
+    refuse_foreign_jobs("fault_campaign", [WORKFLOW, WORKFLOW_ASYNC], scratch=cfg.scratch)
     rng = random.Random(cfg.seed)
     cfg.artifacts.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:8]
@@ -275,8 +345,21 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         db=cfg.artifacts / f"sandbox-{run_id}.sqlite3",
         log=cfg.artifacts / f"sandbox-{run_id}.log",
     )
-    sandbox.start(seed=cfg.seed)
-    ensure_definitions(sandbox.url, cfg)
+    redis: RedisProcess | None = None
+    web: WebProcess | None = None
+    if cfg.async_agents:
+        redis = RedisProcess(port=free_port(), log=cfg.artifacts / f"redis-{run_id}.log").start()
+        sandbox.start("--broker", redis.url, "--async-delay-ms", str(cfg.async_delay_ms), seed=cfg.seed)
+        # Where the remote's callbacks arrive.
+        web = WebProcess(
+            port=free_port(),
+            env={**os.environ, "SAS_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"},
+            log=cfg.artifacts / f"web-{run_id}.log",
+        ).start()
+    else:
+        sandbox.start(seed=cfg.seed)
+    ensure_definitions(sandbox.url, cfg, redis.url if redis else "")
+    workflows = [WORKFLOW, WORKFLOW_ASYNC] if cfg.async_agents else [WORKFLOW]
     handovers_before = (
         SupervisorLease.objects.filter(pk="supervisor").values_list("handovers", flat=True).first() or 0
     )
@@ -294,6 +377,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             "SAS_FAULT_COMMIT_ERROR_RATE": str(cfg.commit_error_rate if faults else 0),
             "PYTHONUNBUFFERED": "1",
         }
+        if web is not None:
+            env["SAS_PUBLIC_URL"] = web.url
         return env
 
     clusters = [
@@ -314,12 +399,14 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             latency_ms=int(cfg.timeout_seconds * 1500),
             latency_rate=cfg.latency_rate,
             decline_over=1000,
+            **_reply_faults(cfg, on=True),
         )
         submit_until = started + cfg.duration * 0.6
         next_kill = started + cfg.kill_every
         next_drop = started + cfg.db_drop_every
         next_operator = started + cfg.operator_every
         next_pg = started + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
+        next_broker = started + cfg.broker_restart_every
         restart_queue: list[tuple[float, ClusterProcess]] = []
         submitted = 0
         while time.monotonic() - started < cfg.duration or submitted < cfg.jobs:
@@ -332,7 +419,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                     try:
                         job_ids.append(
                             job_submit(
-                                workflow=WORKFLOW,
+                                workflow=workflows[submitted % len(workflows)],
                                 input={"sku": f"S{submitted}", "quantity": 1, "amount": amount},
                             ).job_id
                         )
@@ -359,6 +446,11 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                 if now >= next_operator and now - started < cfg.duration:
                     _double_retry(fault, rng, job_ids)
                     next_operator = now + cfg.operator_every
+                if redis is not None and now >= next_broker and now - started < cfg.duration:
+                    # Everything the broker held (requests and replies) is lost.
+                    redis.restart(down_seconds=rng.uniform(0.2, 1.0))
+                    fault.broker_restarts += 1
+                    next_broker = time.monotonic() + cfg.broker_restart_every
                 if cfg.pg_restart and now >= next_pg and now - started < cfg.duration:
                     _restart_postgres(fault)
                     next_pg = time.monotonic() + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
@@ -370,7 +462,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         log("faults off; draining")
         # Faults off: the remote behaves, the clusters restart without injected commit errors.
         with contextlib.suppress(httpx.HTTPError):
-            sandbox.config(error_rate=0, drop_rate=0, latency_rate=0, latency_ms=0)
+            sandbox.config(
+                error_rate=0, drop_rate=0, latency_rate=0, latency_ms=0, **_reply_faults(cfg, on=False)
+            )
         for cluster in clusters:
             cluster.stop()
             cluster.env = cluster_env(int(cluster.name), False)
@@ -390,6 +484,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         for cluster in clusters:
             cluster.stop()
         sandbox.stop()
+        if web is not None:
+            web.stop()
+        if redis is not None:
+            redis.stop()
     report["faults"] = asdict(fault)
     report["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
     report["seconds"] = {"total": round(time.monotonic() - started, 1), "drain": round(drain_seconds, 1)}
@@ -537,6 +635,8 @@ def check(
             "missing_events": missing[:5],
         },
         "first_event_id": first_event,
+        # What the remote itself injected (the asynchronous reports' faults among them).
+        "remote_faults": stats.get("faults", {}),
     }
 
 
@@ -567,6 +667,7 @@ def table(report: dict[str, Any]) -> str:
     ]
     faults = report.get("faults", {})
     rows += [(f"fault: {k.replace('_', ' ')}", v) for k, v in faults.items() if k != "notes"]
+    rows += [(f"remote fault: {k.replace('_', ' ')}", v) for k, v in report.get("remote_faults", {}).items()]
     width = max(len(r[0]) for r in rows)
     lines = [f"{name:<{width}}  {value}" for name, value in rows]
     lines.append("")

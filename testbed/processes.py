@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -86,9 +87,11 @@ def wait_for_line(proc: subprocess.Popen[bytes], needle: str, *, timeout: float,
         if proc.poll() is not None:
             raise RuntimeError(f"process exited early: {seen.decode(errors='replace')[-2000:]}")
         if sel.select(timeout=0.2):
-            line = proc.stdout.readline()
-            seen += line
-            if needle.encode() in line:
+            # Read the pipe itself, not a buffered line: two lines that arrive together would
+            # leave the second in a buffer the selector cannot see.
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            seen += chunk
+            if needle.encode() in seen:
                 log.write_bytes(seen)
                 _copy_to(proc, log)
                 return
@@ -190,6 +193,69 @@ class ClusterProcess:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server") or next(
+        (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if Path(p).exists()), None
+    )
+    if found is None:
+        raise RuntimeError("redis-server is not installed: run scripts/ensure-system-packages")
+    return found
+
+
+@dataclass
+class RedisProcess:
+    """A throwaway `redis-server` on `port` (no persistence: a restart loses what it held, as a
+    broker crash without durable storage does)."""
+
+    port: int
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    redis_server_binary(),
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+        def answers() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                    sock.sendall(b"PING\r\n")
+                    return sock.recv(16).startswith(b"+PONG")
+            except OSError:
+                return False
+
+        wait_until(answers, timeout=30, interval=0.05, message="redis-server")
+        return self
+
+    def stop(self) -> None:
+        stop_group(self.proc)
+
+    def restart(self, down_seconds: float = 0.0) -> None:
+        """Kill it (everything it held is lost) and start it again on the same port."""
+        kill_group(self.proc)
+        time.sleep(down_seconds)
+        self.start()
 
 
 @dataclass

@@ -24,10 +24,15 @@ Routes (JSON in and out; every service POST needs an `Idempotency-Key` header):
     POST /shipping/schedule   POST /shipping/cancel     GET /shipping/shipments/{operation_id}
     GET /health   GET /stats   GET /config   POST /config (merge)   POST /reset ({"config": true})
 
+and the asynchronous variant of every service POST, `POST /async/<route>` (202 now, the result
+POSTed to `X-SAS-Callback-URL` later), and a queue consumer with `--broker` (testbed.sandbox_async,
+testbed.sandbox_queue).
+
 A compensation (release, refund, cancel) names the operation it undoes in `compensates`; if that
 operation never happened at this service it answers `{"noop": true, ...}` and changes nothing.
 
-Only the standard library is used, so the remote stays independent of the system it tests.
+Only the standard library is used, so the remote stays independent of the system it tests;
+the queue consumer alone uses kombu, as a real consumer of those queues would.
 """
 
 from __future__ import annotations
@@ -66,8 +71,18 @@ MAX_KEY_LENGTH = 255
 VOLATILE_FIELDS = frozenset({"attempt"})
 FAULT_KINDS = ("error", "drop", "slow", "decline")
 SCRIPT_ACTIONS = ("ok", "error", "drop", "decline", "slow:<ms>")
-RATE_FIELDS = ("error_rate", "latency_rate", "drop_rate")
-DELAY_FIELDS = ("latency_ms", "drop_hold_ms")
+RATE_FIELDS = (
+    "error_rate",
+    "latency_rate",
+    "drop_rate",
+    "reply_loss_rate",
+    "reply_duplicate_rate",
+    "reply_late_rate",
+    "reply_unknown_rate",
+)
+DELAY_FIELDS = ("latency_ms", "drop_hold_ms", "async_delay_ms", "reply_late_ms")
+#: Faults of the asynchronous modes (a result reported later, by callback or reply message).
+REPLY_FAULTS = ("reply_lost", "reply_duplicate", "reply_late", "reply_unknown")
 
 
 class ConfigError(ValueError):
@@ -99,6 +114,18 @@ class SandboxConfig:
     decline_over: float | None = None
     #: False = process every request anew, ignoring stored keys (duplicates become visible).
     honor_keys: bool = True
+    #: Asynchronous modes (POST /async/<route> answers 202 and calls back; the queue consumer
+    #: replies on the reply queue): how long the work takes before its result is reported.
+    async_delay_ms: int = 0
+    #: Share of results never reported (the work is done; the caller must ask or retry).
+    reply_loss_rate: float = 0.0
+    #: Share of results reported twice.
+    reply_duplicate_rate: float = 0.0
+    #: Share of results reported `reply_late_ms` later than the work finished.
+    reply_late_rate: float = 0.0
+    reply_late_ms: int = 0
+    #: Share of results followed by a result for an operation nobody asked for.
+    reply_unknown_rate: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -512,7 +539,8 @@ class SandboxStore:
             "replays": counters.get("replays", 0),
             "duplicates": sum(1 for count in effects.values() if count > 1),
             "voided": counters.get("voided", 0),
-            "faults": {kind: counters.get(f"fault_{kind}", 0) for kind in FAULT_KINDS},
+            "faults": {kind: counters.get(f"fault_{kind}", 0) for kind in (*FAULT_KINDS, *REPLY_FAULTS)},
+            "results_reported": counters.get("results_reported", 0),
         }
 
 
@@ -845,6 +873,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._post_reset(raw)
         elif path in ROUTES:
             self._post_operation(ROUTES[path], path, raw)
+        elif path.startswith("/async/") and path.removeprefix("/async") in ROUTES:
+            self._post_operation(ROUTES[path.removeprefix("/async")], path, raw, later=True)
         else:
             self._send_json(404, {"error": "not found"})
 
@@ -869,7 +899,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.remote.reset(config=options.get("config", False))
         self._send_json(200, {"reset": True, "config": self.remote.config_snapshot()})
 
-    def _post_operation(self, route: Route, path: str, raw: bytes) -> None:
+    def _post_operation(self, route: Route, path: str, raw: bytes, *, later: bool = False) -> None:
         key = self.headers.get("Idempotency-Key", "").strip()
         body: object = None
         parse_error: BadRequest | None = None
@@ -899,6 +929,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.remote.store.bump("fault_error")
             self._send_json(503, {"error": "injected failure"})
             return
+        if later:
+            self._accept(request, config, plan)
+            return
         with self.remote.in_progress(key):
             if plan.delay_ms:
                 self.remote.store.bump("fault_slow")
@@ -909,6 +942,24 @@ class _Handler(BaseHTTPRequestHandler):
             self._drop(plan.hold_ms)
             return
         self._send(answer)
+
+    def _accept(self, request: OperationRequest, config: SandboxConfig, plan: FaultPlan) -> None:
+        """The asynchronous mode: 202 now, the work and its callback later (sandbox_async)."""
+        from testbed.sandbox_async import callback_reporters, perform_later
+
+        callback = self.headers.get("X-SAS-Callback-URL", "").strip()
+        report, report_unknown = callback_reporters(callback) if callback else (_nothing, _nothing)
+        # The slowness fault delays the work, not the 202: what is slow is the remote's work.
+        perform_later(self.remote, request, config, plan, report=report, report_unknown=report_unknown)
+        if plan.drop:
+            self.remote.store.bump("fault_drop")
+            self._drop(plan.hold_ms)
+            return
+        self._send_json(202, {"accepted": True, "operation_id": request.key})
+
+
+def _nothing(*args: Any) -> None:
+    """A report with nowhere to go: the request carried no callback URL."""
 
 
 def _int_or_none(value: object) -> int | None:

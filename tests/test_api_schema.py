@@ -26,6 +26,7 @@ from rest_framework.test import APIClient
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+from scheduler.callback_tokens import token_for as token_for_attempt
 from scheduler.services import job_submit
 from supervisor.models import AlertSubscription
 from tests.factories import chain, make_pool
@@ -90,7 +91,11 @@ def fuzz_data(in_process_requests: None) -> None:
     make_pool("http-pool", kind="http", endpoints=["http://127.0.0.1:9"])
     job = job_submit(workflow="chain", input={}, callback_url="https://hooks.example.com/done").job
     AlertSubscription.objects.create(name="oncall", email="oncall@example.com")
-    KNOWN.update(job_id=str(job.pk), step_id=job.steps.order_by("id").first().pk)  # type: ignore[union-attr]
+    first = job.steps.order_by("id").first()
+    assert first is not None
+    KNOWN.update(
+        job_id=str(job.pk), step_id=first.pk, token=token_for_attempt(first.pk, 1, first.operation_id)
+    )
 
 
 @pytest.fixture
@@ -105,6 +110,8 @@ def known_path_parameters(path: str) -> dict[str, Any]:
         return {"job_id": KNOWN["job_id"]}
     if "{step_id}" in path:
         return {"step_id": KNOWN["step_id"]}
+    if "{token}" in path:
+        return {"token": KNOWN["token"]}
     names = {"policies": "default", "pools": "local", "workflows": "chain", "alerts": "oncall"}
     return {"name": names[path.split("/")[3]]}
 

@@ -261,7 +261,8 @@ def test_a_late_success_after_the_step_settled_is_not_counted_again(
     drain()
     step = job.steps.get()
     step_record_outcome(step.pk, 1, CallResult(Outcome.SUCCEEDED, output={}))  # a duplicate answer
-    assert Event.objects.filter(step=step, kind=EventKind.LATE_SUCCESS_NOTED).count() == 1
+    (repeat,) = Event.objects.filter(step=step, kind=EventKind.LATE_OUTCOME_IGNORED)
+    assert "a repeat of its result" in repeat.reason
     html = ops.get("/ops/", **HTMX).content.decode()
     assert "Totals: 1 jobs finished, 1 steps succeeded." in html
 

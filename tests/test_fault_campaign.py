@@ -63,4 +63,8 @@ def test_a_small_campaign_with_every_fault_on_loses_no_job_and_doubles_no_effect
     assert faults["connections_dropped"] >= 1
     assert faults["operator_pairs"] >= 1
     assert faults["operator_pairs_violating"] == 0
+    assert faults["broker_restarts"] >= 1
+    remote_faults = report["remote_faults"]
+    for kind in ("reply_lost", "reply_duplicate", "reply_late", "reply_unknown"):
+        assert remote_faults[kind] >= 1, (kind, remote_faults)
     assert figures["remote_deliveries"] > figures["remote_effects"]  # retries and replays happened

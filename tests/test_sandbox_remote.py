@@ -387,7 +387,13 @@ def test_script_actions_apply_in_order_then_the_rates_take_over(remote: Remote) 
     assert statuses == [503, 200, 200, 200]
     assert remote.client.get("/config").json()["script"] == {"/payments/charge": []}
     faults = remote.stats()["faults"]
-    assert faults == {"error": 1, "drop": 0, "slow": 1, "decline": 0}
+    assert {k: faults[k] for k in ("error", "drop", "slow", "decline")} == {
+        "error": 1,
+        "drop": 0,
+        "slow": 1,
+        "decline": 0,
+    }
+    assert not any(faults[k] for k in ("reply_lost", "reply_duplicate", "reply_late", "reply_unknown"))
 
 
 def test_script_only_applies_to_its_own_path(remote: Remote) -> None:
@@ -628,6 +634,12 @@ def test_flags_set_the_initial_config_and_the_store_survives_a_restart(tmp_path:
         "drop_hold_ms": 7,
         "decline_over": 100.0,
         "honor_keys": True,
+        "async_delay_ms": 0,
+        "reply_loss_rate": 0.0,
+        "reply_duplicate_rate": 0.0,
+        "reply_late_rate": 0.0,
+        "reply_late_ms": 0,
+        "reply_unknown_rate": 0.0,
         "script": {},
     }
     with running_remote(db) as remote:

@@ -16,7 +16,12 @@ in one transaction; no remote is ever called inside a transaction.
 from scheduler.services.claims import NOT_CALLED, attempt_claim
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.locking import JOB_FORWARD, JobState, load_locked_jobs, lock_job
-from scheduler.services.outcomes import step_record_outcome, step_succeed
+from scheduler.services.outcomes import (
+    async_result_record,
+    attempt_accepted,
+    step_record_outcome,
+    step_succeed,
+)
 from scheduler.services.remediation import (
     step_abandon,
     step_give_up,
@@ -35,6 +40,8 @@ __all__ = [
     "NOT_CALLED",
     "JobState",
     "Submission",
+    "async_result_record",
+    "attempt_accepted",
     "attempt_claim",
     "job_advance",
     "job_fail",

@@ -15,7 +15,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
+from agents.models import AgentKind
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
+from scheduler.callback_tokens import callback_url
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import Attempt, EventKind, Step, StepKind, StepStatus
 from scheduler.services.locking import JOB_FORWARD
@@ -177,8 +179,15 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
     else:
         path = row["path"]
     headers = {}
-    if row["secret_header_name"] and row["secret_header_value"]:
+    callback = ""
+    if row["agent_kind"] == AgentKind.QUEUE:
+        # The broker's credentials, for agents.queue to connect with (never logged or queued).
+        if row["secret_header_value"]:
+            headers = {"username": row["secret_header_name"] or "", "password": row["secret_header_value"]}
+    elif row["secret_header_name"] and row["secret_header_value"]:
         headers[row["secret_header_name"]] = row["secret_header_value"]
+    if row["agent_kind"] == AgentKind.HTTP and row["attempt_kind"] == AttemptKind.CALL:
+        callback = callback_url(step_id, number, row["operation_id"])
     return CallSpec(
         job_id=str(row["job_id"]),
         step_id=step_id,
@@ -196,6 +205,7 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
         trace_parent=row["trace_parent"],
         dispatched_at=row["dispatched_at"],
         claimed_at=row["db_now"],
+        callback_url=callback,
     )
 
 

@@ -8,7 +8,11 @@ and is only noted on the attempt otherwise.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
+
+from django.db.models import F
+from django.db.models.functions import Now
 
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
 from scheduler.models import STEP_SETTLED, Attempt, EventKind, Step, StepKind, StepStatus
@@ -72,6 +76,53 @@ def step_record_outcome(
         _finish(
             unit, state, step, number, result, source, late=unit.now > attempt.deadline, kind=attempt.kind
         )
+
+
+def attempt_accepted(step_id: int, number: int, result: CallResult, *, job_id: str, via: str) -> None:
+    """The remote took the call and reports later (HTTP 202, a message on its queue): the attempt
+    stays in flight under its deadline; the event says so, unless its result is already in."""
+    with unit_of_work() as unit:
+        if not Attempt.objects.filter(step_id=step_id, number=number, finished_at__isnull=True).exists():
+            return
+        unit.event(
+            job_id=job_id,
+            step=Step(pk=step_id, job_id=job_id),
+            kind=E.CALL_ACCEPTED,
+            source=AGENT,
+            attempt=number,
+            reason=f"the remote took the call ({via}); its result comes later",
+            data={"latency_ms": result.latency_ms, "status_code": result.status_code, "via": via},
+        )
+
+
+#: Outcomes the supervisor decides, not the remote: a result may still come after them.
+DECIDED_WITHOUT_RESULT = frozenset({Outcome.NO_ANSWER, Outcome.SUPERSEDED, ""})
+
+
+def async_result_record(step_id: int, number: int, result: CallResult, *, source: str) -> str:
+    """Record a result that arrived after the call (a queue reply, an HTTP callback).
+
+    The first result of an attempt wins: a repeat ("duplicate") changes nothing. A result for an
+    attempt the supervisor already gave up on is late evidence ("late"), recorded as a late
+    answer is. Returns "recorded", "late", "duplicate", or "unknown" (no such attempt). The
+    latency is the attempt's time from its claim to now (database clock).
+    """
+    row = (
+        Attempt.objects.filter(step_id=step_id, number=number)
+        .annotate(elapsed=Now() - F("started_at"))
+        .values("finished_at", "outcome", "late_outcome", "elapsed")
+        .first()
+    )
+    if row is None:
+        return "unknown"
+    if row["late_outcome"] or (
+        row["finished_at"] is not None and row["outcome"] not in DECIDED_WITHOUT_RESULT
+    ):
+        return "duplicate"
+    elapsed = row["elapsed"]
+    latency_ms = int(elapsed.total_seconds() * 1000) if elapsed is not None else None
+    step_record_outcome(step_id, number, replace(result, latency_ms=latency_ms), source=source)
+    return "late" if row["finished_at"] is not None else "recorded"
 
 
 def _finish(
@@ -155,14 +206,19 @@ def _record_late(unit: Unit, state: JobState, step: Step, attempt: Attempt, resu
     if attempt.finished_at is None:
         # Still open although the step moved on (should not happen): close it as superseded.
         attempt_finish(unit, step.pk, attempt.number, Outcome.SUPERSEDED, decided_by=AGENT)
-    if not result.succeeded or attempt.late_outcome:
+    repeat = attempt.outcome == result.outcome and attempt.outcome not in DECIDED_WITHOUT_RESULT
+    if not result.succeeded or attempt.late_outcome or repeat:
         unit.event(
             job_id=step.job_id,
             step=step,
             kind=E.LATE_OUTCOME_IGNORED,
             source=AGENT,
             attempt=attempt.number,
-            reason=f"{result.outcome} for attempt {attempt.number} after it was decided",
+            reason=(
+                f"{result.outcome} again for attempt {attempt.number}: a repeat of its result"
+                if repeat
+                else f"{result.outcome} for attempt {attempt.number} after it was decided"
+            ),
         )
         return
     attempt_note_late(unit, step.pk, attempt.number, Outcome.SUCCEEDED)

@@ -1,7 +1,8 @@
 """`manage.py qcluster`: django-q2's cluster, with the supervisor loop running beside it.
 
 The cluster (sentinel, pusher, workers, monitor) is started exactly as django-q2 does it; this
-process, which django-q2 leaves waiting on the cluster, runs the supervisor loop meanwhile. Every
+process, which django-q2 leaves waiting on the cluster, runs the supervisor loop meanwhile, and
+the consumer of queue pools' replies in a thread (scheduler.replies). Every
 cluster therefore watches; the lease makes one of them act, and if that cluster dies another takes
 over within one lease period. Set SAS_SUPERVISOR_IN_CLUSTER=0 to run the supervisor apart
 (`manage.py supervise`).
@@ -31,6 +32,7 @@ from django_q.cluster import Cluster
 from django_q.management.commands.qcluster import Command as DjangoQClusterCommand
 
 from sas_project.conf import sas_settings
+from scheduler.replies import run_replies
 from supervisor.loop import holder_name, run_loop
 
 logger = logging.getLogger("supervisor")
@@ -65,13 +67,24 @@ class Command(DjangoQClusterCommand):
             tree.refresh()
             return stopping.is_set() or cluster.sentinel is None or not cluster.sentinel.is_alive()
 
+        replies: threading.Thread | None = None
+        if sas_settings.replies_in_cluster:
+            # The replies of queue pools' remotes, in a thread of this process (it idles, and
+            # connects to no broker, while no queue pool exists).
+            replies = threading.Thread(
+                target=run_replies, args=(stopping.is_set,), name="agent-replies", daemon=True
+            )
+            replies.start()
         if sas_settings.supervisor_in_cluster:
             # The sentinel is forked before the loop opens any database connection.
             run_loop(holder=holder_name("qcluster"), should_stop=done)
         else:
             while not done():
                 time.sleep(0.2)
+        stopping.set()
         stop_cluster(cluster, tree, timeout=sas_settings.q_stop_seconds)
+        if replies is not None:
+            replies.join(timeout=5)
 
 
 class ProcessTree:

@@ -64,6 +64,23 @@ class Command(BaseCommand):
         parser.add_argument(
             "--timeout", type=float, default=d.timeout_seconds, help="Attempt timeout, seconds."
         )
+        parser.add_argument(
+            "--no-async-agents",
+            action="store_true",
+            help="Leave out the asynchronous agents (HTTP 202 + callback, a Redis queue) and their faults.",
+        )
+        parser.add_argument(
+            "--reply-fault-rate",
+            type=float,
+            default=d.reply_fault_rate,
+            help="Share of asynchronous results lost, repeated, late, and followed by an unknown one (each).",
+        )
+        parser.add_argument(
+            "--broker-restart-every",
+            type=float,
+            default=d.broker_restart_every,
+            help="Seconds between broker restarts.",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
             "--scratch",
@@ -90,6 +107,9 @@ class Command(BaseCommand):
             pg_restart=options["pg_restart"],
             timeout_seconds=options["timeout"],
             scratch=options["scratch"],
+            async_agents=not options["no_async_agents"],
+            reply_fault_rate=options["reply_fault_rate"],
+            broker_restart_every=options["broker_restart_every"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))

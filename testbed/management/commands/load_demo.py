@@ -28,6 +28,13 @@ class Command(BaseCommand):
             help="Endpoint of the alternate payments pool (same sandbox by default).",
         )
         parser.add_argument("--admin", action="store_true", help="Create the demo admin user if missing.")
+        parser.add_argument(
+            "--broker",
+            default="",
+            help="A broker URL (redis://host:port/0): also load a queue pool and the order_fulfilment_mixed "
+            "workflow, whose charge answers later (HTTP 202 + callback) and whose shipping goes through "
+            "the sandbox's queue consumer.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         role_groups_ensure()
@@ -137,7 +144,11 @@ class Command(BaseCommand):
                     },
                 ],
             )
-        self.stdout.write("demo loaded: workflows order_fulfilment, noop_chain")
+        loaded = ["order_fulfilment", "noop_chain"]
+        if options["broker"]:
+            self._mixed(options["broker"])
+            loaded.append("order_fulfilment_mixed")
+        self.stdout.write(f"demo loaded: workflows {', '.join(loaded)}")
         if options["admin"]:
             user_model = get_user_model()
             username, password = DEMO_ADMIN
@@ -146,4 +157,60 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"log in at http://127.0.0.1:8000/admin/ and /ops/ as {username!r} "
                 f"with password {password!r} (local demo only)"
+            )
+
+    def _mixed(self, broker: str) -> None:
+        """Every agent kind in one job: a synchronous HTTP step, an HTTP step the remote answers
+        later (202, then a POST to the callback URL), and a step sent as a message on a queue."""
+        # The broker's port changes from one `make run` to the next: always point the pool at it.
+        pool_save(
+            name="shipping-queue",
+            kind="queue",
+            endpoints=[broker],
+            pool=AgentPool.objects.filter(name="shipping-queue").first(),
+        )
+        if not RemediationPolicy.objects.filter(name="later").exists():
+            policy_create(
+                name="later",
+                actor=None,
+                timeout_seconds=30,
+                max_attempts=4,
+                backoff_initial_seconds=1,
+                backoff_multiplier=2,
+                backoff_max_seconds=10,
+                reconcile_before_retry=True,
+                on_exhausted="compensate",
+            )
+        if workflow_latest("order_fulfilment_mixed") is None:
+            workflow_create(
+                name="order_fulfilment_mixed",
+                description="Reserve (HTTP), charge (HTTP, result reported later), ship (queue).",
+                steps=[
+                    {
+                        "name": "reserve",
+                        "pool": "inventory",
+                        "path": "/inventory/reserve",
+                        "status_path": "/inventory/reservations/{operation_id}",
+                        "compensation_path": "/inventory/release",
+                        "policy": "standard",
+                    },
+                    {
+                        "name": "charge",
+                        "pool": "payments",
+                        "path": "/async/payments/charge",
+                        "status_path": "/payments/{operation_id}",
+                        "compensation_path": "/payments/refund",
+                        "depends_on": ["reserve"],
+                        "policy": "later",
+                    },
+                    {
+                        "name": "ship",
+                        "pool": "shipping-queue",
+                        "path": "shipping.schedule",
+                        "status_path": "shipping.status",
+                        "compensation_path": "shipping.cancel",
+                        "depends_on": ["charge"],
+                        "policy": "later",
+                    },
+                ],
             )

@@ -45,6 +45,17 @@ class Command(BaseCommand):
         parser.add_argument(
             "--drop-hold-ms", type=int, default=0, help="how long a dropped request holds its connection"
         )
+        parser.add_argument(
+            "--broker",
+            default="",
+            help="also consume the services' request queues on this broker (redis://host:port/db)",
+        )
+        parser.add_argument(
+            "--async-delay-ms",
+            type=int,
+            default=0,
+            help="how long asynchronous work (POST /async/..., queued requests) takes before its result",
+        )
         parser.add_argument("--seed", type=int, default=0, help="seed of the fault RNG")
         parser.add_argument("--reset", action="store_true", help="wipe the store at start")
         parser.add_argument(
@@ -64,6 +75,7 @@ class Command(BaseCommand):
                     "drop_rate": options["drop_rate"],
                     "drop_hold_ms": options["drop_hold_ms"],
                     "honor_keys": not options["no_idempotency"],
+                    "async_delay_ms": options["async_delay_ms"],
                 }
             )
         except ConfigError as exc:
@@ -82,9 +94,24 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"cannot start the sandbox remote: {exc}") from exc
 
+        consumer = None
+        if options["broker"]:
+            from testbed.sandbox_queue import QueueConsumer
+
+            consumer = QueueConsumer(remote, options["broker"])
+
         def announce(url: str) -> None:
+            if consumer is not None:
+                consumer.start()
+                if not consumer.ready.wait(30):
+                    raise CommandError(f"cannot consume from {options['broker']}")
+                self.stdout.write(f"sandbox remote consuming its queues on {options['broker']}")
             self.stdout.write(f"sandbox remote listening on {url}")
             # Whoever waits for this line may be reading a pipe, where output is block-buffered.
             self.stdout.flush()
 
-        serve_until_signalled(remote, announce)
+        try:
+            serve_until_signalled(remote, announce)
+        finally:
+            if consumer is not None:
+                consumer.stop()

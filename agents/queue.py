@@ -1,0 +1,300 @@
+"""The queue agent: publish one message to a request queue on a broker; the remote replies later.
+
+A pool of kind `queue` has broker URLs as its endpoints (`redis://host:6379/0`, `amqp://host/`;
+kombu speaks both with one API); a step's operation path names the request queue, its status
+path the queue that answers status queries, its compensation path the queue of its undo. The
+agent publishes and returns at once (ACCEPTED): no worker waits for the remote. The reply comes
+on the reply queue (SAS_REPLY_QUEUE) of the same broker, where the reply consumer
+(scheduler.replies) records it; no reply before the attempt's deadline is a `no_answer`, which
+the supervisor handles by policy as for HTTP.
+
+Request (JSON):
+
+    {"operation_id", "job_id", "step", "attempt", "kind": "call" | "status",
+     "input", "results", "reply_to", ["compensates", "original_output"]}
+
+Reply (JSON, on `reply_to`):
+
+    {"operation_id", "attempt", "outcome": "succeeded" | "refused" | "failed" | "not_happened",
+     "output", "error"}
+
+`refused` is a business failure, `failed` a transient one; a status query answers `succeeded`
+(with the operation's output) or `not_happened`. The remote de-duplicates on `operation_id`:
+every retry of a step carries the same one. Messages are persistent (delivery mode 2) and use
+kombu's JSON serialisation, so any kombu (or Celery-compatible) consumer reads them, and on
+AMQP they are plain messages with a JSON body.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agents.outcome import ACCEPTED, CallResult, CallSpec, Outcome
+from agents.validation import validate_broker_url, validate_queue_name
+from sas_project.conf import sas_settings
+from sas_project.errors import InvalidInput
+
+logger = logging.getLogger("agents.queue")
+
+#: Reply outcomes and what they are.
+REPLY_OUTCOMES: dict[str, str] = {
+    "succeeded": Outcome.SUCCEEDED,
+    "refused": Outcome.BUSINESS_FAILURE,
+    "failed": Outcome.TRANSIENT_FAILURE,
+    "not_happened": Outcome.NOT_HAPPENED,
+}
+#: Broker connection and publish time limit, seconds: a broker that does not take a message in
+#: this time is a transient failure (nothing was sent).
+PUBLISH_TIMEOUT = 5.0
+
+#: One quick second try on a dropped connection, then the attempt is a transient failure.
+RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
+
+_connections: dict[tuple[str, str, str], Any] = {}
+_connections_pid: int | None = None
+
+
+def _connection(url: str, credentials: tuple[str, str]) -> Any:
+    """This process's connection to a broker (a new one after a fork)."""
+    global _connections_pid
+    from kombu import Connection
+
+    if _connections_pid != os.getpid():
+        _connections.clear()
+        _connections_pid = os.getpid()
+    key = (url, *credentials)
+    conn = _connections.get(key)
+    if conn is None:
+        user, password = credentials
+        conn = Connection(
+            url,
+            userid=user or None,
+            password=password or None,
+            connect_timeout=PUBLISH_TIMEOUT,
+            transport_options={"socket_timeout": PUBLISH_TIMEOUT, "socket_connect_timeout": PUBLISH_TIMEOUT},
+        )
+        _connections[key] = conn
+    return conn
+
+
+def _forget(url: str, credentials: tuple[str, str]) -> None:
+    conn = _connections.pop((url, *credentials), None)
+    if conn is not None:
+        try:
+            conn.release()
+        except Exception:
+            logger.debug("closing a broken broker connection failed", exc_info=True)
+
+
+def credentials_of(spec: CallSpec) -> tuple[str, str]:
+    """The broker user name and password the claim put in the spec's headers (never logged)."""
+    return spec.headers.get("username", ""), spec.headers.get("password", "")
+
+
+def message_of(spec: CallSpec) -> dict[str, Any]:
+    """The request message of one attempt."""
+    from agents.outcome import AttemptKind
+
+    message = {
+        "operation_id": spec.operation_id,
+        "job_id": spec.job_id,
+        "step": spec.payload.get("step"),
+        "attempt": spec.attempt,
+        "kind": "status" if spec.kind == AttemptKind.RECONCILE else "call",
+        "input": spec.payload.get("input", {}),
+        "results": spec.payload.get("results", {}),
+        "reply_to": sas_settings.reply_queue,
+    }
+    for extra in ("compensates", "original_output"):
+        if extra in spec.payload:
+            message[extra] = spec.payload[extra]
+    return message
+
+
+def call_queue(spec: CallSpec) -> CallResult:
+    """Publish the attempt's message; ACCEPTED once the broker has it."""
+    started = time.monotonic()
+
+    def elapsed_ms() -> int:
+        return int((time.monotonic() - started) * 1000)
+
+    try:
+        url = validate_broker_url(spec.base_url)
+        queue_name = validate_queue_name(spec.path)
+    except InvalidInput as exc:
+        return CallResult(Outcome.BUSINESS_FAILURE, error=f"endpoint refused: {exc.message}")
+    from kombu import Queue
+
+    credentials = credentials_of(spec)
+    body = message_of(spec)
+    try:
+        conn = _connection(url, credentials)
+        queue = Queue(queue_name, routing_key=queue_name, durable=True)
+        with conn.Producer(serializer="json") as producer:
+            producer.publish(
+                body,
+                routing_key=queue_name,
+                declare=[queue],
+                delivery_mode=2,
+                correlation_id=spec.operation_id,
+                reply_to=sas_settings.reply_queue,
+                retry=True,
+                retry_policy=RETRY_POLICY,
+            )
+    except Exception as exc:  # noqa: BLE001 - every broker or network error: nothing was taken
+        _forget(url, credentials)
+        return CallResult(
+            Outcome.TRANSIENT_FAILURE,
+            latency_ms=elapsed_ms(),
+            error=f"broker refused the message: {type(exc).__name__}: {exc}"[:1000],
+        )
+    return CallResult(
+        ACCEPTED,
+        latency_ms=elapsed_ms(),
+        excerpt=json.dumps({"queue": queue_name, "reply_to": body["reply_to"]}),
+    )
+
+
+# --- replies ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A remote's reply: which attempt of which operation, and its result."""
+
+    operation_id: str
+    attempt: int
+    result: CallResult
+
+
+class BadReply(ValueError):
+    """A reply that names no attempt or no known outcome; it is logged and dropped."""
+
+
+def parse_reply(body: Any) -> Reply:
+    if isinstance(body, bytes | str):
+        try:
+            body = json.loads(body)
+        except ValueError as exc:
+            raise BadReply("the reply is not JSON") from exc
+    if not isinstance(body, dict):
+        raise BadReply("the reply is not a JSON object")
+    operation_id = body.get("operation_id")
+    attempt = body.get("attempt")
+    outcome = body.get("outcome")
+    if not isinstance(operation_id, str) or not operation_id or len(operation_id) > 200:
+        raise BadReply("the reply has no operation_id")
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or not 0 < attempt < 2**31:
+        raise BadReply("the reply has no attempt number")
+    if outcome not in REPLY_OUTCOMES:
+        raise BadReply(f"the reply's outcome {str(outcome)[:50]!r} is not one of {', '.join(REPLY_OUTCOMES)}")
+    error = body.get("error") or ""
+    result = CallResult(
+        REPLY_OUTCOMES[outcome],
+        output=body.get("output") if outcome == "succeeded" else None,
+        excerpt=json.dumps(body, default=str)[: sas_settings.response_excerpt_bytes],
+        error=str(error)[:1000] if outcome != "succeeded" else "",
+    )
+    return Reply(operation_id=operation_id, attempt=attempt, result=result)
+
+
+def consume_replies(
+    brokers: list[tuple[str, tuple[str, str]]],
+    handle: Callable[[Reply], None],
+    *,
+    should_stop: Callable[[], bool],
+    poll: float = 0.5,
+) -> Iterator[int]:
+    """Consume the reply queue of every broker until `should_stop()`, calling `handle` with each
+    reply; yields the number of replies handled at each turn, so that the caller can look at its
+    brokers again between turns.
+
+    A reply is acknowledged once `handle` returns (after its transaction committed): a consumer
+    that dies first leaves it to be delivered again, which is harmless (the first result of an
+    attempt wins). A reply that cannot be parsed is logged and dropped. When `handle` raises (the
+    database is away), the reply is put back and the consumer pauses.
+    """
+    from kombu import Consumer, Queue
+
+    queue_name = sas_settings.reply_queue
+    opened: list[tuple[Any, Any]] = []
+    handled = 0
+
+    def on_message(body: Any, message: Any) -> None:
+        nonlocal handled
+        try:
+            reply = parse_reply(body)
+        except BadReply as exc:
+            logger.warning("reply dropped: %s", exc, extra={"reply": str(body)[:300]})
+            message.ack()
+            return
+        try:
+            handle(reply)
+        except Exception:
+            logger.exception("reply not recorded; put back", extra={"operation_id": reply.operation_id})
+            message.requeue()
+            time.sleep(1.0)
+            return
+        message.ack()
+        handled += 1
+
+    try:
+        for url, credentials in brokers:
+            user, password = credentials
+            from kombu import Connection
+
+            conn = Connection(
+                url, userid=user or None, password=password or None, connect_timeout=PUBLISH_TIMEOUT
+            )
+            queue = Queue(queue_name, routing_key=queue_name, durable=True)
+            consumer = Consumer(
+                conn, queues=[queue], callbacks=[on_message], accept=["json"], prefetch_count=50
+            )
+            opened.append((conn, consumer))
+        connected: set[int] = set()
+        while not should_stop():
+            handled = 0
+            for index, (conn, consumer) in enumerate(opened):
+                try:
+                    if index not in connected:
+                        conn.ensure_connection(max_retries=1)
+                        consumer.revive(conn.channel())
+                        consumer.consume()
+                        connected.add(index)
+                    conn.drain_events(timeout=poll / max(len(opened), 1))
+                except TimeoutError:
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a broker away: try again next turn
+                    if index in connected:
+                        logger.warning("reply consumer lost broker %s: %s", _safe(conn), exc)
+                    connected.discard(index)
+                    _release(conn)
+                    time.sleep(poll)
+            yield handled
+    finally:
+        for conn, _consumer in opened:
+            _release(conn)
+
+
+def _safe(conn: Any) -> str:
+    try:
+        return str(conn.as_uri())  # kombu masks the password
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def _release(conn: Any) -> None:
+    try:
+        conn.release()
+    except Exception:
+        logger.debug("closing a broker connection failed", exc_info=True)
+
+
+def result_with_latency(reply: Reply, latency_ms: int | None) -> Reply:
+    return replace(reply, result=replace(reply.result, latency_ms=latency_ms))

@@ -1,0 +1,51 @@
+"""Results that arrive later: an HTTP remote that answered 202 POSTs the result of one attempt to
+the callback URL the call carried (`X-SAS-Callback-URL: <SAS_PUBLIC_URL>/api/v1/callbacks/<token>/`).
+
+The token is the credential, so the callback needs no user: it is signed with the service's
+secret key (django.core.signing, its own salt), names one attempt (step, attempt number and the
+step's operation ID) and carries the time it was made, so it cannot be forged, cannot be turned
+into a token of another attempt or step, and expires after SAS_CALLBACK_TOKEN_MAX_AGE. The first
+result of an attempt wins: a second POST with the same token is refused and changes nothing. A
+result for an attempt the supervisor already gave up on (no answer in time) is late evidence,
+recorded as a late HTTP answer is (scheduler.services.outcomes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.outcome import CallResult, Outcome
+from sas_project.validation import json_storable
+from scheduler.callback_tokens import AlreadyRecorded, BadToken, attempt_of
+from scheduler.services.outcomes import async_result_record
+
+SOURCE = "agent:callback"
+
+#: Callback outcomes and what they are.
+CALLBACK_OUTCOMES: dict[str, str] = {
+    "succeeded": Outcome.SUCCEEDED,
+    "refused": Outcome.BUSINESS_FAILURE,
+    "failed": Outcome.TRANSIENT_FAILURE,
+}
+
+
+def result_of(body: dict[str, Any]) -> CallResult:
+    """The CallResult a validated callback body (outcome, output, error) stands for."""
+    outcome = CALLBACK_OUTCOMES[body["outcome"]]
+    output = body.get("output") if outcome == Outcome.SUCCEEDED else None
+    json_storable(output, "output")
+    error = "" if outcome == Outcome.SUCCEEDED else str(body.get("error") or "")[:2000]
+    return CallResult(outcome, output=output, error=error)
+
+
+def callback_record(token: str, body: dict[str, Any]) -> str:
+    """Record the result a remote POSTed for the attempt its token names. Returns "recorded" or
+    "late" (evidence for an attempt already given up on); raises BadToken, ExpiredToken, or
+    AlreadyRecorded (the attempt has its result: nothing changes)."""
+    ref = attempt_of(token)
+    verdict = async_result_record(ref.step_id, ref.number, result_of(body), source=SOURCE)
+    if verdict == "duplicate":
+        raise AlreadyRecorded("this attempt's result was already recorded")
+    if verdict == "unknown":
+        raise BadToken("this callback token names no attempt of this service")
+    return verdict

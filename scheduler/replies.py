@@ -1,0 +1,110 @@
+"""The reply consumer: records what the remotes of queue pools reply (agents.queue).
+
+It runs in every `qcluster` (a thread beside the supervisor loop; SAS_REPLIES_IN_CLUSTER) and on
+its own (`manage.py agent_replies`). Several consumers share each broker's reply queue: each
+reply is taken by one of them. It looks at which brokers the queue pools name every
+`REFRESH` seconds; with no queue pool it connects to nothing, so a service without queue pools
+needs no broker.
+
+A reply names its attempt by operation ID and attempt number. The first result of an attempt
+wins: a duplicate changes nothing; a reply after the supervisor gave up on its attempt (no answer
+before the deadline) is late evidence, as a late HTTP answer is; a reply for an unknown operation
+is logged and dropped. Each reply is acknowledged after its transaction commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from django.db import close_old_connections, connection
+
+from agents.models import AgentEndpoint, AgentKind
+from agents.queue import Reply, consume_replies
+from scheduler.models import Step
+from scheduler.services import async_result_record
+
+logger = logging.getLogger("scheduler.replies")
+
+SOURCE = "agent:reply"
+#: Seconds between two looks at the brokers the queue pools name.
+REFRESH = 10.0
+
+Broker = tuple[str, tuple[str, str]]
+
+
+def brokers() -> list[Broker]:
+    """The brokers (URL, (user, password)) of the enabled endpoints of queue pools."""
+    rows = AgentEndpoint.objects.filter(pool__kind=AgentKind.QUEUE, enabled=True).values_list(
+        "url", "secret_header_name", "secret_header_value"
+    )
+    return sorted({(url, (user or "", password or "")) for url, user, password in rows})
+
+
+def record_reply(reply: Reply) -> str:
+    """Record one reply; returns "recorded", "late", "duplicate" or "unknown"."""
+    step_id = Step.objects.filter(operation_id=reply.operation_id).values_list("pk", flat=True).first()
+    verdict = (
+        "unknown"
+        if step_id is None
+        else async_result_record(step_id, reply.attempt, reply.result, source=SOURCE)
+    )
+    level = logging.INFO if verdict in ("recorded", "late") else logging.WARNING
+    logger.log(
+        level,
+        "reply %s",
+        verdict,
+        extra={
+            "operation_id": reply.operation_id,
+            "attempt": reply.attempt,
+            "outcome": reply.result.outcome,
+            "verdict": verdict,
+        },
+    )
+    return verdict
+
+
+def _record_or_reconnect(reply: Reply) -> None:
+    try:
+        record_reply(reply)
+    except Exception:
+        # The reply is put back; the next one starts on a fresh database connection.
+        connection.close()
+        raise
+
+
+def run_replies(should_stop: Callable[[], bool], *, refresh: float = REFRESH) -> int:
+    """Consume the replies of every broker the queue pools name until `should_stop()`; returns
+    how many were handled. Survives database and broker outages."""
+    total = 0
+    while not should_stop():
+        try:
+            close_old_connections()
+            current = brokers()
+        except Exception:
+            logger.exception("reply consumer: cannot read the queue pools")
+            connection.close()
+            _sleep(refresh, should_stop)
+            continue
+        if not current:
+            _sleep(refresh, should_stop)
+            continue
+
+        def turn_over(until: float = time.monotonic() + refresh) -> bool:
+            return should_stop() or time.monotonic() > until
+
+        try:
+            for handled in consume_replies(current, _record_or_reconnect, should_stop=turn_over):
+                total += handled
+        except Exception:
+            logger.exception("reply consumer failed; starting again")
+            connection.close()
+            _sleep(1.0, should_stop)
+    return total
+
+
+def _sleep(seconds: float, should_stop: Callable[[], bool]) -> None:
+    until = time.monotonic() + seconds
+    while not should_stop() and time.monotonic() < until:
+        time.sleep(min(0.2, max(until - time.monotonic(), 0)))

@@ -1,0 +1,158 @@
+"""The sandbox remote's asynchronous modes: the work is done after the request, and its result is
+reported later.
+
+* HTTP: `POST /async/<route>` (for example `/async/payments/charge`) answers `202 Accepted` at
+  once; after `async_delay_ms` the operation is performed (once per Idempotency-Key, as
+  synchronously) and its result POSTed to the request's `X-SAS-Callback-URL` as
+  `{"outcome": "succeeded" | "refused" | "failed", "output", "error"}`.
+* A message queue (`sandbox_remote --broker redis://...`): a consumer takes requests from one
+  queue per route (`payments.charge`, `payments.refund`, ...; status queries on
+  `<service>.status`) and replies on the message's `reply_to` queue with
+  `{"operation_id", "attempt", "outcome", "output", "error"}` (testbed.sandbox_queue).
+
+The faults of the synchronous routes apply to the request (503, slow, dropped), and these apply
+to the report: lost (`reply_loss_rate`), sent twice (`reply_duplicate_rate`), sent late
+(`reply_late_rate`, `reply_late_ms`), followed by a report for an operation nobody asked for
+(`reply_unknown_rate`). While an operation waits to be performed, its status query answers 409
+(in progress), as during a synchronous request.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.sandbox import Answer, FaultPlan, OperationRequest, SandboxConfig, SandboxRemote
+
+Report = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ReplyPlan:
+    lost: bool = False
+    duplicate: bool = False
+    late_ms: int = 0
+    unknown: bool = False
+
+
+def plan_reply(remote: SandboxRemote, config: SandboxConfig) -> ReplyPlan:
+    """Decide what happens to one report, from the live rates and the remote's seeded RNG."""
+    with remote._lock:
+        rng = remote._rng
+        lost = config.reply_loss_rate > 0 and rng.random() < config.reply_loss_rate
+        duplicate = config.reply_duplicate_rate > 0 and rng.random() < config.reply_duplicate_rate
+        late = config.reply_late_rate > 0 and rng.random() < config.reply_late_rate
+        unknown = config.reply_unknown_rate > 0 and rng.random() < config.reply_unknown_rate
+    return ReplyPlan(
+        lost=lost, duplicate=duplicate, late_ms=config.reply_late_ms if late else 0, unknown=unknown
+    )
+
+
+def result_of(answer: Answer) -> dict[str, Any]:
+    """The reported result of an operation's answer."""
+    payload = json.loads(answer.body) if answer.body else None
+    if 200 <= answer.status < 300:
+        return {"outcome": "succeeded", "output": payload, "error": ""}
+    error = payload.get("error", "") if isinstance(payload, dict) else ""
+    if answer.status >= 500:
+        return {"outcome": "failed", "output": None, "error": str(error) or f"HTTP {answer.status}"}
+    return {"outcome": "refused", "output": None, "error": str(error) or f"HTTP {answer.status}"}
+
+
+def perform_later(
+    remote: SandboxRemote,
+    request: OperationRequest,
+    config: SandboxConfig,
+    plan: FaultPlan,
+    *,
+    report: Report,
+    report_unknown: Callable[[], None],
+) -> None:
+    """Perform `request` after `async_delay_ms` (plus any injected slowness) in a thread of its
+    own, then report the result as the reply faults say."""
+    marker = remote.in_progress(request.key)
+    marker.__enter__()  # released once performed, so status queries say "in progress" meanwhile
+
+    def work() -> None:
+        try:
+            time.sleep((config.async_delay_ms + plan.delay_ms) / 1000)
+            answer = remote.store.execute(request, config, force_decline=plan.decline)
+        except Exception:  # noqa: BLE001 - the store was busy: as a crashed worker, nothing reported
+            marker.__exit__(None, None, None)
+            remote.store.bump("async_errors")
+            return
+        marker.__exit__(None, None, None)
+        deliver(remote, config, result_of(answer), report=report, report_unknown=report_unknown)
+
+    threading.Thread(target=work, name=f"sandbox-async-{request.key[:8]}", daemon=True).start()
+
+
+def deliver(
+    remote: SandboxRemote,
+    config: SandboxConfig,
+    result: dict[str, Any],
+    *,
+    report: Report,
+    report_unknown: Callable[[], None],
+) -> None:
+    """Report one result under the reply faults."""
+    faults = plan_reply(remote, config)
+    if faults.lost:
+        remote.store.bump("fault_reply_lost")
+        return
+    if faults.late_ms:
+        remote.store.bump("fault_reply_late")
+        time.sleep(faults.late_ms / 1000)
+    report(result)
+    remote.store.bump("results_reported")
+    if faults.duplicate:
+        remote.store.bump("fault_reply_duplicate")
+        report(result)
+    if faults.unknown:
+        remote.store.bump("fault_reply_unknown")
+        report_unknown()
+
+
+def post_json(url: str, payload: dict[str, Any], *, tries: int = 5) -> int | None:
+    """POST a result to a callback URL, trying again on connection errors and 5xx; the status of
+    the last answer (None if none came)."""
+    if not url.startswith(("http://", "https://")):
+        return None
+    body = json.dumps(payload).encode()
+    status: int | None = None
+    for attempt in range(tries):
+        request = urllib.request.Request(  # noqa: S310 - http(s) only, checked above
+            url, data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - the caller's own URL
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+            if exc.code < 500:
+                return status
+        except (urllib.error.URLError, OSError):
+            status = None
+        time.sleep(0.5 * (attempt + 1))
+    return status
+
+
+def callback_reporters(callback_url: str) -> tuple[Report, Callable[[], None]]:
+    """How a result of an HTTP request is reported: POSTed to its callback URL; and a report for
+    an unknown operation, a made-up token beside it."""
+
+    def report(result: dict[str, Any]) -> None:
+        post_json(callback_url, result)
+
+    def report_unknown() -> None:
+        base = callback_url.rstrip("/").rsplit("/", 1)[0]
+        post_json(f"{base}/{uuid.uuid4().hex}/", {"outcome": "succeeded", "output": {}}, tries=1)
+
+    return report, report_unknown
