@@ -136,7 +136,7 @@ class EndpointInline(admin.TabularInline):
 class PoolForm(forms.ModelForm):
     class Meta:
         model = AgentPool
-        fields = ["name", "kind", "alternate"]
+        fields = ["name", "kind", "alternate", "max_in_flight", "max_per_second"]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -153,7 +153,15 @@ class PoolForm(forms.ModelForm):
 class AgentPoolAdmin(admin.ModelAdmin):
     form = PoolForm
     inlines = [EndpointInline]
-    list_display = ["name", "kind", "alternate", "endpoint_count", "updated_at"]
+    list_display = [
+        "name",
+        "kind",
+        "alternate",
+        "max_in_flight",
+        "max_per_second",
+        "endpoint_count",
+        "updated_at",
+    ]
     list_select_related = ["alternate"]
     search_fields = ["name"]
 
@@ -189,6 +197,8 @@ class AgentPoolAdmin(admin.ModelAdmin):
             alternate=alternate.name if alternate else None,
             pool=AgentPool.objects.get(pk=form.instance.pk) if change else None,
             actor=request.user,
+            max_in_flight=form.cleaned_data.get("max_in_flight"),
+            max_per_second=form.cleaned_data.get("max_per_second"),
         )
         form.instance.pk = pool.pk
 

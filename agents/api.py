@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from agents import selectors
 from agents.serializers import PoolReplaceSerializer, PoolSerializer, PoolWriteSerializer
-from agents.services import pool_save
+from agents.services import pool_delete, pool_save
 from sas_project.api import WRITE_ERRORS, ApiView, DefinitionAccess, errors, location, one_writer, validated
 
 # --- pools ------------------------------------------------------------------------------------
@@ -49,6 +49,8 @@ class PoolsView(ApiView):
                 endpoints=data["endpoints"],
                 alternate=data["alternate"] or None,
                 actor=request.user,
+                max_in_flight=data.get("max_in_flight"),
+                max_per_second=data.get("max_per_second"),
             )
         return Response(
             PoolSerializer(selectors.pool_state(pool.name)).data,
@@ -92,6 +94,17 @@ class PoolView(ApiView):
     def patch(self, request: Request, name: str) -> Response:
         return self._update(request, name, partial=True)
 
+    @extend_schema(
+        operation_id="pools_delete",
+        tags=["pools"],
+        summary="Delete a pool that no workflow, job or other pool uses",
+        description="409 names what uses it: history keeps the pools its steps ran on.",
+        responses={204: None, **errors(401, 403, 404, 409)},
+    )
+    def delete(self, request: Request, name: str) -> Response:
+        pool_delete(name, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
     def _update(self, request: Request, name: str, *, partial: bool) -> Response:
         data = validated(PoolReplaceSerializer, request.data, partial=partial)
         pool = selectors.pool_get(name)
@@ -114,5 +127,7 @@ class PoolView(ApiView):
                 alternate=alternate or None,
                 pool=pool,
                 actor=request.user,
+                max_in_flight=data.get("max_in_flight", pool.max_in_flight),
+                max_per_second=data.get("max_per_second", pool.max_per_second),
             )
         return Response(PoolSerializer(selectors.pool_state(pool.name)).data)

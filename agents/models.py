@@ -28,6 +28,10 @@ class AgentPool(models.Model):
         related_name="primaries",
         help_text="Pool a step moves to after the policy's reassign_after_attempts.",
     )
+    #: At most this many calls in flight at once (steps beyond it wait for capacity); None: no limit.
+    max_in_flight = models.PositiveIntegerField(null=True, blank=True)
+    #: At most this many calls started per second; None: no limit.
+    max_per_second = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -37,10 +41,22 @@ class AgentPool(models.Model):
             models.CheckConstraint(
                 condition=models.Q(kind__in=AgentKind.values), name="agentpool_kind_valid"
             ),
+            models.CheckConstraint(
+                condition=models.Q(max_in_flight__isnull=True) | models.Q(max_in_flight__gte=1),
+                name="agentpool_max_in_flight_positive",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(max_per_second__isnull=True) | models.Q(max_per_second__gt=0),
+                name="agentpool_max_per_second_positive",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def limited(self) -> bool:
+        return self.max_in_flight is not None or self.max_per_second is not None
 
 
 class AgentEndpoint(models.Model):

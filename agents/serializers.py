@@ -44,6 +44,14 @@ class PoolSerializer(serializers.Serializer):
     alternate = serializers.CharField(
         source="pool.alternate.name", allow_null=True, help_text="Pool a step may be reassigned to."
     )
+    max_in_flight = serializers.IntegerField(
+        source="pool.max_in_flight", allow_null=True, help_text="Calls in flight at most (null: no limit)."
+    )
+    max_per_second = serializers.FloatField(
+        source="pool.max_per_second",
+        allow_null=True,
+        help_text="Calls started per second at most (null: no limit).",
+    )
     endpoints = EndpointSerializer(many=True)
     created_at = serializers.DateTimeField(source="pool.created_at")
     updated_at = serializers.DateTimeField(source="pool.updated_at")
@@ -121,6 +129,22 @@ class PoolWriteSerializer(StrictSerializer):
     )
     endpoints = serializers.ListField(
         child=EndpointInputField(), required=False, default=list, max_length=100
+    )
+    max_in_flight = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=100_000,
+        help_text="At most this many calls in flight; steps beyond it wait for capacity (null: no limit).",
+    )
+    max_per_second = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0.001,
+        max_value=100_000,
+        help_text="At most this many calls started per second (null: no limit).",
     )
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)

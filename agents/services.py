@@ -6,11 +6,12 @@ import re
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
 
 from agents.models import AgentEndpoint, AgentKind, AgentPool
 from agents.validation import validate_broker_url, validate_endpoint_url
-from sas_project.audit import definition_logged
-from sas_project.errors import InvalidInput, StaleWrite
+from sas_project.audit import definition_deleted, definition_logged
+from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
 from sas_project.validation import valid_name
 
 
@@ -65,6 +66,25 @@ def _endpoint_specs(kind: str, endpoints: Any) -> list[dict[str, Any]]:
     return specs
 
 
+def _check_limits(max_in_flight: Any, max_per_second: Any) -> None:
+    if max_in_flight is not None and (
+        not isinstance(max_in_flight, int)
+        or isinstance(max_in_flight, bool)
+        or not 1 <= max_in_flight <= 100_000
+    ):
+        raise InvalidInput(
+            "max_in_flight must be empty or a whole number from 1 to 100000", field="max_in_flight"
+        )
+    if max_per_second is not None and (
+        not isinstance(max_per_second, int | float)
+        or isinstance(max_per_second, bool)
+        or not 0.001 <= max_per_second <= 100_000
+    ):
+        raise InvalidInput(
+            "max_per_second must be empty or a number from 0.001 to 100000", field="max_per_second"
+        )
+
+
 @transaction.atomic
 def pool_save(
     *,
@@ -74,8 +94,10 @@ def pool_save(
     alternate: str | None = None,
     pool: AgentPool | None = None,
     actor: Any = None,
+    max_in_flight: int | None = None,
+    max_per_second: float | None = None,
 ) -> AgentPool:
-    """Create a pool (or update `pool`) with exactly the given endpoints.
+    """Create a pool (or update `pool`) with exactly the given endpoints and limits.
 
     Endpoints are matched by URL: kept ones keep their history and health, missing ones are
     removed. A secret header value left empty on update keeps the stored one.
@@ -84,6 +106,7 @@ def pool_save(
     if kind not in AgentKind.values:
         raise InvalidInput(f"kind must be one of {', '.join(AgentKind.values)}", field="kind")
     specs = _endpoint_specs(kind, endpoints)
+    _check_limits(max_in_flight, max_per_second)
     other = AgentPool.objects.filter(name=name)
     if pool is not None:
         other = other.exclude(pk=pool.pk)
@@ -103,12 +126,21 @@ def pool_save(
     if pool is None:
         try:
             with transaction.atomic():
-                pool = AgentPool.objects.create(name=name, kind=kind, alternate=alternate_pool)
+                pool = AgentPool.objects.create(
+                    name=name,
+                    kind=kind,
+                    alternate=alternate_pool,
+                    max_in_flight=max_in_flight,
+                    max_per_second=max_per_second,
+                )
         except IntegrityError as exc:
             raise StaleWrite(f"pool {name!r} was created at the same moment; send yours again") from exc
     else:
         pool.name, pool.kind, pool.alternate = name, kind, alternate_pool
-        pool.save(update_fields=["name", "kind", "alternate", "updated_at"])
+        pool.max_in_flight, pool.max_per_second = max_in_flight, max_per_second
+        pool.save(
+            update_fields=["name", "kind", "alternate", "max_in_flight", "max_per_second", "updated_at"]
+        )
     existing = {e.url: e for e in pool.endpoints.all()}
     for spec in specs:
         endpoint = existing.pop(spec["url"], None)
@@ -135,8 +167,44 @@ def _pool_state(pool: AgentPool) -> dict[str, Any]:
         "name": pool.name,
         "kind": pool.kind,
         "alternate": pool.alternate.name if pool.alternate is not None else None,
+        "max_in_flight": pool.max_in_flight,
+        "max_per_second": pool.max_per_second,
         "endpoints": sorted(
             [e.url, e.enabled, e.secret_header_name, bool(e.secret_header_value)]
             for e in pool.endpoints.all()
         ),
     }
+
+
+@transaction.atomic
+def pool_delete(name: str, *, actor: Any) -> None:
+    """Delete a pool no workflow, job or other pool uses (with its endpoints). Otherwise
+    ActionNotAllowed names what uses it: history keeps the pools its steps ran on."""
+    pool = AgentPool.objects.select_for_update().filter(name=name).first()
+    if pool is None:
+        raise NotFound(f"pool {name!r} does not exist")
+    primaries = list(pool.primaries.values_list("name", flat=True))
+    if primaries:
+        raise ActionNotAllowed(f"pool {name!r} is the alternate of pool {primaries[0]!r}: change that first")
+    definition_deleted(actor, pool)
+    try:
+        with transaction.atomic():
+            pool.delete()
+    except ProtectedError as exc:
+        # The scheduler's rows point at pools: named from the refusal, never imported here.
+        raise ActionNotAllowed(
+            f"pool {name!r} is used by {_named(exc.protected_objects)}: it cannot be deleted"
+        ) from exc
+
+
+def _named(rows: Any) -> str:
+    """One of the rows that refer to a definition, in words: a job's step before a workflow's."""
+    rows = list(rows)
+    for row in rows:
+        if getattr(row, "job_id", None) is not None:
+            return f"job {row.job_id}"
+    for row in rows:
+        workflow: Any = getattr(row, "workflow", None)
+        if workflow is not None:
+            return f"workflow {workflow.name!r} (version {workflow.version})"
+    return str(rows[0]) if rows else "another definition"

@@ -47,7 +47,7 @@ from rest_framework.views import APIView, set_rollback
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from sas_project.errors import InvalidInput, SasError
-from sas_project.permissions import can_manage, can_operate, can_submit
+from sas_project.permissions import can_manage, can_operate, can_submit, can_view
 
 # --- serializers every app's API builds on ---------------------------------------------------
 
@@ -58,14 +58,36 @@ NAME_PATTERN = r"^[A-Za-z0-9_-]{1,100}$"
 
 class StrictSerializer(serializers.Serializer):
     """Refuses keys it does not declare. Read-only fields are declared, so a representation read
-    from the API can be sent back as it is."""
+    from the API can be sent back as it is.
+
+    A null for an optional field means "not given" (clients that write absent values as null need
+    not leave the key out); for a text or list field a replacement must state, it is the empty
+    value."""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
             unknown = sorted(str(key) for key in data if key not in self.fields)
             if unknown:
                 raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
+            data = self._nulls_as_absent(data)
         return super().to_internal_value(data)
+
+    def _nulls_as_absent(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        cleaned: dict[str, Any] = {}
+        for key, value in data.items():
+            field = self.fields[key]
+            if value is None and not field.allow_null and not field.read_only:
+                if not field.required:
+                    continue
+                if not getattr(field, "optional_unless_replaced", False):
+                    cleaned[key] = value  # a required field: null is an error, said as such
+                    continue
+                if isinstance(field, serializers.CharField):
+                    value = ""
+                elif isinstance(field, serializers.ListField | serializers.ListSerializer):
+                    value = []
+            cleaned[key] = value
+        return cleaned
 
 
 class ReplaceMixin(serializers.Serializer):
@@ -77,6 +99,8 @@ class ReplaceMixin(serializers.Serializer):
         super().__init__(*args, **kwargs)
         for name, field in self.fields.items():
             if not field.read_only:
+                if not field.required:
+                    setattr(field, "optional_unless_replaced", True)  # noqa: B010
                 field.required = name != "name"
                 field.default = serializers.empty
 
@@ -286,9 +310,13 @@ class ApiSchema(AutoSchema):
 
 
 class SubmitterAccess(BasePermission):
-    message = "This needs the submitter role (or operator, or administrator)."
+    """Jobs: submitters submit and read their own; viewers (and operators) read every job."""
+
+    message = "This needs the submitter role (or viewer for reading, operator, or administrator)."
 
     def has_permission(self, request: Request, view: Any) -> bool:
+        if request.method in SAFE_METHODS:
+            return can_submit(request.user) or can_view(request.user)
         return can_submit(request.user)
 
 
@@ -299,24 +327,35 @@ class OperatorAccess(BasePermission):
         return can_operate(request.user)
 
 
-class DefinitionAccess(BasePermission):
-    """Pools and policies: operators read them, administrators change them."""
+class ViewerAccess(BasePermission):
+    """What the console shows: viewers read it; nothing here writes."""
 
-    message = "Reading needs the operator role; changing needs the administrator role."
+    message = "This needs the viewer role (or operator, or administrator)."
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        check = can_operate if request.method in SAFE_METHODS else can_manage
+        return request.method in SAFE_METHODS and can_view(request.user)
+
+
+class DefinitionAccess(BasePermission):
+    """Pools, policies, alert subscriptions: viewers and operators read them, administrators
+    change them."""
+
+    message = "Reading needs the viewer or operator role; changing needs the administrator role."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        check = can_view if request.method in SAFE_METHODS else can_manage
         return check(request.user)
 
 
 class WorkflowAccess(BasePermission):
     """Workflows: every role reads them (submitters need them), administrators change them."""
 
-    message = "Reading needs the submitter role; changing needs the administrator role."
+    message = "Reading needs the submitter or viewer role; changing needs the administrator role."
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        check = can_submit if request.method in SAFE_METHODS else can_manage
-        return check(request.user)
+        if request.method in SAFE_METHODS:
+            return can_submit(request.user) or can_view(request.user)
+        return can_manage(request.user)
 
 
 # --- helpers ----------------------------------------------------------------------------------

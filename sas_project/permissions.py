@@ -1,12 +1,14 @@
-"""Who may do what: three roles, held as Django permissions and granted through groups.
+"""Who may do what: four roles, held as Django permissions and granted through groups.
 
+- viewers (`scheduler.view_all_jobs`): read every job, the console and the definitions; no action;
 - submitters (`scheduler.submit_job`): submit jobs and read their own;
 - operators (`scheduler.operate_job`): read every job and act on jobs and steps (retry, resolve,
   compensate, cancel, pause, resume);
 - administrators (`scheduler.manage_definitions`): also create and edit workflows, pools and
   policies.
-Superusers hold every permission. The groups `submitters`, `operators` and `administrators` are
-created by a migration; each role includes the ones before it.
+Superusers hold every permission. The groups `viewers`, `submitters`, `operators` and
+`administrators` are created by migrations; operators and administrators also view everything,
+and each of them includes the submitter's role.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from typing import Any
 SUBMIT = "scheduler.submit_job"
 OPERATE = "scheduler.operate_job"
 MANAGE = "scheduler.manage_definitions"
+VIEW = "scheduler.view_all_jobs"
 
 ROLE_GROUPS = {
+    "viewers": ["view_all_jobs"],
     "submitters": ["submit_job"],
-    "operators": ["submit_job", "operate_job"],
-    "administrators": ["submit_job", "operate_job", "manage_definitions"],
+    "operators": ["submit_job", "operate_job", "view_all_jobs"],
+    "administrators": ["submit_job", "operate_job", "manage_definitions", "view_all_jobs"],
 }
 
 
@@ -36,9 +40,14 @@ def can_manage(user: Any) -> bool:
     return bool(user and user.is_authenticated and user.has_perm(MANAGE))
 
 
+def can_view(user: Any) -> bool:
+    """Viewers (and operators, administrators) read every job, the console and the definitions."""
+    return bool(user and user.is_authenticated and (user.has_perm(VIEW) or can_operate(user)))
+
+
 def can_read_all_jobs(user: Any) -> bool:
-    """Operators see every job; a submitter sees only the jobs it submitted."""
-    return can_operate(user)
+    """Viewers and operators see every job; a submitter sees only the jobs it submitted."""
+    return can_view(user)
 
 
 def role_groups_ensure() -> None:

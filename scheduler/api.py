@@ -4,12 +4,15 @@ Built on the shared base in sas_project.api."""
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db import transaction
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -25,10 +28,20 @@ from sas_project.api import (
     refuse_rename,
     validated,
 )
-from sas_project.errors import InvalidInput
+from sas_project.errors import InvalidInput, NotFound
+from sas_project.permissions import can_operate, can_read_all_jobs
+from sas_project.validation import json_storable
 from scheduler import selectors
 from scheduler.callbacks import callback_record
-from scheduler.definitions import workflow_create
+from scheduler.definitions import workflow_create, workflow_delete
+from scheduler.models import Schedule
+from scheduler.schedules import (
+    SCHEDULE_FIELDS,
+    schedule_create,
+    schedule_delete,
+    schedule_set_paused,
+    schedule_update,
+)
 from scheduler.serializers import (
     AttemptCallbackResultSerializer,
     AttemptCallbackSerializer,
@@ -37,6 +50,9 @@ from scheduler.serializers import (
     JobSerializer,
     JobSubmitSerializer,
     JobSummarySerializer,
+    ScheduleReplaceSerializer,
+    ScheduleSerializer,
+    ScheduleWriteSerializer,
     StepDefinitionSerializer,
     WorkflowReplaceSerializer,
     WorkflowSerializer,
@@ -78,7 +94,10 @@ class JobsView(ApiView):
     )
     def get(self, request: Request) -> Response:
         filters = query_params(JobFilterSerializer, request)
-        return self.paginated(selectors.job_list(user=request.user, **filters), JobSummarySerializer)
+        input_fields = _input_filters(request, filters.get("workflow"))
+        return self.paginated(
+            selectors.job_list(user=request.user, input_fields=input_fields, **filters), JobSummarySerializer
+        )
 
     @extend_schema(
         operation_id="jobs_submit",
@@ -104,7 +123,9 @@ class JobsView(ApiView):
             input=body["input"],
             submitter=request.user,
             idempotency_key=key,
-            callback_url=body.get("callback_url", ""),
+            callback_url=body.get("callback_url") or "",
+            business_key=body.get("business_key") or "",
+            priority=body.get("priority") or 0,
         )
         job = selectors.job_for_reading(user=request.user, job_id=submission.job_id)
         return Response(
@@ -112,6 +133,32 @@ class JobsView(ApiView):
             status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK,
             headers=location("api-job", job_id=job.pk) if submission.created else None,
         )
+
+
+INPUT_FIELD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+
+
+def _input_filters(request: Request, workflow: str | None) -> dict[str, Any]:
+    """`input.<field>=<value>` query parameters: a field of the input (one level), with a JSON
+    value or, failing that, the text as it is. Only within one workflow (its inputs share a shape)."""
+    found: dict[str, Any] = {}
+    for name in request.query_params:
+        if not name.startswith("input."):
+            continue
+        value = str(request.query_params.get(name, ""))
+        field = name.removeprefix("input.")
+        if not INPUT_FIELD.match(field) or "__" in field:
+            raise InvalidInput(f"{name!r}: an input field is 1-100 letters, digits, '_' or '-'", field=name)
+        try:
+            found[field] = json.loads(value)
+        except ValueError:
+            found[field] = value
+        json_storable(found[field], name)
+    if found and not workflow:
+        raise InvalidInput("a search by input field needs `workflow`", field="workflow")
+    if len(found) > 5:
+        raise InvalidInput("at most 5 input fields per search", field="input")
+    return found
 
 
 class JobView(ApiView):
@@ -224,6 +271,17 @@ class WorkflowView(ApiView):
     def patch(self, request: Request, name: str) -> Response:
         return self._new_version(request, name, partial=True)
 
+    @extend_schema(
+        operation_id="workflows_delete",
+        tags=["workflows"],
+        summary="Delete a workflow (every version) that no job and no schedule uses",
+        description="409 names a job (or schedule) that uses it: history keeps its definitions.",
+        responses={204: None, **errors(401, 403, 404, 409)},
+    )
+    def delete(self, request: Request, name: str) -> Response:
+        workflow_delete(name, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
     def _new_version(self, request: Request, name: str, *, partial: bool) -> Response:
         data = validated(WorkflowReplaceSerializer, request.data, partial=partial)
         refuse_rename(data, name, "workflow")
@@ -277,3 +335,144 @@ class AttemptCallbackView(ApiView):
         body = validated(AttemptCallbackSerializer, request.data)
         verdict = callback_record(token, body)
         return Response({"recorded": verdict})
+
+
+# --- schedules ------------------------------------------------------------------------------------
+
+
+def _schedules_visible(user: Any) -> Any:
+    schedules = Schedule.objects.select_related("created_by").order_by("name")
+    return schedules if can_read_all_jobs(user) else schedules.filter(created_by=user)
+
+
+def _schedule_for(user: Any, name: str, *, change: bool) -> Schedule:
+    """The schedule, if the user may see it (and change it: its creator, or an operator)."""
+    schedule = _schedules_visible(user).filter(name=name).first()
+    if schedule is None:
+        raise NotFound(f"schedule {name!r} does not exist")
+    if change and schedule.created_by_id != user.pk and not can_operate(user):
+        raise PermissionDenied(f"schedule {name!r} is not yours: an operator may change it")
+    return schedule
+
+
+class SchedulesView(ApiView):
+    permission_classes = [SubmitterAccess]
+
+    @extend_schema(
+        operation_id="schedules_list",
+        tags=["schedules"],
+        summary="Schedules (yours; viewers and operators see all)",
+        responses={200: ScheduleSerializer(many=True), **errors(401, 403, 404)},
+    )
+    def get(self, request: Request) -> Response:
+        return self.paginated(_schedules_visible(request.user), ScheduleSerializer)
+
+    @extend_schema(
+        operation_id="schedules_create",
+        tags=["schedules"],
+        summary="Submit a job at an instant, or at every time of a cron expression",
+        description=(
+            "Each firing submits exactly once (even with several clusters); its job carries the "
+            "idempotency key `schedule:<id>:<fire time>` and a `job_scheduled` event."
+        ),
+        request=ScheduleWriteSerializer,
+        responses={201: ScheduleSerializer, **WRITE_ERRORS, **errors(409)},
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(ScheduleWriteSerializer, request.data)
+        name = data.pop("name")
+        with one_writer(f"schedule {name!r}"):
+            schedule = schedule_create(name=name, actor=request.user, **data)
+        return Response(
+            ScheduleSerializer(schedule).data,
+            status=status.HTTP_201_CREATED,
+            headers=location("api-schedule", name=schedule.name),
+        )
+
+
+class ScheduleView(ApiView):
+    permission_classes = [SubmitterAccess]
+
+    @extend_schema(
+        operation_id="schedules_read",
+        tags=["schedules"],
+        summary="A schedule (by name)",
+        responses={200: ScheduleSerializer, **errors(401, 403, 404)},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        return Response(ScheduleSerializer(_schedule_for(request.user, name, change=False)).data)
+
+    @extend_schema(
+        operation_id="schedules_replace",
+        tags=["schedules"],
+        summary="Change a schedule, stating every value",
+        request=ScheduleReplaceSerializer,
+        responses={200: ScheduleSerializer, **WRITE_ERRORS, **errors(404, 409)},
+    )
+    def put(self, request: Request, name: str) -> Response:
+        return self._update(request, name, partial=False)
+
+    @extend_schema(
+        operation_id="schedules_update",
+        tags=["schedules"],
+        summary="Change some values of a schedule (its next firing is computed again)",
+        request=ScheduleReplaceSerializer,
+        responses={200: ScheduleSerializer, **WRITE_ERRORS, **errors(404, 409)},
+    )
+    def patch(self, request: Request, name: str) -> Response:
+        return self._update(request, name, partial=True)
+
+    @extend_schema(
+        operation_id="schedules_delete",
+        tags=["schedules"],
+        summary="Delete a schedule (the jobs it submitted stay)",
+        responses={204: None, **errors(401, 403, 404, 409)},
+    )
+    def delete(self, request: Request, name: str) -> Response:
+        _schedule_for(request.user, name, change=True)
+        schedule_delete(name, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _update(self, request: Request, name: str, *, partial: bool) -> Response:
+        _schedule_for(request.user, name, change=True)
+        data = validated(ScheduleReplaceSerializer, request.data, partial=partial)
+        refuse_rename(data, name, "schedule")
+        changes = {k: v for k, v in data.items() if k in SCHEDULE_FIELDS}
+        return Response(ScheduleSerializer(schedule_update(name, actor=request.user, changes=changes)).data)
+
+
+class SchedulePauseView(ApiView):
+    permission_classes = [SubmitterAccess]
+    paused: ClassVar[bool] = True
+
+    def post(self, request: Request, name: str) -> Response:
+        _schedule_for(request.user, name, change=True)
+        return Response(
+            ScheduleSerializer(schedule_set_paused(name, actor=request.user, paused=type(self).paused)).data
+        )
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="schedules_pause",
+        tags=["schedules"],
+        summary="Pause a schedule: it does not fire until resumed",
+        request=None,
+        responses={200: ScheduleSerializer, **errors(401, 403, 404, 409)},
+    )
+)
+class ScheduleStopView(SchedulePauseView):
+    paused = True
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="schedules_resume",
+        tags=["schedules"],
+        summary="Resume a paused schedule (with catch_up once, a firing missed meanwhile fires once)",
+        request=None,
+        responses={200: ScheduleSerializer, **errors(401, 403, 404, 409)},
+    )
+)
+class ScheduleResumeView(SchedulePauseView):
+    paused = False

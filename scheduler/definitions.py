@@ -10,13 +10,14 @@ from graphlib import CycleError, TopologicalSorter
 from typing import Any, cast
 
 from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
 
 from agents.models import AgentKind, AgentPool
 from agents.validation import validate_operation_path, validate_python_agent, validate_queue_name
-from sas_project.audit import definition_logged
-from sas_project.errors import InvalidInput, StaleWrite
+from sas_project.audit import definition_deleted, definition_logged
+from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
 from sas_project.validation import valid_name
-from scheduler.models import StepDefinition, Workflow
+from scheduler.models import Job, Schedule, StepDefinition, Workflow
 from scheduler.unit import User
 
 STEP_KEYS = {"name", "pool", "path", "status_path", "compensation_path", "depends_on", "policy"}
@@ -163,3 +164,29 @@ def _create_version(
 
 def workflow_latest(name: str) -> Workflow | None:
     return Workflow.objects.filter(name=name).order_by("-version").first()
+
+
+@transaction.atomic
+def workflow_delete(name: str, *, actor: Any) -> int:
+    """Delete every version of a workflow no job and no schedule uses; returns how many versions.
+    Otherwise ActionNotAllowed names a job (or schedule) that uses it: history keeps its
+    definitions."""
+    versions = list(Workflow.objects.select_for_update().filter(name=name).order_by("version"))
+    if not versions:
+        raise NotFound(f"workflow {name!r} does not exist")
+    job = Job.objects.filter(workflow__name=name).values_list("pk", flat=True).first()
+    if job is not None:
+        raise ActionNotAllowed(
+            f"workflow {name!r} is used by job {job}: it cannot be deleted", job_id=str(job)
+        )
+    schedule = Schedule.objects.filter(workflow=name).values_list("name", flat=True).first()
+    if schedule is not None:
+        raise ActionNotAllowed(f"workflow {name!r} is used by schedule {schedule!r}: delete that first")
+    for version in versions:
+        definition_deleted(actor, version)
+    try:
+        with transaction.atomic():
+            Workflow.objects.filter(name=name).delete()
+    except ProtectedError as exc:
+        raise ActionNotAllowed(f"workflow {name!r} is still used: it cannot be deleted") from exc
+    return len(versions)

@@ -1,5 +1,5 @@
-"""Durable state of the scheduler: workflows, jobs, steps, attempts, the event history and the
-outbox.
+"""Durable state of the scheduler: workflows, jobs, steps, attempts, the event history, the
+outbox and schedules.
 
 Status fields are written only by scheduler.transitions (the state machines); everything else
 reads them. Over 500 lines because each table sits next to its vocabulary (statuses, event kinds)
@@ -124,6 +124,14 @@ class Job(models.Model):
     callback_url = models.CharField(max_length=500, blank=True, default="", db_default="")
     #: The W3C traceparent of the job's trace, when tracing is on: every span of the job joins it.
     trace_parent = models.CharField(max_length=55, blank=True, default="", db_default="")
+    #: The submitter's own name for what the job is about ("order 1001"): searchable, not unique.
+    business_key = models.CharField(max_length=200, blank=True, default="", db_default="")
+    #: Steps waiting for capacity in a limited pool go out highest priority first, then oldest.
+    priority = models.IntegerField(default=0, db_default=0)
+    #: The job this one runs again from a chosen step (an operator's rerun).
+    rerun_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns", db_index=False
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -134,6 +142,7 @@ class Job(models.Model):
             ("submit_job", "Can submit jobs and read their own"),
             ("operate_job", "Can read every job and act on jobs and steps"),
             ("manage_definitions", "Can create and edit workflows, pools and policies"),
+            ("view_all_jobs", "Can read every job, the console and the definitions"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=JobStatus.values), name="job_status_valid"),
@@ -147,6 +156,14 @@ class Job(models.Model):
             # Job lists filtered by status, newest first (API, console).
             models.Index(fields=["status", "-created_at"], name="job_status_created_idx"),
             models.Index(fields=["-created_at"], name="job_created_idx"),
+            # Search by business key (only jobs that have one).
+            models.Index(
+                fields=["business_key", "-created_at"],
+                condition=~Q(business_key=""),
+                name="job_business_key_idx",
+            ),
+            # A job's reruns.
+            models.Index(fields=["rerun_of"], condition=Q(rerun_of__isnull=False), name="job_rerun_of_idx"),
             # The supervisor's job-deadline sweep: live jobs with a deadline only.
             models.Index(
                 fields=["deadline"],
@@ -177,6 +194,9 @@ class StepKind(models.TextChoices):
 class StepStatus(models.TextChoices):
     #: Waiting on its dependencies.
     PENDING = "pending", "Pending"
+    #: Ready, but its pool is at its limit (max_in_flight, max_per_second): dispatched as capacity
+    #: frees, highest job priority first. Holds no worker and has no deadline.
+    WAITING = "waiting", "Waiting for capacity"
     #: An attempt is in flight; `deadline` says when it is overdue.
     DISPATCHED = "dispatched", "Dispatched"
     #: The last attempt failed; the supervisor decides what next.
@@ -200,6 +220,7 @@ class StepStatus(models.TextChoices):
 STEP_LIVE = frozenset(
     {
         StepStatus.PENDING,
+        StepStatus.WAITING,
         StepStatus.DISPATCHED,
         StepStatus.ATTEMPT_FAILED,
         StepStatus.UNKNOWN,
@@ -221,7 +242,8 @@ STEP_SCANNED = frozenset(
 
 
 class Step(models.Model):
-    """One step of one job. `operation_id` is what the remote de-duplicates on: it never changes."""
+    """One step of one job. `operation_id` is what the remote de-duplicates on: it changes only when
+    an operator retries the step with an edited input (a different request needs a new ID)."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
     definition = models.ForeignKey(StepDefinition, on_delete=models.PROTECT, related_name="+", db_index=False)
@@ -251,6 +273,12 @@ class Step(models.Model):
     first_dispatched_at = models.DateTimeField(null=True, blank=True)
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
+    #: The input this step is called with instead of the job's (an operator's edited retry).
+    input_override = models.JSONField(null=True, blank=True)
+    #: In a rerun, the step of the original job whose output this one reuses (it is not called).
+    reused_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -269,6 +297,12 @@ class Step(models.Model):
                 fields=["status", "deadline"],
                 condition=Q(status__in=sorted(STEP_LIVE)),
                 name="step_live_idx",
+            ),
+            # Capacity: a limited pool's calls in flight and its steps waiting for a slot.
+            models.Index(
+                fields=["pool", "status"],
+                condition=Q(status__in=["dispatched", "waiting"]),
+                name="step_pool_busy_idx",
             ),
         ]
 
@@ -404,6 +438,12 @@ class EventKind(models.TextChoices):
     STEP_COMPENSATED = "step_compensated", "Step compensated"
     #: The remote took the call and reports its result later (an HTTP 202, a queued message).
     CALL_ACCEPTED = "call_accepted", "Call accepted"
+    #: The step is ready but its pool is at its limit: it waits for capacity.
+    STEP_WAITING = "step_waiting", "Waiting for capacity"
+    #: An operator ran the job again from a step, as a new job (named in the event's data).
+    OPERATOR_RERUN = "operator_rerun", "Operator rerun"
+    #: A schedule submitted the job.
+    JOB_SCHEDULED = "job_scheduled", "Submitted by a schedule"
     #: A duplicate or superseded delivery of an attempt's task: nothing was called.
     DELIVERY_IGNORED = "delivery_ignored", "Delivery ignored"
     #: An operator retried a step (the user is named on the event).
@@ -537,3 +577,65 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.key} ({self.status})"
+
+
+class CatchUp(models.TextChoices):
+    #: After downtime, the firings missed meanwhile make one job (for the latest of them).
+    ONCE = "once", "Submit once"
+    #: After downtime, missed firings are skipped; the next one is on time.
+    SKIP = "skip", "Skip"
+
+
+class Schedule(models.Model):
+    """Submits a job of a workflow at `run_at`, or at every time of a cron expression in a time zone.
+
+    Each firing submits exactly once: its idempotency key names the schedule and the fire time,
+    so two clusters firing the same minute make one job (scheduler.schedules).
+    """
+
+    name = models.SlugField(max_length=100, unique=True)
+    workflow = models.CharField(
+        max_length=100, help_text="Workflow name (its latest version at each firing)."
+    )
+    input = models.JSONField(default=dict)
+    business_key = models.CharField(max_length=200, blank=True, default="")
+    priority = models.IntegerField(default=0)
+    #: Once, at this instant; or...
+    run_at = models.DateTimeField(null=True, blank=True)
+    #: ... at every time of this five-field cron expression, in `timezone`.
+    cron = models.CharField(max_length=100, blank=True, default="")
+    timezone = models.CharField(max_length=64, default="UTC")
+    catch_up = models.CharField(max_length=8, choices=CatchUp.choices, default=CatchUp.ONCE)
+    #: Set while paused: no firing (and none caught up for the pause unless catch_up is once).
+    paused_at = models.DateTimeField(null=True, blank=True)
+    #: When it fires next; None once a one-off schedule has fired.
+    next_fire_at = models.DateTimeField(null=True, blank=True)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    last_job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    #: Why the last firing submitted nothing (an unknown workflow, say); empty when it worked.
+    last_error = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(catch_up__in=CatchUp.values), name="schedule_catch_up_valid"),
+            models.CheckConstraint(
+                condition=(Q(run_at__isnull=False) & Q(cron="")) | (Q(run_at__isnull=True) & ~Q(cron="")),
+                name="schedule_run_at_or_cron",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_fire_at"],
+                condition=Q(paused_at__isnull=True) & Q(next_fire_at__isnull=False),
+                name="schedule_due_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

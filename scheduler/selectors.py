@@ -47,13 +47,28 @@ def job_list(
     workflow: str | None = None,
     created_after: dt.datetime | None = None,
     created_before: dt.datetime | None = None,
+    business_key: str | None = None,
+    idempotency_key: str | None = None,
+    input_fields: dict[str, Any] | None = None,
 ) -> QuerySet[Job]:
-    """Jobs the user may see, newest first (served by job_created_idx / job_status_created_idx)."""
+    """Jobs the user may see, newest first (served by job_created_idx / job_status_created_idx,
+    job_business_key_idx, and on PostgreSQL the GIN index on the input)."""
     jobs = jobs_visible_to(user).select_related("workflow", "submitter")
     if status:
         jobs = jobs.filter(status=status)
     if workflow:
         jobs = jobs.filter(workflow__name=workflow)
+    if business_key:
+        jobs = jobs.filter(business_key=business_key)
+    if idempotency_key:
+        jobs = jobs.filter(idempotency_key=idempotency_key)
+    if input_fields:
+        if connection.vendor == "postgresql":
+            # `input @> {...}`: the GIN index (jsonb_path_ops) serves it.
+            jobs = jobs.filter(input__contains=input_fields)
+        else:
+            for field, value in input_fields.items():
+                jobs = jobs.filter(**{f"input__{field}": value})
     if created_after is not None:
         jobs = jobs.filter(created_at__gte=created_after)
     if created_before is not None:
@@ -102,7 +117,9 @@ def job_detail(*, user: Any, job_id: uuid.UUID | str) -> Job:
 
 JOB_SQL = """
 SELECT j.id, j.status, j.input, j.result, j.compensation_reason, j.paused_at, j.deadline,
-       j.created_at, j.updated_at, j.finished_at, w.name, w.version, u.username, j.callback_url
+       j.created_at, j.updated_at, j.finished_at, w.name, w.version, u.username, j.callback_url,
+       j.business_key, j.priority, j.rerun_of_id,
+       ARRAY(SELECT r.id FROM scheduler_job r WHERE r.rerun_of_id = j.id ORDER BY r.created_at)
 FROM scheduler_job j
 JOIN scheduler_workflow w ON w.id = j.workflow_id
 LEFT JOIN auth_user u ON u.id = j.submitter_id
@@ -111,7 +128,7 @@ WHERE j.id = %s AND (%s OR j.submitter_id = %s)
 STEPS_SQL = """
 SELECT s.id, s.name, s.kind, s.compensates_id, s.status, s.operation_id, s.attempt, s.calls,
        s.last_outcome, p.name, s.deadline, s.not_before, s.output, s.error, s.created_at,
-       s.updated_at, s.finished_at
+       s.updated_at, s.finished_at, s.input_override, s.reused_from_id
 FROM scheduler_step s JOIN agents_agentpool p ON p.id = s.pool_id
 WHERE s.job_id = %s ORDER BY s.id
 """
@@ -209,6 +226,8 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
             created_at=s[14],
             updated_at=s[15],
             finished_at=s[16],
+            input_override=_json(s[17]),
+            reused_from_id=s[18],
             attempts=attempts.get(s[0], Rows()),
         )
         for s in step_rows
@@ -227,6 +246,10 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
         workflow=SimpleNamespace(name=row[10], version=row[11]),
         submitter=SimpleNamespace(username=row[12]) if row[12] is not None else None,
         callback_url=row[13],
+        business_key=row[14],
+        priority=row[15],
+        rerun_of_id=row[16],
+        rerun_ids=row[17] or [],
         callbacks=[
             SimpleNamespace(
                 payload=_json(c[0]),

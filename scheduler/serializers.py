@@ -15,8 +15,19 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from agents.outcome import Outcome
-from sas_project.api import MAX_INT, ReplaceMixin, StrictSerializer
-from scheduler.models import Attempt, Delivery, DeliveryStatus, Event, Job, JobStatus, Step, StepDefinition
+from sas_project.api import MAX_INT, NAME_PATTERN, ReplaceMixin, StrictSerializer
+from scheduler.models import (
+    Attempt,
+    CatchUp,
+    Delivery,
+    DeliveryStatus,
+    Event,
+    Job,
+    JobStatus,
+    Schedule,
+    Step,
+    StepDefinition,
+)
 
 # --- jobs -------------------------------------------------------------------------------------
 
@@ -28,16 +39,40 @@ class JobSubmitSerializer(StrictSerializer):
         max_length=500,
         required=False,
         allow_blank=True,
+        allow_null=True,
         help_text=(
             "Where to POST the job's summary (id, workflow, status, result, finished_at) when it "
             "settles: http(s), checked like an endpoint URL. Signed with X-SAS-Signature and sent "
             "with Idempotency-Key `<job id>:<status>`, at least once."
         ),
     )
+    business_key = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text='Your own name for what the job is about ("order 1001"): searchable, not unique.',
+    )
+    priority = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=-1000,
+        max_value=1000,
+        help_text="Among steps waiting for a limited pool, higher goes first (default 0).",
+    )
 
 
 class JobFilterSerializer(serializers.Serializer):
-    """Query parameters of the job list."""
+    """Query parameters of the job list. Besides these, `input.<field>=<value>` (with `workflow`)
+    finds the jobs whose input has that field with that value (a JSON value: `42`, `true`,
+    `"text"`, or else the text as it is)."""
+
+    business_key = serializers.CharField(
+        required=False, allow_blank=True, max_length=200, help_text="Jobs with this business key."
+    )
+    idempotency_key = serializers.CharField(
+        required=False, allow_blank=True, max_length=255, help_text="The job submitted with this key."
+    )
 
     status = serializers.ChoiceField(choices=JobStatus.choices, required=False, allow_blank=True)
     workflow = serializers.CharField(
@@ -106,6 +141,8 @@ def step_data(step: Step) -> dict[str, Any]:
         "not_before": _when(step.not_before),
         "output": step.output,
         "error": step.error,
+        "input_override": step.input_override,
+        "reused_from": step.reused_from_id,
         "created_at": _when(step.created_at),
         "updated_at": _when(step.updated_at),
         "finished_at": _when(step.finished_at),
@@ -122,6 +159,9 @@ def job_summary_data(job: Job) -> dict[str, Any]:
         "paused": job.paused_at is not None,
         "compensation_reason": job.compensation_reason,
         "submitter": job.submitter.username if job.submitter is not None else None,
+        "business_key": job.business_key or None,
+        "priority": job.priority,
+        "rerun_of": str(job.rerun_of_id) if job.rerun_of_id else None,
         "created_at": _when(job.created_at),
         "updated_at": _when(job.updated_at),
         "finished_at": _when(job.finished_at),
@@ -141,6 +181,17 @@ def callback_data(delivery: Delivery) -> dict[str, Any]:
     }
 
 
+def _rerun_ids(job: Job) -> list[str]:
+    """The jobs that rerun this one, oldest first (light rows carry them; else one query)."""
+    given = getattr(job, "rerun_ids", None)
+    if given is not None:
+        return [str(pk) for pk in given]
+    return [
+        str(pk)
+        for pk in Job.objects.filter(rerun_of_id=job.pk).order_by("created_at").values_list("pk", flat=True)
+    ]
+
+
 def job_data(job: Job) -> dict[str, Any]:
     return {
         **job_summary_data(job),
@@ -150,6 +201,7 @@ def job_data(job: Job) -> dict[str, Any]:
         "deadline": _when(job.deadline),
         "callback_url": job.callback_url or None,
         "callbacks": [callback_data(d) for d in job.callbacks],
+        "reruns": _rerun_ids(job),
         "steps": [step_data(s) for s in job.steps.all()],
     }
 
@@ -219,6 +271,8 @@ class StepSerializer(serializers.ModelSerializer):
             "not_before",
             "output",
             "error",
+            "input_override",
+            "reused_from",
             "created_at",
             "updated_at",
             "finished_at",
@@ -237,6 +291,8 @@ class JobSummarySerializer(serializers.ModelSerializer):
     workflow_version = serializers.IntegerField(source="workflow.version")
     paused = serializers.SerializerMethodField(help_text="Whether an operator paused the job.")
     submitter = serializers.CharField(source="submitter.username", allow_null=True)
+    business_key = serializers.SerializerMethodField(help_text="The submitter's business key, or null.")
+    rerun_of = serializers.SerializerMethodField(help_text="The job this one reruns, or null.")
 
     class Meta:
         model = Job
@@ -248,6 +304,9 @@ class JobSummarySerializer(serializers.ModelSerializer):
             "paused",
             "compensation_reason",
             "submitter",
+            "business_key",
+            "priority",
+            "rerun_of",
             "created_at",
             "updated_at",
             "finished_at",
@@ -256,6 +315,12 @@ class JobSummarySerializer(serializers.ModelSerializer):
 
     def get_paused(self, job: Job) -> bool:
         return job.paused_at is not None
+
+    def get_business_key(self, job: Job) -> str | None:
+        return job.business_key or None
+
+    def get_rerun_of(self, job: Job) -> str | None:
+        return str(job.rerun_of_id) if job.rerun_of_id else None
 
     def to_representation(self, instance: Job) -> dict[str, Any]:
         return job_summary_data(instance)
@@ -296,7 +361,11 @@ class JobSerializer(JobSummarySerializer):
         help_text="Where the job's completion callbacks go, or null."
     )
     callbacks = CallbackSerializer(many=True, read_only=True)
+    reruns = serializers.SerializerMethodField(help_text="The jobs that rerun this one, oldest first.")
     steps = StepSerializer(many=True, read_only=True)
+
+    def get_reruns(self, job: Job) -> list[str]:
+        return _rerun_ids(job)
 
     class Meta(JobSummarySerializer.Meta):
         fields = [
@@ -307,6 +376,7 @@ class JobSerializer(JobSummarySerializer):
             "deadline",
             "callback_url",
             "callbacks",
+            "reruns",
             "steps",
         ]
         read_only_fields = fields
@@ -426,3 +496,74 @@ class AttemptCallbackResultSerializer(serializers.Serializer):
         help_text="recorded: the attempt's result; late: evidence for an attempt already given up on "
         "(a success still completes its step if nothing else did).",
     )
+
+
+# --- schedules ------------------------------------------------------------------------------------
+
+
+class ScheduleSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, read_only=True)
+    paused = serializers.SerializerMethodField(help_text="Whether the schedule is paused.")
+    last_job = serializers.SerializerMethodField(help_text="The job of the last firing, if any.")
+
+    class Meta:
+        model = Schedule
+        fields = [
+            "name",
+            "workflow",
+            "input",
+            "business_key",
+            "priority",
+            "run_at",
+            "cron",
+            "timezone",
+            "catch_up",
+            "paused",
+            "next_fire_at",
+            "last_fired_at",
+            "last_job",
+            "last_error",
+            "created_by",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    def get_paused(self, schedule: Schedule) -> bool:
+        return schedule.paused_at is not None
+
+    def get_last_job(self, schedule: Schedule) -> str | None:
+        return str(schedule.last_job_id) if schedule.last_job_id else None
+
+
+class ScheduleWriteSerializer(StrictSerializer):
+    """Creating a schedule: a name, a workflow, and either `run_at` or `cron`."""
+
+    name = serializers.RegexField(NAME_PATTERN, max_length=100)
+    workflow = serializers.CharField(max_length=100, help_text="Each firing submits its latest version.")
+    input = serializers.DictField(required=False, help_text="The jobs' input (default {}).")
+    business_key = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    priority = serializers.IntegerField(required=False, min_value=-1000, max_value=1000)
+    run_at = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="Fire once, at this instant (ISO 8601; without an offset, UTC).",
+    )
+    cron = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=100,
+        help_text="Fire at every time of this five-field cron expression (minute hour day month weekday).",
+    )
+    timezone = serializers.CharField(
+        required=False, max_length=64, help_text="The cron expression's time zone (IANA name; default UTC)."
+    )
+    catch_up = serializers.ChoiceField(
+        choices=CatchUp.choices,
+        required=False,
+        help_text="After downtime: `once` submits one job for the latest missed firing, `skip` none.",
+    )
+
+
+class ScheduleReplaceSerializer(ReplaceMixin, ScheduleWriteSerializer):
+    """Replacing a schedule (PUT) states every value; it cannot be renamed."""

@@ -39,27 +39,37 @@ E = EventKind
 # --- the tables ---------------------------------------------------------------------------------
 
 STEP_TRANSITIONS: dict[str, frozenset[str]] = {
-    S.PENDING: frozenset({S.DISPATCHED, S.SKIPPED}),
+    S.PENDING: frozenset({S.DISPATCHED, S.WAITING, S.SKIPPED}),
+    # A pool at its limit: the capacity pump dispatches the step; its job stopping skips it.
+    S.WAITING: frozenset({S.DISPATCHED, S.SKIPPED, S.FAILED, S.SUCCEEDED}),
     S.DISPATCHED: frozenset({S.SUCCEEDED, S.ATTEMPT_FAILED, S.UNKNOWN}),
-    S.ATTEMPT_FAILED: frozenset({S.DISPATCHED, S.RETRY_WAIT, S.FAILED, S.HELD, S.SUCCEEDED}),
-    S.UNKNOWN: frozenset({S.DISPATCHED, S.RETRY_WAIT, S.FAILED, S.HELD, S.SUCCEEDED}),
-    S.RETRY_WAIT: frozenset({S.DISPATCHED, S.FAILED, S.HELD, S.SUCCEEDED}),
-    S.HELD: frozenset({S.DISPATCHED, S.SUCCEEDED, S.FAILED}),
+    S.ATTEMPT_FAILED: frozenset({S.DISPATCHED, S.WAITING, S.RETRY_WAIT, S.FAILED, S.HELD, S.SUCCEEDED}),
+    S.UNKNOWN: frozenset({S.DISPATCHED, S.WAITING, S.RETRY_WAIT, S.FAILED, S.HELD, S.SUCCEEDED}),
+    S.RETRY_WAIT: frozenset({S.DISPATCHED, S.WAITING, S.FAILED, S.HELD, S.SUCCEEDED}),
+    S.HELD: frozenset({S.DISPATCHED, S.WAITING, S.SUCCEEDED, S.FAILED}),
     S.SUCCEEDED: frozenset({S.COMPENSATED}),
-    S.FAILED: frozenset({S.DISPATCHED, S.SUCCEEDED, S.COMPENSATED}),
+    S.FAILED: frozenset({S.DISPATCHED, S.WAITING, S.SUCCEEDED, S.COMPENSATED}),
     S.SKIPPED: frozenset(),
     S.COMPENSATED: frozenset(),
 }
 
 #: Moves that reopen settled work: only an operator may make them, and the event names them.
 STEP_OPERATOR_ONLY: frozenset[tuple[str, str]] = frozenset(
-    {(S.HELD, S.DISPATCHED), (S.FAILED, S.DISPATCHED), (S.FAILED, S.SUCCEEDED)}
+    {
+        (S.HELD, S.DISPATCHED),
+        (S.HELD, S.WAITING),
+        (S.FAILED, S.DISPATCHED),
+        (S.FAILED, S.WAITING),
+        (S.FAILED, S.SUCCEEDED),
+        (S.WAITING, S.SUCCEEDED),
+    }
 )
 
 #: The event a move to each step status writes unless the caller names a more precise one.
 #: `attempt_failed` and `unknown` have none: their event says which outcome brought the step there.
 STEP_EVENTS: dict[str, EventKind] = {
     S.DISPATCHED: E.STEP_DISPATCHED,
+    S.WAITING: E.STEP_WAITING,
     S.SUCCEEDED: E.STEP_SUCCEEDED,
     S.RETRY_WAIT: E.RETRY_SCHEDULED,
     S.HELD: E.STEP_HELD,

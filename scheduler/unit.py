@@ -56,6 +56,8 @@ STEP_WRITABLE = (
     "first_dispatched_at",
     "output",
     "error",
+    "input_override",
+    "operation_id",
     "updated_at",
     "finished_at",
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema, extend_schema_view
@@ -18,23 +19,33 @@ from sas_project.api import (
     ApiView,
     DefinitionAccess,
     OperatorAccess,
+    ViewerAccess,
     errors,
     location,
     one_writer,
+    query_params,
     refuse_rename,
     validated,
 )
 from scheduler import selectors as job_selectors
 from scheduler.models import Job
 from scheduler.serializers import JobSerializer
+from scheduler.unit import db_now
 from supervisor import selectors
 from supervisor.models import AlertSubscription
-from supervisor.policies import POLICY_FIELDS, policy_create, policy_update
+from supervisor.policies import POLICY_FIELDS, policy_create, policy_delete, policy_update
+from supervisor.selectors.attention import AttentionFilters, needs_attention
+from supervisor.selectors.overview import endpoint_health, supervisor_health
 from supervisor.serializers import (
     ActionSerializer,
     AlertSubscriptionReplaceSerializer,
     AlertSubscriptionSerializer,
     AlertSubscriptionWriteSerializer,
+    AttentionFilterSerializer,
+    AttentionItemSerializer,
+    BulkActionSerializer,
+    BulkResultSerializer,
+    JobRerunSerializer,
     PolicyReplaceSerializer,
     PolicyRevisionSerializer,
     PolicySerializer,
@@ -42,8 +53,20 @@ from supervisor.serializers import (
     StepActionResultSerializer,
     StepResolveSerializer,
     StepRetrySerializer,
+    SupervisorStatusSerializer,
 )
-from supervisor.services import job_cancel, job_compensate, job_pause, job_resume, step_resolve, step_retry
+from supervisor.services import (
+    BULK_LIMIT,
+    bulk_preview,
+    bulk_run,
+    job_cancel,
+    job_compensate,
+    job_pause,
+    job_rerun,
+    job_resume,
+    step_resolve,
+    step_retry,
+)
 from supervisor.subscriptions import (
     SUBSCRIPTION_FIELDS,
     subscription_create,
@@ -98,6 +121,39 @@ class JobResumeView(JobActionView):
     service = staticmethod(job_resume)
 
 
+class JobRerunView(ApiView):
+    permission_classes = [OperatorAccess]
+
+    @extend_schema(
+        operation_id="jobs_rerun",
+        tags=["operator actions"],
+        summary="Run a settled job again from a step, as a new job",
+        description=(
+            "The new job (`rerun_of` names this one) runs `from_step` and every step downstream of it "
+            "again, with new operation IDs; the other steps that succeeded keep their outputs and are "
+            "not called again (nor compensated by the new job). Other steps that had not succeeded run "
+            "too. Both jobs record who did it and why."
+        ),
+        request=JobRerunSerializer,
+        responses={201: JobSerializer, **WRITE_ERRORS, **errors(404, 409)},
+    )
+    def post(self, request: Request, job_id: uuid.UUID) -> Response:
+        body = validated(JobRerunSerializer, request.data)
+        job_selectors.job_for_reading(user=request.user, job_id=job_id)  # 404 unless visible
+        rerun = job_rerun(
+            actor=request.user,
+            job_id=job_id,
+            from_step=body["from_step"],
+            input=body.get("input"),
+            reason=body["reason"],
+        )
+        return Response(
+            JobSerializer(job_selectors.job_for_reading(user=request.user, job_id=rerun.pk)).data,
+            status=status.HTTP_201_CREATED,
+            headers=location("api-job", job_id=rerun.pk),
+        )
+
+
 class StepRetryView(ApiView):
     permission_classes = [OperatorAccess]
 
@@ -111,7 +167,13 @@ class StepRetryView(ApiView):
     def post(self, request: Request, step_id: int) -> Response:
         body = validated(StepRetrySerializer, request.data)
         step = job_selectors.step_detail(user=request.user, step_id=step_id)
-        step_retry(actor=request.user, step_id=step.pk, pool=body.get("pool") or None, reason=body["reason"])
+        step_retry(
+            actor=request.user,
+            step_id=step.pk,
+            pool=body.get("pool") or None,
+            reason=body["reason"],
+            input=body.get("input"),
+        )
         return Response(
             StepActionResultSerializer(job_selectors.step_detail(user=request.user, step_id=step_id)).data
         )
@@ -209,6 +271,17 @@ class PolicyView(ApiView):
     )
     def patch(self, request: Request, name: str) -> Response:
         return self._update(request, name, partial=True)
+
+    @extend_schema(
+        operation_id="policies_delete",
+        tags=["policies"],
+        summary="Delete a policy that no workflow uses",
+        description="409 names the workflow that uses it.",
+        responses={204: None, **errors(401, 403, 404, 409)},
+    )
+    def delete(self, request: Request, name: str) -> Response:
+        policy_delete(name, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _update(self, request: Request, name: str, *, partial: bool) -> Response:
         data = validated(PolicyReplaceSerializer, request.data, partial=partial)
@@ -322,3 +395,117 @@ class AlertView(ApiView):
         return Response(
             AlertSubscriptionSerializer(subscription_update(name, actor=request.user, changes=changes)).data
         )
+
+
+# --- what the console shows: the Needs-attention list, bulk actions, the supervisor ---------------
+
+
+class AttentionView(ApiView):
+    permission_classes = [ViewerAccess]
+
+    @extend_schema(
+        operation_id="attention_list",
+        tags=["operator actions"],
+        summary="Steps that need an operator, oldest in their state first",
+        description="Held steps, unknown outcomes, failed attempts and overdue calls, with why each "
+        "is listed, as the console's Needs attention page shows them.",
+        parameters=[AttentionFilterSerializer],
+        responses={200: AttentionItemSerializer(many=True), **errors(400, 401, 403, 404)},
+    )
+    def get(self, request: Request) -> Response:
+        filters = query_params(AttentionFilterSerializer, request)
+        listed = needs_attention(
+            AttentionFilters(
+                workflow=filters.get("workflow") or "",
+                step=filters.get("step") or "",
+                pool=filters.get("pool") or "",
+                older_than_minutes=filters.get("older_than_minutes"),
+            ),
+            limit=BULK_LIMIT,
+        )
+        return self.paginated(listed.items, AttentionItemSerializer)
+
+
+class AttentionBulkView(ApiView):
+    permission_classes = [OperatorAccess]
+
+    @extend_schema(
+        operation_id="attention_bulk",
+        tags=["operator actions"],
+        summary="Retry, compensate or cancel many at once, or say what would happen (dry_run)",
+        description="Each item is done (or refused) on its own: one refusal does not stop the others. "
+        "Compensate and cancel act on each step's job, once per job.",
+        request=BulkActionSerializer,
+        responses={200: BulkResultSerializer, **WRITE_ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        body = validated(BulkActionSerializer, request.data)
+        if body["dry_run"]:
+            items = bulk_preview(action=body["action"], step_ids=body["step_ids"])
+        else:
+            items = bulk_run(
+                actor=request.user, action=body["action"], step_ids=body["step_ids"], reason=body["reason"]
+            )
+        return Response(
+            {
+                "action": body["action"],
+                "dry_run": body["dry_run"],
+                "done": sum(1 for i in items if i.allowed),
+                "refused": sum(1 for i in items if not i.allowed),
+                "items": [asdict(i) for i in items],
+            }
+        )
+
+
+class SupervisorView(ApiView):
+    permission_classes = [ViewerAccess]
+
+    @extend_schema(
+        operation_id="supervisor_read",
+        tags=["operator actions"],
+        summary="The supervisor: who holds the lease, the last scan, and every endpoint's health",
+        responses={200: SupervisorStatusSerializer, **errors(401, 403, 404)},
+    )
+    def get(self, request: Request) -> Response:
+        now = db_now()
+        health = supervisor_health(now)
+        pools = endpoint_health(now)
+        return Response(
+            {
+                "lease": {
+                    "holder": health.holder,
+                    "token": health.token,
+                    "expires_at": _iso(health.expires_at),
+                    "handovers": health.handovers,
+                    "valid": health.lease_valid,
+                },
+                "interval_seconds": health.interval,
+                "last_scan_at": _iso(health.last_scan_at),
+                "last_scan_age_seconds": round(health.scan_age, 3) if health.scan_age is not None else None,
+                "stale": health.stale,
+                "last_scan": health.figures,
+                "pools": [
+                    {
+                        "name": p.name,
+                        "kind": p.kind,
+                        "alternate": p.alternate,
+                        "endpoints": [
+                            {
+                                "url": e.url,
+                                "enabled": e.enabled,
+                                "recent_calls": e.recent,
+                                "bad_calls": e.bad,
+                                "circuit_open": e.circuit_open,
+                                "circuit_open_until": _iso(e.circuit_open_until),
+                            }
+                            for e in p.endpoints
+                        ],
+                    }
+                    for p in pools
+                ],
+            }
+        )
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None

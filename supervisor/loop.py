@@ -16,6 +16,7 @@ from collections.abc import Callable
 from django.db import close_old_connections, connection
 
 from sas_project.conf import sas_settings
+from scheduler.schedules import schedules_fire
 from supervisor.alerts import supervisor_stale_check
 from supervisor.deliveries import send_due
 from supervisor.lease import LeaseGrant, lease_release
@@ -61,10 +62,12 @@ def run_loop(
             logger.exception("supervisor %s: scan failed", holder)
             connection.close()
         try:
-            # Every loop watches the scans (a stalled supervisor cannot say so itself) and sends
-            # what the outbox holds, whether or not its own scan worked.
+            # Every loop watches the scans (a stalled supervisor cannot say so itself), sends
+            # what the outbox holds and fires the schedules that are due, whether or not its own
+            # scan worked.
             supervisor_stale_check(interval)
             send_due()
+            schedules_fire()
         except Exception:
             logger.exception("supervisor %s: alerts and deliveries failed", holder)
             connection.close()

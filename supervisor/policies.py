@@ -12,11 +12,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
 
-from sas_project.audit import definition_logged
-from sas_project.errors import InvalidInput, NotFound, StaleWrite
+from sas_project.audit import definition_deleted, definition_logged
+from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
 from sas_project.validation import valid_name
-from scheduler.models import AttemptKind, Outcome, StepKind, StepStatus
+from scheduler.models import AttemptKind, Outcome, StepDefinition, StepKind, StepStatus
 from scheduler.unit import User
 from supervisor.models import RETRYABLE_OUTCOMES, OnExhausted, PolicyRevision, RemediationPolicy
 
@@ -310,3 +311,24 @@ def snapshot_dict(snapshot: PolicySnapshot) -> dict[str, Any]:
     data = asdict(snapshot)
     data["retry_on"] = sorted(snapshot.retry_on)
     return data
+
+
+@transaction.atomic
+def policy_delete(name: str, *, actor: User | None) -> None:
+    """Delete a policy no workflow uses (with its revisions). Otherwise ActionNotAllowed names the
+    workflow: history keeps the policies its steps ran under."""
+    policy = RemediationPolicy.objects.select_for_update().filter(name=name).first()
+    if policy is None:
+        raise NotFound(f"policy {name!r} does not exist")
+    step = StepDefinition.objects.filter(policy=policy).select_related("workflow").first()
+    if step is not None:
+        raise ActionNotAllowed(
+            f"policy {name!r} is used by workflow {step.workflow.name!r} (version {step.workflow.version}): "
+            "it cannot be deleted"
+        )
+    definition_deleted(actor, policy)
+    try:
+        with transaction.atomic():
+            policy.delete()
+    except ProtectedError as exc:
+        raise ActionNotAllowed(f"policy {name!r} is still used: it cannot be deleted") from exc

@@ -27,10 +27,14 @@ class ActionSerializer(StrictSerializer):
     reason = serializers.CharField(
         required=False,
         allow_blank=True,
+        allow_null=True,
         default="",
         max_length=2000,
         help_text="Why: recorded in the job's history with your name.",
     )
+
+    def validate_reason(self, value: str | None) -> str:
+        return value or ""
 
 
 class StepRetrySerializer(ActionSerializer):
@@ -40,6 +44,26 @@ class StepRetrySerializer(ActionSerializer):
         allow_blank=True,
         max_length=100,
         help_text="Dispatch on this pool (same kind) instead of the step's own.",
+    )
+    input = serializers.DictField(
+        required=False,
+        allow_null=True,
+        help_text=(
+            "Call the step with this input instead (held or failed steps whose last outcome proves "
+            "no effect: a refusal or 'did not happen'). The step gets a new operation ID; the event "
+            "records the old and new input."
+        ),
+    )
+
+
+class JobRerunSerializer(ActionSerializer):
+    from_step = serializers.CharField(
+        max_length=120, help_text="Run this step and every step after it again (new operation IDs)."
+    )
+    input = serializers.DictField(
+        required=False,
+        allow_null=True,
+        help_text="The new job's input; the original's when left out. Reused outputs are kept either way.",
     )
 
 
@@ -156,3 +180,126 @@ class AlertSubscriptionWriteSerializer(StrictSerializer):
 
 class AlertSubscriptionReplaceSerializer(ReplaceMixin, AlertSubscriptionWriteSerializer):
     """Replacing a subscription (PUT) states every value; it cannot be renamed."""
+
+
+# --- the Needs-attention list and the supervisor, as the console shows them ----------------------
+
+
+class AttentionFilterSerializer(serializers.Serializer):
+    workflow = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    step = serializers.CharField(required=False, allow_blank=True, max_length=120)
+    pool = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    older_than_minutes = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=10**6
+    )
+
+
+class LastEventSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    reason = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]
+    actor = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class AttentionItemSerializer(serializers.Serializer):
+    step = StepSerializer(help_text="The step (with its attempts).")
+    job = serializers.CharField(help_text="The step's job.")
+    workflow = serializers.CharField()
+    job_status = serializers.CharField()
+    why = serializers.CharField(help_text="Why the step is on the list.")
+    age_seconds = serializers.IntegerField(help_text="How long it has been in its current state.")
+    last_event = LastEventSerializer(allow_null=True)
+    can_retry = serializers.BooleanField()
+    can_resolve = serializers.BooleanField()
+    other_pools = serializers.ListField(child=serializers.CharField())
+
+    def to_representation(self, item: Any) -> dict[str, Any]:
+        event = item.last_event
+        return {
+            "step": step_data(item.step),
+            "job": str(item.step.job_id),
+            "workflow": item.step.job.workflow.name,
+            "job_status": item.step.job.status,
+            "why": item.why,
+            "age_seconds": int(item.age.total_seconds()),
+            "last_event": None
+            if event is None
+            else {
+                "kind": event.kind,
+                "reason": event.reason,
+                "source": event.source,
+                "actor": event.actor.username if event.actor_id else None,
+                "created_at": event.created_at.isoformat().replace("+00:00", "Z"),
+            },
+            "can_retry": item.can_retry,
+            "can_resolve": item.can_resolve,
+            "other_pools": item.other_pools,
+        }
+
+
+class BulkActionSerializer(ActionSerializer):
+    action = serializers.ChoiceField(
+        choices=[("retry", "retry"), ("compensate", "compensate"), ("cancel", "cancel")]
+    )
+    step_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        min_length=1,
+        max_length=1000,
+        help_text="Steps from the Needs-attention list; compensate and cancel act on their jobs.",
+    )
+    dry_run = serializers.BooleanField(
+        required=False, default=False, help_text="Say what would happen to each item; change nothing."
+    )
+
+
+class BulkItemSerializer(serializers.Serializer):
+    step_id = serializers.IntegerField()
+    job_id = serializers.CharField()
+    step = serializers.CharField()
+    allowed = serializers.BooleanField(help_text="Dry run: whether it would be done; run: whether it was.")
+    detail = serializers.CharField()
+
+
+class BulkResultSerializer(serializers.Serializer):
+    action = serializers.CharField()
+    dry_run = serializers.BooleanField()
+    done = serializers.IntegerField()
+    refused = serializers.IntegerField()
+    items = BulkItemSerializer(many=True)
+
+
+class LeaseSerializer(serializers.Serializer):
+    holder = serializers.CharField(help_text="Who acts now (empty: nobody).")
+    token = serializers.IntegerField(allow_null=True, help_text="Fencing token: grows at each hand-over.")
+    expires_at = serializers.DateTimeField(allow_null=True)
+    handovers = serializers.IntegerField()
+    valid = serializers.BooleanField()
+
+
+class EndpointHealthSerializer(serializers.Serializer):
+    url = serializers.CharField()
+    enabled = serializers.BooleanField()
+    recent_calls = serializers.IntegerField()
+    bad_calls = serializers.IntegerField()
+    circuit_open = serializers.BooleanField()
+    circuit_open_until = serializers.DateTimeField(allow_null=True)
+
+
+class PoolHealthSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    alternate = serializers.CharField(allow_blank=True)
+    endpoints = EndpointHealthSerializer(many=True)
+
+
+class SupervisorStatusSerializer(serializers.Serializer):
+    lease = LeaseSerializer()
+    interval_seconds = serializers.FloatField()
+    last_scan_at = serializers.DateTimeField(allow_null=True)
+    last_scan_age_seconds = serializers.FloatField(allow_null=True)
+    stale = serializers.BooleanField(help_text="No scan within three intervals.")
+    last_scan = serializers.DictField(
+        help_text="Figures of the last scan: examined, remediated, duration_ms, lag_ms, batches."
+    )
+    pools = PoolHealthSerializer(many=True)

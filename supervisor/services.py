@@ -16,15 +16,17 @@ from typing import Any
 from django.db import transaction
 
 from agents.models import AgentPool
+from agents.outcome import Outcome
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound
 from sas_project.validation import json_storable
-from scheduler.models import EventKind, Job, JobStatus, Step, StepKind, StepStatus
+from scheduler.models import JOB_SETTLED, EventKind, Job, JobStatus, Step, StepKind, StepStatus
 from scheduler.services import (
     JOB_FORWARD,
     JobState,
     job_advance,
     job_start_compensation,
     lock_job,
+    rerun_create,
     step_dispatch,
     step_succeed,
 )
@@ -136,14 +138,31 @@ def _check_step_actionable(state: JobState, step: Step, verb: str) -> None:
         raise ActionNotAllowed(f"job {job.pk} is {job.status}: its compensations cannot be {verb}d now")
 
 
-def step_retry(*, actor: User | None, step_id: Any, pool: str | None = None, reason: str = "") -> Step:
-    """Dispatch a waiting, failed or held step now (skipping any backoff), optionally elsewhere."""
+#: Last outcomes that prove the step's operation had no effect at the remote: only such a step
+#: may be retried as a different request (an edited input, so a new operation ID), or the effect
+#: of the old one could stay, undone by nothing.
+NO_EFFECT_FOR_EDIT = frozenset({Outcome.BUSINESS_FAILURE, Outcome.NOT_HAPPENED})
+
+
+def step_retry(
+    *,
+    actor: User | None,
+    step_id: Any,
+    pool: str | None = None,
+    reason: str = "",
+    input: Any = None,
+) -> Step:
+    """Dispatch a waiting, failed or held step now (skipping any backoff), optionally elsewhere,
+    optionally with an edited input (then with a new operation ID: the request changed)."""
     actor = _require_actor(actor)
     with unit_of_work() as unit:
         state, step = _lock_step(unit, step_id)
         if step.status not in RETRYABLE_BY_OPERATOR:
             raise ActionNotAllowed(f"step {step.name} is {step.status}: nothing to retry")
         _check_step_actionable(state, step, "retry")
+        edit: dict[str, Any] | None = None
+        if input is not None:
+            edit = _edit_input(unit, state, step, input)
         target = None
         if pool:
             target = AgentPool.objects.filter(name=pool).first()
@@ -153,7 +172,10 @@ def step_retry(*, actor: User | None, step_id: Any, pool: str | None = None, rea
                 raise InvalidInput(
                     f"pool {pool!r} is a {target.kind} pool, not {step.pool.kind}", field="pool"
                 )
-        _note(unit, state, actor, EventKind.OPERATOR_RETRY, reason, step, {"pool": pool} if pool else None)
+        note: dict[str, Any] = {"pool": pool} if pool else {}
+        if edit is not None:
+            note.update(edit)
+        _note(unit, state, actor, EventKind.OPERATOR_RETRY, reason, step, note or None)
         _reopen_if_failed(unit, state, actor, reason)
         step_dispatch(
             unit,
@@ -167,6 +189,35 @@ def step_retry(*, actor: User | None, step_id: Any, pool: str | None = None, rea
         )
         job_advance(unit, state, source=operator_source(actor), actor=actor)
         return step
+
+
+def _edit_input(unit: Unit, state: JobState, step: Step, new_input: Any) -> dict[str, Any]:
+    """Give the step its own input and a new operation ID; what the event records."""
+    if step.kind != StepKind.ACTION:
+        raise ActionNotAllowed("a compensation is retried as it is: its input is the step it undoes")
+    if step.status not in (S.HELD, S.FAILED):
+        raise ActionNotAllowed(
+            f"only a held or failed step is retried with an edited input, not a {step.status} one"
+        )
+    if not isinstance(new_input, dict):
+        raise InvalidInput("input must be a JSON object", field="input")
+    json_storable(new_input, "input")
+    if step.attempt and step.last_outcome not in NO_EFFECT_FOR_EDIT:
+        raise ActionNotAllowed(
+            f"step {step.name} may have taken effect under its operation ID (last outcome: "
+            f"{step.last_outcome or 'none'}): reconcile or resolve it instead of changing its input"
+        )
+    old_input = step.input_override if step.input_override is not None else state.job.input
+    old_operation = step.operation_id
+    step.operation_id = str(uuid.uuid4())
+    step.input_override = new_input
+    Step.objects.filter(pk=step.pk).update(
+        operation_id=step.operation_id, input_override=new_input, updated_at=unit.now
+    )
+    return {
+        "input": {"old": old_input, "new": new_input},
+        "operation_id": {"old": old_operation, "new": step.operation_id},
+    }
 
 
 def step_resolve(*, actor: User | None, step_id: Any, output: Any, reason: str = "") -> Step:
@@ -223,6 +274,46 @@ def job_compensate(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
         return job
 
 
+def job_rerun(*, actor: User | None, job_id: Any, from_step: str, input: Any = None, reason: str = "") -> Job:
+    """Run a settled job again from `from_step`, as a new job linked to it (`rerun_of`), with the
+    original input or `input`. The steps downstream of `from_step` run again with new operation
+    IDs; the others reuse their outputs (scheduler.services.submission.rerun_create). Both jobs
+    record who did it and why."""
+    actor = _require_actor(actor)
+    if not isinstance(from_step, str) or not from_step:
+        raise InvalidInput("from_step must name a step of the job", field="from_step")
+    if input is not None:
+        if not isinstance(input, dict):
+            raise InvalidInput("input must be a JSON object", field="input")
+        json_storable(input, "input")
+    with unit_of_work() as unit:
+        state = _lock(unit, job_id)
+        job = state.job
+        if job.status not in JOB_SETTLED:
+            raise ActionNotAllowed(
+                f"job {job.pk} is {job.status}: rerun a job once it has settled (retry its steps meanwhile)"
+            )
+        source = operator_source(actor)
+        rerun = rerun_create(
+            unit,
+            state,
+            from_step=from_step,
+            payload=input if input is not None else job.input,
+            actor=actor,
+            source=source,
+            reason=reason,
+        )
+        _note(
+            unit,
+            state,
+            actor,
+            EventKind.OPERATOR_RERUN,
+            reason,
+            data={"rerun_job": str(rerun.job.pk), "from_step": from_step, "input_changed": input is not None},
+        )
+        return rerun.job
+
+
 def job_cancel(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
     """Stop dispatching and compensate what ran; the job ends `cancelled`."""
     actor = _require_actor(actor)
@@ -272,7 +363,7 @@ def job_resume(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
 
 # --- bulk actions ---------------------------------------------------------------------------------
 
-BULK_ACTIONS = ("retry", "compensate")
+BULK_ACTIONS = ("retry", "compensate", "cancel")
 BULK_LIMIT = 1000
 
 
@@ -302,6 +393,10 @@ def _preview_one(action: str, step: Step, job: Job) -> BulkItem:
             True,
             f"dispatch attempt {step.attempt + 1} now (was {step.status})",
         )
+    if action == "cancel":
+        if job.compensation_reason or job.status not in JOB_FORWARD:
+            return BulkItem(step.pk, str(job.pk), step.name, False, f"job is {job.status}: cannot cancel")
+        return BulkItem(step.pk, str(job.pk), step.name, True, "cancel the job and undo what it did")
     if job.compensation_reason or job.status not in (*JOB_FORWARD, J.FAILED):
         return BulkItem(step.pk, str(job.pk), step.name, False, f"job is {job.status}: cannot compensate")
     return BulkItem(step.pk, str(job.pk), step.name, True, "stop the job and undo what it did")
@@ -335,7 +430,12 @@ def bulk_run(*, actor: User | None, action: str, step_ids: list[int], reason: st
                 step_retry(actor=actor, step_id=step.pk, reason=reason or "bulk retry")
                 detail = "retried"
             elif job_id in done_jobs:
-                detail = "job already compensating (same bulk action)"
+                state = "cancelled" if action == "cancel" else "compensating"
+                detail = f"job already {state} (same bulk action)"
+            elif action == "cancel":
+                job_cancel(actor=actor, job_id=step.job_id, reason=reason or "bulk cancel")
+                done_jobs.add(job_id)
+                detail = "cancelled"
             else:
                 job_compensate(actor=actor, job_id=step.job_id, reason=reason or "bulk compensate")
                 done_jobs.add(job_id)

@@ -35,15 +35,23 @@ def refuse_foreign_jobs(command: str, own_workflows: Iterable[str], *, scratch: 
 
 
 def ensure_pool(
-    name: str, *, kind: str, endpoints: list[Any] | None = None, alternate: str | None = None
+    name: str,
+    *,
+    kind: str,
+    endpoints: list[Any] | None = None,
+    alternate: str | None = None,
+    max_in_flight: int | None = None,
+    max_per_second: float | None = None,
 ) -> AgentPool:
-    """Create the pool, or bring an existing one to exactly these endpoints."""
+    """Create the pool, or bring an existing one to exactly these endpoints and limits."""
     return pool_save(
         name=name,
         kind=kind,
         endpoints=endpoints or [],
         alternate=alternate,
         pool=AgentPool.objects.filter(name=name).first(),
+        max_in_flight=max_in_flight,
+        max_per_second=max_per_second,
     )
 
 

@@ -638,6 +638,9 @@ class SandboxRemote:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._in_progress: dict[str, int] = {}
+        #: Requests being processed now, and the most at once, per path.
+        self._concurrent: dict[str, int] = {}
+        self.max_concurrent: dict[str, int] = {}
         self.store.initialise(wipe=reset)
         try:
             self._server = _Server((host, port), _Handler, self)
@@ -689,6 +692,18 @@ class SandboxRemote:
                 if not self._in_progress[key]:
                     del self._in_progress[key]
 
+    @contextlib.contextmanager
+    def concurrent(self, path: str) -> Iterator[None]:
+        """Count the requests to `path` being processed at once (GET /stats: max_concurrent)."""
+        with self._lock:
+            self._concurrent[path] = self._concurrent.get(path, 0) + 1
+            self.max_concurrent[path] = max(self.max_concurrent.get(path, 0), self._concurrent[path])
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._concurrent[path] -= 1
+
     def is_in_progress(self, key: str) -> bool:
         with self._lock:
             return key in self._in_progress
@@ -718,6 +733,7 @@ class SandboxRemote:
         with self._lock:
             self._scripts.clear()
             self._rng.seed(self.seed)
+            self.max_concurrent.clear()
             if config:
                 self._config = self.initial_config
         self.store.wipe()
@@ -846,7 +862,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/health":
             self._send_json(200, {"ok": True})
         elif path == "/stats":
-            self._send_json(200, self.remote.store.stats())
+            with self.remote._lock:
+                most = dict(self.remote.max_concurrent)
+            self._send_json(200, {**self.remote.store.stats(), "max_concurrent": most})
         elif path == "/config":
             self._send_json(200, self.remote.config_snapshot())
         elif (found := status_route(path)) is not None:
@@ -932,7 +950,7 @@ class _Handler(BaseHTTPRequestHandler):
         if later:
             self._accept(request, config, plan)
             return
-        with self.remote.in_progress(key):
+        with self.remote.in_progress(key), self.remote.concurrent(path):
             if plan.delay_ms:
                 self.remote.store.bump("fault_slow")
                 time.sleep(plan.delay_ms / 1000)

@@ -124,7 +124,7 @@ def test_two_concurrent_submissions_with_one_key_make_one_job() -> None:
         ({"workflow": "chain"}, "input", "This field is required."),
         ({"workflow": 12, "input": {}}, "workflow", "unknown workflow '12'"),
         ({"workflow": ["chain"], "input": {}}, "workflow", "Not a valid string."),
-        ({"workflow": "chain", "input": {}, "priority": 1}, "priority", "Unknown field."),
+        ({"workflow": "chain", "input": {}, "urgency": 1}, "urgency", "Unknown field."),
         ({"workflow": "x" * 101, "input": {}}, "workflow", "no more than 100 characters"),
     ],
 )

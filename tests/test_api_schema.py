@@ -27,6 +27,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from scheduler.callback_tokens import token_for as token_for_attempt
+from scheduler.models import Schedule
 from scheduler.services import job_submit
 from supervisor.models import AlertSubscription
 from tests.factories import chain, make_pool
@@ -91,6 +92,7 @@ def fuzz_data(in_process_requests: None) -> None:
     make_pool("http-pool", kind="http", endpoints=["http://127.0.0.1:9"])
     job = job_submit(workflow="chain", input={}, callback_url="https://hooks.example.com/done").job
     AlertSubscription.objects.create(name="oncall", email="oncall@example.com")
+    Schedule.objects.create(name="nightly", workflow="chain", cron="0 3 * * *")
     first = job.steps.order_by("id").first()
     assert first is not None
     KNOWN.update(
@@ -112,7 +114,13 @@ def known_path_parameters(path: str) -> dict[str, Any]:
         return {"step_id": KNOWN["step_id"]}
     if "{token}" in path:
         return {"token": KNOWN["token"]}
-    names = {"policies": "default", "pools": "local", "workflows": "chain", "alerts": "oncall"}
+    names = {
+        "policies": "default",
+        "pools": "local",
+        "workflows": "chain",
+        "alerts": "oncall",
+        "schedules": "nightly",
+    }
     return {"name": names[path.split("/")[3]]}
 
 

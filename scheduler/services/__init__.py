@@ -33,7 +33,7 @@ from scheduler.services.remediation import (
     steps_still_queued,
 )
 from scheduler.services.saga import job_advance, job_fail, job_start_compensation, needs_compensation
-from scheduler.services.submission import Submission, job_submit
+from scheduler.services.submission import Submission, job_submit, rerun_create
 
 __all__ = [
     "JOB_FORWARD",
@@ -50,6 +50,7 @@ __all__ = [
     "load_locked_jobs",
     "lock_job",
     "needs_compensation",
+    "rerun_create",
     "step_abandon",
     "step_dispatch",
     "step_give_up",

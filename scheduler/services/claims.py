@@ -41,7 +41,7 @@ WITH claimed AS (
 SELECT (SELECT count(*) FROM claimed) AS claimed, statement_timestamp() AS db_now,
        a.kind AS attempt_kind, a.endpoint_url, a.deadline, a.dispatched_at, p.name AS pool_name,
        j.trace_parent,
-       s.id AS step_id, s.job_id, s.kind AS step_kind, s.operation_id,
+       s.id AS step_id, s.job_id, s.kind AS step_kind, s.operation_id, s.input_override,
        d.name, d.path, d.status_path, d.compensation_path, d.depends_on,
        p.kind AS agent_kind, e.secret_header_name, e.secret_header_value,
        j.status AS job_status, j.input,
@@ -80,7 +80,7 @@ def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
                 return None
             data = dict(zip([col.name for col in cursor.description], row, strict=True))
         maybe_fail_after_commit("the claim of an attempt")
-        for key in ("depends_on", "input", "original_output", "siblings"):
+        for key in ("depends_on", "input", "input_override", "original_output", "siblings"):
             data[key] = _json(data[key])
         return data
     with transaction.atomic():
@@ -122,6 +122,7 @@ def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
         "job_id": step.job_id,
         "step_kind": step.kind,
         "operation_id": step.operation_id,
+        "input_override": step.input_override,
         "name": definition.name,
         "path": definition.path,
         "status_path": definition.status_path,
@@ -166,7 +167,8 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
         "step": row["name"],
         "operation_id": row["operation_id"],
         "attempt": number,
-        "input": row["input"],
+        # An operator's edited retry gives the step its own input.
+        "input": row["input_override"] if row["input_override"] is not None else row["input"],
         "results": _ancestor_results(row["name"], [tuple(r) for r in row["siblings"] or []]),
     }
     if row["compensates"] is not None:

@@ -20,6 +20,7 @@ from agents.health import choose_endpoint
 from agents.models import AgentPool
 from agents.outcome import AttemptKind
 from scheduler.models import Attempt, EventKind, Step, StepStatus
+from scheduler.services.capacity import is_limited, pump_after_commit
 from scheduler.services.locking import JobState
 from scheduler.transitions import attempt_open, step_transition
 from scheduler.unit import Unit, User
@@ -40,13 +41,34 @@ def step_dispatch(
     actor: User | None = None,
     reason: str = "",
     data: dict[str, Any] | None = None,
-) -> Attempt:
+    capacity_checked: bool = False,
+) -> Attempt | None:
     """Write the intent of attempt n+1 and enqueue its agent task, in the caller's transaction.
 
-    The deadline comes from the database clock and the step's current policy.
+    The deadline comes from the database clock and the step's current policy. A call for a pool
+    with limits is parked instead (`waiting`, no attempt; returns None) for the capacity pump to
+    dispatch (scheduler.services.capacity), unless the pump itself is the caller
+    (`capacity_checked`).
     """
     policy = step.definition.policy
     pool = pool or step.pool
+    if kind == AttemptKind.CALL and not capacity_checked and is_limited(pool):
+        waiting = f"pool {pool.name} has a limit: waiting for capacity"
+        step_transition(
+            unit,
+            step,
+            StepStatus.WAITING,
+            source=source,
+            kind=EventKind.STEP_WAITING,
+            actor=actor,
+            reason=f"{reason}; {waiting}" if reason else waiting,
+            data={"pool": pool.name},
+            pool=pool,
+            deadline=None,
+            not_before=None,
+        )
+        pump_after_commit(pool.pk)
+        return None
     endpoint = choose_endpoint(pool, now=unit.now, avoid_id=avoid_endpoint_id, spread=step.pk)
     number = step.attempt + 1
     deadline = unit.now + dt.timedelta(seconds=policy.timeout_seconds)

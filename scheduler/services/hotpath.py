@@ -34,12 +34,13 @@ FAST_PATH_MOVES = frozenset(
         ("step", "dispatched", "attempt_failed"),
         ("step", "dispatched", "unknown"),
         ("step", "pending", "dispatched"),
+        ("step", "pending", "waiting"),
         ("job", "running", "succeeded"),
     }
 )
 
 SQL = "SELECT sas_record_outcome(%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-SUBMIT_SQL = "SELECT sas_submit(%s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+SUBMIT_SQL = "SELECT sas_submit(%s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
 @functools.cache
@@ -67,6 +68,8 @@ def submit(
     source: str,
     callback_url: str = "",
     trace_parent: str = "",
+    business_key: str = "",
+    priority: int = 0,
 ) -> Any:
     """Create a job of the latest version of `workflow` and dispatch its first steps, in one
     statement; returns the job's id, or None for an unknown workflow."""
@@ -83,6 +86,8 @@ def submit(
                 *_queue_args(),
                 callback_url,
                 trace_parent,
+                business_key,
+                priority,
             ],
         )
         return cursor.fetchone()[0]

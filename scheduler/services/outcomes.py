@@ -17,6 +17,7 @@ from django.db.models.functions import Now
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
 from scheduler.models import STEP_SETTLED, Attempt, EventKind, Step, StepKind, StepStatus
 from scheduler.services import hotpath
+from scheduler.services.capacity import any_pool_limited, pump_after_commit
 from scheduler.services.claims import AGENT, NOT_CALLED
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
 from scheduler.services.saga import job_advance
@@ -40,6 +41,26 @@ FAILURE_EVENTS: dict[str, EventKind] = {
 
 
 def step_record_outcome(
+    step_id: int,
+    number: int,
+    result: CallResult,
+    *,
+    source: str = AGENT,
+    spec: CallSpec | None = None,
+) -> None:
+    """Record the outcome of attempt `number` and move the job on, in one transaction.
+
+    `spec` (the claimed call) saves the lookups of the job and the attempt. On PostgreSQL the
+    common outcomes take one round trip (scheduler.services.hotpath); the rest come here.
+    """
+    _step_record_outcome(step_id, number, result, source=source, spec=spec)
+    if any_pool_limited():
+        # A call of a limited pool ending frees a slot, and the steps this outcome made ready may
+        # have been parked: the pump looks once this commits.
+        pump_after_commit()
+
+
+def _step_record_outcome(
     step_id: int,
     number: int,
     result: CallResult,

@@ -67,7 +67,7 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
 def job_fail(unit: Unit, state: JobState, *, source: str, reason: str, actor: User | None = None) -> None:
     """End the job `failed` without compensating: stop everything that has not started."""
     for step in state.actions:
-        if step.status == S.PENDING:
+        if step.status in (S.PENDING, S.WAITING):
             step_transition(unit, step, S.SKIPPED, source=source, reason="job failed")
         elif step.status in STEP_AWAITING:
             step_transition(
@@ -108,6 +108,9 @@ def needs_compensation(step: Step, sent: set[int]) -> bool:
     """
     if not step.definition.compensation_path or step.kind != StepKind.ACTION:
         return False
+    if step.reused_from_id is not None:
+        # A rerun reused this output: the effect is the original job's, undone only by it.
+        return False
     if step.status == S.SUCCEEDED:
         return True
     return step.status == S.FAILED and step.pk in sent and step.last_outcome not in NO_EFFECT_OUTCOMES
@@ -136,7 +139,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
     job = state.job
     actions = state.actions
     for step in actions:
-        if step.status == S.PENDING:
+        if step.status in (S.PENDING, S.WAITING):
             step_transition(
                 unit, step, S.SKIPPED, source=source, reason=f"job is {job.status}: never started"
             )

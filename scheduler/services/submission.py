@@ -20,8 +20,9 @@ from sas_project import tracing
 from sas_project.errors import IdempotencyConflict, InvalidInput
 from sas_project.validation import json_storable
 from scheduler.faults import maybe_fail_after_commit
-from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, Workflow
+from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, StepStatus, Workflow
 from scheduler.services import hotpath
+from scheduler.services.capacity import any_pool_limited, pump_after_commit
 from scheduler.services.locking import JobState
 from scheduler.services.saga import job_advance
 from scheduler.unit import Unit, User, unit_of_work
@@ -29,6 +30,7 @@ from scheduler.unit import Unit, User, unit_of_work
 logger = logging.getLogger("scheduler.jobs")
 
 J = JobStatus
+S = StepStatus
 
 SCHEDULER = "scheduler"
 
@@ -49,10 +51,17 @@ class Submission:
         return self.loaded
 
 
-def _request_hash(workflow: str, payload: object, callback_url: str = "") -> str:
+def _request_hash(
+    workflow: str, payload: object, callback_url: str = "", business_key: str = "", priority: int = 0
+) -> str:
     body: dict[str, Any] = {"workflow": workflow, "input": payload}
-    if callback_url:  # only when given, so the hashes of requests without one stay as they were
+    # Each only when given, so the hashes of requests without them stay as they were.
+    if callback_url:
         body["callback_url"] = callback_url
+    if business_key:
+        body["business_key"] = business_key
+    if priority:
+        body["priority"] = priority
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -79,6 +88,8 @@ def job_submit(
     submitter: User | None = None,
     idempotency_key: str | None = None,
     callback_url: str = "",
+    business_key: str = "",
+    priority: int = 0,
 ) -> Submission:
     """Create a job of the latest version of `workflow` and dispatch its first steps.
 
@@ -96,11 +107,20 @@ def job_submit(
             callback_url = validate_endpoint_url(callback_url)
         except InvalidInput as exc:
             raise InvalidInput(f"callback_url: {exc.message}", field="callback_url") from exc
-    request_hash = _request_hash(workflow, input, callback_url)
+    if not isinstance(business_key, str) or len(business_key) > 200 or "\x00" in business_key:
+        raise InvalidInput("business_key must be a string of at most 200 characters", field="business_key")
+    if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
+        raise InvalidInput("priority must be an integer from -1000 to 1000", field="priority")
+    request_hash = _request_hash(workflow, input, callback_url, business_key, priority)
     user = submitter if submitter is not None and submitter.is_authenticated else None
     try:
         with tracing.job_trace(workflow) as trace_parent:
-            extra = Extra(callback_url=callback_url, trace_parent=trace_parent)
+            extra = Extra(
+                callback_url=callback_url,
+                trace_parent=trace_parent,
+                business_key=business_key,
+                priority=priority,
+            )
             if hotpath.enabled():
                 submission = _submit_in_database(workflow, input, user, idempotency_key, request_hash, extra)
             else:
@@ -121,6 +141,9 @@ def job_submit(
             "callback": bool(callback_url),
         }
         transaction.on_commit(lambda: logger.info("job submitted", extra=line))
+        if any_pool_limited():
+            # Steps of limited pools were parked: the pump takes them once this commits.
+            pump_after_commit()
     return submission
 
 
@@ -130,6 +153,8 @@ class Extra:
 
     callback_url: str = ""
     trace_parent: str = ""
+    business_key: str = ""
+    priority: int = 0
 
 
 def _submit_in_database(
@@ -218,6 +243,8 @@ def _create_job(
         request_hash=request_hash,
         callback_url=extra.callback_url,
         trace_parent=extra.trace_parent,
+        business_key=extra.business_key,
+        priority=extra.priority,
         deadline=(
             now + dt.timedelta(seconds=definition.deadline_seconds) if definition.deadline_seconds else None
         ),
@@ -251,3 +278,115 @@ def _create_job(
         step.job = job
     job_advance(unit, JobState(job=job, steps=list(steps)), source=SCHEDULER)
     return job
+
+
+def rerun_create(
+    unit: Unit,
+    original: JobState,
+    *,
+    from_step: str,
+    payload: dict[str, Any],
+    actor: User,
+    source: str,
+    reason: str,
+) -> JobState:
+    """A new job of the original's workflow version that runs `from_step` and every step
+    downstream of it again, with new operation IDs (the requests may differ: a remote must not
+    replay the old answers), and reuses the outputs of the other steps that succeeded (they are
+    not called again; the new job does not compensate them: their effects stay the original's).
+    Steps outside the rerun that had not succeeded run too. The caller holds the original's lock.
+    """
+    job = original.job
+    by_name = {s.name: s for s in original.actions}
+    if from_step not in by_name:
+        raise InvalidInput(
+            f"job {job.pk} has no step {from_step!r} (steps: {', '.join(by_name)})", field="from_step"
+        )
+    definitions = list(
+        StepDefinition.objects.filter(workflow_id=job.workflow_id)
+        .select_related("workflow", "policy", "pool")
+        .order_by("position")
+    )
+    dependents: dict[str, set[str]] = {d.name: set() for d in definitions}
+    for d in definitions:
+        for dep in d.depends_on:
+            dependents[dep].add(d.name)
+    rerun = {from_step}
+    todo = [from_step]
+    while todo:
+        for child in dependents[todo.pop()]:
+            if child not in rerun:
+                rerun.add(child)
+                todo.append(child)
+    now = unit.now
+    workflow = job.workflow
+    new_job = Job.objects.create(
+        status=J.RUNNING,
+        workflow=workflow,
+        input=payload,
+        submitter=job.submitter,
+        request_hash=_request_hash(workflow.name, payload),
+        callback_url=job.callback_url,
+        business_key=job.business_key,
+        priority=job.priority,
+        rerun_of=job,
+        deadline=now + dt.timedelta(seconds=workflow.deadline_seconds) if workflow.deadline_seconds else None,
+        created_at=now,
+        updated_at=now,
+    )
+    reused: list[str] = []
+    steps: list[Step] = []
+    for d in definitions:
+        old = by_name.get(d.name)
+        keep = d.name not in rerun and old is not None and old.status == S.SUCCEEDED
+        if keep:
+            reused.append(d.name)
+        steps.append(
+            Step(
+                job=new_job,
+                definition=d,
+                name=d.name,
+                kind=StepKind.ACTION,
+                operation_id=str(uuid.uuid4()),
+                pool=d.pool,
+                status=S.SUCCEEDED if keep else S.PENDING,
+                output=old.output if keep and old is not None else None,
+                reused_from=old if keep else None,
+                finished_at=now if keep else None,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    steps = Step.objects.bulk_create(steps)
+    unit.event(
+        job_id=new_job.pk,
+        kind=EventKind.JOB_SUBMITTED,
+        source=source,
+        to_status=J.RUNNING,
+        actor=actor,
+        reason=reason,
+        data={
+            "workflow": workflow.name,
+            "version": workflow.version,
+            "rerun_of": str(job.pk),
+            "from_step": from_step,
+            "reused": reused,
+            "input_changed": payload != job.input,
+        },
+    )
+    for step in steps:
+        step.job = new_job
+        if step.reused_from_id is not None:
+            unit.event(
+                job_id=new_job.pk,
+                step=step,
+                kind=EventKind.STEP_SUCCEEDED,
+                source=source,
+                actor=actor,
+                to_status=S.SUCCEEDED,
+                reason=f"output reused from job {job.pk}: not called again",
+                data={"reused_from": step.reused_from_id},
+            )
+    state = JobState(job=new_job, steps=list(steps))
+    job_advance(unit, state, source=source, actor=actor)
+    return state

@@ -2,7 +2,8 @@
 
 The cluster (sentinel, pusher, workers, monitor) is started exactly as django-q2 does it; this
 process, which django-q2 leaves waiting on the cluster, runs the supervisor loop meanwhile, and
-the consumer of queue pools' replies in a thread (scheduler.replies). Every
+the consumer of queue pools' replies (scheduler.replies) and the capacity pump of limited pools
+(scheduler.services.capacity) in threads. Every
 cluster therefore watches; the lease makes one of them act, and if that cluster dies another takes
 over within one lease period. Set SAS_SUPERVISOR_IN_CLUSTER=0 to run the supervisor apart
 (`manage.py supervise`).
@@ -33,6 +34,7 @@ from django_q.management.commands.qcluster import Command as DjangoQClusterComma
 
 from sas_project.conf import sas_settings
 from scheduler.replies import run_replies
+from scheduler.services.capacity import run_capacity
 from supervisor.loop import holder_name, run_loop
 
 logger = logging.getLogger("supervisor")
@@ -75,6 +77,9 @@ class Command(DjangoQClusterCommand):
                 target=run_replies, args=(stopping.is_set,), name="agent-replies", daemon=True
             )
             replies.start()
+        # The capacity pump of limited pools (idle while no pool has a limit).
+        pump = threading.Thread(target=run_capacity, args=(stopping.is_set,), name="capacity", daemon=True)
+        pump.start()
         if sas_settings.supervisor_in_cluster:
             # The sentinel is forked before the loop opens any database connection.
             run_loop(holder=holder_name("qcluster"), should_stop=done)
@@ -85,6 +90,7 @@ class Command(DjangoQClusterCommand):
         stop_cluster(cluster, tree, timeout=sas_settings.q_stop_seconds)
         if replies is not None:
             replies.join(timeout=5)
+        pump.join(timeout=5)
 
 
 class ProcessTree:

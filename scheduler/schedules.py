@@ -1,0 +1,272 @@
+"""Schedules: submit a job of a workflow at one instant (`run_at`) or at every time of a cron
+expression in a time zone (cronsim, which evaluates expressions as Debian's cron does, daylight
+saving included).
+
+Every supervisor loop fires what is due (`schedules_fire`). A due schedule is taken with
+`FOR UPDATE SKIP LOCKED`, its job submitted and its next firing written in that one transaction,
+so a firing submits exactly once: two clusters firing the same minute make one job (and the job's
+idempotency key, `schedule:<id>:<fire time>`, says which firing made it). After downtime, the
+firings missed meanwhile make one job for the latest of them (`catch_up` = once) or none
+(`skip`; the next firing is on time). A paused schedule does not fire; resumed, it goes on from
+its next firing after now.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import zoneinfo
+from typing import Any
+
+from cronsim import CronSim, CronSimError
+from django.db import transaction
+from django.utils import timezone
+
+from sas_project.audit import definition_deleted, definition_logged
+from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, SasError, StaleWrite
+from sas_project.validation import json_storable, valid_name
+from scheduler.models import CatchUp, EventKind, Schedule, Workflow
+from scheduler.services import job_submit
+from scheduler.unit import unit_of_work
+
+logger = logging.getLogger("scheduler.schedules")
+
+SOURCE = "schedule"
+#: What a schedule holds besides its name.
+SCHEDULE_FIELDS = ("workflow", "input", "business_key", "priority", "run_at", "cron", "timezone", "catch_up")
+#: A firing later than this is "missed" (for catch_up = skip): downtime, not a slow loop.
+LATE_GRACE = dt.timedelta(seconds=60)
+#: Due schedules fired per loop turn.
+BATCH = 50
+
+
+def next_fire(schedule: Schedule, after: dt.datetime) -> dt.datetime | None:
+    """The first firing strictly after `after`, or None (a one-off that is past)."""
+    if schedule.cron:
+        zone = zoneinfo.ZoneInfo(schedule.timezone)
+        # cronsim steps from the start it is given; a minute boundary keeps `after` itself out.
+        start = after.astimezone(zone).replace(second=0, microsecond=0)
+        for when in CronSim(schedule.cron, start):
+            if when > after:
+                return when.astimezone(dt.UTC)
+        return None
+    if schedule.run_at is not None and schedule.run_at > after:
+        return schedule.run_at
+    return None
+
+
+def latest_fire(schedule: Schedule, upto: dt.datetime) -> dt.datetime | None:
+    """The last firing at or before `upto` (cron schedules)."""
+    zone = zoneinfo.ZoneInfo(schedule.timezone)
+    start = upto.astimezone(zone) + dt.timedelta(microseconds=1)
+    for when in CronSim(schedule.cron, start, reverse=True):
+        return when.astimezone(dt.UTC)
+    return None
+
+
+def schedule_validate(values: dict[str, Any]) -> dict[str, Any]:
+    """The values, cleaned; InvalidInput names the field at fault."""
+    clean = dict(values)
+    workflow = clean.get("workflow")
+    if not isinstance(workflow, str) or not Workflow.objects.filter(name=workflow).exists():
+        raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
+    payload = clean.get("input") if clean.get("input") is not None else {}
+    if not isinstance(payload, dict):
+        raise InvalidInput("input must be a JSON object", field="input")
+    json_storable(payload, "input")
+    clean["input"] = payload
+    business_key = clean.get("business_key") or ""
+    if not isinstance(business_key, str) or len(business_key) > 200:
+        raise InvalidInput("business_key must be a string of at most 200 characters", field="business_key")
+    clean["business_key"] = business_key
+    priority = clean.get("priority") or 0
+    if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
+        raise InvalidInput("priority must be an integer from -1000 to 1000", field="priority")
+    clean["priority"] = priority
+    zone_name = clean.get("timezone") or "UTC"
+    try:
+        zoneinfo.ZoneInfo(str(zone_name))
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidInput(f"unknown time zone {zone_name!r}", field="timezone") from exc
+    clean["timezone"] = zone_name
+    cron = (clean.get("cron") or "").strip()
+    run_at = clean.get("run_at")
+    if bool(cron) == (run_at is not None):
+        raise InvalidInput(
+            "a schedule has either run_at or cron, not both", field="cron" if cron else "run_at"
+        )
+    if cron:
+        if len(cron) > 100:
+            raise InvalidInput("cron is at most 100 characters", field="cron")
+        try:
+            next(iter(CronSim(cron, timezone.now().astimezone(zoneinfo.ZoneInfo(zone_name)))))
+        except (CronSimError, StopIteration) as exc:
+            raise InvalidInput(
+                f"cron {cron!r} is not a cron expression that ever fires: {exc}", field="cron"
+            ) from exc
+    if run_at is not None and not isinstance(run_at, dt.datetime):
+        raise InvalidInput("run_at must be an instant (ISO 8601)", field="run_at")
+    if isinstance(run_at, dt.datetime) and timezone.is_naive(run_at):
+        run_at = timezone.make_aware(run_at, dt.UTC)  # an instant without an offset is UTC
+        clean["run_at"] = run_at
+    clean["cron"] = cron
+    catch_up = clean.get("catch_up") or CatchUp.ONCE
+    if catch_up not in CatchUp.values:
+        raise InvalidInput(f"catch_up must be one of {', '.join(CatchUp.values)}", field="catch_up")
+    clean["catch_up"] = catch_up
+    return clean
+
+
+def schedule_get(name: str) -> Schedule:
+    schedule = Schedule.objects.filter(name=name).first()
+    if schedule is None:
+        raise NotFound(f"schedule {name!r} does not exist")
+    return schedule
+
+
+def _settings(schedule: Schedule) -> dict[str, Any]:
+    values = {name: getattr(schedule, name) for name in SCHEDULE_FIELDS}
+    values["run_at"] = schedule.run_at.isoformat() if schedule.run_at else None
+    return values
+
+
+@transaction.atomic
+def schedule_create(*, name: str, actor: Any, **fields: Any) -> Schedule:
+    valid_name(name, "schedule name", "name")
+    unknown = set(fields) - set(SCHEDULE_FIELDS)
+    if unknown:
+        raise InvalidInput(f"unknown schedule fields: {', '.join(sorted(unknown))}")
+    values = schedule_validate(fields)
+    if Schedule.objects.filter(name=name).exists():
+        raise InvalidInput(f"a schedule named {name!r} already exists", field="name")
+    schedule = Schedule(
+        name=name, created_by=actor if getattr(actor, "is_authenticated", False) else None, **values
+    )
+    schedule.next_fire_at = next_fire(schedule, timezone.now())
+    try:
+        with transaction.atomic():
+            schedule.save()
+    except Exception as exc:  # an IntegrityError: a request with the same name won
+        raise StaleWrite(f"schedule {name!r} was created at the same moment; send yours again") from exc
+    definition_logged(actor, schedule, created=True)
+    return schedule
+
+
+@transaction.atomic
+def schedule_update(name: str, *, actor: Any, changes: dict[str, Any]) -> Schedule:
+    unknown = set(changes) - set(SCHEDULE_FIELDS)
+    if unknown:
+        raise InvalidInput(f"unknown schedule fields: {', '.join(sorted(unknown))}")
+    schedule = Schedule.objects.select_for_update().filter(name=name).first()
+    if schedule is None:
+        raise NotFound(f"schedule {name!r} does not exist")
+    before = _settings(schedule)
+    current = {field: getattr(schedule, field) for field in SCHEDULE_FIELDS}
+    merged = {**current, **changes}
+    # Switching between run_at and cron: the one not sent is dropped.
+    if "cron" in changes and changes["cron"] and "run_at" not in changes:
+        merged["run_at"] = None
+    if "run_at" in changes and changes["run_at"] is not None and "cron" not in changes:
+        merged["cron"] = ""
+    values = schedule_validate(merged)
+    for field, value in values.items():
+        setattr(schedule, field, value)
+    diff = {k: [before[k], v] for k, v in _settings(schedule).items() if before[k] != v}
+    if diff:
+        schedule.next_fire_at = next_fire(schedule, timezone.now())
+        schedule.save()
+        definition_logged(actor, schedule, created=False, changes=diff)
+    return schedule
+
+
+@transaction.atomic
+def schedule_delete(name: str, *, actor: Any) -> None:
+    schedule = Schedule.objects.select_for_update().filter(name=name).first()
+    if schedule is None:
+        raise NotFound(f"schedule {name!r} does not exist")
+    definition_deleted(actor, schedule)
+    schedule.delete()
+
+
+@transaction.atomic
+def schedule_set_paused(name: str, *, actor: Any, paused: bool) -> Schedule:
+    """Pause (no firing) or resume (from the next firing after now, or, with catch_up once, the
+    latest firing missed while paused, fired at the next turn of the loop)."""
+    schedule = Schedule.objects.select_for_update().filter(name=name).first()
+    if schedule is None:
+        raise NotFound(f"schedule {name!r} does not exist")
+    if paused == (schedule.paused_at is not None):
+        raise ActionNotAllowed(f"schedule {name!r} is already {'paused' if paused else 'running'}")
+    now = timezone.now()
+    schedule.paused_at = now if paused else None
+    if (
+        not paused
+        and schedule.catch_up == CatchUp.SKIP
+        and schedule.next_fire_at
+        and schedule.next_fire_at < now
+    ):
+        schedule.next_fire_at = next_fire(schedule, now)
+    schedule.save(update_fields=["paused_at", "next_fire_at", "updated_at"])
+    definition_logged(actor, schedule, created=False, changes={"paused": [not paused, paused]})
+    return schedule
+
+
+def schedules_fire(now: dt.datetime | None = None) -> int:
+    """Fire every schedule that is due; returns how many jobs were submitted."""
+    submitted = 0
+    for schedule_id in (
+        Schedule.objects.filter(paused_at__isnull=True, next_fire_at__lte=now or timezone.now())
+        .order_by("next_fire_at")
+        .values_list("pk", flat=True)[:BATCH]
+    ):
+        submitted += _fire_one(schedule_id, now)
+    return submitted
+
+
+def _fire_one(schedule_id: int, now: dt.datetime | None) -> int:
+    with transaction.atomic():
+        schedule = (
+            Schedule.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(pk=schedule_id, paused_at__isnull=True)
+            .select_related("created_by")
+            .first()
+        )
+        moment = now or timezone.now()
+        if schedule is None or schedule.next_fire_at is None or schedule.next_fire_at > moment:
+            return 0  # another loop took it, or fired it already
+        due = schedule.next_fire_at
+        fire_at: dt.datetime | None = due
+        if schedule.cron and moment - due > LATE_GRACE:
+            # Fired late: the loop was down. One job for the latest firing missed, or none.
+            fire_at = latest_fire(schedule, moment) if schedule.catch_up == CatchUp.ONCE else None
+        job_id = None
+        error = ""
+        if fire_at is not None:
+            try:
+                with transaction.atomic():
+                    submission = job_submit(
+                        workflow=schedule.workflow,
+                        input=schedule.input,
+                        submitter=schedule.created_by,
+                        idempotency_key=f"schedule:{schedule.pk}:{fire_at.isoformat()}",
+                        business_key=schedule.business_key,
+                        priority=schedule.priority,
+                    )
+                    job_id = submission.job_id
+                    with unit_of_work() as unit:
+                        unit.event(
+                            job_id=job_id,
+                            kind=EventKind.JOB_SCHEDULED,
+                            source=f"{SOURCE}:{schedule.name}",
+                            reason=f"schedule {schedule.name} fired for {fire_at.isoformat()}",
+                            data={"schedule": schedule.name, "fire_at": fire_at.isoformat()},
+                        )
+            except SasError as exc:
+                error = exc.message
+                logger.warning("schedule %s did not submit: %s", schedule.name, error)
+        schedule.last_fired_at = fire_at or schedule.last_fired_at
+        schedule.last_job_id = job_id or schedule.last_job_id
+        schedule.last_error = error
+        schedule.next_fire_at = next_fire(schedule, max(moment, fire_at or moment))
+        schedule.save(update_fields=["last_fired_at", "last_job", "last_error", "next_fire_at", "updated_at"])
+        return 1 if job_id is not None else 0

@@ -1,0 +1,221 @@
+"""Capacity: pools that limit how many calls they take (`max_in_flight`) and how fast
+(`max_per_second`).
+
+A call for a limited pool is never dispatched where it becomes ready: the step moves to
+`waiting` (event `step_waiting`; no attempt, no task, no deadline, no worker held), and the pump
+dispatches waiting steps as capacity frees, highest job priority first, then oldest. The pump
+takes the pool's row lock (`FOR UPDATE SKIP LOCKED`: one pump per pool at a time, the others
+skip it), counts the calls in flight (the pool's dispatched steps) and the calls started in the
+rate window, and dispatches that many, each under its job's row lock (skipped when another writer
+holds it: that writer pumps again after it commits). Since only the pump dispatches into a
+limited pool, and one pump at a time per pool, the limits hold across every process.
+
+The pump runs after every transaction that parks a step (on commit), after every call to a
+limited pool finishes, and in every `qcluster` every half second (a thread; idle, one cached
+query, while no pool is limited), which is what releases rate-limited steps on time. Status
+queries (reconcile) are not limited: they are cheap reads that decide what a stuck call did.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.db import close_old_connections, connection, transaction
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from agents.models import AgentPool
+from agents.outcome import AttemptKind
+from scheduler.models import Attempt, Job, Step, StepKind, StepStatus
+from scheduler.services.locking import JOB_FORWARD, JobState
+from scheduler.unit import unit_of_work
+
+logger = logging.getLogger("scheduler.capacity")
+
+S = StepStatus
+SOURCE = "capacity"
+#: Seconds a process trusts its answer to "is any pool limited?".
+LIMITED_CACHE_SECONDS = 5.0
+#: Waiting steps one pump looks at per pool.
+BATCH = 200
+
+_limited_at = 0.0
+_limited = False
+
+
+def any_pool_limited() -> bool:
+    """Whether some pool has a limit (cached for a few seconds per process)."""
+    global _limited_at, _limited
+    if time.monotonic() - _limited_at > LIMITED_CACHE_SECONDS:
+        _limited = AgentPool.objects.filter(
+            Q(max_in_flight__isnull=False) | Q(max_per_second__isnull=False)
+        ).exists()
+        _limited_at = time.monotonic()
+    return _limited
+
+
+def forget_limits_cache() -> None:
+    global _limited_at
+    _limited_at = 0.0
+
+
+def is_limited(pool: AgentPool) -> bool:
+    return pool.max_in_flight is not None or pool.max_per_second is not None
+
+
+def pump_after_commit(pool_id: int | None = None) -> None:
+    """Pump once the current transaction commits (at once outside one)."""
+    transaction.on_commit(lambda: pump([pool_id] if pool_id is not None else None))
+
+
+def free_slots(pool: AgentPool) -> tuple[int, float | None]:
+    """How many calls the pool may start now, and, when its rate is what stops it, in how many
+    seconds the next slot frees."""
+    slots = BATCH
+    wait: float | None = None
+    if pool.max_in_flight is not None:
+        in_flight = Step.objects.filter(pool_id=pool.pk, status=S.DISPATCHED).count()
+        slots = min(slots, pool.max_in_flight - in_flight)
+    if pool.max_per_second is not None:
+        # A window of one second, or of one call's share of a second for rates below one.
+        window = max(1.0, 1.0 / pool.max_per_second)
+        allowed = max(1, math.floor(pool.max_per_second * window))
+        ages = _recent_dispatch_ages(pool.pk, window)
+        rate_slots = allowed - len(ages)
+        if rate_slots <= 0:
+            # The oldest call of the window leaves it first.
+            wait = max(window - max(ages), 0.0)
+        slots = min(slots, rate_slots)
+    return max(slots, 0), wait
+
+
+def _recent_dispatch_ages(pool_id: int, window: float) -> list[float]:
+    """Ages in seconds (database clock) of the pool's calls dispatched within the window."""
+    rows = (
+        Attempt.objects.filter(
+            pool_id=pool_id, kind=AttemptKind.CALL, dispatched_at__gt=Now() - dt.timedelta(seconds=window)
+        )
+        .annotate(now=Now())
+        .values_list("now", "dispatched_at")
+    )
+    return [(now - at).total_seconds() for now, at in rows]
+
+
+def _waiting_pools(pool_ids: list[int] | None) -> list[int]:
+    query = Step.objects.filter(status=S.WAITING)
+    if pool_ids is not None:
+        query = query.filter(pool_id__in=pool_ids)
+    return sorted(set(query.values_list("pool_id", flat=True)))
+
+
+def pump(pool_ids: list[int] | None = None) -> tuple[int, float | None]:
+    """Dispatch waiting steps of the given pools (all with waiting steps by default) as their
+    capacity allows. Returns how many were dispatched and the soonest a rate-limited pool frees a
+    slot (seconds), if one is waiting on its rate."""
+    dispatched = 0
+    soonest: float | None = None
+    for pool_id in _waiting_pools(pool_ids):
+        count, wait = _pump_pool(pool_id)
+        dispatched += count
+        if wait is not None:
+            soonest = wait if soonest is None else min(soonest, wait)
+    return dispatched, soonest
+
+
+def _pump_pool(pool_id: int) -> tuple[int, float | None]:
+    from scheduler.services.dispatch import step_dispatch
+
+    dispatched = 0
+    with transaction.atomic():
+        pool = AgentPool.objects.select_for_update(skip_locked=True).filter(pk=pool_id).first()
+        if pool is None:
+            return 0, None  # another pump has it (or it is gone)
+        slots, wait = free_slots(pool) if is_limited(pool) else (BATCH, None)
+        if slots <= 0:
+            return 0, wait
+        candidates: list[tuple[int, Any]]
+        candidates = list(
+            Step.objects.filter(pool_id=pool_id, status=S.WAITING)
+            .select_related("job")
+            .order_by("-job__priority", "updated_at", "id")
+            .values_list("pk", "job_id")[:BATCH]
+        )
+        for step_id, job_id in candidates:
+            if dispatched >= slots:
+                break
+            with unit_of_work() as unit:
+                job = (
+                    Job.objects.select_for_update(of=("self",), skip_locked=True)
+                    .select_related("workflow")
+                    .annotate(db_now=Now())
+                    .filter(pk=job_id)
+                    .first()
+                )
+                if job is None:
+                    continue  # its job is being written: that writer pumps again after it commits
+                unit.now = job.db_now  # type: ignore[attr-defined]
+                steps = list(
+                    Step.objects.filter(job_id=job.pk)
+                    .select_related("definition__policy", "pool")
+                    .order_by("id")
+                )
+                for s in steps:
+                    s.job = job
+                state = JobState(job=job, steps=steps)
+                step = state.step(step_id)
+                if step.status != S.WAITING or not _may_dispatch(state, step):
+                    continue
+                step_dispatch(
+                    unit,
+                    state,
+                    step,
+                    source=SOURCE,
+                    reason=f"capacity free in pool {pool.name}",
+                    capacity_checked=True,
+                )
+                dispatched += 1
+    if dispatched:
+        logger.info("capacity: dispatched %d waiting steps", dispatched, extra={"pool": pool_id})
+    more = dispatched >= slots and len(candidates) > dispatched
+    # Steps still wait and the rate stopped them: the next slot frees in about one call's share of
+    # a second.
+    hint = 1.0 / pool.max_per_second if more and pool.max_per_second else None
+    return dispatched, hint
+
+
+def _may_dispatch(state: JobState, step: Step) -> bool:
+    """What the saga allows now: forward steps of a running, unpaused job; compensations of a job
+    that compensates (unpaused)."""
+    job = state.job
+    if job.paused_at is not None:
+        return False
+    if step.kind == StepKind.ACTION:
+        return job.status in JOB_FORWARD
+    return bool(job.compensation_reason)
+
+
+def run_capacity(should_stop: Callable[[], bool], *, idle: float = 0.5) -> int:
+    """The pump's loop in `qcluster`: pump every `idle` seconds (sooner when a rate-limited pool
+    frees a slot) while some pool is limited. Survives database outages."""
+    total = 0
+    while not should_stop():
+        pause = idle
+        try:
+            close_old_connections()
+            if any_pool_limited():
+                count, soonest = pump()
+                total += count
+                if soonest is not None:
+                    pause = min(idle, max(soonest, 0.01))
+        except Exception:
+            logger.exception("capacity pump failed")
+            connection.close()
+        until = time.monotonic() + pause
+        while not should_stop() and time.monotonic() < until:
+            time.sleep(min(0.05, max(until - time.monotonic(), 0)))
+    return total
