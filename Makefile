@@ -24,6 +24,10 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt | $(BIN)/python
 
 venv: $(DEV_STAMP)
 
+# Outbound requests never reach internal addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names them:
+# the demo names its sandbox remote (Procfile: port 8100 on loopback), and nothing else. Add your
+# own local services to it (README, "Point it at your own HTTP service").
+run: export SAS_OUTBOUND_INTERNAL_HOSTS ?= 127.0.0.1:8100,localhost:8100
 run: $(RUN_STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py load_demo --admin

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
+from agents.egress import outbound_client
 from agents.outcome import CallResult, CallSpec, Outcome
 from agents.validation import validate_endpoint_url
 from sas_project.conf import sas_settings
@@ -79,9 +80,9 @@ def client() -> httpx.Client:
     """This process's HTTP client (a new one after a fork)."""
     global _client, _client_pid
     if _client is None or _client_pid != os.getpid():
-        _client = httpx.Client(
-            follow_redirects=False,
-            trust_env=False,
+        # Every new connection is checked by the outbound-URL guard (agents.egress): resolved
+        # once, each address checked, connected to a checked address. Reused ones cost nothing.
+        _client = outbound_client(
             # The client is shared by every job this worker runs: a cookie one remote sets must
             # never travel with another job's call, so none is kept.
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
@@ -101,7 +102,8 @@ def call_http(spec: CallSpec) -> CallResult:
         return int((time.monotonic() - started) * 1000)
 
     try:
-        base = validate_endpoint_url(spec.base_url)
+        # The URL's form and the host lists only: the address is checked when connecting.
+        base = validate_endpoint_url(spec.base_url, resolve=False)
     except InvalidInput as exc:
         return CallResult(Outcome.BUSINESS_FAILURE, error=f"endpoint refused: {exc.message}")
     headers = {
@@ -135,6 +137,11 @@ def call_http(spec: CallSpec) -> CallResult:
                 excerpt=_excerpt(body),
                 error=error,
             )
+    except InvalidInput as exc:
+        # The connect-time check refused the address: nothing was sent.
+        return CallResult(
+            Outcome.BUSINESS_FAILURE, latency_ms=elapsed_ms(), error=f"endpoint refused: {exc.message}"
+        )
     except _TooLarge:
         return CallResult(
             Outcome.TRANSIENT_FAILURE,

@@ -55,7 +55,6 @@ def _endpoint_specs(kind: str, endpoints: Any) -> list[dict[str, Any]]:
     return specs
 
 
-@transaction.atomic
 def pool_save(
     *,
     name: str,
@@ -68,12 +67,26 @@ def pool_save(
     """Create a pool (or update `pool`) with exactly the given endpoints.
 
     Endpoints are matched by URL: kept ones keep their history and health, missing ones are
-    removed. A secret header value left empty on update keeps the stored one.
+    removed. A secret header value left empty on update keeps the stored one. The endpoints are
+    checked (their hosts resolved) before the transaction opens.
     """
     valid_name(name, "pool name", "name")
     if kind not in AgentKind.values:
         raise InvalidInput(f"kind must be one of {', '.join(AgentKind.values)}", field="kind")
     specs = _endpoint_specs(kind, endpoints)
+    return _pool_write(name=name, kind=kind, specs=specs, alternate=alternate, pool=pool, actor=actor)
+
+
+@transaction.atomic
+def _pool_write(
+    *,
+    name: str,
+    kind: str,
+    specs: list[dict[str, Any]],
+    alternate: str | None,
+    pool: AgentPool | None,
+    actor: Any,
+) -> AgentPool:
     other = AgentPool.objects.filter(name=name)
     if pool is not None:
         other = other.exclude(pk=pool.pk)

@@ -31,6 +31,12 @@ class SasSettings:
         return list(getattr(settings, "SAS_AGENT_ALLOWED_HOSTS", []))
 
     @property
+    def outbound_internal_hosts(self) -> list[str]:
+        """Hosts (`host`, `host:port`), addresses and networks that outbound requests may reach
+        although they are internal (loopback, private, link-local...); see agents.validation."""
+        return list(getattr(settings, "SAS_OUTBOUND_INTERNAL_HOSTS", []))
+
+    @property
     def supervisor_in_cluster(self) -> bool:
         """Whether `qcluster` runs the supervisor loop beside the django-q2 cluster."""
         return bool(getattr(settings, "SAS_SUPERVISOR_IN_CLUSTER", True))

@@ -251,6 +251,9 @@ SPECTACULAR_SETTINGS = {
 # --- The service's own settings (read through sas_project.conf) -------------------------------
 SAS_SUPERVISOR_INTERVAL = float(os.environ.get("SAS_SUPERVISOR_INTERVAL", 5))
 SAS_AGENT_ALLOWED_HOSTS = _env_list("SAS_AGENT_ALLOWED_HOSTS")
+# Outbound requests never reach internal addresses unless a host is named here (or in
+# SAS_AGENT_ALLOWED_HOSTS): `make run` names its sandbox, production its internal services.
+SAS_OUTBOUND_INTERNAL_HOSTS = _env_list("SAS_OUTBOUND_INTERNAL_HOSTS")
 SAS_SUPERVISOR_IN_CLUSTER = _env_bool("SAS_SUPERVISOR_IN_CLUSTER", True)
 SAS_Q_NOTIFY = _env_bool("SAS_Q_NOTIFY", True)
 # The outcome's one-round-trip PostgreSQL function (scheduler.services.hotpath); off only to
