@@ -94,5 +94,20 @@ class SasSettings:
         """When set, /metrics wants `Authorization: Bearer <token>`."""
         return str(getattr(settings, "SAS_METRICS_TOKEN", "") or "")
 
+    @property
+    def throttle_rates(self) -> dict[str, str]:
+        """API rates as DRF writes them (`1200/min`; `off` for none): `user` per signed-in user,
+        `anon` per client address for anonymous requests."""
+        return {
+            "user": str(getattr(settings, "SAS_THROTTLE_USER", "1200/min")),
+            "anon": str(getattr(settings, "SAS_THROTTLE_ANON", "300/min")),
+        }
+
+    @property
+    def trusted_proxies(self) -> int:
+        """How many proxies (load balancers) stand in front of the web processes; their
+        X-Forwarded-For entries name the client (sas_project.throttling.client_ip)."""
+        return int(getattr(settings, "SAS_TRUSTED_PROXIES", 0))
+
 
 sas_settings = SasSettings()

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.cache import caches
 from django.utils.module_loading import import_string
 from django_q.models import OrmQ
 
@@ -27,9 +28,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_resolution_cache() -> None:
-    """The guard's save-time answers are cached briefly; no test sees another test's answers."""
+def _fresh_caches() -> None:
+    """The guard's save-time answers and the API's request counts live in this process's memory;
+    no test sees another test's."""
     clear_resolution_cache()
+    caches["throttle"].clear()
 
 
 def on_sqlite() -> bool:
