@@ -109,5 +109,16 @@ class SasSettings:
         X-Forwarded-For entries name the client (sas_project.throttling.client_ip)."""
         return int(getattr(settings, "SAS_TRUSTED_PROXIES", 0))
 
+    @property
+    def token_lifetime_days(self) -> float:
+        """How long an API token lives (the longest a user may choose); 0: tokens never expire."""
+        return float(getattr(settings, "SAS_TOKEN_LIFETIME_DAYS", 90))
+
+    @property
+    def token_last_used_seconds(self) -> float:
+        """How stale a token's recorded last use may get before a request writes it again: one
+        write per token per interval, not one per request."""
+        return float(getattr(settings, "SAS_TOKEN_LAST_USED_SECONDS", 60))
+
 
 sas_settings = SasSettings()

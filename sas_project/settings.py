@@ -47,7 +47,8 @@ INSTALLED_APPS = [
     # Login lockout for the console and the admin (its attempts are rows in the database).
     "axes",
     "rest_framework",
-    "rest_framework.authtoken",
+    # API tokens (expiring, revocable); its `drf_create_token` replaces DRF's for scripts.
+    "sas_project.tokens",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     # Before django_q: supervisor's `qcluster` command wraps django-q2's to run the scan loop.
@@ -319,6 +320,8 @@ SAS_CALLBACK_SECRET = os.environ.get("SAS_CALLBACK_SECRET", "")
 SAS_METRICS_TOKEN = os.environ.get("SAS_METRICS_TOKEN", "")
 SAS_METRICS_SETTLE_SECONDS = float(os.environ.get("SAS_METRICS_SETTLE_SECONDS", 15))
 SAS_DELIVERY_RETRY_SECONDS = float(os.environ.get("SAS_DELIVERY_RETRY_SECONDS", 5))
+SAS_TOKEN_LIFETIME_DAYS = float(os.environ.get("SAS_TOKEN_LIFETIME_DAYS", 90))
+SAS_TOKEN_LAST_USED_SECONDS = float(os.environ.get("SAS_TOKEN_LAST_USED_SECONDS", 60))
 SAS_THROTTLE_USER = os.environ.get("SAS_THROTTLE_USER", "1200/min")
 SAS_THROTTLE_ANON = os.environ.get("SAS_THROTTLE_ANON", "300/min")
 SAS_TRUSTED_PROXIES = int(os.environ.get("SAS_TRUSTED_PROXIES", 0))

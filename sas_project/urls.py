@@ -18,10 +18,12 @@ from sas_project.api import NotFoundView
 urlpatterns = [
     path("", RedirectView.as_view(url="/ops/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("accounts/tokens/", include("sas_project.tokens.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", include("scheduler.api_urls")),
     path("api/v1/", include("supervisor.api_urls")),
     path("api/v1/", include("agents.api_urls")),
+    path("api/v1/", include("sas_project.tokens.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script from its own URL: no inline script for the CSP.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),

@@ -26,6 +26,7 @@ from rest_framework.test import APIClient
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+from sas_project.tokens.services import token_create
 from scheduler.services import job_submit
 from supervisor.models import AlertSubscription
 from tests.factories import chain, make_pool
@@ -94,7 +95,13 @@ def fuzz_data(in_process_requests: None) -> None:
     make_pool("http-pool", kind="http", endpoints=["http://127.0.0.1:9"])
     job = job_submit(workflow="chain", input={}, callback_url="https://hooks.example.com/done").job
     AlertSubscription.objects.create(name="oncall", email="oncall@example.com")
-    KNOWN.update(job_id=str(job.pk), step_id=job.steps.order_by("id").first().pk)  # type: ignore[union-attr]
+    # Another user's token: revoking it (the fuzzer is an administrator) leaves the fuzzer's own.
+    token, _ = token_create(user=make_user("someone"), name="fuzzed")
+    KNOWN.update(
+        job_id=str(job.pk),
+        step_id=job.steps.order_by("id").first().pk,  # type: ignore[union-attr]
+        token_id=token.pk,
+    )
 
 
 @pytest.fixture
@@ -109,6 +116,8 @@ def known_path_parameters(path: str) -> dict[str, Any]:
         return {"job_id": KNOWN["job_id"]}
     if "{step_id}" in path:
         return {"step_id": KNOWN["step_id"]}
+    if "{token_id}" in path:
+        return {"token_id": KNOWN["token_id"]}
     names = {"policies": "default", "pools": "local", "workflows": "chain", "alerts": "oncall"}
     return {"name": names[path.split("/")[3]]}
 
