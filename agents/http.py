@@ -3,7 +3,8 @@
 Contract (docs/architecture.md, "Agents"): 2xx = success with the JSON body as output; 4xx other
 than 408/429 = business failure; 408, 429, 5xx and refused connections = transient failure; a
 request sent with no answer before the deadline = no answer (it may have happened). No retries
-here (the supervisor owns them), no redirects followed, the answer's size capped.
+here (the supervisor owns them), no redirects followed, the answer's size capped, and every
+connection made only to an address the outbound-URL guard checked (agents.egress).
 
 One client per worker process: its connection pool keeps connections to the remotes alive
 between calls, and its TLS context is built once (building one costs about as much CPU as a
