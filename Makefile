@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: run serve test test-sqlite test-postgres venv lint typecheck bench campaign clean
+.PHONY: run serve test test-sqlite test-postgres venv lint typecheck audit bench campaign clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,11 +27,16 @@ venv: $(DEV_STAMP)
 
 # The demo's Redis (the broker of its queue step) listens on a free port, chosen here and passed
 # to the demo data, the sandbox remote and redis-server alike.
+# Outbound requests never reach internal addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names them:
+# the demo names its sandbox remote (Procfile: port 8100 on loopback) and its Redis, and nothing
+# else. Add your own local services to it (README, "Point it at your own HTTP service").
+run: export SAS_OUTBOUND_INTERNAL_HOSTS ?= 127.0.0.1:8100,localhost:8100
 run: $(RUN_STAMP)
 	scripts/ensure-system-packages redis
 	$(BIN)/python manage.py migrate --noinput
 	@port=$$($(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') && \
-	export SAS_DEMO_REDIS_PORT=$$port SAS_DEMO_BROKER=redis://127.0.0.1:$$port/0 SAS_LOG_FORMAT=text && \
+	export SAS_DEMO_REDIS_PORT=$$port SAS_DEMO_BROKER=redis://127.0.0.1:$$port/0 SAS_LOG_FORMAT=text \
+	  SAS_OUTBOUND_INTERNAL_HOSTS=$$SAS_OUTBOUND_INTERNAL_HOSTS,127.0.0.1:$$port && \
 	$(BIN)/python manage.py load_demo --admin --broker $$SAS_DEMO_BROKER && \
 	$(BIN)/honcho -f Procfile start
 
@@ -68,6 +73,11 @@ lint: $(DEV_STAMP)
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy .
+
+# Known vulnerabilities in the pinned dependencies (PyPI's advisory data): any fails the run. A
+# package the index cannot answer for is listed as skipped.
+audit: $(DEV_STAMP)
+	$(BIN)/pip-audit -r requirements-dev.txt --no-deps --disable-pip --progress-spinner off
 
 clean:
 	rm -rf $(VENV) var test-artifacts staticfiles .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -35,8 +35,9 @@ class PoolsView(ApiView):
         operation_id="pools_create",
         tags=["pools"],
         summary="Create a pool",
-        description="Endpoint URLs must be http or https, and hosts allowed by SAS_AGENT_ALLOWED_HOSTS "
-        "when it is set. Secret header values are write-only.",
+        description="Endpoint URLs must be http or https, to hosts allowed by SAS_AGENT_ALLOWED_HOSTS "
+        "when it is set, and to public addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names the host. "
+        "Secret header values are write-only.",
         request=PoolWriteSerializer,
         responses={201: PoolSerializer, **WRITE_ERRORS, **errors(409)},
     )

@@ -5,7 +5,8 @@ Accepted: the remote took the call and will POST the result to the `X-SAS-Callba
 call carries (the attempt stays in flight, its deadline still applies); 4xx other than 408/429 =
 business failure; 408, 429, 5xx and refused connections = transient failure; a
 request sent with no answer before the deadline = no answer (it may have happened). No retries
-here (the supervisor owns them), no redirects followed, the answer's size capped.
+here (the supervisor owns them), no redirects followed, the answer's size capped, and every
+connection made only to an address the outbound-URL guard checked (agents.egress).
 
 One client per worker process: its connection pool keeps connections to the remotes alive
 between calls, and its TLS context is built once (building one costs about as much CPU as a
@@ -25,6 +26,7 @@ from urllib.parse import quote
 
 import httpx
 
+from agents.egress import outbound_client
 from agents.outcome import ACCEPTED, CallResult, CallSpec, Outcome
 from agents.validation import validate_endpoint_url
 from sas_project.conf import sas_settings
@@ -84,9 +86,9 @@ def client() -> httpx.Client:
     """This process's HTTP client (a new one after a fork)."""
     global _client, _client_pid
     if _client is None or _client_pid != os.getpid():
-        _client = httpx.Client(
-            follow_redirects=False,
-            trust_env=False,
+        # Every new connection is checked by the outbound-URL guard (agents.egress): resolved
+        # once, each address checked, connected to a checked address. Reused ones cost nothing.
+        _client = outbound_client(
             # The client is shared by every job this worker runs: a cookie one remote sets must
             # never travel with another job's call, so none is kept.
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
@@ -106,7 +108,8 @@ def call_http(spec: CallSpec) -> CallResult:
         return int((time.monotonic() - started) * 1000)
 
     try:
-        base = validate_endpoint_url(spec.base_url)
+        # The URL's form and the host lists only: the address is checked when connecting.
+        base = validate_endpoint_url(spec.base_url, resolve=False)
     except InvalidInput as exc:
         return CallResult(Outcome.BUSINESS_FAILURE, error=f"endpoint refused: {exc.message}")
     headers = {
@@ -142,6 +145,11 @@ def call_http(spec: CallSpec) -> CallResult:
                 excerpt=_excerpt(body),
                 error=error,
             )
+    except InvalidInput as exc:
+        # The connect-time check refused the address: nothing was sent.
+        return CallResult(
+            Outcome.BUSINESS_FAILURE, latency_ms=elapsed_ms(), error=f"endpoint refused: {exc.message}"
+        )
     except _TooLarge:
         return CallResult(
             Outcome.TRANSIENT_FAILURE,

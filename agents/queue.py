@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agents.outcome import ACCEPTED, CallResult, CallSpec, Outcome
-from agents.validation import validate_broker_url, validate_queue_name
+from agents.validation import OutboundRefused, pinned_broker_url, validate_broker_url, validate_queue_name
 from sas_project.conf import sas_settings
 from sas_project.errors import InvalidInput
 
@@ -125,10 +125,14 @@ def call_queue(spec: CallSpec) -> CallResult:
         return int((time.monotonic() - started) * 1000)
 
     try:
-        url = validate_broker_url(spec.base_url)
         queue_name = validate_queue_name(spec.path)
-    except InvalidInput as exc:
+        # The outbound-URL guard at connect time: the broker's host resolved and checked now,
+        # and the connection made to the checked address (agents.validation).
+        url = pinned_broker_url(validate_broker_url(spec.base_url, resolve=False))
+    except InvalidInput as exc:  # OutboundRefused included: an internal broker not allow-listed
         return CallResult(Outcome.BUSINESS_FAILURE, error=f"endpoint refused: {exc.message}")
+    except OSError as exc:  # the name does not resolve now: nothing was sent
+        return CallResult(Outcome.TRANSIENT_FAILURE, error=f"broker host not resolved: {exc}"[:1000])
     from kombu import Queue
 
     credentials = credentials_of(spec)
@@ -245,10 +249,15 @@ def consume_replies(
         handled += 1
 
     try:
-        for url, credentials in brokers:
+        for saved, credentials in brokers:
             user, password = credentials
             from kombu import Connection
 
+            try:
+                url = pinned_broker_url(saved)
+            except (OutboundRefused, OSError) as exc:
+                logger.warning("reply consumer skips broker %s: %s", saved, exc)
+                continue
             conn = Connection(
                 url, userid=user or None, password=password or None, connect_timeout=PUBLISH_TIMEOUT
             )
@@ -260,6 +269,8 @@ def consume_replies(
         connected: set[int] = set()
         while not should_stop():
             handled = 0
+            if not opened:  # every broker refused by the guard: nothing to drain
+                time.sleep(poll)
             for index, (conn, consumer) in enumerate(opened):
                 try:
                     if index not in connected:

@@ -85,7 +85,6 @@ def _check_limits(max_in_flight: Any, max_per_second: Any) -> None:
         )
 
 
-@transaction.atomic
 def pool_save(
     *,
     name: str,
@@ -100,13 +99,38 @@ def pool_save(
     """Create a pool (or update `pool`) with exactly the given endpoints and limits.
 
     Endpoints are matched by URL: kept ones keep their history and health, missing ones are
-    removed. A secret header value left empty on update keeps the stored one.
+    removed. A secret header value left empty on update keeps the stored one. The endpoints are
+    checked (their hosts resolved) before the transaction opens.
     """
     valid_name(name, "pool name", "name")
     if kind not in AgentKind.values:
         raise InvalidInput(f"kind must be one of {', '.join(AgentKind.values)}", field="kind")
     specs = _endpoint_specs(kind, endpoints)
     _check_limits(max_in_flight, max_per_second)
+    return _pool_write(
+        name=name,
+        kind=kind,
+        specs=specs,
+        alternate=alternate,
+        pool=pool,
+        actor=actor,
+        max_in_flight=max_in_flight,
+        max_per_second=max_per_second,
+    )
+
+
+@transaction.atomic
+def _pool_write(
+    *,
+    name: str,
+    kind: str,
+    specs: list[dict[str, Any]],
+    alternate: str | None,
+    pool: AgentPool | None,
+    actor: Any,
+    max_in_flight: int | None,
+    max_per_second: float | None,
+) -> AgentPool:
     other = AgentPool.objects.filter(name=name)
     if pool is not None:
         other = other.exclude(pk=pool.pk)

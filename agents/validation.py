@@ -1,49 +1,323 @@
-"""Where agents may call: http(s) endpoints and redis/amqp brokers, only allowed hosts when
-SAS_AGENT_ALLOWED_HOSTS is set; and which python callables a python step may name
-(SAS_PYTHON_AGENTS).
+"""The outbound-URL guard: where the service may send a request.
 
-Checked when a definition is saved and again when a call is made, so a changed setting applies to
-definitions saved earlier.
+Every outbound request (agent endpoints with their status and compensation paths, completion
+callbacks, alert webhooks, and any later kind such as a queue broker URL) goes through two checks:
+
+1. **When the URL is saved** (`validate_outbound_url`, `validate_endpoint_url` for http(s)): the
+   URL's form (scheme, host, no credentials unless the caller allows them), the optional
+   restrictive list `SAS_AGENT_ALLOWED_HOSTS`, and the host's addresses: a literal address in any
+   spelling (dotted, decimal `2130706433`, octal `0177.0.0.1`, hex, IPv6, IPv4-mapped IPv6) and
+   every address a host name resolves to must be public. A name that does not resolve (yet) is
+   accepted here: the second check decides. This check only gives the person saving a clear 400.
+2. **When connecting** (`checked_addresses`, used by the httpx transport of `agents.egress`): the
+   host is resolved once, every address is checked, and the connection is made to one of those
+   checked addresses, so a DNS answer that changes between the check and the connection (DNS
+   rebinding) cannot redirect it. This is the check that holds.
+
+Internal addresses (loopback, private, carrier-grade NAT, link-local with the cloud metadata
+address 169.254.169.254, multicast, unspecified, reserved, and their IPv6 counterparts, unique
+local and site-local included) are refused unless the host is named: by
+`SAS_OUTBOUND_INTERNAL_HOSTS` (host names, `host:port`, addresses or networks such as
+`10.2.0.0/16`), or by `SAS_AGENT_ALLOWED_HOSTS`, whose hosts an administrator chose one by one.
+
+Queue pools' brokers (`redis://host:6379/0`, `amqp://host/`) go through the same two checks:
+`validate_broker_url` when saved, and `pinned_broker_url` before every connection, which resolves
+and checks the host and, for plain `redis`/`amqp`, connects to the checked address itself (for
+`rediss`/`amqps` the name stays, so that the broker's certificate is verified against it).
+
+The module also keeps the allow-list of python agents (SAS_PYTHON_AGENTS): the callables a
+python step may name, checked when a workflow is saved and again at every call.
 """
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import re
+import socket
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from sas_project.conf import sas_settings
 from sas_project.errors import InvalidInput
 
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-def validate_endpoint_url(url: str) -> str:
-    """Return the URL without a trailing slash, or raise InvalidInput saying what is wrong."""
+HTTP_SCHEMES: Mapping[str, int] = {"http": 80, "https": 443}
+
+
+class OutboundRefused(InvalidInput):
+    """The destination is not one the service may reach (raised at save and at connect time)."""
+
+    code = "outbound_refused"
+
+
+# --- which addresses are internal -----------------------------------------------------------------
+
+#: Cloud metadata services: named in the refusal so that nobody mistakes it for an accident.
+METADATA = frozenset(
+    ipaddress.ip_address(a)
+    for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "192.0.0.192", "fd00:ec2::254")
+)
+
+# Ranges `is_global` lets through on some Python releases although they are not reachable on the
+# internet (or reach a host's own network): the whole IETF protocol block, the 6to4 relay anycast.
+_NOT_PUBLIC_V4 = tuple(ipaddress.IPv4Network(n) for n in ("192.0.0.0/24", "192.88.99.0/24"))
+# NAT64's well-known prefix carries an IPv4 address in its last 32 bits.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def _embedded_v4(address: Address) -> Address:
+    """The IPv4 address an IPv6 address stands for (mapped, 6to4, NAT64), else the address."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address.sixtofour is not None:
+            return address.sixtofour
+        if address in _NAT64:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
+def internal_kind(address: Address) -> str | None:
+    """Why `address` is not a public destination ("loopback", "private"...), or None if it is."""
+    address = _embedded_v4(address)
+    if address in METADATA:
+        return "cloud metadata"
+    checks = (
+        ("unspecified", address.is_unspecified),
+        ("loopback", address.is_loopback),
+        ("link-local", address.is_link_local),
+        ("multicast", address.is_multicast),
+        ("reserved", address.is_reserved or any(address in net for net in _NOT_PUBLIC_V4)),
+        ("site-local", isinstance(address, ipaddress.IPv6Address) and address.is_site_local),
+        ("private", address.is_private),
+    )
+    for kind, hit in checks:
+        if hit:
+            return kind
+    # Carrier-grade NAT (100.64.0.0/10), benchmarking and the like: not private, not global.
+    return None if address.is_global else "non-public"
+
+
+def literal_address(host: str) -> Address | None:
+    """`host` as an address when it is one, in any spelling a resolver accepts: dotted, IPv6
+    (with or without a zone), and the decimal, octal and hex forms of IPv4 (`2130706433`,
+    `0177.0.0.1`, `0x7f.1`) that the C library's inet_aton turns into 127.0.0.1."""
+    bare = host.split("%", 1)[0]
+    try:
+        return ipaddress.ip_address(bare)
+    except ValueError:
+        pass
+    if bare and all(ch in "0123456789abcdefxABCDEFX." for ch in bare) and bare[0].isdigit():
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(bare))
+        except OSError:
+            return None
+    return None
+
+
+# --- the allow-lists ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AllowList:
+    """Entries of SAS_OUTBOUND_INTERNAL_HOSTS and SAS_AGENT_ALLOWED_HOSTS that may be internal:
+    host names (optionally with a port) match the URL's host; addresses and networks (optionally
+    with a port) match the addresses it resolves to."""
+
+    names: frozenset[tuple[str, int | None]]
+    networks: tuple[tuple[Network, int | None], ...]
+
+    def names_host(self, host: str, port: int) -> bool:
+        host = _normal_host(host)
+        return (host, None) in self.names or (host, port) in self.names
+
+    def covers(self, address: Address, port: int) -> bool:
+        return any(address in net and want in (None, port) for net, want in self.networks)
+
+
+def _normal_host(host: str) -> str:
+    return host.strip().lower().rstrip(".").strip("[]")
+
+
+def _split_port(entry: str) -> tuple[str, int | None]:
+    """`host`, `host:port`, `[v6]:port`, `a.b.c.d/n` -> (host or network, port)."""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
+    if entry.count(":") == 1:
+        host, _, port = entry.partition(":")
+        if port.isdigit():
+            return host, int(port)
+    return entry, None
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_allow_list(entries: tuple[str, ...]) -> AllowList:
+    names: set[tuple[str, int | None]] = set()
+    networks: list[tuple[Network, int | None]] = []
+    for raw in entries:
+        host, port = _split_port(raw.strip())
+        try:
+            networks.append((ipaddress.ip_network(host, strict=False), port))
+            continue
+        except ValueError:
+            pass
+        literal = literal_address(host)
+        if literal is not None:
+            networks.append((ipaddress.ip_network(literal), port))
+        else:
+            names.add((_normal_host(host), port))
+    return AllowList(frozenset(names), tuple(networks))
+
+
+def internal_allow_list() -> AllowList:
+    """What may be internal: SAS_OUTBOUND_INTERNAL_HOSTS plus SAS_AGENT_ALLOWED_HOSTS."""
+    entries = (*sas_settings.outbound_internal_hosts, *sas_settings.agent_allowed_hosts)
+    return _parse_allow_list(tuple(entries))
+
+
+# --- resolution -------------------------------------------------------------------------------
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to, in the resolver's order, each once (raises OSError when
+    it does not resolve). The boundary tests replace to make a name resolve to a chosen address."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+#: Save-time answers, kept briefly so that a burst of submissions naming one callback host costs
+#: one lookup. Connections never use it: they resolve afresh and check what they connect to.
+_SAVE_CACHE: dict[tuple[str, int], tuple[float, list[str] | None]] = {}
+_SAVE_CACHE_LOCK = threading.Lock()
+SAVE_CACHE_SECONDS = 30.0
+SAVE_CACHE_SIZE = 1024
+
+
+def clear_resolution_cache() -> None:
+    with _SAVE_CACHE_LOCK:
+        _SAVE_CACHE.clear()
+
+
+def _resolve_for_save(host: str, port: int) -> list[str] | None:
+    """Addresses for the save-time check, or None when the name does not resolve now."""
+    key = (host, port)
+    now = time.monotonic()
+    with _SAVE_CACHE_LOCK:
+        hit = _SAVE_CACHE.get(key)
+    if hit is not None and now - hit[0] < SAVE_CACHE_SECONDS:
+        return hit[1]
+    try:
+        addresses: list[str] | None = resolve(host, port)
+    except (OSError, UnicodeError):
+        addresses = None
+    with _SAVE_CACHE_LOCK:
+        if len(_SAVE_CACHE) >= SAVE_CACHE_SIZE:
+            _SAVE_CACHE.clear()
+        _SAVE_CACHE[key] = (now, addresses)
+    return addresses
+
+
+def _check_addresses(host: str, port: int, addresses: Iterable[str], allowed: AllowList) -> list[str]:
+    """The addresses, if each is public or allowed; else OutboundRefused naming the kind only
+    (the address itself is not echoed: the answer would map the internal network)."""
+    checked: list[str] = []
+    for text in addresses:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+        kind = internal_kind(address)
+        if kind is not None and not allowed.covers(address, port):
+            raise OutboundRefused(
+                f"host {host!r} is not a public address ({kind}); internal hosts are reached only "
+                "when SAS_OUTBOUND_INTERNAL_HOSTS names them"
+            )
+        checked.append(text)
+    return checked
+
+
+def checked_addresses(host: str, port: int) -> list[str]:
+    """Connect-time check: resolve `host` once and return the addresses to connect to, every one
+    of them checked. Raises OutboundRefused for an internal address the allow-lists do not name,
+    OSError when the name does not resolve. Connect to one of these, never to the name."""
+    allowed = internal_allow_list()
+    literal = literal_address(host)
+    addresses = [str(literal)] if literal is not None else resolve(host, port)
+    if allowed.names_host(host, port):
+        return addresses
+    return _check_addresses(host, port, addresses, allowed)
+
+
+# --- the URL checks -------------------------------------------------------------------------------
+
+
+def validate_outbound_url(
+    url: str,
+    *,
+    schemes: Mapping[str, int],
+    what: str = "URL",
+    credentials: bool = False,
+    query: bool = False,
+    resolve: bool = True,
+) -> str:
+    """Save-time check of an outbound URL; returns it stripped, or raises InvalidInput (or its
+    OutboundRefused) saying what is wrong.
+
+    `schemes` maps each accepted scheme to its default port; `credentials` and `query` allow a
+    user:password part and a query string (a broker URL has them, an HTTP endpoint must not).
+    With `resolve=False` no name is looked up (literal addresses are still checked): for a
+    caller that connects through the connect-time check anyway.
+    """
     if not isinstance(url, str) or not url.strip():
-        raise InvalidInput("endpoint URL is empty")
+        raise InvalidInput(f"{what} is empty")
     url = url.strip()
     if any(ch.isspace() for ch in url) or len(url) > 500:
-        raise InvalidInput(f"endpoint URL {url[:100]!r} is not a valid URL")
+        raise InvalidInput(f"{what} {url[:100]!r} is not a valid URL")
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise InvalidInput(f"endpoint URL {url[:100]!r} is not a valid URL: {exc}") from exc
-    if parts.scheme not in {"http", "https"}:
-        raise InvalidInput(f"endpoint URL {url[:100]!r} must use http or https")
+        raise InvalidInput(f"{what} {url[:100]!r} is not a valid URL: {exc}") from exc
+    if parts.scheme not in schemes:
+        raise InvalidInput(f"{what} {url[:100]!r} must use {' or '.join(schemes)}")
     if not parts.hostname:
-        raise InvalidInput(f"endpoint URL {url[:100]!r} has no host")
-    if parts.username or parts.password:
-        raise InvalidInput("endpoint URL must not carry credentials; use the secret header")
-    if parts.query or parts.fragment:
-        raise InvalidInput("endpoint URL must not have a query or fragment")
-    allowed = sas_settings.agent_allowed_hosts
-    if allowed:
-        host = parts.hostname.lower()
-        host_port = f"{host}:{port}" if port else host
-        if host not in allowed and host_port not in allowed:
+        raise InvalidInput(f"{what} {url[:100]!r} has no host")
+    if not credentials and (parts.username or parts.password):
+        raise InvalidInput(f"{what} must not carry credentials; use the secret header")
+    if not query and (parts.query or parts.fragment):
+        raise InvalidInput(f"{what} must not have a query or fragment")
+    host = _normal_host(parts.hostname)
+    port = port or schemes[parts.scheme]
+    restricted = sas_settings.agent_allowed_hosts
+    if restricted:
+        host_port = f"{host}:{parts.port}" if parts.port else host
+        if host not in restricted and host_port not in restricted:
             raise InvalidInput(
-                f"endpoint host {host!r} is not in SAS_AGENT_ALLOWED_HOSTS ({', '.join(allowed)})"
+                f"{what} host {host!r} is not in SAS_AGENT_ALLOWED_HOSTS ({', '.join(restricted)})"
             )
-    return url.rstrip("/")
+    allowed = internal_allow_list()
+    if allowed.names_host(host, port):
+        return url
+    literal = literal_address(host)
+    if literal is not None:
+        _check_addresses(host, port, [str(literal)], allowed)
+    elif resolve:
+        addresses = _resolve_for_save(host, port)
+        if addresses is not None:
+            _check_addresses(host, port, addresses, allowed)
+    return url
+
+
+def validate_endpoint_url(url: str, *, resolve: bool = True) -> str:
+    """An HTTP(S) URL the service may call (an endpoint, a callback, a webhook), without a
+    trailing slash; see validate_outbound_url. The HTTP agent and the outbox pass resolve=False:
+    their transport checks every connection."""
+    checked = validate_outbound_url(url, schemes=HTTP_SCHEMES, what="endpoint URL", resolve=resolve)
+    return checked.rstrip("/")
 
 
 def validate_operation_path(path: str, *, http: bool) -> str:
@@ -64,38 +338,41 @@ def validate_operation_path(path: str, *, http: bool) -> str:
     return path
 
 
-#: Broker URL schemes a queue pool's endpoint may use (kombu transports).
-BROKER_SCHEMES = {"redis", "rediss", "amqp", "amqps"}
+# --- queue pools: brokers and queue names -----------------------------------------------------
+
+#: Broker URL schemes a queue pool's endpoint may use (kombu transports), with default ports.
+BROKER_SCHEMES: Mapping[str, int] = {"redis": 6379, "rediss": 6379, "amqp": 5672, "amqps": 5671}
 #: A queue name: what Redis and AMQP both accept without quoting.
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
 
 
-def validate_broker_url(url: str) -> str:
+def validate_broker_url(url: str, *, resolve: bool = True) -> str:
     """A queue pool's endpoint: redis://, rediss://, amqp:// or amqps:// with a host (and for Redis
-    a database number), the allowed hosts as for HTTP endpoints, and no credentials in the URL
-    (they go in the endpoint's secret, never shown)."""
-    if not isinstance(url, str) or not url.strip():
-        raise InvalidInput("broker URL is empty")
-    url = url.strip()
-    if any(ch.isspace() for ch in url) or len(url) > 500:
-        raise InvalidInput(f"broker URL {url[:100]!r} is not a valid URL")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidInput(f"broker URL {url[:100]!r} is not a valid URL: {exc}") from exc
-    if parts.scheme not in BROKER_SCHEMES:
-        raise InvalidInput(f"broker URL {url[:100]!r} must use {', '.join(sorted(BROKER_SCHEMES))}")
-    if not parts.hostname:
-        raise InvalidInput(f"broker URL {url[:100]!r} has no host")
-    if parts.username or parts.password:
-        raise InvalidInput("broker URL must not carry credentials; use the endpoint's secret")
-    if parts.query or parts.fragment:
-        raise InvalidInput("broker URL must not have a query or fragment")
+    a database number), through the outbound-URL guard, and no credentials in the URL (they go
+    in the endpoint's secret, never shown)."""
+    checked = validate_outbound_url(url, schemes=BROKER_SCHEMES, what="broker URL", resolve=resolve)
+    parts = urlsplit(checked)
     if parts.scheme.startswith("redis") and parts.path not in ("", "/") and not parts.path[1:].isdigit():
-        raise InvalidInput(f"broker URL {url[:100]!r}: a Redis database is a number (redis://host:6379/0)")
-    _check_allowed_host(parts.hostname, port, "broker")
-    return url.rstrip("/") if parts.path in ("", "/") else url
+        raise InvalidInput(
+            f"broker URL {checked[:100]!r}: a Redis database is a number (redis://host:6379/0)"
+        )
+    return checked.rstrip("/") if parts.path in ("", "/") else checked
+
+
+def pinned_broker_url(url: str) -> str:
+    """Connect-time check of a broker URL (already validated): resolve its host once, refuse an
+    internal address the allow-lists do not name (OutboundRefused), and for the plain schemes
+    return the URL with the checked address in place of the name, so the connection goes where
+    the check looked. TLS schemes keep the name: the certificate is checked against it."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or BROKER_SCHEMES.get(parts.scheme, 0)
+    addresses = checked_addresses(host, port)
+    if parts.scheme in ("rediss", "amqps") or not addresses:
+        return url
+    address = addresses[0]
+    shown = f"[{address}]" if ":" in address else address
+    return parts._replace(netloc=f"{shown}:{port}").geturl()
 
 
 def validate_queue_name(name: str) -> str:
@@ -107,15 +384,7 @@ def validate_queue_name(name: str) -> str:
     return name.strip()
 
 
-def _check_allowed_host(hostname: str, port: int | None, what: str) -> None:
-    allowed = sas_settings.agent_allowed_hosts
-    if allowed:
-        host = hostname.lower()
-        host_port = f"{host}:{port}" if port else host
-        if host not in allowed and host_port not in allowed:
-            raise InvalidInput(
-                f"{what} host {host!r} is not in SAS_AGENT_ALLOWED_HOSTS ({', '.join(allowed)})"
-            )
+# --- python agents ----------------------------------------------------------------------------
 
 
 def python_agent_allowed(path: str) -> bool:

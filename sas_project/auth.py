@@ -4,23 +4,32 @@ Every API request looks its token up and checks a role. DRF's token authenticati
 model backend do that through the ORM, whose query compilation cost more than the rest of a job
 submission; these read the same rows with hand-written SQL:
 
-- `TokenAuthentication`: DRF's, the token and its user in one statement;
+- `TokenAuthentication`: DRF's `Authorization: Token <key>`, looked up in our own token table
+  (sas_project.tokens: expiring, revocable, several per user) with its user in one statement;
+  its last use is written at most every SAS_TOKEN_LAST_USED_SECONDS (a second, rare statement);
 - `RoleBackend`: Django's model backend, a user's own and group permissions in one statement.
 
-Semantics are unchanged (an unknown token or an inactive user is refused with DRF's messages;
-superusers hold every permission; an inactive user none).
+Semantics are DRF's and Django's (an unknown token or an inactive user is refused with DRF's
+messages; superusers hold every permission; an inactive user none), plus expiry and revocation:
+an expired or revoked token is a 401 that says so.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.db import connection
+from django.db.models import Q
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
-from rest_framework.authtoken.models import Token
+
+from sas_project.conf import sas_settings
+from sas_project.tokens.models import ApiToken
+from sas_project.tokens.services import digest_of
 
 PERMISSIONS_SQL = """
 SELECT DISTINCT ct.app_label, p.codename
@@ -52,9 +61,18 @@ class RoleBackend(ModelBackend):
         return cache
 
 
+def _aware(value: Any) -> dt.datetime | None:
+    """A timestamp read by raw SQL: aware on PostgreSQL, naive UTC on SQLite."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    return value if timezone.is_aware(value) else value.replace(tzinfo=dt.UTC)
+
+
 class TokenAuthentication(authentication.TokenAuthentication):
-    """DRF's token authentication (`Authorization: Token <key>`), the token and its user read in
-    one hand-written statement."""
+    """DRF's token authentication (`Authorization: Token <key>`) on sas_project.tokens: the
+    token (by its key's digest) and its user read in one hand-written statement."""
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         user_model = get_user_model()
@@ -62,17 +80,38 @@ class TokenAuthentication(authentication.TokenAuthentication):
         columns = ", ".join(f"u.{connection.ops.quote_name(str(f.column))}" for f in fields)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT t.created, {columns} FROM authtoken_token t "  # noqa: S608 - column names only
-                f"JOIN {user_model._meta.db_table} u ON u.id = t.user_id WHERE t.key = %s",
-                [key],
+                f"SELECT t.id, t.expires_at, t.revoked_at, t.last_used_at, {columns} "  # noqa: S608 - names only
+                f"FROM api_token t JOIN {user_model._meta.db_table} u ON u.id = t.user_id "
+                "WHERE t.digest = %s",
+                [digest_of(key)],
             )
             row = cursor.fetchone()
         if row is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
-        user = user_model.from_db(connection.alias, [f.attname for f in fields], row[1:])
+        token_id, expires_at, revoked_at, last_used_at = (
+            row[0],
+            _aware(row[1]),
+            _aware(row[2]),
+            _aware(row[3]),
+        )
+        user = user_model.from_db(connection.alias, [f.attname for f in fields], row[4:])
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
-        token = Token(key=key, user=user, created=row[0])
+        if revoked_at is not None:
+            raise exceptions.AuthenticationFailed("Token revoked.")
+        now = timezone.now()
+        if expires_at is not None and expires_at <= now:
+            raise exceptions.AuthenticationFailed("Token expired: make a new one (console: API tokens).")
+        every = dt.timedelta(seconds=sas_settings.token_last_used_seconds)
+        if last_used_at is None or now - last_used_at >= every:
+            # Guarded, so that concurrent requests write it once per interval.
+            ApiToken.objects.filter(pk=token_id).filter(
+                Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - every)
+            ).update(last_used_at=now)
+            last_used_at = now
+        token = ApiToken(
+            id=token_id, user=user, expires_at=expires_at, revoked_at=None, last_used_at=last_used_at
+        )
         token._state.adding = False
         token._state.db = connection.alias
         return user, token

@@ -57,6 +57,12 @@ class SasSettings:
         return bool(getattr(settings, "SAS_REPLIES_IN_CLUSTER", True))
 
     @property
+    def outbound_internal_hosts(self) -> list[str]:
+        """Hosts (`host`, `host:port`), addresses and networks that outbound requests may reach
+        although they are internal (loopback, private, link-local...); see agents.validation."""
+        return list(getattr(settings, "SAS_OUTBOUND_INTERNAL_HOSTS", []))
+
+    @property
     def supervisor_in_cluster(self) -> bool:
         """Whether `qcluster` runs the supervisor loop beside the django-q2 cluster."""
         return bool(getattr(settings, "SAS_SUPERVISOR_IN_CLUSTER", True))
@@ -113,6 +119,32 @@ class SasSettings:
     def metrics_token(self) -> str:
         """When set, /metrics wants `Authorization: Bearer <token>`."""
         return str(getattr(settings, "SAS_METRICS_TOKEN", "") or "")
+
+    @property
+    def throttle_rates(self) -> dict[str, str]:
+        """API rates as DRF writes them (`1200/min`; `off` for none): `user` per signed-in user,
+        `anon` per client address for anonymous requests."""
+        return {
+            "user": str(getattr(settings, "SAS_THROTTLE_USER", "1200/min")),
+            "anon": str(getattr(settings, "SAS_THROTTLE_ANON", "300/min")),
+        }
+
+    @property
+    def trusted_proxies(self) -> int:
+        """How many proxies (load balancers) stand in front of the web processes; their
+        X-Forwarded-For entries name the client (sas_project.throttling.client_ip)."""
+        return int(getattr(settings, "SAS_TRUSTED_PROXIES", 0))
+
+    @property
+    def token_lifetime_days(self) -> float:
+        """How long an API token lives (the longest a user may choose); 0: tokens never expire."""
+        return float(getattr(settings, "SAS_TOKEN_LIFETIME_DAYS", 90))
+
+    @property
+    def token_last_used_seconds(self) -> float:
+        """How stale a token's recorded last use may get before a request writes it again: one
+        write per token per interval, not one per request."""
+        return float(getattr(settings, "SAS_TOKEN_LAST_USED_SECONDS", 60))
 
 
 sas_settings = SasSettings()

@@ -6,6 +6,7 @@ deployments set DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS and DATABASE_URL (Postgr
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sys
 from pathlib import Path
@@ -43,8 +44,11 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    # Login lockout for the console and the admin (its attempts are rows in the database).
+    "axes",
     "rest_framework",
-    "rest_framework.authtoken",
+    # API tokens (expiring, revocable); its `drf_create_token` replaces DRF's for scripts.
+    "sas_project.tokens",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     # Before django_q: supervisor's `qcluster` command wraps django-q2's to run the scan loop.
@@ -58,6 +62,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The Content-Security-Policy header on every answer (CONTENT_SECURITY_POLICY below).
+    "csp.middleware.CSPMiddleware",
     # Serves the console's and the admin's static files (htmx, CSS) from the app itself.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -67,6 +73,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes wants it: turns a locked-out login into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "sas_project.urls"
@@ -129,8 +137,23 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Django's model backend, with a user's own and group permissions read in one query.
-AUTHENTICATION_BACKENDS = ["sas_project.auth.RoleBackend"]
+# django-axes first: it refuses a locked-out account or address before any password is checked.
+# Then Django's model backend, with a user's own and group permissions read in one query.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "sas_project.auth.RoleBackend"]
+
+# --- Login protection (django-axes) -----------------------------------------------------------
+# SAS_LOGIN_FAILURE_LIMIT failed sign-ins lock the account (from any address) and the address
+# (for any account) for SAS_LOGIN_LOCKOUT_MINUTES; a failure while locked restarts the wait. The
+# console's and the admin's login both go through it. Administrators see the attempts in the
+# admin (Axes) and unlock by deleting them, or with `manage.py axes_reset`.
+AXES_FAILURE_LIMIT = int(os.environ.get("SAS_LOGIN_FAILURE_LIMIT", 5))
+AXES_COOLOFF_TIME = dt.timedelta(minutes=float(os.environ.get("SAS_LOGIN_LOCKOUT_MINUTES", 15)))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "sas_project.throttling.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "sas_project.throttling.client_ip"
+# No start-up banner; lockouts are still logged (with the username and address masked).
+AXES_VERBOSE = False
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -150,6 +173,8 @@ STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("SAS_STATIC_ROOT", BASE_DIR / "staticfiles"))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True
+# The console's stylesheet and script (templates/base.html), beside the shared templates.
+STATICFILES_DIRS = [BASE_DIR / "static"]
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/ops/"
@@ -165,6 +190,25 @@ SESSION_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# Content-Security-Policy (django-csp) on the console, the admin and the API's docs: scripts,
+# styles, images and fonts from this origin only, no inline script, style or event handler (the
+# templates have none: the console's CSS and JS are static files), no eval, no framing, forms
+# posting to this origin only. `data:` images are the favicon and Swagger UI's icons.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    }
+}
+
 if _env_bool("DJANGO_SECURE", False):
     SECURE_SSL_REDIRECT = True
     SESSION_COOKIE_SECURE = True
@@ -217,6 +261,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Rates per user and, for anonymous requests, per address (SAS_THROTTLE_USER,
+    # SAS_THROTTLE_ANON, read at each request by sas_project.throttling): 429 with Retry-After.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "sas_project.throttling.AnonThrottle",
+        "sas_project.throttling.UserThrottle",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -251,6 +301,9 @@ SPECTACULAR_SETTINGS = {
 # --- The service's own settings (read through sas_project.conf) -------------------------------
 SAS_SUPERVISOR_INTERVAL = float(os.environ.get("SAS_SUPERVISOR_INTERVAL", 5))
 SAS_AGENT_ALLOWED_HOSTS = _env_list("SAS_AGENT_ALLOWED_HOSTS")
+# Outbound requests never reach internal addresses unless a host is named here (or in
+# SAS_AGENT_ALLOWED_HOSTS): `make run` names its sandbox, production its internal services.
+SAS_OUTBOUND_INTERNAL_HOSTS = _env_list("SAS_OUTBOUND_INTERNAL_HOSTS")
 SAS_SUPERVISOR_IN_CLUSTER = _env_bool("SAS_SUPERVISOR_IN_CLUSTER", True)
 SAS_Q_NOTIFY = _env_bool("SAS_Q_NOTIFY", True)
 # The outcome's one-round-trip PostgreSQL function (scheduler.services.hotpath); off only to
@@ -276,6 +329,18 @@ SAS_CALLBACK_SECRET = os.environ.get("SAS_CALLBACK_SECRET", "")
 SAS_METRICS_TOKEN = os.environ.get("SAS_METRICS_TOKEN", "")
 SAS_METRICS_SETTLE_SECONDS = float(os.environ.get("SAS_METRICS_SETTLE_SECONDS", 15))
 SAS_DELIVERY_RETRY_SECONDS = float(os.environ.get("SAS_DELIVERY_RETRY_SECONDS", 5))
+SAS_TOKEN_LIFETIME_DAYS = float(os.environ.get("SAS_TOKEN_LIFETIME_DAYS", 90))
+SAS_TOKEN_LAST_USED_SECONDS = float(os.environ.get("SAS_TOKEN_LAST_USED_SECONDS", 60))
+SAS_THROTTLE_USER = os.environ.get("SAS_THROTTLE_USER", "1200/min")
+SAS_THROTTLE_ANON = os.environ.get("SAS_THROTTLE_ANON", "300/min")
+SAS_TRUSTED_PROXIES = int(os.environ.get("SAS_TRUSTED_PROXIES", 0))
+
+# The API's request counts (sas_project.throttling): each process's memory, which needs no
+# service and costs no database round trip on the API's path; the default cache stays separate.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "default"},
+    "throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"},
+}
 
 # Alert emails. Without SAS_EMAIL_HOST they are written to the console (development only).
 if os.environ.get("SAS_EMAIL_HOST"):

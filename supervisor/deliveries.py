@@ -10,9 +10,10 @@ only when its sender died between the receiver's answer and the record; the mess
 
 Webhooks and callbacks are POSTs of the JSON payload, signed: `X-SAS-Signature:
 sha256=<hex HMAC-SHA256 of the raw body with SAS_CALLBACK_SECRET>`. Their URLs go through the
-agents' endpoint check at send time too (http(s), no credentials, the allowed hosts), and
-redirects are not followed. 2xx is delivered; anything else is tried again, with exponential
-backoff, up to `MAX_TRIES`, then kept as `failed`, visible in the admin and on the job.
+outbound-URL guard at send time too (http(s), no credentials, the allowed hosts, and every
+connection only to a checked public address: agents.egress), and redirects are not followed.
+2xx is delivered; anything else is tried again, with exponential backoff, up to `MAX_TRIES`,
+then kept as `failed`, visible in the admin and on the job.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from django.core.mail import EmailMessage
 from django.db import transaction
 from django.db.models.functions import Now
 
+from agents.egress import outbound_client
 from agents.validation import validate_endpoint_url
 from sas_project.conf import sas_settings
 from sas_project.errors import InvalidInput
@@ -88,7 +90,7 @@ def _send(delivery: Delivery) -> tuple[bool, int | None, str]:
         return _send_email(delivery)
     body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
     try:
-        url = validate_endpoint_url(delivery.target)
+        url = validate_endpoint_url(delivery.target, resolve=False)
     except InvalidInput as exc:
         return False, None, f"refused: {exc.message}"
     headers = {
@@ -98,8 +100,10 @@ def _send(delivery: Delivery) -> tuple[bool, int | None, str]:
         "X-SAS-Delivery": delivery.kind,
     }
     try:
-        with httpx.Client(timeout=SEND_TIMEOUT, follow_redirects=False, trust_env=False) as client:
+        with outbound_client(timeout=SEND_TIMEOUT) as client:
             response = client.post(url, content=body, headers=headers)
+    except InvalidInput as exc:
+        return False, None, f"refused: {exc.message}"
     except httpx.HTTPError as exc:
         return False, None, f"{type(exc).__name__}: {exc}"[:500]
     if 200 <= response.status_code < 300:

@@ -28,6 +28,21 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: Where the tools' remotes (sandbox, webhook receiver, the tests' fake servers) listen.
+LOOPBACK_REMOTES = ("127.0.0.1", "localhost")
+
+
+def allow_loopback_remotes() -> None:
+    """Outbound requests reach internal addresses only when SAS_OUTBOUND_INTERNAL_HOSTS names
+    them; the tools (and the test suite) name loopback, where their own remotes listen, for this
+    process and for every process it starts (which inherit the environment)."""
+    from django.conf import settings
+
+    names = [n for n in os.environ.get("SAS_OUTBOUND_INTERNAL_HOSTS", "").split(",") if n.strip()]
+    names += [n for n in LOOPBACK_REMOTES if n not in names]
+    os.environ["SAS_OUTBOUND_INTERNAL_HOSTS"] = ",".join(names)
+    settings.SAS_OUTBOUND_INTERNAL_HOSTS = names
+
 
 def free_port() -> int:
     with socket.socket() as sock:

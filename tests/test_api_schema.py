@@ -26,6 +26,7 @@ from rest_framework.test import APIClient
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+from sas_project.tokens.services import token_create
 from scheduler.callback_tokens import token_for as token_for_attempt
 from scheduler.models import Schedule
 from scheduler.services import job_submit
@@ -61,7 +62,11 @@ def test_the_docs_page_uses_local_static_files_only() -> None:
     page = response.content.decode()
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in page
     assert "cdn" not in page.lower() and "unpkg" not in page.lower()
-    assert "/api/schema/" in page
+    # Its start-up script is a file of its own (no inline script under the CSP), naming the schema.
+    assert '<script src="/api/docs/?script="></script>' in page and "<script>" not in page
+    script = APIClient().get("/api/docs/", {"script": ""})
+    assert script["Content-Type"].startswith("application/javascript")
+    assert "/api/schema/" in script.content.decode()
 
 
 # --- fuzzing ------------------------------------------------------------------------------------
@@ -95,8 +100,13 @@ def fuzz_data(in_process_requests: None) -> None:
     Schedule.objects.create(name="nightly", workflow="chain", cron="0 3 * * *")
     first = job.steps.order_by("id").first()
     assert first is not None
+    # Another user's token: revoking it (the fuzzer is an administrator) leaves the fuzzer's own.
+    token, _ = token_create(user=make_user("someone"), name="fuzzed")
     KNOWN.update(
-        job_id=str(job.pk), step_id=first.pk, token=token_for_attempt(first.pk, 1, first.operation_id)
+        job_id=str(job.pk),
+        step_id=first.pk,
+        token=token_for_attempt(first.pk, 1, first.operation_id),
+        token_id=token.pk,
     )
 
 
@@ -112,6 +122,8 @@ def known_path_parameters(path: str) -> dict[str, Any]:
         return {"job_id": KNOWN["job_id"]}
     if "{step_id}" in path:
         return {"step_id": KNOWN["step_id"]}
+    if "{token_id}" in path:
+        return {"token_id": KNOWN["token_id"]}
     if "{token}" in path:
         return {"token": KNOWN["token"]}
     names = {

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.models import Group, User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agents.fake import FakeRemote
 from sas_project.permissions import role_groups_ensure
+from sas_project.tokens.services import token_create
 from scheduler.models import Job, JobStatus, Outcome, Step, StepStatus
 from tests.factories import make_policy, make_workflow, step
 
@@ -29,8 +29,8 @@ def make_user(username: str, role: str | None = None) -> User:
 
 def token_for(user: User) -> str:
     """The value of the Authorization header for `user`."""
-    token, _ = Token.objects.get_or_create(user=user)
-    return f"Token {token.key}"
+    _, key = token_create(user=user, name="tests")
+    return f"Token {key}"
 
 
 def client_for(user: User | None) -> APIClient:

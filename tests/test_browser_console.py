@@ -6,6 +6,10 @@ remote. A job's last step is refused once by the remote and held; it appears on 
 Needs-attention page by itself (htmx polling, no reload); the operator retries it, the row leaves
 the list, the retry really runs and the job succeeds; the job page draws the DAG. A screenshot of
 each page is saved under test-artifacts/screenshots/.
+
+Every page runs under the service's Content-Security-Policy: each browser context reports every
+violation (the `securitypolicyviolation` event, and the console's "Refused to ..." messages), and
+a test with any fails.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, expect, sync_playwright
 
 from agents.fake import FakeRemote
 from agents.models import AgentEndpoint, AgentPool
@@ -38,6 +42,38 @@ CHROMIUM = "/usr/bin/chromium"
 SHOTS = ARTIFACTS / "screenshots"
 TIMEOUT = 30_000  # ms: generous, the page polls every 3 s and the cluster needs a moment
 PASSWORD = "operator-password-1"
+
+#: Content-Security-Policy violations seen by the current test's pages.
+CSP_VIOLATIONS: list[str] = []
+REPORT_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", function (e) {
+    window.__reportCsp(e.violatedDirective + " blocked " + (e.blockedURI || "inline") +
+        " on " + e.documentURI + (e.sample ? ": " + e.sample : ""));
+});
+"""
+
+
+@pytest.fixture(autouse=True)
+def no_csp_violation() -> Iterator[list[str]]:
+    """Fails the test when any page broke the Content-Security-Policy."""
+    CSP_VIOLATIONS.clear()
+    yield CSP_VIOLATIONS
+    assert not CSP_VIOLATIONS, f"Content-Security-Policy violations: {CSP_VIOLATIONS}"
+
+
+def watched_context(browser: Browser) -> BrowserContext:
+    """A browser context whose pages report every CSP violation to CSP_VIOLATIONS."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    context.set_default_timeout(TIMEOUT)
+    context.expose_binding("__reportCsp", lambda source, text: CSP_VIOLATIONS.append(text))
+    context.add_init_script(REPORT_VIOLATIONS)
+
+    def on_console(message: ConsoleMessage) -> None:
+        if "Content Security Policy" in message.text:
+            CSP_VIOLATIONS.append(message.text)
+
+    context.on("console", on_console)
+    return context
 
 
 @pytest.fixture
@@ -73,9 +109,7 @@ def sign_in(
     browser: Browser, base: str, username: str, password: str, path: str, login: str = "/accounts/login/"
 ) -> Page:
     """A new browser session, signed in through the login page a protected `path` redirects to."""
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    context.set_default_timeout(TIMEOUT)
-    page = context.new_page()
+    page = watched_context(browser).new_page()
     page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm asks with window.confirm
     page.goto(f"{base}{path}")
     expect(page).to_have_url(f"{base}{login}?next={path}")
@@ -230,7 +264,8 @@ def test_a_bulk_retry_keeps_the_selection_across_refreshes_previews_then_runs(
         page.check(f"#pick-{s.pk}")
     # A change elsewhere re-renders the list; the ticked boxes are kept (hx-preserve).
     job_pause(actor=operator, job_id=held[2].job_id)
-    page.wait_for_function("window.__swaps >= 1", timeout=TIMEOUT)
+    # Polled from here: a predicate evaluated in the page would need eval, which the CSP forbids.
+    wait_until(lambda: page.evaluate("window.__swaps") >= 1, timeout=TIMEOUT / 1000, message="a swap")
     expect(page.locator(f"tbody#attention-{held[2].pk}")).to_contain_text("paused")
     for s in held[:2]:
         expect(page.locator(f"#pick-{s.pk}")).to_be_checked()
@@ -251,3 +286,29 @@ def test_a_bulk_retry_keeps_the_selection_across_refreshes_previews_then_runs(
     expect(page.locator("tbody.attention-item")).to_have_count(1)
     statuses = dict(Step.objects.filter(pk__in=[s.pk for s in held]).values_list("pk", "status"))
     assert [statuses[s.pk] for s in held] == [StepStatus.DISPATCHED, StepStatus.DISPATCHED, StepStatus.HELD]
+
+
+def test_the_pages_are_served_with_the_policy_and_a_violation_is_caught(
+    live_server: Any, browser: Browser, operator: User, no_csp_violation: list[str]
+) -> None:
+    base = live_server.url
+    page = sign_in(browser, base, "olga", PASSWORD, "/ops/")
+    response = page.goto(f"{base}/ops/jobs/")
+    assert response is not None and "script-src 'self'" in response.headers["content-security-policy"]
+    docs = watched_context(browser).new_page()
+    docs.goto(f"{base}/api/docs/")
+    expect(docs.locator(".swagger-ui .info .title")).to_contain_text("Scheduler Agent Supervisor API")
+    shot(docs, "api-docs")
+    assert no_csp_violation == []
+    # The watch itself: an inline style and an inline script are refused and reported.
+    page.evaluate(
+        """document.body.insertAdjacentHTML("beforeend", '<p id="bad" style="color: red">x</p>');
+        var s = document.createElement("script"); s.textContent = "window.__ran = true";
+        document.body.appendChild(s);"""
+    )
+    expect(page.locator("#bad")).to_have_count(1)
+    wait_until(lambda: len(no_csp_violation) >= 2, timeout=10, message="the violations reported")
+    assert page.evaluate("window.__ran === undefined")
+    assert any("style-src" in v for v in no_csp_violation)
+    assert any("script-src" in v for v in no_csp_violation)
+    no_csp_violation.clear()

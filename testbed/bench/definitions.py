@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 
 from sas_project.permissions import role_groups_ensure
+from sas_project.tokens.services import token_create
 from scheduler.models import Workflow
 from testbed.definitions import ensure_policy, ensure_pool, ensure_workflow
 
@@ -85,5 +85,5 @@ def api_token() -> str:
     from django.contrib.auth.models import Group
 
     user.groups.add(Group.objects.get(name="submitters"))
-    token, _ = Token.objects.get_or_create(user=user)
-    return str(token.key)
+    _, key = token_create(user=user, name="bench")
+    return key

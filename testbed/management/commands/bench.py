@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from testbed import bench
 from testbed.definitions import ForeignJobs
+from testbed.processes import allow_loopback_remotes
 
 
 class Command(BaseCommand):
@@ -44,6 +45,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        allow_loopback_remotes()
         try:
             results = bench.run(
                 jobs=options["jobs"],

@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from testbed.campaign import CampaignConfig, run_campaign, table
+from testbed.processes import allow_loopback_remotes
 
 
 class Command(BaseCommand):
@@ -89,6 +90,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        allow_loopback_remotes()
         cfg = CampaignConfig(
             jobs=options["jobs"],
             duration=options["duration"],

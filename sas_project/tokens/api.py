@@ -1,0 +1,96 @@
+"""The API tokens API (/api/v1/tokens/): every signed-in user lists and revokes its own tokens;
+administrators may list another user's (`?user=<username>`) and revoke any. Another user's token
+is a 404, as if it did not exist. Keys are never in an answer: they are shown once, when made
+(the console's API tokens page, or `manage.py drf_create_token`)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from sas_project.api import ApiView, StrictSerializer, errors, query_params, validated
+from sas_project.tokens.models import ApiToken, TokenStatus
+from sas_project.tokens.services import token_for, token_revoke, tokens_visible
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    user = serializers.CharField(source="user.get_username", read_only=True)
+    revoked_by = serializers.SerializerMethodField()
+    status = serializers.ChoiceField(choices=TokenStatus.choices, read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "user",
+            "status",
+            "created_at",
+            "expires_at",
+            "last_used_at",
+            "revoked_at",
+            "revoked_by",
+        ]
+        read_only_fields = fields
+
+    def get_revoked_by(self, token: ApiToken) -> str | None:
+        return token.revoked_by.get_username() if token.revoked_by is not None else None
+
+
+class TokenListQuerySerializer(StrictSerializer):
+    user = serializers.CharField(required=False, max_length=150, help_text="Another user's (administrators).")
+    page = serializers.IntegerField(required=False, min_value=1)
+    page_size = serializers.IntegerField(required=False, min_value=1)
+
+
+class RevokeSerializer(StrictSerializer):
+    pass
+
+
+class TokensView(ApiView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="tokens_list",
+        tags=["tokens"],
+        summary="Your API tokens (an administrator: anyone's, with ?user=)",
+        parameters=[OpenApiParameter("user", str, description="A username (administrators only).")],
+        responses={200: TokenSerializer(many=True), **errors(400, 401)},
+    )
+    def get(self, request: Request) -> Response:
+        query = query_params(TokenListQuerySerializer, request)
+        return self.paginated(tokens_visible(request.user, owner=query.get("user")), TokenSerializer)
+
+
+class TokenView(ApiView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="tokens_read",
+        tags=["tokens"],
+        summary="One of your API tokens",
+        responses={200: TokenSerializer, **errors(401, 404)},
+    )
+    def get(self, request: Request, token_id: int) -> Response:
+        return Response(TokenSerializer(token_for(request.user, token_id)).data)
+
+
+class TokenRevokeView(ApiView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="tokens_revoke",
+        tags=["tokens"],
+        summary="Revoke an API token (yours; an administrator: any)",
+        description="Idempotent: revoking a revoked token answers it as it is.",
+        request=RevokeSerializer,
+        responses={200: TokenSerializer, **errors(400, 401, 404)},
+    )
+    def post(self, request: Request, token_id: int) -> Response:
+        validated(RevokeSerializer, request.data)
+        token = token_revoke(token_id=token_id, actor=request.user)
+        return Response(TokenSerializer(token_for(request.user, token.pk)).data)

@@ -1,0 +1,62 @@
+"""API tokens: several per user, each named, expiring, with its last use, revocable.
+
+Only a token's SHA-256 digest is stored (the key is shown once, when it is made), so neither a
+database dump nor the admin shows a usable key; its first characters (`prefix`) let the owner
+recognise it. A revoked token is kept, with who revoked it and when.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class TokenStatus(models.TextChoices):
+    ACTIVE = "active", "active"
+    EXPIRED = "expired", "expired"
+    REVOKED = "revoked", "revoked"
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, help_text="What the token is for.")
+    #: sha256 of the key, hex: what a request's key is looked up by (unique index).
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=8, editable=False, help_text="The key's first characters.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    #: None: never (only when SAS_TOKEN_LIFETIME_DAYS is 0).
+    expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    #: Written at most every SAS_TOKEN_LAST_USED_SECONDS (sas_project.auth).
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+
+    class Meta:
+        db_table = "api_token"
+        verbose_name = "API token"
+        # A user's tokens, newest first (the console's and the API's list).
+        indexes = [models.Index(fields=["user", "-created_at"], name="api_token_user_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    def status_at(self, now: dt.datetime | None = None) -> str:
+        if self.revoked_at is not None:
+            return TokenStatus.REVOKED
+        if self.expires_at is not None and self.expires_at <= (now or timezone.now()):
+            return TokenStatus.EXPIRED
+        return TokenStatus.ACTIVE
+
+    @property
+    def status(self) -> str:
+        return self.status_at()
