@@ -18,10 +18,18 @@ from django.db.models import Count, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 
-from sas_project.errors import InvalidInput
+from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage
 from scheduler.definitions import validate_steps, workflow_create
-from scheduler.models import StepDefinition, Workflow
+from scheduler.models import Schedule, StepDefinition, Workflow
+from scheduler.schedules import (
+    SCHEDULE_FIELDS,
+    schedule_create,
+    schedule_delete,
+    schedule_set_paused,
+    schedule_update,
+    schedule_validate,
+)
 
 # --- workflows ------------------------------------------------------------------------------------
 
@@ -215,3 +223,117 @@ class WorkflowAdmin(admin.ModelAdmin):
 
     def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
         return None
+
+
+# --- schedules ------------------------------------------------------------------------------------
+
+
+class ScheduleForm(forms.ModelForm):
+    """Every value is checked by scheduler.schedules (the rules the API applies), and its message
+    shown on the field at fault."""
+
+    # `{}` is an empty value to Django's JSON field: optional here, an empty object by default.
+    input = forms.JSONField(required=False, initial=dict, help_text="The job's input, a JSON object.")
+
+    class Meta:
+        model = Schedule
+        fields = [
+            "name",
+            "workflow",
+            "input",
+            *[f for f in SCHEDULE_FIELDS if f not in ("workflow", "input")],
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        values = {f: data.get(f) for f in SCHEDULE_FIELDS}
+        try:
+            data.update(schedule_validate(values))
+        except InvalidInput as exc:
+            field = exc.detail.get("field") if isinstance(exc.detail, dict) else None
+            self.add_error(field if field in self.fields else None, exc.message)
+        return data
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    form = ScheduleForm
+    list_display = [
+        "name",
+        "workflow",
+        "cron",
+        "timezone",
+        "run_at",
+        "next_fire_at",
+        "last_fired_at",
+        "paused",
+    ]
+    list_filter = ["catch_up"]
+    search_fields = ["name", "workflow", "business_key"]
+    readonly_fields = ["next_fire_at", "last_fired_at", "last_job", "last_error", "paused_at", "created_by"]
+    actions = ["pause", "resume"]
+
+    @admin.display(boolean=True, description="paused")
+    def paused(self, obj: Schedule) -> bool:
+        return obj.paused_at is not None
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_manage(request.user)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return can_manage(request.user)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_manage(request.user)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_manage(request.user)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # A schedule's name is its identity (in its firings' idempotency keys): never renamed.
+        fields = list(super().get_readonly_fields(request, obj))
+        return ["name", *fields] if obj is not None else fields
+
+    def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
+        values = {f: form.cleaned_data.get(f) for f in SCHEDULE_FIELDS}
+        if change:
+            saved = schedule_update(obj.name, actor=request.user, changes=values)
+        else:
+            saved = schedule_create(name=form.cleaned_data["name"], actor=request.user, **values)
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
+        schedule_delete(obj.name, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        for schedule in queryset:
+            schedule_delete(schedule.name, actor=request.user)
+
+    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        return None  # the service records who did it
+
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        return None
+
+    def log_deletion(self, request: HttpRequest, obj: Any, object_repr: str) -> Any:
+        return None
+
+    def _set_paused(self, request: HttpRequest, queryset: QuerySet[Schedule], paused: bool) -> None:
+        done = 0
+        for schedule in queryset:
+            try:
+                schedule_set_paused(schedule.name, actor=request.user, paused=paused)
+                done += 1
+            except SasError as exc:
+                self.message_user(request, exc.message, level="warning")
+        self.message_user(request, f"{done} schedule(s) {'paused' if paused else 'resumed'}.")
+
+    @admin.action(description="Pause the selected schedules")
+    def pause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        self._set_paused(request, queryset, True)
+
+    @admin.action(description="Resume the selected schedules")
+    def resume(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        self._set_paused(request, queryset, False)

@@ -34,6 +34,7 @@ COLOURS: dict[str, tuple[str, str, str]] = {
     "attempt_failed": ("#ffedd5", "#ea580c", "#7c2d12"),
     "unknown": ("#fef3c7", "#d97706", "#78350f"),
     "retry_wait": ("#e0e7ff", "#6366f1", "#312e81"),
+    "waiting": ("#ecfeff", "#0891b2", "#164e63"),
     "held": ("#fee2e2", "#dc2626", "#7f1d1d"),
     "succeeded": ("#dcfce7", "#16a34a", "#14532d"),
     "failed": ("#fecaca", "#b91c1c", "#7f1d1d"),

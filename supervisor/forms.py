@@ -41,6 +41,8 @@ class AttentionFilterForm(forms.Form):
 
 class JobSearchForm(forms.Form):
     id = forms.UUIDField(required=False, label="Job id")
+    #: A business key ("order-1001") or an idempotency key, exact.
+    key = forms.CharField(required=False, max_length=200, strip=True, label="Business or idempotency key")
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *JobStatus.choices])
     workflow = forms.CharField(required=False, max_length=100)
     created_from = forms.DateField(
@@ -59,6 +61,7 @@ class JobSearchForm(forms.Form):
 
         return JobFilters(
             job_id=data.get("id"),
+            key=data.get("key") or "",
             status=data.get("status") or "",
             workflow=data.get("workflow") or "",
             created_from=day(data.get("created_from")),
@@ -66,9 +69,30 @@ class JobSearchForm(forms.Form):
         )
 
 
+def json_object(text: str | None, what: str) -> dict[str, Any] | None:
+    """A JSON object typed into a text box; None when the box is empty."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(f"{what} is not valid JSON: {exc.msg} (line {exc.lineno})") from exc
+    except RecursionError as exc:
+        raise forms.ValidationError(f"{what} nests too deeply") from exc
+    if not isinstance(value, dict):
+        raise forms.ValidationError(f'{what} must be a JSON object, for example {{"id": 42}}')
+    return value
+
+
 class RetryForm(forms.Form):
     pool = forms.CharField(required=False, max_length=100)
+    #: An edited input (JSON object); empty: the step's input as it was.
+    input = forms.CharField(required=False, max_length=100_000, widget=forms.Textarea)
     reason = reason_field()
+
+    def clean_input(self) -> dict[str, Any] | None:
+        return json_object(self.cleaned_data.get("input"), "input")
 
 
 class ResolveForm(forms.Form):
@@ -76,18 +100,21 @@ class ResolveForm(forms.Form):
     reason = forms.CharField(required=True, max_length=500, strip=True)
 
     def clean_output(self) -> dict[str, Any] | None:
-        text = (self.cleaned_data.get("output") or "").strip()
-        if not text:
-            return None
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"output is not valid JSON: {exc.msg} (line {exc.lineno})") from exc
-        except RecursionError as exc:
-            raise forms.ValidationError("output nests too deeply") from exc
-        if not isinstance(value, dict):
-            raise forms.ValidationError('output must be a JSON object, for example {"id": 42}')
-        return value
+        return json_object(self.cleaned_data.get("output"), "output")
+
+
+class RerunForm(forms.Form):
+    from_step = forms.CharField(max_length=120, strip=True)
+    #: A new input for the whole job (JSON object); empty: the original input.
+    input = forms.CharField(required=False, max_length=100_000, widget=forms.Textarea)
+    reason = reason_field()
+
+    def clean_input(self) -> dict[str, Any] | None:
+        return json_object(self.cleaned_data.get("input"), "input")
+
+
+class ScheduleActionForm(forms.Form):
+    action = forms.ChoiceField(choices=[("pause", "pause"), ("resume", "resume")])
 
 
 JOB_ACTIONS = ("pause", "resume", "compensate", "cancel")

@@ -32,7 +32,8 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
 from sas_project.errors import SasError
-from sas_project.permissions import can_operate
+from sas_project.permissions import can_operate, can_view
+from scheduler.schedules import schedule_set_paused
 from supervisor import selectors, services
 from supervisor.dag import job_dag
 from supervisor.forms import (
@@ -40,8 +41,10 @@ from supervisor.forms import (
     BulkForm,
     JobActionForm,
     JobSearchForm,
+    RerunForm,
     ResolveForm,
     RetryForm,
+    ScheduleActionForm,
 )
 
 View = Callable[..., HttpResponse]
@@ -83,6 +86,22 @@ def operator_required(view: View) -> View:
     return wrapper
 
 
+def viewer_required(view: View) -> View:
+    """Signed-in viewers, operators and administrators: the pages read by everyone who may read
+    every job. Action buttons render only for those who may act (`can_act`, from
+    supervisor.context); the action views themselves stay operator_required."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return operator_required(view)(request, *args, **kwargs)
+        if not can_view(request.user):
+            raise PermissionDenied("the operator console needs the view permission")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
 def _partial(request: HttpRequest) -> bool:
     return bool(request.htmx) and not request.htmx.history_restore_request
 
@@ -115,14 +134,14 @@ def _poll_url(path: str, query: QueryDict, signature: str) -> str:
 
 
 @require_GET
-@operator_required
+@viewer_required
 def overview(request: HttpRequest) -> HttpResponse:
     data = selectors.overview()
     return _page(request, "ops/overview.html", "ops/_overview_live.html", {"section": "overview", "o": data})
 
 
 @require_GET
-@operator_required
+@viewer_required
 def attention(request: HttpRequest) -> HttpResponse:
     form = AttentionFilterForm(request.GET)
     data = selectors.needs_attention(form.filters())
@@ -137,7 +156,7 @@ def attention(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@operator_required
+@viewer_required
 def jobs(request: HttpRequest) -> HttpResponse:
     form = JobSearchForm(request.GET)
     page = Paginator(selectors.jobs_search(form.filters()), JOBS_PER_PAGE).get_page(request.GET.get("page"))
@@ -154,14 +173,14 @@ def jobs(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@operator_required
+@viewer_required
 def job(request: HttpRequest, job_id: Any) -> HttpResponse:
     context = _job_context(job_id)
     return _page(request, "ops/job.html", "ops/_job_live.html", context, context["d"].signature)
 
 
 @require_GET
-@operator_required
+@viewer_required
 def calibration(request: HttpRequest) -> HttpResponse:
     data = selectors.calibration()
     return _page(
@@ -259,13 +278,18 @@ def step_retry(request: HttpRequest, step_id: int) -> HttpResponse:
     pool = form.cleaned_data["pool"] or None
     try:
         step = services.step_retry(
-            actor=request.user, step_id=step_id, pool=pool, reason=form.cleaned_data["reason"]
+            actor=request.user,
+            step_id=step_id,
+            pool=pool,
+            reason=form.cleaned_data["reason"],
+            input=form.cleaned_data["input"],
         )
     except SasError as exc:
         message, status = _refusal(exc)
         return _answer(request, ok=False, message=message, status=status, step_id=step_id)
     where = f" on pool {pool}" if pool else ""
-    message = f"Retried {step.name}{where}: attempt {step.attempt} dispatched."
+    edited = " with the edited input (new operation ID)" if form.cleaned_data["input"] is not None else ""
+    message = f"Retried {step.name}{where}{edited}: attempt {step.attempt} dispatched."
     return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=step.job_id)
 
 
@@ -365,3 +389,53 @@ def attention_bulk(request: HttpRequest) -> HttpResponse:
 def _bulk_page(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
     template = "ops/_bulk.html" if request.htmx else "ops/bulk.html"
     return render(request, template, context, status=status)
+
+
+@require_POST
+@operator_required
+def job_rerun(request: HttpRequest, job_id: Any) -> HttpResponse:
+    """Rerun a settled job from a step: the new job's page on success (htmx is told to go
+    there), the job's page with the reason otherwise."""
+    form = RerunForm(request.POST)
+    if not form.is_valid():
+        return _answer(request, ok=False, message=_form_errors(form), status=400, job_id=job_id)
+    try:
+        rerun = services.job_rerun(
+            actor=request.user,
+            job_id=job_id,
+            from_step=form.cleaned_data["from_step"],
+            input=form.cleaned_data["input"],
+            reason=form.cleaned_data["reason"],
+        )
+    except SasError as exc:
+        message, status = _refusal(exc)
+        return _answer(request, ok=False, message=message, status=status, job_id=job_id)
+    target = reverse("ops:job", args=[rerun.pk])
+    messages.success(
+        request, f"Rerun of job {str(job_id)[:8]} from {form.cleaned_data['from_step']} submitted."
+    )
+    return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
+
+
+@require_GET
+@viewer_required
+def schedules(request: HttpRequest) -> HttpResponse:
+    return render(request, "ops/schedules.html", {"section": "schedules", "rows": selectors.schedule_rows()})
+
+
+@require_POST
+@operator_required
+def schedule_action(request: HttpRequest, name: str) -> HttpResponse:
+    """Pause or resume a schedule, then back to the list with what happened."""
+    form = ScheduleActionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _form_errors(form))
+        return redirect("ops:schedules")
+    action = form.cleaned_data["action"]
+    try:
+        schedule_set_paused(name, actor=request.user, paused=action == "pause")
+    except SasError as exc:
+        messages.error(request, exc.message)
+        return redirect("ops:schedules")
+    messages.success(request, f"Schedule {name} {'paused' if action == 'pause' else 'resumed'}.")
+    return redirect("ops:schedules")

@@ -42,14 +42,34 @@ class ReplyPlan:
     unknown: bool = False
 
 
+#: The reply faults in the order the first reports under faults receive them, one each.
+FIRST_FAULTS = ("lost", "duplicate", "late", "unknown")
+
+
 def plan_reply(remote: SandboxRemote, config: SandboxConfig) -> ReplyPlan:
-    """Decide what happens to one report, from the live rates and the remote's seeded RNG."""
+    """Decide what happens to one report, from the live rates and the remote's seeded RNG.
+
+    The first reports made while a fault's rate is above 0 get that fault for sure, one kind
+    each in FIRST_FAULTS order, so that a short run sees every kind whatever the draws."""
     with remote._lock:
         rng = remote._rng
         lost = config.reply_loss_rate > 0 and rng.random() < config.reply_loss_rate
         duplicate = config.reply_duplicate_rate > 0 and rng.random() < config.reply_duplicate_rate
         late = config.reply_late_rate > 0 and rng.random() < config.reply_late_rate
         unknown = config.reply_unknown_rate > 0 and rng.random() < config.reply_unknown_rate
+        rates = {
+            "lost": config.reply_loss_rate,
+            "duplicate": config.reply_duplicate_rate,
+            "late": config.reply_late_rate,
+            "unknown": config.reply_unknown_rate,
+        }
+        forced: set[str] = getattr(remote, "_reply_faults_forced", set())
+        remote._reply_faults_forced = forced  # type: ignore[attr-defined]
+        pending = [kind for kind in FIRST_FAULTS if rates[kind] > 0 and kind not in forced]
+        if pending:
+            kind = pending[0]
+            forced.add(kind)
+            lost, duplicate, late, unknown = (kind == k for k in FIRST_FAULTS)
     return ReplyPlan(
         lost=lost, duplicate=duplicate, late_ms=config.reply_late_ms if late else 0, unknown=unknown
     )

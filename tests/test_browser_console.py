@@ -33,7 +33,7 @@ from supervisor.models import RemediationPolicy
 from supervisor.policies import policy_update
 from supervisor.services import job_pause
 from tests.conftest import run_queued_tasks
-from tests.factories import make_policy, make_workflow, step
+from tests.factories import make_policy, make_pool, make_workflow, step
 from tests.processes import ARTIFACTS, Cluster, Sandbox, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -312,3 +312,178 @@ def test_the_pages_are_served_with_the_policy_and_a_violation_is_caught(
     assert any("style-src" in v for v in no_csp_violation)
     assert any("script-src" in v for v in no_csp_violation)
     no_csp_violation.clear()
+
+
+# --- operator features: rerun, edited retry, schedules, search, limits, the viewer role ----------
+
+
+def _failed_at_s2(fake_remote: FakeRemote) -> Job:
+    """A job of s1 → s2 → s3 whose s2 was refused and failed the job (nothing to compensate)."""
+    from supervisor.scan import scan
+
+    make_policy("once", max_attempts=1, on_exhausted="fail")
+    make_workflow("three", step("s1"), step("s2", "s1", policy="once"), step("s3", "s2"))
+    fake_remote.script("s2", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="three", input={"order": 1}).job
+    run_queued_tasks()
+    scan(holder="test", draw=lambda: 0.0)
+    run_queued_tasks()
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+    return job
+
+
+def test_an_operator_reruns_a_job_from_a_step_and_both_pages_link_each_other(
+    live_server: Any, browser: Browser, operator: User, fake_remote: FakeRemote
+) -> None:
+    original = _failed_at_s2(fake_remote)
+    base = live_server.url
+    page = sign_in(browser, base, "olga", PASSWORD, f"/ops/jobs/{original.pk}/")
+    page.click("#job-rerun summary")
+    page.select_option("#rerun-from", "s2")
+    page.fill("#rerun-input", '{"order": 1, "card": "new"}')
+    page.fill("#rerun-reason", "card replaced")
+    page.click("#job-rerun button[type=submit]")
+
+    # The browser lands on the new job's page, which names the original.
+    rerun = wait_for_rerun(original)
+    expect(page).to_have_url(f"{base}/ops/jobs/{rerun.pk}/")
+    expect(page.locator("#rerun-of")).to_have_attribute("href", f"/ops/jobs/{original.pk}/")
+    assert rerun.input == {"order": 1, "card": "new"}
+    run_queued_tasks()
+    rerun.refresh_from_db()
+    assert rerun.status == JobStatus.SUCCEEDED
+    reused = Step.objects.get(job=rerun, name="s1")
+    assert reused.reused_from_id == Step.objects.get(job=original, name="s1").pk
+    expect(page.locator("#job-status")).to_have_text("Succeeded")
+    expect(page.locator("#job-timeline")).to_contain_text("card replaced")
+    shot(page, "job-rerun")
+
+    page.goto(f"{base}/ops/jobs/{original.pk}/")
+    expect(page.locator("#job-reruns a.rerun")).to_have_attribute("href", f"/ops/jobs/{rerun.pk}/")
+    expect(page.locator("#job-timeline")).to_contain_text("operator:olga")
+
+
+def wait_for_rerun(original: Job) -> Job:
+    wait_until(lambda: Job.objects.filter(rerun_of=original).exists(), timeout=30, message="the rerun job")
+    return Job.objects.get(rerun_of=original)
+
+
+def test_a_refused_step_is_retried_with_an_edited_input_from_its_job_page(
+    live_server: Any, browser: Browser, operator: User, fake_remote: FakeRemote
+) -> None:
+    from supervisor.scan import scan
+
+    make_policy("holding", on_exhausted="hold", max_attempts=1)
+    make_workflow("pay", step("charge", policy="holding"))
+    fake_remote.script("charge", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="pay", input={"card": "expired"}).job
+    run_queued_tasks()
+    scan(holder="test", draw=lambda: 0.0)
+    charge = Step.objects.get(job=job, name="charge")
+    assert charge.status == StepStatus.HELD
+    old_operation = charge.operation_id
+
+    page = sign_in(browser, live_server.url, "olga", PASSWORD, f"/ops/jobs/{job.pk}/")
+    box = page.locator(f"#job-edit-{charge.pk}")
+    box.locator("summary").click()
+    expect(box.locator("textarea[name=input]")).to_contain_text('"card": "expired"')
+    box.locator("textarea[name=input]").fill('{"card": "valid"}')
+    box.locator("button[type=submit]").click()
+    expect(page.locator("#job-live .alert.success")).to_contain_text("with the edited input")
+    charge.refresh_from_db()
+    assert charge.input_override == {"card": "valid"} and charge.operation_id != old_operation
+    run_queued_tasks()
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    assert fake_remote.calls[-1].payload["input"] == {"card": "valid"}
+
+
+def test_schedules_are_listed_paused_and_resumed_jobs_found_by_key_and_waiting_steps_shown(
+    live_server: Any, browser: Browser, operator: User, fake_remote: FakeRemote
+) -> None:
+    from scheduler.schedules import schedule_create
+    from scheduler.services.capacity import forget_limits_cache
+
+    make_policy("default")
+    make_pool("narrow", kind="python")
+    AgentPool.objects.filter(name="narrow").update(max_in_flight=1)
+    forget_limits_cache()
+    make_workflow("one", step("s1", pool="narrow"))
+    schedule_create(name="nightly", actor=operator, workflow="one", cron="0 3 * * *", timezone="Europe/Paris")
+    first = job_submit(workflow="one", input={}, business_key="order-1001").job
+    second = job_submit(workflow="one", input={}, business_key="order-1002").job
+    from scheduler.services.capacity import pump
+
+    pump()
+    # One slot: the first job's step is in flight, the second's waits for capacity.
+    assert Step.objects.get(job=second).status == StepStatus.WAITING
+    base = live_server.url
+
+    page = sign_in(browser, base, "olga", PASSWORD, "/ops/schedules/")
+    row = page.locator('tr[data-schedule="nightly"]')
+    expect(row).to_contain_text("cron 0 3 * * * (Europe/Paris)")
+    expect(row).to_have_attribute("data-paused", "no")
+    shot(page, "schedules")
+    row.get_by_role("button", name="Pause").click()
+    expect(page.locator("main")).to_contain_text("Schedule nightly paused.")
+    expect(page.locator('tr[data-schedule="nightly"]')).to_have_attribute("data-paused", "yes")
+    page.locator('tr[data-schedule="nightly"]').get_by_role("button", name="Resume").click()
+    expect(page.locator('tr[data-schedule="nightly"]')).to_have_attribute("data-paused", "no")
+    from scheduler.models import Schedule
+
+    assert Schedule.objects.get(name="nightly").paused_at is None
+
+    page.goto(f"{base}/ops/jobs/")
+    page.fill("#job-key", "order-1002")
+    page.click("#job-search button[type=submit]")
+    expect(page.locator("#jobs-results tbody tr[data-job]")).to_have_count(1)
+    expect(page.locator(f'tr[data-job="{second.pk}"]')).to_contain_text("order-1002")
+    expect(page.locator(f'tr[data-job="{first.pk}"]')).to_have_count(0)
+
+    page.goto(f"{base}/ops/jobs/{second.pk}/")
+    block = page.locator('.step-block[data-step="s1"]')
+    expect(block.locator(".pill.s-waiting")).to_have_text("Waiting for capacity")
+    expect(block.locator(".waiting-note")).to_contain_text("1 in flight at most")
+    shot(page, "job-waiting-for-capacity")
+
+
+def test_a_viewer_reads_every_page_and_sees_no_action(
+    live_server: Any, browser: Browser, operator: User, fake_remote: FakeRemote
+) -> None:
+    from scheduler.schedules import schedule_create
+    from supervisor.scan import scan
+
+    viewer = User.objects.create_user("vera", password=PASSWORD)
+    viewer.groups.add(Group.objects.get(name="viewers"))
+    make_policy("holding", on_exhausted="hold", max_attempts=1)
+    make_workflow("h", step("s1", policy="holding"))
+    fake_remote.script("s1", Outcome.TRANSIENT_FAILURE)
+    job = job_submit(workflow="h", input={}).job
+    run_queued_tasks()
+    scan(holder="test", draw=lambda: 0.0)
+    schedule_create(name="hourly", actor=operator, workflow="h", cron="0 * * * *")
+    base = live_server.url
+
+    page = sign_in(browser, base, "vera", PASSWORD, "/ops/attention/")
+    expect(page.locator("#read-only")).to_be_visible()
+    expect(page.locator("tbody.attention-item")).to_have_count(1)
+    expect(page.locator("#bulk-form")).to_have_count(0)
+    expect(page.locator("main button:not(#attention-filters button)")).to_have_count(0)
+    expect(page.locator("main form[method=post]")).to_have_count(0)
+    shot(page, "viewer-attention")
+    for path in (f"/ops/jobs/{job.pk}/", "/ops/jobs/", "/ops/", "/ops/schedules/", "/ops/calibration/"):
+        response = page.goto(f"{base}{path}")
+        assert response is not None and response.status == 200, path
+        expect(page.locator("main form[method=post]")).to_have_count(0)
+    # The forms are not there; a request made by hand is refused all the same.
+    csrf = page.context.cookies()
+    token = next(c["value"] for c in csrf if c["name"] == "csrftoken")
+    step_id = Step.objects.get(job=job).pk
+    refused = page.request.post(
+        f"{base}/ops/steps/{step_id}/retry/",
+        form={"reason": "viewer"},
+        headers={"X-CSRFToken": token, "Referer": f"{base}/ops/"},
+    )
+    assert refused.status == 403
+    assert Step.objects.get(pk=step_id).status == StepStatus.HELD

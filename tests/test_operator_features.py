@@ -5,6 +5,7 @@ lists and actions in the API."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -546,3 +547,96 @@ def test_a_burst_never_has_more_calls_in_flight_than_the_pools_limit(
     stats = sandbox.stats()
     assert stats["max_concurrent"]["/inventory/reserve"] == 5  # the limit was reached, never passed
     assert stats["duplicates"] == 0
+
+
+# --- the console's operator features (the browser tests drive the same views) -----------------------
+
+
+def console_for(user: Any) -> Any:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_console_is_read_by_viewers_and_its_actions_refuse_them(
+    fake_remote: FakeRemote, drain: Callable, supervise: Supervise
+) -> None:
+    job = _failed_at_s2(drain, fake_remote, supervise)
+    schedule_create(name="s", actor=None, workflow="three", cron="* * * * *")
+    viewer = console_for(make_user("vera", "viewers"))
+    for path in ("/ops/", "/ops/attention/", "/ops/jobs/", f"/ops/jobs/{job.pk}/", "/ops/schedules/"):
+        page = viewer.get(path)
+        assert page.status_code == 200, path
+        assert b'method="post" action="/ops/' not in page.content, path
+    s2 = Step.objects.get(job=job, name="s2")
+    for path, body in (
+        (f"/ops/jobs/{job.pk}/rerun/", {"from_step": "s2"}),
+        (f"/ops/steps/{s2.pk}/retry/", {}),
+        (f"/ops/jobs/{job.pk}/act/", {"action": "compensate"}),
+        ("/ops/schedules/s/act/", {"action": "pause"}),
+    ):
+        assert viewer.post(path, body).status_code == 403, path
+    assert not Job.objects.filter(rerun_of=job).exists()
+    assert Schedule.objects.get(name="s").paused_at is None
+    # A user with no role reads nothing.
+    assert console_for(make_user("nobody")).get("/ops/jobs/").status_code == 403
+
+
+def test_a_console_rerun_with_bad_input_or_of_a_live_job_changes_nothing(
+    fake_remote: FakeRemote, drain: Callable, supervise: Supervise
+) -> None:
+    job = _failed_at_s2(drain, fake_remote, supervise)
+    ops = console_for(make_user("olga", "operators"))
+    bad_json = ops.post(
+        f"/ops/jobs/{job.pk}/rerun/", {"from_step": "s2", "input": "{nope"}, HTTP_HX_REQUEST="true"
+    )
+    assert bad_json.status_code == 400 and b"input is not valid JSON" in bad_json.content
+    unknown = ops.post(f"/ops/jobs/{job.pk}/rerun/", {"from_step": "zz"}, HTTP_HX_REQUEST="true")
+    assert unknown.status_code == 400
+    live = job_submit(workflow="three", input={"order": 2}).job
+    refused = ops.post(f"/ops/jobs/{live.pk}/rerun/", {"from_step": "s1"}, HTTP_HX_REQUEST="true")
+    assert refused.status_code == 409 and b"once it has settled" in refused.content
+    assert not Job.objects.filter(rerun_of__isnull=False).exists()
+    done = ops.post(f"/ops/jobs/{job.pk}/rerun/", {"from_step": "s2", "reason": "again"})
+    rerun = Job.objects.get(rerun_of=job)
+    assert done.status_code == 302 and done["Location"] == f"/ops/jobs/{rerun.pk}/"
+
+
+def test_the_console_finds_jobs_by_business_or_idempotency_key(fake_remote: FakeRemote) -> None:
+    chain(n=1)
+    one = job_submit(workflow="chain", input={}, business_key="order-1001").job
+    two = job_submit(workflow="chain", input={}, idempotency_key="client-key-7").job
+    ops = console_for(make_user("olga", "operators"))
+    page = ops.get("/ops/jobs/", {"key": "order-1001"}).content.decode()
+    assert str(one.pk) in page and str(two.pk) not in page
+    page = ops.get("/ops/jobs/", {"key": "client-key-7"}).content.decode()
+    assert str(two.pk) in page and str(one.pk) not in page
+
+
+def test_schedules_are_administered_through_the_same_rules(fake_remote: FakeRemote) -> None:
+    chain(n=1)
+    ada = make_user("ada", "administrators")
+    ada.is_staff = True
+    ada.save(update_fields=["is_staff"])
+    admin = console_for(ada)
+    form = {
+        "name": "nightly",
+        "workflow": "chain",
+        "input": "{}",
+        "business_key": "",
+        "priority": "0",
+        "cron": "61 * * * *",
+        "timezone": "UTC",
+        "catch_up": "once",
+    }
+    refused = admin.post("/admin/scheduler/schedule/add/", form)
+    errors = re.findall(r"errorlist[^>]*>(.*?)</ul>", refused.content.decode(), re.S)
+    assert refused.status_code == 200 and any("is not a cron expression" in e for e in errors), errors
+    assert not Schedule.objects.exists()
+    saved = admin.post("/admin/scheduler/schedule/add/", {**form, "cron": "0 3 * * *"})
+    assert saved.status_code == 302, saved.content[:2000]
+    schedule = Schedule.objects.get(name="nightly")
+    assert schedule.next_fire_at is not None and schedule.created_by.username == "ada"
+    assert LogEntry.objects.filter(object_repr="nightly").count() == 1

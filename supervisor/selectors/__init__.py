@@ -33,6 +33,7 @@ from supervisor.selectors.jobs import (
 )
 from supervisor.selectors.overview import Overview, overview, signature
 from supervisor.selectors.policies import policy_get, policy_list, policy_revisions
+from supervisor.selectors.schedules import ScheduleRow, schedule_rows
 
 __all__ = [
     "AttentionFilters",
@@ -44,6 +45,7 @@ __all__ = [
     "JobFilters",
     "Overview",
     "Progress",
+    "ScheduleRow",
     "StepRow",
     "attention_item",
     "attention_step_ids",
@@ -55,6 +57,7 @@ __all__ = [
     "policy_get",
     "policy_list",
     "policy_revisions",
+    "schedule_rows",
     "signature",
     "step_job_id",
     "step_progress",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from django.db.models import Count, Q, QuerySet
 from agents.models import AgentPool
 from scheduler.models import (
     JOB_LIVE,
+    JOB_SETTLED,
     STEP_SETTLED,
     Attempt,
     Delivery,
@@ -27,6 +29,7 @@ from scheduler.models import (
 )
 from supervisor.selectors.attention import _StepActions
 from supervisor.selectors.overview import signature
+from supervisor.services import NO_EFFECT_FOR_EDIT
 
 S = StepStatus
 J = JobStatus
@@ -45,6 +48,24 @@ class StepRow(_StepActions):
     compensation: Step | None
     #: Other pools of the step's kind, for "retry on another pool".
     other_pools: list[str] = field(default_factory=list)
+
+    @property
+    def can_edit_input(self) -> bool:
+        """Whether a retry may carry a new input: a held or failed action whose last call had no
+        effect (the services decide for real)."""
+        s = self.step
+        return (
+            s.kind == StepKind.ACTION
+            and s.status in (StepStatus.HELD, StepStatus.FAILED)
+            and (not s.attempt or s.last_outcome in NO_EFFECT_FOR_EDIT)
+        )
+
+    @property
+    def input_text(self) -> str:
+        """The input the step was called with, to edit."""
+        s = self.step
+        value = s.input_override if s.input_override is not None else s.job.input
+        return json.dumps(value, indent=2, sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -68,6 +89,12 @@ class JobDetail:
     progress: Progress
     #: The job's completion callbacks and how their delivery goes (empty without a callback URL).
     callbacks: list[Delivery] = field(default_factory=list)
+    #: The jobs that reran this one (newest last).
+    reruns: list[Job] = field(default_factory=list)
+
+    @property
+    def can_rerun(self) -> bool:
+        return self.job.status in JOB_SETTLED
 
     @property
     def live(self) -> bool:
@@ -86,6 +113,10 @@ class JobDetail:
         return signature(self.job.status, self.job.paused_at, self.job.updated_at, newest, callbacks)
 
 
+#: Reruns listed on a job's page.
+RERUNS_SHOWN = 50
+
+
 def job_detail(job_id: Any) -> JobDetail | None:
     """A job with its steps, every attempt of every step and its latest events: five queries."""
     job = Job.objects.select_related("workflow", "submitter").filter(pk=job_id).first()
@@ -96,6 +127,8 @@ def job_detail(job_id: Any) -> JobDetail | None:
         .select_related("definition__policy", "pool", "endpoint")
         .order_by("id")
     )
+    for s in steps:
+        s.job = job  # one job for all: no query per step when a row reads its input
     attempts: dict[int, list[Attempt]] = defaultdict(list)
     for attempt in (
         Attempt.objects.filter(step__job_id=job.pk).select_related("pool").order_by("step_id", "number")
@@ -130,6 +163,7 @@ def job_detail(job_id: Any) -> JobDetail | None:
             total=len(actions),
         ),
         callbacks=job.callbacks if job.callback_url else [],
+        reruns=list(Job.objects.filter(rerun_of=job.pk).order_by("created_at", "pk")[:RERUNS_SHOWN]),
     )
 
 
@@ -139,6 +173,8 @@ def job_detail(job_id: Any) -> JobDetail | None:
 @dataclass(frozen=True)
 class JobFilters:
     job_id: Any = None
+    #: Matches a job's business key or its idempotency key, exactly.
+    key: str = ""
     status: str = ""
     workflow: str = ""
     created_from: dt.datetime | None = None
@@ -150,6 +186,9 @@ def jobs_search(filters: JobFilters) -> QuerySet[Job]:
     query = Job.objects.select_related("workflow").order_by("-created_at", "-pk")
     if filters.job_id:
         query = query.filter(pk=filters.job_id)
+    if filters.key:
+        # Both columns are indexed (job_business_key_idx, the idempotency key's unique index).
+        query = query.filter(Q(business_key=filters.key) | Q(idempotency_key=filters.key))
     if filters.status:
         query = query.filter(status=filters.status)
     if filters.workflow:
