@@ -189,11 +189,12 @@ def table(results: dict[str, Any]) -> str:
     for run in results["runs"]:
         b = run["burst"]
         sus = run.get("sustained") or {}
+        median = sus.get("median_steps_per_s")
         turnaround = b.get("job_turnaround_ms", {})
         lines.append(
             f"| {run['clusters']} | {b['steps_per_s']} | {b['commits_per_step']} / "
             f"{b.get('statements_per_step', '-')} | {turnaround.get('p50', 0):.1f} / "
-            f"{turnaround.get('p99', 0):.1f} | {sus.get('median_steps_per_s', '-')} "
+            f"{turnaround.get('p99', 0):.1f} | {'-' if median is None else round(median, 1)} "
             f"({sus.get('min_over_median', '-')}) | {run['server_sessions']} | "
             f"{b.get('pgbouncer_cpu_ms_per_step', '-')} |"
         )
