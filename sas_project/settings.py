@@ -139,7 +139,7 @@ else:
         # Server-side parameters, and statements prepared once a connection has run them 5 times:
         # the hot path's statements are planned once per connection instead of once per call.
         # Off by default behind a transaction pooler: a prepared statement lives in one server
-        # session; PgBouncer 1.21+ with `max_prepared_statements` can carry them (turn it on then).
+        # session (PgBouncer 1.21+ can carry them; docs/deployment.md says when that is safe).
         DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
         DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5
     # Names this process's sessions in pg_stat_activity (the fault campaign drops them by name).

@@ -23,8 +23,6 @@ from django.db import connection
 from testbed.processes import PgBouncerProcess
 from tests.processes import ARTIFACTS, ROOT, child_env, database_url
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 
 def settings_with(**env: str) -> dict[str, object]:
     """The database settings a process would use with this environment (PostgreSQL URL)."""
@@ -99,6 +97,7 @@ def bouncer() -> Iterator[PgBouncerProcess]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+@pytest.mark.django_db
 def test_server_sessions_opened_by_pgbouncer_get_the_services_session_limits(
     bouncer: PgBouncerProcess,
 ) -> None:
@@ -115,6 +114,7 @@ def test_server_sessions_opened_by_pgbouncer_get_the_services_session_limits(
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.serial
+@pytest.mark.django_db(transaction=True)
 def test_three_clusters_behind_pgbouncer_settle_300_faulty_jobs_once_each_under_one_supervisor() -> None:
     report_path = ARTIFACTS / "fault-campaign-pgbouncer.json"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
