@@ -7,6 +7,7 @@ supervisor at a time (docs/deployment.md, "Many hosts")."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -19,8 +20,15 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.db import connection
+from django.db.models import F
 
+from scheduler.models import Event, EventKind, Job
+from scheduler.services import job_submit
+from supervisor.lease import lease_acquire
+from supervisor.models import LeaseTerm, SupervisorLease
+from testbed.campaign import check_lease
 from testbed.processes import PgBouncerProcess
+from tests.factories import chain
 from tests.processes import ARTIFACTS, ROOT, child_env, database_url
 
 
@@ -80,6 +88,53 @@ def test_a_direct_connection_keeps_its_startup_limits_prepared_statements_and_an
     assert options["server_side_binding"] is True
     assert direct["no_server_cursors"] is False
     assert direct["notify"] is True
+
+
+def decisions(job: Job, *holders: str) -> None:
+    """Supervisor decisions by these holders, in this (commit) order."""
+    Event.objects.bulk_create(
+        Event(job=job, kind=EventKind.STEP_TIMED_OUT, source=f"supervisor:{holder}") for holder in holders
+    )
+
+
+@pytest.mark.django_db
+def test_the_lease_check_passes_holders_that_decide_in_the_order_of_their_terms() -> None:
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    assert lease_acquire("a") is not None
+    first_event = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    decisions(job, "a", "a")
+    SupervisorLease.objects.update(expires_at=F("expires_at") - dt.timedelta(hours=1))
+    assert lease_acquire("b") is not None
+    decisions(job, "b")
+    report = check_lease(first_event, first_term=0)
+    assert report["violations"] == []
+    assert (report["terms_finished"], report["holders_deciding"]) == (1, 2)
+
+
+@pytest.mark.django_db
+def test_the_lease_check_catches_a_holder_deciding_after_its_successor_took_over() -> None:
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    assert lease_acquire("a") is not None
+    first_event = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    SupervisorLease.objects.update(expires_at=F("expires_at") - dt.timedelta(hours=1))
+    assert lease_acquire("b") is not None
+    decisions(job, "a", "b", "a")  # "a" acted beside "b"
+    report = check_lease(first_event, first_term=0)
+    assert report["violations"] and "a decided outside its term" in report["violations"][0]
+
+
+@pytest.mark.django_db
+def test_the_lease_check_catches_a_term_that_could_act_after_the_takeover() -> None:
+    assert lease_acquire("a") is not None
+    SupervisorLease.objects.update(expires_at=F("expires_at") - dt.timedelta(hours=1))
+    assert lease_acquire("b") is not None
+    term = LeaseTerm.objects.get()
+    assert term.ended_at is not None
+    LeaseTerm.objects.update(expired_at=term.ended_at + dt.timedelta(seconds=1))
+    report = check_lease(0, first_term=0)
+    assert report["violations"] and "could act until" in report["violations"][0]
 
 
 @pytest.fixture
