@@ -60,6 +60,8 @@ class Command(BaseCommand):
         if options["clusters"]:
             self.scaleout(options)
             return
+        if options["pgbouncer"]:
+            raise CommandError("--pgbouncer applies to the scale-out run: give --clusters too (e.g. 1,2,3)")
         try:
             results = bench.run(
                 jobs=options["jobs"],
