@@ -103,6 +103,10 @@ TEMPLATES = [
 # read-then-write transaction waits on the busy timeout instead of failing with "database is
 # locked" (see docs/architecture.md, "Embedded SQLite").
 _default_sqlite = f"sqlite:///{VAR_DIR / 'sas.sqlite3'}"
+# DATABASE_URL points at a transaction-pooling PgBouncer (several hosts on one PostgreSQL): no
+# session state may outlive a transaction (startup options, prepared statements, held cursors,
+# LISTEN). docs/deployment.md, "Many hosts".
+SAS_DB_TRANSACTION_POOLING = _env_bool("SAS_DB_TRANSACTION_POOLING", False)
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", _default_sqlite), conn_max_age=60, conn_health_checks=True
@@ -119,16 +123,24 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file (not :memory:) so that a cluster subprocess can share the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-sas.sqlite3")}
 else:
-    # Short server-side limits keep a stuck session from holding back the hot tables.
     DATABASES["default"].setdefault("OPTIONS", {})
-    DATABASES["default"]["OPTIONS"].setdefault(
-        "options",
-        "-c idle_in_transaction_session_timeout=60000 -c lock_timeout=30000",
-    )
-    if _env_bool("SAS_DB_PREPARED", True):
+    if not SAS_DB_TRANSACTION_POOLING:
+        # Short server-side limits keep a stuck session from holding back the hot tables. A
+        # transaction pooler refuses the `options` startup parameter: behind one, the same limits
+        # are set on the role or by the pooler (docs/deployment.md, "Many hosts").
+        DATABASES["default"]["OPTIONS"].setdefault(
+            "options",
+            "-c idle_in_transaction_session_timeout=60000 -c lock_timeout=30000",
+        )
+    else:
+        # A server session is ours for one transaction only: a WITH HOLD cursor, which Django
+        # opens for .iterator() outside a transaction, would outlive it on someone else's session.
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    if _env_bool("SAS_DB_PREPARED", not SAS_DB_TRANSACTION_POOLING):
         # Server-side parameters, and statements prepared once a connection has run them 5 times:
         # the hot path's statements are planned once per connection instead of once per call.
-        # Turn off (SAS_DB_PREPARED=0) behind a transaction-pooling PgBouncer.
+        # Off by default behind a transaction pooler: a prepared statement lives in one server
+        # session (PgBouncer 1.21+ can carry them; docs/deployment.md says when that is safe).
         DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
         DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5
     # Names this process's sessions in pg_stat_activity (the fault campaign drops them by name).
@@ -306,7 +318,9 @@ SAS_AGENT_ALLOWED_HOSTS = _env_list("SAS_AGENT_ALLOWED_HOSTS")
 # SAS_AGENT_ALLOWED_HOSTS): `make run` names its sandbox, production its internal services.
 SAS_OUTBOUND_INTERNAL_HOSTS = _env_list("SAS_OUTBOUND_INTERNAL_HOSTS")
 SAS_SUPERVISOR_IN_CLUSTER = _env_bool("SAS_SUPERVISOR_IN_CLUSTER", True)
-SAS_Q_NOTIFY = _env_bool("SAS_Q_NOTIFY", True)
+# A LISTEN through a transaction pooler registers on whichever server session ran it, and the
+# announcements never reach the pusher: behind one, idle pushers look every SAS_Q_POLL instead.
+SAS_Q_NOTIFY = _env_bool("SAS_Q_NOTIFY", True) and not SAS_DB_TRANSACTION_POOLING
 # The outcome's one-round-trip PostgreSQL function (scheduler.services.hotpath); off only to
 # compare it with the general path.
 SAS_FAST_PATH = _env_bool("SAS_FAST_PATH", True)

@@ -116,6 +116,33 @@ class SupervisorLease(models.Model):
         return f"{self.name} held by {self.holder or 'nobody'} (token {self.token})"
 
 
+class LeaseTerm(models.Model):
+    """One finished term of a lease holder: written by the database itself (a trigger on the
+    lease row, supervisor/migrations/0003) in the statement that hands the lease to the next
+    holder, so the record costs no round trip and cannot be skipped.
+
+    A holder acts only in transactions that see `expires_at` in the future under the lease row's
+    lock (`lease_fence`), and the next holder takes over only once `expires_at` has passed, so a
+    term's `expired_at` is never after the next term's `acquired_at`: the terms of a lease never
+    overlap (the many-hosts test checks this on the record)."""
+
+    lease = models.CharField(max_length=50)
+    token = models.BigIntegerField()
+    holder = models.CharField(max_length=200)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    #: The last moment this holder could act: its lease's expiry when the next holder took it.
+    expired_at = models.DateTimeField(null=True, blank=True)
+    #: When the next holder took the lease, and who (its term's `acquired_at` and `holder`).
+    ended_at = models.DateTimeField(null=True, blank=True)
+    ended_by = models.CharField(max_length=200)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.lease} term {self.token} of {self.holder}"
+
+
 class AlertKind(models.TextChoices):
     #: A step is held for an operator (the job needs attention).
     STEP_NEEDS_ATTENTION = "step_needs_attention", "A step needs attention"

@@ -12,6 +12,11 @@ goes through a queue on a real Redis; their faults are lost, repeated, late and 
 and callbacks, and restarts of the broker that lose what it held. Then it stops the faults, waits
 for every job to settle, and checks the invariants of docs/architecture.md against the database
 and the remote's own ledger.
+
+Many hosts (`pgbouncer=True`, `webs=N`): every cluster and web process reaches the database through
+a real PgBouncer in transaction pooling mode, and the jobs are submitted through the REST API of
+the web processes in turn. The lease's durable record (its finished terms, and the holder named by
+every supervisor decision, in commit order) must show one acting supervisor at a time.
 """
 
 from __future__ import annotations
@@ -33,9 +38,12 @@ from typing import Any
 
 import httpx
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import OperationalError, close_old_connections, connection
 
 from sas_project.errors import SasError
+from sas_project.permissions import role_groups_ensure
+from sas_project.tokens.services import token_create
 from scheduler.models import Attempt, Event, Job, JobStatus, Step, StepKind, StepStatus
 from scheduler.services import job_submit
 from scheduler.transitions import (
@@ -44,12 +52,14 @@ from scheduler.transitions import (
     STEP_OPERATOR_ONLY,
     STEP_TRANSITIONS,
 )
-from supervisor.models import SupervisorLease
+from supervisor.lease import LEASE_NAME
+from supervisor.models import LeaseTerm, SupervisorLease
 from supervisor.services import step_retry
 from testbed.definitions import ensure_policy, ensure_pool, ensure_workflow, refuse_foreign_jobs
 from testbed.processes import (
     ROOT,
     ClusterProcess,
+    PgBouncerProcess,
     RedisProcess,
     SandboxProcess,
     WebProcess,
@@ -100,6 +110,10 @@ class CampaignConfig:
     artifacts: Path = field(default_factory=lambda: ROOT / "var" / "campaign")
     #: Run even though the database holds jobs this campaign did not create.
     scratch: bool = False
+    #: Clusters and web processes reach the database through PgBouncer (transaction pooling).
+    pgbouncer: bool = False
+    #: Web processes the jobs are submitted through (the REST API, in turn); 0: in-process.
+    webs: int = 0
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -331,6 +345,57 @@ def _reply_faults(cfg: CampaignConfig, *, on: bool) -> dict[str, Any]:
     }
 
 
+def database_url() -> str:
+    """The URL of the database this process uses (the campaign's children use the same one)."""
+    s = connection.settings_dict
+    user = s.get("USER") or "postgres"
+    password = f":{s['PASSWORD']}" if s.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{s.get('HOST') or '127.0.0.1'}:{s.get('PORT') or 5432}/{s['NAME']}"
+
+
+def api_token() -> str:
+    """A submitter's API token, as a client system holds one."""
+    role_groups_ensure()
+    user, _ = get_user_model().objects.get_or_create(username="campaign-client")
+    user.groups.add(Group.objects.get(name="submitters"))
+    _, key = token_create(user=user, name="campaign")
+    return key
+
+
+class ApiSubmitter:
+    """Submits jobs through the REST API of several web processes, in turn. A submission whose
+    answer was lost is sent again with the same idempotency key, which returns the same job."""
+
+    def __init__(self, urls: list[str], token: str) -> None:
+        headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+        self.clients = [httpx.Client(base_url=u, headers=headers, timeout=30, trust_env=False) for u in urls]
+        self.sent = 0
+
+    def submit(self, workflow: str, payload: dict[str, Any], key: str) -> str:
+        errors: list[str] = []
+        for _ in range(20):
+            client = self.clients[self.sent % len(self.clients)]
+            self.sent += 1
+            try:
+                response = client.post(
+                    "/api/v1/jobs/",
+                    json={"workflow": workflow, "input": payload},
+                    headers={"Idempotency-Key": key},
+                )
+            except httpx.HTTPError as exc:
+                errors.append(str(exc))
+            else:
+                if response.status_code in (200, 201):
+                    return str(response.json()["id"])
+                errors.append(f"{response.status_code} {response.text[:200]}")
+            time.sleep(0.5)
+        raise RuntimeError(f"submitting through the API failed: {errors[-3:]}")
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+
+
 def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, Any]:
     if connection.vendor != "postgresql":
         raise RuntimeError("the fault campaign runs on PostgreSQL (set DATABASE_URL)")
@@ -346,28 +411,49 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         log=cfg.artifacts / f"sandbox-{run_id}.log",
     )
     redis: RedisProcess | None = None
-    web: WebProcess | None = None
+    bouncer: PgBouncerProcess | None = None
+    webs: list[WebProcess] = []
+    submitter: ApiSubmitter | None = None
+    # What every child process shares: the database, directly or through PgBouncer.
+    base_env = dict(os.environ)
+    if cfg.pgbouncer:
+        bouncer = PgBouncerProcess.in_front_of(database_url(), cfg.artifacts / f"pgbouncer-{run_id}").start()
+        base_env |= {"DATABASE_URL": bouncer.url_for(database_url()), "SAS_DB_TRANSACTION_POOLING": "1"}
     if cfg.async_agents:
         redis = RedisProcess(port=free_port(), log=cfg.artifacts / f"redis-{run_id}.log").start()
         sandbox.start("--broker", redis.url, "--async-delay-ms", str(cfg.async_delay_ms), seed=cfg.seed)
-        # Where the remote's callbacks arrive.
-        web = WebProcess(
-            port=free_port(),
-            env={**os.environ, "SAS_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"},
-            log=cfg.artifacts / f"web-{run_id}.log",
-        ).start()
     else:
         sandbox.start(seed=cfg.seed)
+    # The web processes: the API jobs are submitted through, and where the remote's callbacks
+    # arrive (the first one).
+    for i in range(max(cfg.webs, 1 if cfg.async_agents else 0)):
+        webs.append(
+            WebProcess(
+                port=free_port(),
+                env={
+                    **base_env,
+                    "SAS_LOG_LEVEL": "WARNING",
+                    "SAS_THROTTLE_USER": "off",
+                    "SAS_DB_APPLICATION_NAME": f"sas-web-{i}",
+                    "PYTHONUNBUFFERED": "1",
+                },
+                log=cfg.artifacts / f"web-{run_id}-{i}.log",
+            ).start()
+        )
+    web = webs[0] if webs else None
+    if cfg.webs:
+        submitter = ApiSubmitter([w.url for w in webs[: cfg.webs]], api_token())
     ensure_definitions(sandbox.url, cfg, redis.url if redis else "")
     workflows = [WORKFLOW, WORKFLOW_ASYNC] if cfg.async_agents else [WORKFLOW]
     handovers_before = (
         SupervisorLease.objects.filter(pk="supervisor").values_list("handovers", flat=True).first() or 0
     )
     first_event = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    first_term = LeaseTerm.objects.order_by("-id").values_list("id", flat=True).first() or 0
 
     def cluster_env(index: int, faults: bool) -> dict[str, str]:
         env = {
-            **os.environ,
+            **base_env,
             "SAS_SUPERVISOR_INTERVAL": str(cfg.supervisor_interval),
             "SAS_LEASE_SECONDS": str(cfg.supervisor_interval * 3),
             "SAS_Q_WORKERS": str(cfg.workers),
@@ -416,13 +502,13 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                 due = cfg.jobs * min(1.0, (now - started) / max(submit_until - started, 0.001))
                 while submitted < min(cfg.jobs, int(due) + 1):
                     amount = 5000 if rng.random() < cfg.decline_rate else rng.randint(1, 900)
+                    workflow = workflows[submitted % len(workflows)]
+                    payload = {"sku": f"S{submitted}", "quantity": 1, "amount": amount}
                     try:
-                        job_ids.append(
-                            job_submit(
-                                workflow=workflows[submitted % len(workflows)],
-                                input={"sku": f"S{submitted}", "quantity": 1, "amount": amount},
-                            ).job_id
-                        )
+                        if submitter is not None:
+                            job_ids.append(submitter.submit(workflow, payload, key=f"{run_id}-{submitted}"))
+                        else:
+                            job_ids.append(job_submit(workflow=workflow, input=payload).job_id)
                         submitted += 1
                     except SasError:
                         raise
@@ -480,14 +566,21 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         # Let in-flight compensations of settled jobs and late answers land.
         time.sleep(min(3.0, cfg.supervisor_interval * 3))
         report = check(job_ids, sandbox.stats(), first_event, handovers_before)
+        report["lease"] = check_lease(first_event, first_term)
+        if report["lease"]["violations"]:
+            report["violations"]["lease"] = report["lease"]["violations"]
     finally:
         for cluster in clusters:
             cluster.stop()
         sandbox.stop()
-        if web is not None:
-            web.stop()
+        if submitter is not None:
+            submitter.close()
+        for w in webs:
+            w.stop()
         if redis is not None:
             redis.stop()
+        if bouncer is not None:
+            bouncer.stop()
     report["faults"] = asdict(fault)
     report["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
     report["seconds"] = {"total": round(time.monotonic() - started, 1), "drain": round(drain_seconds, 1)}
@@ -640,6 +733,60 @@ def check(
     }
 
 
+def check_lease(first_event: int, first_term: int) -> dict[str, Any]:
+    """One supervisor acting at a time, from the durable record.
+
+    The terms: each finished term's last possible action (`expired_at`) comes no later than the
+    next holder's takeover (`ended_at`), and the terms follow each other (the next term's holder
+    took over from this one). The actions: a supervisor decision is written after `lease_fence`
+    locked the lease row in the same transaction, so event ids follow the order in which
+    holders held the lease; read in id order, the holders who decided must appear in the order
+    of their terms (a holder that reappears after a later holder acted, without a later term of
+    its own, acted beside it)."""
+    terms = list(
+        LeaseTerm.objects.filter(lease=LEASE_NAME, id__gt=first_term)
+        .order_by("id")
+        .values("token", "holder", "acquired_at", "expired_at", "ended_at", "ended_by")
+    )
+    lease = SupervisorLease.objects.filter(pk=LEASE_NAME).first()
+    current: dict[str, Any] = {"token": lease.token, "holder": lease.holder} if lease else {}
+    violations: list[str] = []
+    for term, following in zip(terms, [*terms[1:], None], strict=True):
+        ended, expired = term["ended_at"], term["expired_at"]
+        if ended is not None and expired is not None and expired > ended:
+            violations.append(
+                f"term {term['token']} of {term['holder']} could act until {expired}, "
+                f"after {term['ended_by']} took over at {ended}"
+            )
+        nxt = following or current
+        if nxt and (nxt.get("holder") != term["ended_by"] or nxt.get("token", 0) <= term["token"]):
+            violations.append(f"term {term['token']} was not followed by the term of {term['ended_by']}")
+    # Holders in the order they held the lease during the run.
+    order = [t["holder"] for t in terms] + ([current["holder"]] if current.get("holder") else [])
+    deciders = (
+        Event.objects.filter(id__gt=first_event, source__startswith="supervisor:")
+        .order_by("id")
+        .values_list("id", "source")
+    )
+    position = 0
+    runs: list[str] = []
+    for event_id, source in deciders.iterator(chunk_size=5000):
+        holder = source.removeprefix("supervisor:")
+        if runs and runs[-1] == holder:
+            continue
+        runs.append(holder)
+        try:
+            position = order.index(holder, position)
+        except ValueError:
+            violations.append(f"event {event_id}: {holder} decided outside its term")
+    return {
+        "terms_finished": len(terms),
+        "holders_deciding": len(set(runs)),
+        "decision_runs": len(runs),
+        "violations": violations[:10],
+    }
+
+
 def table(report: dict[str, Any]) -> str:
     f = report["figures"]
     rows = [
@@ -665,6 +812,16 @@ def table(report: dict[str, Any]) -> str:
             "{p50} / {p99} (n={count})".format(**f["overdue_detect_ms"]),
         ),
     ]
+    lease = report.get("lease")
+    if lease is not None:
+        rows += [
+            ("lease terms finished (hand-overs)", lease["terms_finished"]),
+            (
+                "supervisors that decided / runs of decisions",
+                f"{lease['holders_deciding']} / {lease['decision_runs']}",
+            ),
+            ("lease terms overlapping or decisions out of term (must be 0)", len(lease["violations"])),
+        ]
     faults = report.get("faults", {})
     rows += [(f"fault: {k.replace('_', ' ')}", v) for k, v in faults.items() if k != "notes"]
     rows += [(f"remote fault: {k.replace('_', ' ')}", v) for k, v in report.get("remote_faults", {}).items()]

@@ -1,5 +1,6 @@
-"""Real subprocesses for the tests, the fault campaign and the benchmark: the sandbox remote and
-`qcluster`, each in its own session (process group), plus the small helpers they share.
+"""Real subprocesses for the tests, the fault campaign and the benchmark: the sandbox remote,
+`qcluster`, the web tier, Redis and PgBouncer, each in its own session (process group), plus the
+small helpers they share.
 
 Stopping sends SIGTERM to the main process only (django-q2's sentinel dies at once on a
 group-wide SIGTERM and would orphan its workers), waits, then SIGKILLs whatever is left of the
@@ -23,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -370,3 +372,118 @@ class WebProcess:
 
     def stop(self) -> None:
         stop_group(self.proc)
+
+
+def pgbouncer_binary() -> str:
+    found = shutil.which("pgbouncer") or next(
+        (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if Path(p).exists()), None
+    )
+    if found is None:
+        raise RuntimeError("pgbouncer is not installed: run scripts/ensure-system-packages")
+    return found
+
+
+#: Session settings a direct connection passes as startup options (sas_project/settings.py);
+#: behind PgBouncer each server connection runs them once, when PgBouncer opens it.
+PGBOUNCER_CONNECT_QUERY = "SET idle_in_transaction_session_timeout = 60000; SET lock_timeout = 30000"
+
+
+@dataclass
+class PgBouncerProcess:
+    """A throwaway PgBouncer in transaction pooling mode on `port`, in front of the PostgreSQL
+    server at `server_host:server_port` (every database name passes through), trusting its
+    clients as the throwaway server does. Its ini, user list and log live in `workdir`.
+
+    PgBouncer refuses to run as root: as root it is started as `run_as` (the server's user)."""
+
+    port: int
+    server_host: str
+    server_port: int
+    workdir: Path
+    user: str = "postgres"
+    pool_size: int = 20
+    max_client_conn: int = 500
+    run_as: str = "postgres"
+    proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def in_front_of(cls, database_url: str, workdir: Path, **options: Any) -> PgBouncerProcess:
+        """One in front of the server `database_url` names, on a free port."""
+        parts = urlsplit(database_url)
+        return cls(
+            port=free_port(),
+            server_host=parts.hostname or "127.0.0.1",
+            server_port=parts.port or 5432,
+            workdir=workdir,
+            user=parts.username or "postgres",
+            **options,
+        )
+
+    def url_for(self, database_url: str) -> str:
+        """`database_url` with its host and port replaced by this PgBouncer's."""
+        parts = urlsplit(database_url)
+        credentials = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+        return urlunsplit(parts._replace(netloc=f"{credentials}127.0.0.1:{self.port}"))
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / "pgbouncer.log"
+
+    def ini(self) -> str:
+        return "\n".join(
+            [
+                "[databases]",
+                # Every database name goes to the same server, as the same user; the session
+                # settings run once per server connection.
+                f"* = host={self.server_host} port={self.server_port} "
+                f"connect_query='{PGBOUNCER_CONNECT_QUERY}'",
+                "[pgbouncer]",
+                "listen_addr = 127.0.0.1",
+                f"listen_port = {self.port}",
+                f"unix_socket_dir = {self.workdir}",
+                "auth_type = trust",
+                f"auth_file = {self.workdir / 'userlist.txt'}",
+                "pool_mode = transaction",
+                f"default_pool_size = {self.pool_size}",
+                f"max_client_conn = {self.max_client_conn}",
+                # The service's sessions name themselves; PgBouncer passes the name on.
+                "application_name_add_host = 0",
+                "server_login_retry = 1",
+                "idle_transaction_timeout = 60",
+                f"logfile = {self.log}",
+                f"pidfile = {self.workdir / 'pgbouncer.pid'}",
+                "log_connections = 0",
+                "log_disconnections = 0",
+                "",
+            ]
+        )
+
+    def start(self) -> PgBouncerProcess:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "pgbouncer.ini").write_text(self.ini())
+        (self.workdir / "userlist.txt").write_text(f'"{self.user}" ""\n')
+        command = [pgbouncer_binary(), str(self.workdir / "pgbouncer.ini")]
+        if os.geteuid() == 0:
+            shutil.chown(self.workdir, user=self.run_as)
+            for name in ("pgbouncer.ini", "userlist.txt"):
+                shutil.chown(self.workdir / name, user=self.run_as)
+            command[1:1] = ["-u", self.run_as]
+        with (self.workdir / "pgbouncer.out").open("ab") as out:
+            self.proc = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+        def answers() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"pgbouncer exited; see {self.log}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return True
+            except OSError:
+                return False
+
+        wait_until(answers, timeout=30, interval=0.05, message="pgbouncer")
+        return self
+
+    def stop(self) -> None:
+        stop_group(self.proc, timeout=10)

@@ -18,7 +18,7 @@ from scheduler.models import Attempt, AttemptKind, Event, Job, JobStatus, Outcom
 from scheduler.services import job_submit
 from scheduler.tasks import run_attempt
 from supervisor.lease import lease_acquire
-from supervisor.models import SupervisorLease
+from supervisor.models import LeaseTerm, SupervisorLease
 from supervisor.policies import policy_update
 from supervisor.scan import ScanReport
 from supervisor.services import job_cancel, job_pause, job_resume, step_retry
@@ -362,6 +362,25 @@ def test_an_expired_lease_is_taken_over_with_a_new_token(supervise: Supervise) -
     report = supervise(holder="two")
     lease = SupervisorLease.objects.get()
     assert report.acted and lease.holder == "two" and lease.token == token + 1 and lease.handovers == 1
+
+
+@pytest.mark.sqlite
+def test_a_takeover_records_the_finished_term_which_ended_no_later_than_the_takeover() -> None:
+    SupervisorLease.objects.all().delete()
+    first = lease_acquire("one")
+    assert first is not None
+    assert lease_acquire("one") is not None  # a renewal finishes no term
+    assert lease_acquire("two") is None  # nor does a refused takeover
+    assert not LeaseTerm.objects.exists()
+    SupervisorLease.objects.update(expires_at=F("expires_at") - dt.timedelta(hours=1))
+    expired = SupervisorLease.objects.get().expires_at
+    second = lease_acquire("two")
+    assert second is not None and second.token == first.token + 1
+    term = LeaseTerm.objects.get()
+    lease = SupervisorLease.objects.get()
+    assert (term.lease, term.token, term.holder, term.ended_by) == ("supervisor", first.token, "one", "two")
+    assert term.expired_at == expired and term.ended_at == lease.acquired_at
+    assert term.expired_at is not None and term.ended_at is not None and term.expired_at <= term.ended_at
 
 
 def test_a_supervisor_that_loses_its_lease_mid_scan_takes_no_further_action(

@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from testbed import bench
+from testbed.bench import scaleout
 from testbed.definitions import ForeignJobs
 from testbed.processes import allow_loopback_remotes
 
@@ -37,6 +38,16 @@ class Command(BaseCommand):
             "--small-history", type=int, default=10_000, help="Settled steps for the small scan."
         )
         parser.add_argument("--overdue", type=int, default=1000, help="Overdue steps per scan.")
+        parser.add_argument(
+            "--clusters",
+            default="",
+            help="Scale-out only: the HTTP workload with each of these numbers of clusters (e.g. 1,2,3).",
+        )
+        parser.add_argument(
+            "--pgbouncer",
+            action="store_true",
+            help="Scale-out: clusters and the web process reach the database through PgBouncer.",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
         parser.add_argument(
             "--scratch",
@@ -46,6 +57,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         allow_loopback_remotes()
+        if options["clusters"]:
+            self.scaleout(options)
+            return
+        if options["pgbouncer"]:
+            raise CommandError("--pgbouncer applies to the scale-out run: give --clusters too (e.g. 1,2,3)")
         try:
             results = bench.run(
                 jobs=options["jobs"],
@@ -63,6 +79,30 @@ class Command(BaseCommand):
         except (RuntimeError, ForeignJobs) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(bench.table(results))
+        if options["json"]:
+            options["json"].write_text(json.dumps(results, indent=2, default=str))
+            self.stdout.write(f"\nwritten to {options['json']}")
+
+    def scaleout(self, options: dict[str, Any]) -> None:
+        try:
+            counts = [int(n) for n in options["clusters"].split(",") if n.strip()]
+        except ValueError as exc:
+            raise CommandError("--clusters takes numbers separated by commas, e.g. 1,2,3") from exc
+        try:
+            results = scaleout.run_scaleout(
+                counts=counts,
+                jobs=options["jobs"],
+                steps=options["steps"],
+                workers=options["workers"],
+                sustained=options["sustained"],
+                backlog=options["backlog"],
+                pgbouncer=options["pgbouncer"],
+                log=lambda line: self.stderr.write(line),
+                scratch=options["scratch"],
+            )
+        except (RuntimeError, ForeignJobs) as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(scaleout.table(results))
         if options["json"]:
             options["json"].write_text(json.dumps(results, indent=2, default=str))
             self.stdout.write(f"\nwritten to {options['json']}")

@@ -82,6 +82,17 @@ class Command(BaseCommand):
             default=d.broker_restart_every,
             help="Seconds between broker restarts.",
         )
+        parser.add_argument(
+            "--pgbouncer",
+            action="store_true",
+            help="Clusters and web processes reach the database through PgBouncer (transaction pooling).",
+        )
+        parser.add_argument(
+            "--webs",
+            type=int,
+            default=d.webs,
+            help="Web processes the jobs are submitted through, in turn (0: in-process).",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
             "--scratch",
@@ -112,6 +123,8 @@ class Command(BaseCommand):
             async_agents=not options["no_async_agents"],
             reply_fault_rate=options["reply_fault_rate"],
             broker_restart_every=options["broker_restart_every"],
+            pgbouncer=options["pgbouncer"],
+            webs=options["webs"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))
