@@ -303,6 +303,11 @@ class Step(models.Model):
                 condition=Q(status__in=sorted(STEP_LIVE)),
                 name="step_live_idx",
             ),
+            # The reruns' reused steps (few): deleting a step (history retention) checks that no
+            # step still reuses it, which without this index is a scan of the whole table per step.
+            models.Index(
+                fields=["reused_from"], condition=Q(reused_from__isnull=False), name="step_reused_from_idx"
+            ),
             # Capacity: a limited pool's calls in flight and its steps waiting for a slot.
             models.Index(
                 fields=["pool", "status"],

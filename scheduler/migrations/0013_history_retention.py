@@ -53,4 +53,8 @@ class Migration(migrations.Migration):
             model_name='prunerun',
             index=models.Index(fields=['-started_at'], name='prunerun_started_idx'),
         ),
+        migrations.AddIndex(
+            model_name='step',
+            index=models.Index(condition=models.Q(('reused_from__isnull', False)), fields=['reused_from'], name='step_reused_from_idx'),
+        ),
     ]
