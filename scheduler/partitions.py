@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+import time
 
 from django.db import DatabaseError, connection, transaction
 
@@ -91,6 +92,16 @@ def drop_emptied(*, before: dt.datetime) -> list[str]:
         end = month_end(name)
         if end is None or end > before:
             continue
+        if _drop_if_empty(name):
+            dropped.append(name)
+    if dropped:
+        logger.info("event partitions dropped: %s", dropped)
+    return dropped
+
+
+def _drop_if_empty(name: str, tries: int = 3) -> bool:
+    """Drop one partition if it holds no row; a few short tries for its lock, then leave it."""
+    for attempt in range(1, tries + 1):
         try:
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
@@ -99,13 +110,12 @@ def drop_emptied(*, before: dt.datetime) -> list[str]:
                 cursor.execute(f'SELECT EXISTS (SELECT 1 FROM "{name}")')  # noqa: S608
                 row = cursor.fetchone()
                 if row is None or row[0]:
-                    continue
+                    return False
                 cursor.execute(f'ALTER TABLE scheduler_event DETACH PARTITION "{name}"')
                 cursor.execute(f'DROP TABLE "{name}"')
-        except DatabaseError:
-            logger.warning("event partition %s: not dropped this time (busy)", name, exc_info=True)
+        except DatabaseError as exc:
+            logger.warning("event partition %s: not dropped (try %s of %s): %s", name, attempt, tries, exc)
+            time.sleep(0.2 * attempt)
             continue
-        dropped.append(name)
-    if dropped:
-        logger.info("event partitions dropped: %s", dropped)
-    return dropped
+        return True
+    return False

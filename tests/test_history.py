@@ -456,3 +456,41 @@ def test_an_existing_event_table_migrates_to_partitions_without_losing_a_row(
         executor = MigrationExecutor(connection)
         executor.loader.build_graph()
         executor.migrate(leaves)
+
+
+# --- the commands ------------------------------------------------------------------------------------
+
+
+@pytest.mark.sqlite
+def test_history_prune_dry_run_prints_what_would_go_and_changes_nothing(
+    drain: Callable[[], int], archive_dir: Path
+) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settled_jobs(drain, 2, age_days=DAYS + 1)
+    out = StringIO()
+    call_command("history_prune", "--dry-run", stdout=out)
+    assert "would archive 2 jobs" in out.getvalue()
+    assert Job.objects.count() == 2 and not archive_dir.exists()
+
+
+@pytest.mark.sqlite
+def test_history_prune_then_history_restore_brings_the_jobs_back(
+    drain: Callable[[], int], archive_dir: Path
+) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    jobs = settled_jobs(drain, 2, age_days=DAYS + 1)
+    before = rows_of([j.pk for j in jobs])
+    out = StringIO()
+    call_command("history_prune", stdout=out)
+    assert "archived 2 jobs" in out.getvalue() and Job.objects.count() == 0
+    name = archive_name(jobs[0].finished_at or timezone.now())
+    call_command("history_restore", name, "--job", str(jobs[0].pk), stdout=out)
+    assert list(Job.objects.values_list("pk", flat=True)) == [jobs[0].pk]
+    call_command("history_restore", str(archive_dir / name), stdout=out)
+    assert rows_of([j.pk for j in jobs]) == before

@@ -40,8 +40,8 @@ def sizes() -> dict[str, dict[str, int]]:
         for table in TABLES:
             cursor.execute(
                 "SELECT COALESCE(sum(pg_table_size(relid)), 0), COALESCE(sum(pg_indexes_size(relid)), 0) "
-                "FROM pg_partition_tree(%s::regclass)",
-                [table],
+                "FROM (SELECT relid FROM pg_partition_tree(%s::regclass) UNION SELECT %s::regclass) t",
+                [table, table],
             )
             table_bytes, index_bytes = cursor.fetchone()
             cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608 (a constant name)
@@ -147,6 +147,7 @@ def run(
     if prune.returncode != 0:
         raise RuntimeError(f"history_prune failed: {err[-2000:]}")
     report = json.loads(out[out.index("{") :])
+    results["prune_log"] = [line for line in err.splitlines() if "partition" in line][-10:]
     results["prune"] = report
     results["prune"]["rows_total"] = sum(report["rows"].values())
     alone = results["throughput_alone"]["steps_per_s"]
