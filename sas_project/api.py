@@ -284,7 +284,8 @@ ERROR_DESCRIPTIONS = {
     403: "Authenticated, but your role does not allow this.",
     404: "No such object (or not visible to you).",
     409: "The current state does not allow this (or a conflicting request).",
-    410: "Gone: it existed, but no longer can be used (an expired token).",
+    410: "Gone: it existed, but no longer can be used (an expired token; a job that history retention "
+    "archived: `archive` names the file).",
     413: "The request body is larger than the limit.",
 }
 

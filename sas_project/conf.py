@@ -6,6 +6,8 @@ Django settings and see the change at the next read.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.conf import settings
 
 
@@ -145,6 +147,17 @@ class SasSettings:
         """How stale a token's recorded last use may get before a request writes it again: one
         write per token per interval, not one per request."""
         return float(getattr(settings, "SAS_TOKEN_LAST_USED_SECONDS", 60))
+
+    @property
+    def history_days(self) -> float:
+        """Jobs settled longer ago than this many days are archived and leave the hot tables;
+        0 turns retention off."""
+        return float(getattr(settings, "SAS_HISTORY_DAYS", 30))
+
+    @property
+    def archive_dir(self) -> Path:
+        """Where retention writes its archive files (`jobs-YYYY-MM-DD.jsonl.gz`)."""
+        return Path(getattr(settings, "SAS_ARCHIVE_DIR", Path(settings.VAR_DIR) / "archive"))
 
 
 sas_settings = SasSettings()

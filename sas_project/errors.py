@@ -53,3 +53,10 @@ class IdempotencyConflict(SasError):
 
     http_status = 409
     code = "idempotency_conflict"
+
+
+class Archived(SasError):
+    """The object existed but history retention archived it: the answer names the archive file."""
+
+    http_status = 410
+    code = "archived"

@@ -349,6 +349,10 @@ SAS_TOKEN_LAST_USED_SECONDS = float(os.environ.get("SAS_TOKEN_LAST_USED_SECONDS"
 SAS_THROTTLE_USER = os.environ.get("SAS_THROTTLE_USER", "1200/min")
 SAS_THROTTLE_ANON = os.environ.get("SAS_THROTTLE_ANON", "300/min")
 SAS_TRUSTED_PROXIES = int(os.environ.get("SAS_TRUSTED_PROXIES", 0))
+# History retention (scheduler.services.retention): jobs settled longer ago than this leave the
+# hot tables, archived first as gzip JSON Lines under SAS_ARCHIVE_DIR.
+SAS_HISTORY_DAYS = float(os.environ.get("SAS_HISTORY_DAYS", 30))
+SAS_ARCHIVE_DIR = Path(os.environ.get("SAS_ARCHIVE_DIR", VAR_DIR / "archive"))
 
 # The API's request counts (sas_project.throttling): each process's memory, which needs no
 # service and costs no database round trip on the API's path; the default cache stays separate.

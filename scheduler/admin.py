@@ -21,7 +21,7 @@ from django.http import HttpRequest
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage
 from scheduler.definitions import validate_steps, workflow_create
-from scheduler.models import Schedule, StepDefinition, Workflow
+from scheduler.models import PruneRun, Schedule, StepDefinition, Workflow
 from scheduler.schedules import (
     SCHEDULE_FIELDS,
     schedule_create,
@@ -337,3 +337,21 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.action(description="Resume the selected schedules")
     def resume(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         self._set_paused(request, queryset, False)
+
+
+@admin.register(PruneRun)
+class PruneRunAdmin(admin.ModelAdmin):
+    """History retention's runs: what each archived and deleted. Written by the service only."""
+
+    list_display = ["started_at", "source", "cutoff", "jobs", "finished_at", "error"]
+    list_filter = ["source"]
+    readonly_fields = [f.name for f in PruneRun._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -168,7 +168,7 @@ class JobView(ApiView):
         operation_id="jobs_read",
         tags=["jobs"],
         summary="A job with its steps and their attempts",
-        responses={200: JobSerializer, **errors(401, 403, 404)},
+        responses={200: JobSerializer, **errors(401, 403, 404, 410)},
     )
     def get(self, request: Request, job_id: uuid.UUID) -> Response:
         return Response(JobSerializer(selectors.job_for_reading(user=request.user, job_id=job_id)).data)
@@ -181,7 +181,7 @@ class JobEventsView(ApiView):
         operation_id="jobs_events",
         tags=["jobs"],
         summary="A job's history, oldest first",
-        responses={200: EventSerializer(many=True), **errors(401, 403, 404)},
+        responses={200: EventSerializer(many=True), **errors(401, 403, 404, 410)},
     )
     def get(self, request: Request, job_id: uuid.UUID) -> Response:
         return self.paginated(selectors.job_events(user=request.user, job_id=job_id), EventSerializer)

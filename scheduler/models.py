@@ -164,6 +164,11 @@ class Job(models.Model):
             ),
             # A job's reruns.
             models.Index(fields=["rerun_of"], condition=Q(rerun_of__isnull=False), name="job_rerun_of_idx"),
+            # History retention (scheduler.services.retention): the oldest settled jobs first.
+            # One entry per job, written once when it settles.
+            models.Index(
+                fields=["finished_at"], condition=Q(finished_at__isnull=False), name="job_settled_idx"
+            ),
             # The supervisor's job-deadline sweep: live jobs with a deadline only.
             models.Index(
                 fields=["deadline"],
@@ -297,6 +302,11 @@ class Step(models.Model):
                 fields=["status", "deadline"],
                 condition=Q(status__in=sorted(STEP_LIVE)),
                 name="step_live_idx",
+            ),
+            # The reruns' reused steps (few): deleting a step (history retention) checks that no
+            # step still reuses it, which without this index is a scan of the whole table per step.
+            models.Index(
+                fields=["reused_from"], condition=Q(reused_from__isnull=False), name="step_reused_from_idx"
             ),
             # Capacity: a limited pool's calls in flight and its steps waiting for a slot.
             models.Index(
@@ -639,3 +649,57 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ArchivedJob(models.Model):
+    """A job that retention moved out of the hot tables: where its rows went, so that the API and
+    the console answer its id with 410 naming the archive file instead of a bare 404.
+
+    One small row per job and no payload (the archive holds the rows); `submitter_id` keeps the
+    visibility rule of a live job (another user's archived job is still a 404).
+    """
+
+    job_id = models.UUIDField(primary_key=True)
+    #: A plain id, not a foreign key: the user may be deleted long after the job was archived.
+    submitter_id = models.IntegerField(null=True, blank=True)
+    settled_at = models.DateTimeField()
+    #: The archive file's name inside SAS_ARCHIVE_DIR (`jobs-YYYY-MM-DD.jsonl.gz`).
+    archive = models.CharField(max_length=100)
+    archived_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-settled_at"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} -> {self.archive}"
+
+
+class PruneRun(models.Model):
+    """One run of history retention (scheduler.services.retention): what it archived and deleted.
+
+    The operator's record of every deletion (besides its log line), and the durable "last run"
+    that keeps the supervisor's daily chore to once a day whichever cluster holds the lease.
+    """
+
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    #: "command" (manage.py history_prune) or "supervisor:<holder>" (the daily chore).
+    source = models.CharField(max_length=200)
+    dry_run = models.BooleanField(default=False)
+    #: Jobs settled before this instant were due.
+    cutoff = models.DateTimeField()
+    jobs = models.PositiveIntegerField(default=0)
+    #: Rows deleted per table: {"job": n, "step": n, "attempt": n, "event": n, "delivery": n}.
+    rows = models.JSONField(default=dict, blank=True)
+    #: The archive files written to.
+    files = models.JSONField(default=list, blank=True)
+    #: Event partitions dropped (PostgreSQL).
+    partitions_dropped = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["-started_at"], name="prunerun_started_idx")]
+
+    def __str__(self) -> str:
+        return f"prune {self.started_at:%Y-%m-%d %H:%M} {self.jobs} jobs"

@@ -19,9 +19,20 @@ from typing import Any
 from django.db import connection
 from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 
-from sas_project.errors import NotFound
+from sas_project.conf import sas_settings
+from sas_project.errors import Archived, NotFound, SasError
 from sas_project.permissions import can_read_all_jobs
-from scheduler.models import Attempt, Delivery, DeliveryKind, Event, Job, Step, StepDefinition, Workflow
+from scheduler.models import (
+    ArchivedJob,
+    Attempt,
+    Delivery,
+    DeliveryKind,
+    Event,
+    Job,
+    Step,
+    StepDefinition,
+    Workflow,
+)
 
 #: Largest value of a PostgreSQL bigint: larger ids cannot exist (and cannot be queried).
 MAX_ID = 2**63 - 1
@@ -38,6 +49,33 @@ def jobs_visible_to(user: Any) -> QuerySet[Job]:
     if user is None or not user.is_authenticated:
         return jobs.none()
     return jobs.filter(submitter=user)
+
+
+def archived_job(*, user: Any, job_id: uuid.UUID | str) -> ArchivedJob | None:
+    """Where retention archived a job the user may see (the same rule as a live job), or None."""
+    try:
+        pk = uuid.UUID(str(job_id))
+    except ValueError:
+        return None
+    archived = ArchivedJob.objects.filter(pk=pk)
+    if not can_read_all_jobs(user):
+        if user is None or not user.is_authenticated:
+            return None
+        archived = archived.filter(submitter_id=user.pk)
+    return archived.first()
+
+
+def job_missing(*, user: Any, job_id: uuid.UUID | str) -> SasError:
+    """The error for a job id not in the tables: Archived (410, naming the file) when retention
+    archived it and the user may see it, NotFound otherwise."""
+    archived = archived_job(user=user, job_id=job_id)
+    if archived is None:
+        return NotFound(f"job {job_id} does not exist")
+    return Archived(
+        f"job {job_id} was archived: it settled on {archived.settled_at:%Y-%m-%d} and history is kept "
+        f"{sas_settings.history_days:g} days; its rows are in the archive file {archived.archive}",
+        archive=archived.archive,
+    )
 
 
 def job_list(
@@ -106,7 +144,7 @@ def job_detail(*, user: Any, job_id: uuid.UUID | str) -> Job:
         .first()
     )
     if job is None:
-        raise NotFound(f"job {job_id} does not exist")
+        raise job_missing(user=user, job_id=job_id)
     return job
 
 
@@ -175,7 +213,7 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
         cursor.execute(JOB_SQL, [job_uuid, everyone, owner])
         row = cursor.fetchone()
         if row is None:
-            raise NotFound(f"job {job_id} does not exist")
+            raise job_missing(user=user, job_id=job_uuid)
         cursor.execute(STEPS_SQL, [job_uuid])
         step_rows = cursor.fetchall()
         cursor.execute(ATTEMPTS_SQL, [job_uuid])
@@ -270,7 +308,7 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
 def job_events(*, user: Any, job_id: uuid.UUID | str) -> QuerySet[Event]:
     """The job's history, oldest first (event_job_idx), or NotFound if the user may not see it."""
     if not jobs_visible_to(user).filter(pk=job_id).exists():
-        raise NotFound(f"job {job_id} does not exist")
+        raise job_missing(user=user, job_id=job_id)
     return Event.objects.filter(job_id=job_id).select_related("step", "actor").order_by("id")
 
 

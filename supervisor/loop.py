@@ -17,6 +17,7 @@ from django.db import close_old_connections, connection
 
 from sas_project.conf import sas_settings
 from scheduler.schedules import schedules_fire
+from scheduler.services.retention import history_prune_if_due
 from supervisor.alerts import supervisor_stale_check
 from supervisor.deliveries import send_due
 from supervisor.lease import LeaseGrant, lease_release
@@ -71,6 +72,13 @@ def run_loop(
         except Exception:
             logger.exception("supervisor %s: alerts and deliveries failed", holder)
             connection.close()
+        if last_grant is not None:
+            try:
+                # History retention, once a day, by the lease holder only, a slice per pass.
+                history_prune_if_due(source=f"supervisor:{holder}")
+            except Exception:
+                logger.exception("supervisor %s: history prune failed", holder)
+                connection.close()
         remaining = interval - (time.monotonic() - started)
         while remaining > 0 and not should_stop():
             time.sleep(min(remaining, 0.2))

@@ -31,6 +31,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
+from sas_project.conf import sas_settings
 from sas_project.errors import SasError
 from sas_project.permissions import can_operate, can_view
 from scheduler.schedules import schedule_set_paused
@@ -175,7 +176,15 @@ def jobs(request: HttpRequest) -> HttpResponse:
 @require_GET
 @viewer_required
 def job(request: HttpRequest, job_id: Any) -> HttpResponse:
-    context = _job_context(job_id)
+    try:
+        context = _job_context(job_id)
+    except Http404:
+        archived = selectors.archived_job(job_id)
+        if archived is None:
+            raise
+        # Gone, not missing: the job existed and its rows are in the named archive file.
+        context = {"section": "jobs", "archived": archived, "history_days": sas_settings.history_days}
+        return render(request, "ops/archived.html", context, status=410)
     return _page(request, "ops/job.html", "ops/_job_live.html", context, context["d"].signature)
 
 

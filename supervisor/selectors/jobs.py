@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from scheduler.models import (
     JOB_LIVE,
     JOB_SETTLED,
     STEP_SETTLED,
+    ArchivedJob,
     Attempt,
     Delivery,
     DeliveryStatus,
@@ -217,3 +219,12 @@ def step_progress(job_ids: Iterable[Any]) -> dict[Any, Progress]:
 
 def workflow_names() -> list[str]:
     return list(Workflow.objects.order_by("name").values_list("name", flat=True).distinct())
+
+
+def archived_job(job_id: Any) -> ArchivedJob | None:
+    """Where history retention archived a job that is no longer in the tables, or None."""
+    try:
+        pk = uuid.UUID(str(job_id))
+    except ValueError:
+        return None
+    return ArchivedJob.objects.filter(pk=pk).first()

@@ -9,8 +9,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from testbed import bench
-from testbed.bench import scaleout
-from testbed.definitions import ForeignJobs
+from testbed.bench import scale, scaleout
+from testbed.bench.definitions import OWN_WORKFLOWS
+from testbed.definitions import ForeignJobs, refuse_foreign_jobs
 from testbed.processes import allow_loopback_remotes
 
 
@@ -50,6 +51,15 @@ class Command(BaseCommand):
         )
         parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
         parser.add_argument(
+            "--scale",
+            action="store_true",
+            help="Only the history-at-scale run: scan and pages at --small-history and --history steps, "
+            "history_prune of --prune-rows rows under a workload, table sizes.",
+        )
+        parser.add_argument(
+            "--prune-rows", type=int, default=1_000_000, help="Rows of prunable history (--scale)."
+        )
+        parser.add_argument(
             "--scratch",
             action="store_true",
             help="Run even though the database holds jobs the benchmark did not create.",
@@ -57,6 +67,19 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         allow_loopback_remotes()
+        if options["scale"]:
+            refuse_foreign_jobs("bench", OWN_WORKFLOWS, scratch=options["scratch"])
+            results = scale.run(
+                small=options["small_history"],
+                large=options["history"],
+                prune_rows=options["prune_rows"],
+                overdue=options["overdue"],
+                log=lambda line: self.stderr.write(line),
+            )
+            self.stdout.write(scale.table(results))
+            if options["json"]:
+                options["json"].write_text(json.dumps(results, indent=2, default=str))
+            return
         if options["clusters"]:
             self.scaleout(options)
             return
