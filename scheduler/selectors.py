@@ -51,24 +51,25 @@ def jobs_visible_to(user: Any) -> QuerySet[Job]:
     return jobs.filter(submitter=user)
 
 
-def archived_job(*, user: Any, job_id: uuid.UUID | str) -> ArchivedJob | None:
-    """Where retention archived a job the user may see (the same rule as a live job), or None."""
+def archived_job(*, user: Any, job_id: uuid.UUID | str, every_job: bool = False) -> ArchivedJob | None:
+    """Where retention archived a job the user may see (the same rule as a live job; `every_job`
+    for callers that already checked the user may act on every job), or None."""
     try:
         pk = uuid.UUID(str(job_id))
     except ValueError:
         return None
     archived = ArchivedJob.objects.filter(pk=pk)
-    if not can_read_all_jobs(user):
+    if not every_job and not can_read_all_jobs(user):
         if user is None or not user.is_authenticated:
             return None
         archived = archived.filter(submitter_id=user.pk)
     return archived.first()
 
 
-def job_missing(*, user: Any, job_id: uuid.UUID | str) -> SasError:
+def job_missing(*, user: Any, job_id: uuid.UUID | str, every_job: bool = False) -> SasError:
     """The error for a job id not in the tables: Archived (410, naming the file) when retention
     archived it and the user may see it, NotFound otherwise."""
-    archived = archived_job(user=user, job_id=job_id)
+    archived = archived_job(user=user, job_id=job_id, every_job=every_job)
     if archived is None:
         return NotFound(f"job {job_id} does not exist")
     return Archived(

@@ -20,6 +20,7 @@ from agents.outcome import Outcome
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound
 from sas_project.validation import json_storable
 from scheduler.models import JOB_SETTLED, EventKind, Job, JobStatus, Step, StepKind, StepStatus
+from scheduler.selectors import job_missing
 from scheduler.services import (
     JOB_FORWARD,
     JobState,
@@ -79,7 +80,9 @@ def _lock(unit: Unit, job_id: Any) -> JobState:
     except ValueError:
         raise NotFound(f"job {job_id!r} does not exist") from None
     if not Job.objects.filter(pk=job_id).exists():
-        raise NotFound(f"job {job_id} does not exist")
+        # Operator actions reach every job (their callers checked the role): an archived job is
+        # a 410 naming its archive file, not a bare 404.
+        raise job_missing(user=None, job_id=job_id, every_job=True)
     return lock_job(unit, job_id)
 
 

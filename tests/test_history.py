@@ -248,6 +248,21 @@ def test_the_api_answers_an_archived_job_410_naming_the_archive_file(
 
 
 @pytest.mark.sqlite
+def test_an_operator_action_on_an_archived_job_is_a_410_naming_the_archive_file(
+    drain: Callable[[], int], archive_dir: Path
+) -> None:
+    (job,) = settled_jobs(drain, 1, age_days=DAYS + 1)
+    history_prune(source="test")
+    name = archive_name(job.finished_at or timezone.now())
+    ops = client_for(make_user("olga", "operators"))
+    for action, body in (("rerun", {"from_step": "s1"}), ("compensate", {}), ("cancel", {})):
+        response = ops.post(f"{V1}/jobs/{job.pk}/{action}/", body, format="json")
+        assert response.status_code == 410, (action, response.json())
+        assert response.json()["archive"] == name
+    assert not Job.objects.filter(pk=job.pk).exists()
+
+
+@pytest.mark.sqlite
 def test_another_users_archived_job_is_still_a_404(drain: Callable[[], int], archive_dir: Path) -> None:
     (job,) = settled_jobs(drain, 1, age_days=DAYS + 1, submitter=make_user("alice", "submitters"))
     history_prune(source="test")
