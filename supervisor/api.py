@@ -139,7 +139,6 @@ class JobRerunView(ApiView):
     )
     def post(self, request: Request, job_id: uuid.UUID) -> Response:
         body = validated(JobRerunSerializer, request.data)
-        job_selectors.job_for_reading(user=request.user, job_id=job_id)  # 404 unless visible
         rerun = job_rerun(
             actor=request.user,
             job_id=job_id,

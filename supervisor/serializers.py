@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import prefetch_related_objects
 from rest_framework import serializers
 
 from sas_project.api import MAX_INT, NAME_PATTERN, ReplaceMixin, StrictSerializer
@@ -19,6 +20,7 @@ from supervisor.models import (
     RemediationPolicy,
 )
 from supervisor.policies import POLICY_FIELDS
+from supervisor.services import BULK_ACTIONS, BULK_LIMIT
 
 # --- operator actions ---------------------------------------------------------------------------
 
@@ -202,7 +204,18 @@ class LastEventSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class AttentionPageSerializer(serializers.ListSerializer):
+    """A page of Needs-attention items: their steps' attempts read in one query, not one per item."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        prefetch_related_objects([item.step for item in data], "attempts__pool")
+        return super().to_representation(data)
+
+
 class AttentionItemSerializer(serializers.Serializer):
+    class Meta:
+        list_serializer_class = AttentionPageSerializer
+
     step = StepSerializer(help_text="The step (with its attempts).")
     job = serializers.CharField(help_text="The step's job.")
     workflow = serializers.CharField()
@@ -239,13 +252,11 @@ class AttentionItemSerializer(serializers.Serializer):
 
 
 class BulkActionSerializer(ActionSerializer):
-    action = serializers.ChoiceField(
-        choices=[("retry", "retry"), ("compensate", "compensate"), ("cancel", "cancel")]
-    )
+    action = serializers.ChoiceField(choices=[(a, a) for a in BULK_ACTIONS])
     step_ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
         min_length=1,
-        max_length=1000,
+        max_length=BULK_LIMIT,
         help_text="Steps from the Needs-attention list; compensate and cancel act on their jobs.",
     )
     dry_run = serializers.BooleanField(

@@ -194,22 +194,35 @@ def step_retry(
         return step
 
 
-def _edit_input(unit: Unit, state: JobState, step: Step, new_input: Any) -> dict[str, Any]:
-    """Give the step its own input and a new operation ID; what the event records."""
+def input_edit_refusal(step: Step) -> str | None:
+    """Why `step` may not be retried with an edited input now, or None when it may (the console
+    shows the form on None; _edit_input refuses with the reason)."""
     if step.kind != StepKind.ACTION:
-        raise ActionNotAllowed("a compensation is retried as it is: its input is the step it undoes")
+        return "a compensation is retried as it is: its input is the step it undoes"
     if step.status not in (S.HELD, S.FAILED):
-        raise ActionNotAllowed(
-            f"only a held or failed step is retried with an edited input, not a {step.status} one"
-        )
-    if not isinstance(new_input, dict):
-        raise InvalidInput("input must be a JSON object", field="input")
-    json_storable(new_input, "input")
+        return f"only a held or failed step is retried with an edited input, not a {step.status} one"
     if step.attempt and step.last_outcome not in NO_EFFECT_FOR_EDIT:
-        raise ActionNotAllowed(
+        return (
             f"step {step.name} may have taken effect under its operation ID (last outcome: "
             f"{step.last_outcome or 'none'}): reconcile or resolve it instead of changing its input"
         )
+    return None
+
+
+def _json_object(value: Any, field: str = "input") -> dict[str, Any]:
+    """A new input: a JSON object the database can store, or InvalidInput naming the field."""
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{field} must be a JSON object", field=field)
+    json_storable(value, field)
+    return value
+
+
+def _edit_input(unit: Unit, state: JobState, step: Step, new_input: Any) -> dict[str, Any]:
+    """Give the step its own input and a new operation ID; what the event records."""
+    refusal = input_edit_refusal(step)
+    if refusal is not None:
+        raise ActionNotAllowed(refusal)
+    new_input = _json_object(new_input)
     old_input = step.input_override if step.input_override is not None else state.job.input
     old_operation = step.operation_id
     step.operation_id = str(uuid.uuid4())
@@ -286,9 +299,7 @@ def job_rerun(*, actor: User | None, job_id: Any, from_step: str, input: Any = N
     if not isinstance(from_step, str) or not from_step:
         raise InvalidInput("from_step must name a step of the job", field="from_step")
     if input is not None:
-        if not isinstance(input, dict):
-            raise InvalidInput("input must be a JSON object", field="input")
-        json_storable(input, "input")
+        input = _json_object(input)
     with unit_of_work() as unit:
         state = _lock(unit, job_id)
         job = state.job

@@ -24,13 +24,17 @@ from scheduler.models import (
     ArchivedJob,
     Attempt,
     Delivery,
+    DeliveryKind,
+    DeliveryStatus,
     Event,
     Job,
     JobStatus,
     Outcome,
     PruneRun,
+    Schedule,
     Step,
 )
+from scheduler.schedules import schedule_create
 from scheduler.services import job_submit
 from scheduler.services.retention import history_prune, history_prune_if_due
 from tests.factories import chain, make_policy, make_workflow, step
@@ -170,6 +174,31 @@ def test_prune_leaves_live_jobs_and_jobs_settled_within_the_period(
     settled_jobs(drain, 1, age_days=DAYS - 1)
     assert history_prune(source="test").jobs == 0
     assert Job.objects.count() == 2
+
+
+@pytest.mark.sqlite
+def test_a_job_whose_callback_is_still_to_be_sent_stays_until_it_is_sent(
+    drain: Callable[[], int], archive_dir: Path
+) -> None:
+    (job,) = settled_jobs(drain, 1, age_days=DAYS + 1)
+    Delivery.objects.create(
+        kind=DeliveryKind.CALLBACK, key=f"{job.pk}:succeeded", target="https://hooks.example.com", job=job
+    )
+    assert history_prune(source="test").jobs == 0
+    Delivery.objects.filter(job=job).update(status=DeliveryStatus.DELIVERED)
+    assert history_prune(source="test").jobs == 1
+    assert not Job.objects.filter(pk=job.pk).exists()
+
+
+@pytest.mark.sqlite
+def test_the_last_job_of_a_schedule_is_archived_and_the_schedule_kept(
+    drain: Callable[[], int], archive_dir: Path
+) -> None:
+    (job,) = settled_jobs(drain, 1, age_days=DAYS + 1)
+    schedule = schedule_create(name="nightly", actor=None, workflow="chain", cron="0 3 * * *")
+    Schedule.objects.filter(pk=schedule.pk).update(last_job=job)
+    assert history_prune(source="test").jobs == 1
+    assert Schedule.objects.get(pk=schedule.pk).last_job is None
 
 
 @pytest.mark.sqlite

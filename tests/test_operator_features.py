@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agents.fake import FakeRemote
 from agents.models import AgentPool
-from scheduler.models import Event, EventKind, Job, JobStatus, Outcome, Schedule, Step, StepStatus
+from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Outcome, Schedule, Step, StepStatus
 from scheduler.schedules import next_fire, schedule_create, schedules_fire
 from scheduler.services import job_submit
 from scheduler.services.capacity import forget_limits_cache, pump
@@ -167,6 +167,30 @@ def test_a_refused_step_is_retried_with_an_edited_input_and_a_new_operation_id(
     event = Event.objects.get(step=charge, kind=EventKind.OPERATOR_RETRY)
     assert event.data["input"] == {"old": {"card": "old"}, "new": {"card": "new"}}
     assert event.data["operation_id"]["old"] == old_operation and event.actor.username == "olga"
+
+
+def test_the_undo_of_a_step_retried_with_an_edited_input_gets_that_input(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    make_policy("holding", max_attempts=1, on_exhausted="hold", retry_on=["transient_failure"])
+    make_workflow("pay", step("charge", policy="holding"), step("ship", "charge"))
+    fake_remote.script("charge", Outcome.BUSINESS_FAILURE)
+    fake_remote.script("ship", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="pay", input={"card": "old"}).job
+    drain()
+    supervise()
+    charge = job.steps.get(name="charge")
+    ops = client_for(make_user("olga", "operators"))
+    ops.post(f"{V1}/steps/{charge.pk}/retry/", {"input": {"card": "new"}}, format="json")
+    drain()
+    assert job.steps.get(name="charge").status == StepStatus.SUCCEEDED
+    for _ in range(3):  # ship is refused: the job is compensated
+        supervise()
+        drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPENSATED
+    refund = [c for c in fake_remote.calls if c.payload.get("compensates")]
+    assert refund and refund[-1].payload["input"] == {"card": "new"}  # what was charged is undone
 
 
 def test_an_edited_retry_is_refused_when_the_old_request_may_have_happened(
@@ -330,8 +354,13 @@ def test_a_rate_limited_pool_starts_at_most_its_rate(fake_remote: FakeRemote) ->
         job_submit(workflow="one", input={"n": n})
     assert pump()[0] == 2
     assert Step.objects.filter(status=StepStatus.DISPATCHED).count() == 2
+    # The two calls started just now (set again: the first pump's own time does not count).
+    Attempt.objects.update(dispatched_at=timezone.now())
     count, wait = pump()
     assert count == 0 and wait is not None and 0 < wait <= 1
+    # A second later the window has moved on: two more go.
+    Attempt.objects.update(dispatched_at=timezone.now() - dt.timedelta(seconds=1.1))
+    assert pump()[0] == 2
 
 
 def test_a_paused_or_stopped_job_takes_no_slot(fake_remote: FakeRemote, drain: Callable) -> None:

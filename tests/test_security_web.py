@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.urls import resolve
 
-from scheduler.models import Job, StepStatus
+from scheduler.models import Job, Schedule, StepStatus
+from scheduler.schedules import schedule_create
+from supervisor.urls import urlpatterns as ops_urls
 from testbed.processes import ROOT
 from tests.test_api_support import make_user
 
@@ -89,6 +92,9 @@ def console_posts(job: Job) -> list[str]:
         f"/ops/steps/{step.pk}/retry/",
         f"/ops/steps/{step.pk}/resolve/",
         f"/ops/jobs/{job.pk}/act/",
+        f"/ops/jobs/{job.pk}/rerun/",
+        "/ops/schedules/nightly/act/",
+        "/ops/schedules/",
         "/ops/attention/bulk/",
         "/ops/",
         "/ops/attention/",
@@ -114,13 +120,25 @@ def test_every_console_post_without_the_csrf_token_is_refused_and_changes_nothin
     drain()
     supervise()
     assert job.steps.get(name="s1").status == StepStatus.HELD
+    schedule_create(name="nightly", actor=None, workflow="held", cron="0 3 * * *")
+    urls = console_posts(job)
+    # The list is every route of the console: a new one must be added here.
+    assert {resolve(u).url_name for u in urls if u.startswith("/ops/")} == {p.name for p in ops_urls}
     client = Client(enforce_csrf_checks=True)
     client.force_login(make_user("olga", "operators"))
-    for url in console_posts(job):
-        body = {"action": "cancel", "reason": "x", "step": job.steps.get(name="s1").pk, "stage": "run"}
+    for url in urls:
+        body = {
+            "action": "cancel",
+            "reason": "x",
+            "step": job.steps.get(name="s1").pk,
+            "stage": "run",
+            "from_step": "s1",
+        }
         response = client.post(url, body, headers={"HX-Request": "true"})
         assert response.status_code == 403, url
         assert b"CSRF" in response.content, url
     assert job.steps.get(name="s1").status == StepStatus.HELD
     assert Job.objects.get(pk=job.pk).status == "needs_attention"
+    assert not Job.objects.filter(rerun_of=job).exists()
+    assert Schedule.objects.get(name="nightly").paused_at is None
     assert client.get("/ops/").status_code == 200  # still signed in: the logout was refused too

@@ -41,7 +41,8 @@ WITH claimed AS (
 SELECT (SELECT count(*) FROM claimed) AS claimed, statement_timestamp() AS db_now,
        a.kind AS attempt_kind, a.endpoint_url, a.deadline, a.dispatched_at, p.name AS pool_name,
        j.trace_parent,
-       s.id AS step_id, s.job_id, s.kind AS step_kind, s.operation_id, s.input_override,
+       s.id AS step_id, s.job_id, s.kind AS step_kind, s.operation_id,
+       COALESCE(s.input_override, c.input_override) AS input_override,
        d.name, d.path, d.status_path, d.compensation_path, d.depends_on,
        p.kind AS agent_kind, e.secret_header_name, e.secret_header_value,
        j.status AS job_status, j.input,
@@ -122,7 +123,11 @@ def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
         "job_id": step.job_id,
         "step_kind": step.kind,
         "operation_id": step.operation_id,
-        "input_override": step.input_override,
+        "input_override": (
+            step.input_override
+            if step.input_override is not None or step.compensates is None
+            else step.compensates.input_override
+        ),
         "name": definition.name,
         "path": definition.path,
         "status_path": definition.status_path,
@@ -167,7 +172,7 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
         "step": row["name"],
         "operation_id": row["operation_id"],
         "attempt": number,
-        # An operator's edited retry gives the step its own input.
+        # An operator's edited retry gives the step its own input (and its undo the same one).
         "input": row["input_override"] if row["input_override"] is not None else row["input"],
         "results": _ancestor_results(row["name"], [tuple(r) for r in row["siblings"] or []]),
     }

@@ -218,7 +218,7 @@ def _submit_in_python(
             if replay:
                 return replay
         unit.now = definitions[0].db_now  # type: ignore[attr-defined]
-        job = _create_job(unit, definitions, payload, user, key, request_hash, extra)
+        job = _create_job(unit, definitions, payload, user, key, request_hash, extra).job
     return Submission(job_id=job.pk, created=True, loaded=job)
 
 
@@ -230,9 +230,22 @@ def _create_job(
     idempotency_key: str | None,
     request_hash: str,
     extra: Extra,
-) -> Job:
+    *,
+    actor: User | None = None,
+    source: str = SCHEDULER,
+    reason: str = "",
+    rerun_of: Job | None = None,
+    reuse: dict[str, Step] | None = None,
+    data: dict[str, Any] | None = None,
+) -> JobState:
+    """Create a job with its steps and its `job_submitted` event, and start it. `user` submits it,
+    `actor` (default: the user) did it. A rerun names the original (`rerun_of`) and the steps
+    whose output it reuses (`reuse`, by name): those are created succeeded, with their own
+    event, and are never called."""
     now = unit.now
+    reuse = reuse or {}
     definition = definitions[0].workflow
+    actor = actor if actor is not None else user
     # A job is created running: its first steps are dispatched in this same transaction.
     job = Job.objects.create(
         status=J.RUNNING,
@@ -245,6 +258,7 @@ def _create_job(
         trace_parent=extra.trace_parent,
         business_key=extra.business_key,
         priority=extra.priority,
+        rerun_of=rerun_of,
         deadline=(
             now + dt.timedelta(seconds=definition.deadline_seconds) if definition.deadline_seconds else None
         ),
@@ -262,6 +276,16 @@ def _create_job(
                 pool=d.pool,
                 created_at=now,
                 updated_at=now,
+                **(
+                    {
+                        "status": S.SUCCEEDED,
+                        "output": reuse[d.name].output,
+                        "reused_from": reuse[d.name],
+                        "finished_at": now,
+                    }
+                    if d.name in reuse
+                    else {}
+                ),
             )
             for d in definitions
         ]
@@ -269,15 +293,28 @@ def _create_job(
     unit.event(
         job_id=job.pk,
         kind=EventKind.JOB_SUBMITTED,
-        source=SCHEDULER,
+        source=source,
         to_status=J.RUNNING,
-        actor=user,
-        data={"workflow": definition.name, "version": definition.version},
+        actor=actor,
+        reason=reason,
+        data={"workflow": definition.name, "version": definition.version, **(data or {})},
     )
     for step in steps:
         step.job = job
-    job_advance(unit, JobState(job=job, steps=list(steps)), source=SCHEDULER)
-    return job
+        if step.reused_from_id is not None:
+            unit.event(
+                job_id=job.pk,
+                step=step,
+                kind=EventKind.STEP_SUCCEEDED,
+                source=source,
+                actor=actor,
+                to_status=S.SUCCEEDED,
+                reason=f"output reused from job {rerun_of.pk if rerun_of else ''}: not called again",
+                data={"reused_from": step.reused_from_id},
+            )
+    state = JobState(job=job, steps=list(steps))
+    job_advance(unit, state, source=source, actor=actor)
+    return state
 
 
 def rerun_create(
@@ -318,75 +355,24 @@ def rerun_create(
             if child not in rerun:
                 rerun.add(child)
                 todo.append(child)
-    now = unit.now
-    workflow = job.workflow
-    new_job = Job.objects.create(
-        status=J.RUNNING,
-        workflow=workflow,
-        input=payload,
-        submitter=job.submitter,
-        request_hash=_request_hash(workflow.name, payload),
-        callback_url=job.callback_url,
-        business_key=job.business_key,
-        priority=job.priority,
-        rerun_of=job,
-        deadline=now + dt.timedelta(seconds=workflow.deadline_seconds) if workflow.deadline_seconds else None,
-        created_at=now,
-        updated_at=now,
-    )
-    reused: list[str] = []
-    steps: list[Step] = []
-    for d in definitions:
-        old = by_name.get(d.name)
-        keep = d.name not in rerun and old is not None and old.status == S.SUCCEEDED
-        if keep:
-            reused.append(d.name)
-        steps.append(
-            Step(
-                job=new_job,
-                definition=d,
-                name=d.name,
-                kind=StepKind.ACTION,
-                operation_id=str(uuid.uuid4()),
-                pool=d.pool,
-                status=S.SUCCEEDED if keep else S.PENDING,
-                output=old.output if keep and old is not None else None,
-                reused_from=old if keep else None,
-                finished_at=now if keep else None,
-                created_at=now,
-                updated_at=now,
-            )
-        )
-    steps = Step.objects.bulk_create(steps)
-    unit.event(
-        job_id=new_job.pk,
-        kind=EventKind.JOB_SUBMITTED,
-        source=source,
-        to_status=J.RUNNING,
+    reuse = {name: old for name, old in by_name.items() if name not in rerun and old.status == S.SUCCEEDED}
+    return _create_job(
+        unit,
+        definitions,
+        payload,
+        job.submitter,
+        None,
+        _request_hash(job.workflow.name, payload),
+        Extra(callback_url=job.callback_url, business_key=job.business_key, priority=job.priority),
         actor=actor,
+        source=source,
         reason=reason,
+        rerun_of=job,
+        reuse=reuse,
         data={
-            "workflow": workflow.name,
-            "version": workflow.version,
             "rerun_of": str(job.pk),
             "from_step": from_step,
-            "reused": reused,
+            "reused": [d.name for d in definitions if d.name in reuse],
             "input_changed": payload != job.input,
         },
     )
-    for step in steps:
-        step.job = new_job
-        if step.reused_from_id is not None:
-            unit.event(
-                job_id=new_job.pk,
-                step=step,
-                kind=EventKind.STEP_SUCCEEDED,
-                source=source,
-                actor=actor,
-                to_status=S.SUCCEEDED,
-                reason=f"output reused from job {job.pk}: not called again",
-                data={"reused_from": step.reused_from_id},
-            )
-    state = JobState(job=new_job, steps=list(steps))
-    job_advance(unit, state, source=source, actor=actor)
-    return state

@@ -183,7 +183,9 @@ def _why(step: Step, now: dt.datetime) -> str:
 
 
 def _attention_items(now: dt.datetime, steps: list[Step], pools: list[AgentPool]) -> list[AttentionItem]:
-    events = Event.objects.in_bulk([s.last_event_id for s in steps if s.last_event_id])  # type: ignore[attr-defined]
+    events = Event.objects.select_related("actor").in_bulk(
+        [s.last_event_id for s in steps if s.last_event_id]  # type: ignore[attr-defined]
+    )
     by_kind: dict[str, list[str]] = defaultdict(list)
     for pool in pools:
         by_kind[pool.kind].append(pool.name)

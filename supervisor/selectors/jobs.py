@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,7 +16,6 @@ from scheduler.models import (
     JOB_LIVE,
     JOB_SETTLED,
     STEP_SETTLED,
-    ArchivedJob,
     Attempt,
     Delivery,
     DeliveryStatus,
@@ -31,7 +29,7 @@ from scheduler.models import (
 )
 from supervisor.selectors.attention import _StepActions
 from supervisor.selectors.overview import signature
-from supervisor.services import NO_EFFECT_FOR_EDIT
+from supervisor.services import input_edit_refusal
 
 S = StepStatus
 J = JobStatus
@@ -55,12 +53,7 @@ class StepRow(_StepActions):
     def can_edit_input(self) -> bool:
         """Whether a retry may carry a new input: a held or failed action whose last call had no
         effect (the services decide for real)."""
-        s = self.step
-        return (
-            s.kind == StepKind.ACTION
-            and s.status in (StepStatus.HELD, StepStatus.FAILED)
-            and (not s.attempt or s.last_outcome in NO_EFFECT_FOR_EDIT)
-        )
+        return input_edit_refusal(self.step) is None
 
     @property
     def input_text(self) -> str:
@@ -219,12 +212,3 @@ def step_progress(job_ids: Iterable[Any]) -> dict[Any, Progress]:
 
 def workflow_names() -> list[str]:
     return list(Workflow.objects.order_by("name").values_list("name", flat=True).distinct())
-
-
-def archived_job(job_id: Any) -> ArchivedJob | None:
-    """Where history retention archived a job that is no longer in the tables, or None."""
-    try:
-        pk = uuid.UUID(str(job_id))
-    except ValueError:
-        return None
-    return ArchivedJob.objects.filter(pk=pk).first()
