@@ -12,8 +12,13 @@ Each retention batch appends one complete gzip member (gzip allows concatenated 
 and Python's `gzip` read them as one stream), flushed and fsynced before the batch deletes
 anything. A failed write is cut off again; a member cut short by a crash belongs to a batch that
 never committed (its jobs are still in the hot tables and are archived again by the next run):
-`read_archive` skips it and reads on from the next member. A job may therefore appear twice in
-an archive; its lines are the same rows, and `archive_restore` loads it once.
+`read_archive` skips it and reads on from the next member.
+
+Jobs are archived about an hour after they settle and deleted SAS_HISTORY_DAYS later
+(scheduler.services.retention). A job that gets an event in between (an operator action, a late
+reply) is archived again, with that event: a job may therefore appear more than once, in its
+file or in the file of the day it settled again. Its last line is its latest state, the one
+`archive_restore` loads (once).
 """
 
 from __future__ import annotations
@@ -64,21 +69,39 @@ def _columns(model: type[models.Model]) -> list[str]:
 
 # --- reading a batch's records out of the database ------------------------------------------------
 
+# Set-wise, one statement for the batch: each child table is read once (a hash join on the
+# batch's ids) rather than probed per job. Rows become JSON text directly (row_to_json,
+# array_to_json): to_jsonb would build a binary value first, a third slower, and json_agg puts
+# line breaks between elements, which a JSON Lines file cannot have.
 RECORDS_SQL = """
+WITH batch AS (SELECT unnest(%s::uuid[]) AS id),
+steps AS (
+    SELECT s.job_id, array_to_json(array_agg(s ORDER BY s.id)) AS rows
+    FROM scheduler_step s JOIN batch ON batch.id = s.job_id GROUP BY s.job_id
+), attempts AS (
+    SELECT s.job_id, array_to_json(array_agg(a ORDER BY a.id)) AS rows
+    FROM scheduler_attempt a JOIN scheduler_step s ON s.id = a.step_id JOIN batch ON batch.id = s.job_id
+    GROUP BY s.job_id
+), events AS (
+    SELECT e.job_id, array_to_json(array_agg(e ORDER BY e.id)) AS rows
+    FROM scheduler_event e JOIN batch ON batch.id = e.job_id GROUP BY e.job_id
+), deliveries AS (
+    SELECT d.job_id, array_to_json(array_agg(d ORDER BY d.id)) AS rows
+    FROM scheduler_delivery d JOIN batch ON batch.id = d.job_id GROUP BY d.job_id
+)
 SELECT j.id, json_build_object(
     'format', %s::text,
-    'job', to_jsonb(j),
-    'steps', COALESCE((SELECT jsonb_agg(to_jsonb(s) ORDER BY s.id)
-                       FROM scheduler_step s WHERE s.job_id = j.id), '[]'),
-    'attempts', COALESCE((SELECT jsonb_agg(to_jsonb(a) ORDER BY a.id)
-                          FROM scheduler_attempt a JOIN scheduler_step s ON s.id = a.step_id
-                          WHERE s.job_id = j.id), '[]'),
-    'events', COALESCE((SELECT jsonb_agg(to_jsonb(e) ORDER BY e.id)
-                        FROM scheduler_event e WHERE e.job_id = j.id), '[]'),
-    'deliveries', COALESCE((SELECT jsonb_agg(to_jsonb(d) ORDER BY d.id)
-                            FROM scheduler_delivery d WHERE d.job_id = j.id), '[]')
+    'job', row_to_json(j),
+    'steps', COALESCE(steps.rows, '[]'),
+    'attempts', COALESCE(attempts.rows, '[]'),
+    'events', COALESCE(events.rows, '[]'),
+    'deliveries', COALESCE(deliveries.rows, '[]')
 )::text
-FROM scheduler_job j WHERE j.id = ANY(%s::uuid[])
+FROM scheduler_job j JOIN batch ON batch.id = j.id
+LEFT JOIN steps ON steps.job_id = j.id
+LEFT JOIN attempts ON attempts.job_id = j.id
+LEFT JOIN events ON events.job_id = j.id
+LEFT JOIN deliveries ON deliveries.job_id = j.id
 """
 
 
@@ -89,7 +112,7 @@ def job_records(job_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
         return {}
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(RECORDS_SQL, [FORMAT, job_ids])
+            cursor.execute(RECORDS_SQL, [job_ids, FORMAT])
             return {row[0]: row[1] for row in cursor.fetchall()}
     records: dict[Any, dict[str, Any]] = {}
     for row in Job.objects.filter(pk__in=job_ids).values(*_columns(Job)):
@@ -198,16 +221,16 @@ def _existing(model: type[models.Model], ids: set[Any]) -> set[Any]:
 def archive_restore(records: Iterable[dict[str, Any]], *, job_ids: set[uuid.UUID] | None = None) -> list[str]:
     """Load archived jobs back into the tables, with their original ids; returns the ids loaded.
 
-    Jobs already in the tables are skipped (a job archived twice loads once); `job_ids` limits
-    the load to those jobs. References to rows that no longer exist (a deleted user, an endpoint,
-    the original of a rerun that was not loaded back) are set to null; a job whose workflow, step
-    definition or pool is gone cannot be loaded and raises ValueError.
+    Jobs already in the tables are skipped (a job archived twice loads once, as its last line);
+    `job_ids` limits the load to those jobs. References to rows that no longer exist (a deleted
+    user, an endpoint, the original of a rerun that was not loaded back) are set to null; a job
+    whose workflow, step definition or pool is gone cannot be loaded and raises ValueError.
     """
     chosen: dict[uuid.UUID, dict[str, Any]] = {}
     for record in records:
         pk = uuid.UUID(record["job"]["id"])
-        if (job_ids is None or pk in job_ids) and pk not in chosen:
-            chosen[pk] = record
+        if job_ids is None or pk in job_ids:
+            chosen[pk] = record  # the last line of a job archived twice is its latest state
     for pk in _existing(Job, set(chosen)):
         del chosen[pk]
     if not chosen:

@@ -135,6 +135,10 @@ class Job(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    #: When the settled job was written to the history archive (scheduler.services.retention),
+    #: which it is some time before retention deletes it. Any later event clears it again (the
+    #: trigger of migration 0015), so the job is archived anew before it may be deleted.
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -168,6 +172,13 @@ class Job(models.Model):
             # One entry per job, written once when it settles.
             models.Index(
                 fields=["finished_at"], condition=Q(finished_at__isnull=False), name="job_settled_idx"
+            ),
+            # The archiver's backlog: settled jobs not (or no longer) in the archive. It holds
+            # only the last hour's settled jobs and those an event touched after archiving.
+            models.Index(
+                fields=["finished_at"],
+                condition=Q(finished_at__isnull=False, archived_at__isnull=True),
+                name="job_unarchived_idx",
             ),
             # The supervisor's job-deadline sweep: live jobs with a deadline only.
             models.Index(
@@ -479,8 +490,16 @@ class Event(models.Model):
     """Append-only history of a job: every state change, decision and operator action."""
 
     # event_job_idx (job, id) serves lookups by job.
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", db_index=False)
-    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    # No foreign-key constraints in the database (db_constraint=False), on purpose: a constraint
+    # on this partitioned log makes every job and step that retention deletes probe every month's
+    # index. The trigger of migration 0015 checks at commit, as the constraint did, that an
+    # event's job exists (taking the same key-share lock); steps leave only with their job.
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, related_name="events", db_index=False, db_constraint=False
+    )
+    step = models.ForeignKey(
+        Step, null=True, blank=True, on_delete=models.CASCADE, related_name="events", db_constraint=False
+    )
     kind = models.CharField(max_length=40, choices=EventKind.choices)
     from_status = models.CharField(max_length=20, blank=True, default="")
     to_status = models.CharField(max_length=20, blank=True, default="")
@@ -652,8 +671,10 @@ class Schedule(models.Model):
 
 
 class ArchivedJob(models.Model):
-    """A job that retention moved out of the hot tables: where its rows went, so that the API and
-    the console answer its id with 410 naming the archive file instead of a bare 404.
+    """A job written to the history archive: where its rows went, so that once retention has
+    deleted it the API and the console answer its id with 410 naming the archive file instead of
+    a bare 404. Written when the job is archived, some time before the delete; read only for ids
+    that are no longer in the hot tables.
 
     One small row per job and no payload (the archive holds the rows); `submitter_id` keeps the
     visibility rule of a live job (another user's archived job is still a 404).
@@ -688,7 +709,10 @@ class PruneRun(models.Model):
     dry_run = models.BooleanField(default=False)
     #: Jobs settled before this instant were due.
     cutoff = models.DateTimeField()
+    #: Jobs deleted from the hot tables.
     jobs = models.PositiveIntegerField(default=0)
+    #: Jobs written to the archive by this run (most were written earlier, as they settled).
+    archived = models.PositiveIntegerField(default=0, db_default=0)
     #: Rows deleted per table: {"job": n, "step": n, "attempt": n, "event": n, "delivery": n}.
     rows = models.JSONField(default=dict, blank=True)
     #: The archive files written to.

@@ -1,4 +1,5 @@
-"""History retention: settled jobs archived (gzip JSON Lines) then deleted in batches, loaded back
+"""History retention: settled jobs archived (gzip JSON Lines) an hour after they settle, archived
+again after any later event, deleted in batches once the retention period has passed, loaded back
 from the archive, answered 410 by the API and the console; the daily chore in the supervisor loop;
 and on PostgreSQL the event table partitioned by month, converted from a populated table."""
 
@@ -27,6 +28,7 @@ from scheduler.models import (
     DeliveryKind,
     DeliveryStatus,
     Event,
+    EventKind,
     Job,
     JobStatus,
     Outcome,
@@ -36,7 +38,7 @@ from scheduler.models import (
 )
 from scheduler.schedules import schedule_create
 from scheduler.services import job_submit
-from scheduler.services.retention import history_prune, history_prune_if_due
+from scheduler.services.retention import archive_settled, history_prune, history_prune_if_due
 from tests.factories import chain, make_policy, make_workflow, step
 from tests.test_api_support import V1, client_for, make_user
 
@@ -94,9 +96,10 @@ def test_prune_archives_jobs_settled_before_the_retention_period_and_deletes_the
 
     report = history_prune(source="test")
 
-    assert report.jobs == 3 and report.done
+    # Every settled job is archived (the recent ones ahead of their deletion); only the old go.
+    assert report.jobs == 3 and report.archived == 5 and report.done
     assert all(not model.objects.filter(**{f"{path}__in": old_ids}).exists() for _, model, path in TABLES)
-    assert Job.objects.filter(pk__in=[j.pk for j in recent]).count() == 2
+    assert Job.objects.filter(pk__in=[j.pk for j in recent], archived_at__isnull=False).count() == 2
     assert report.rows == {
         "job": 3,
         "step": len(before["step"]),
@@ -105,12 +108,13 @@ def test_prune_archives_jobs_settled_before_the_retention_period_and_deletes_the
         "delivery": 0,
     }
     name = archive_name(old[0].finished_at or timezone.now())
-    assert report.files == {name} and (archive_dir / name).exists()
+    recent_name = archive_name(recent[0].finished_at or timezone.now())
+    assert report.files == {name, recent_name} and (archive_dir / name).exists()
     archived = {a.job_id: a.archive for a in ArchivedJob.objects.all()}
-    assert archived == dict.fromkeys(old_ids, name)
+    assert archived == dict.fromkeys(old_ids, name) | {j.pk: recent_name for j in recent}
     run = PruneRun.objects.get()
-    assert run.source == "test" and run.finished_at is not None and run.jobs == 3
-    assert run.rows == dict(report.rows) and run.files == [name] and run.error == ""
+    assert run.source == "test" and run.finished_at is not None and run.jobs == 3 and run.archived == 5
+    assert run.rows == dict(report.rows) and run.files == sorted({name, recent_name}) and run.error == ""
 
 
 @pytest.mark.sqlite
@@ -162,6 +166,126 @@ def test_dry_run_reports_what_would_go_and_changes_nothing(
     assert report.files == {archive_name(jobs[0].finished_at or timezone.now())}
     assert rows_of([j.pk for j in jobs]) == before
     assert not archive_dir.exists() and not PruneRun.objects.exists() and not ArchivedJob.objects.exists()
+
+
+# --- archived ahead of deletion ------------------------------------------------------------------
+
+
+def late_event(job: Job) -> Event:
+    """An event on a settled job (a late reply, say) that the archive does not have yet."""
+    return Event.objects.create(job=job, kind=EventKind.LATE_SUCCESS, source="agent", reason="late reply")
+
+
+@pytest.mark.sqlite
+def test_settled_jobs_are_archived_an_hour_after_they_settle_and_only_deleted_at_the_cutoff(
+    drain: Callable[[], int], archive_dir: Path
+) -> None:
+    (fresh,) = settled_jobs(drain, 1, age_days=0.5 / 24)
+    (older,) = settled_jobs(drain, 1, age_days=2 / 24)
+
+    assert archive_settled() == 1  # the one settled over an hour ago
+    older.refresh_from_db()
+    fresh.refresh_from_db()
+    assert older.archived_at is not None and fresh.archived_at is None
+    (name,) = {archive_name(older.finished_at or timezone.now())}
+    assert [r["job"]["id"] for r in read_archive(archive_dir / name)] == [str(older.pk)]
+    assert ArchivedJob.objects.get().archive == name  # where it will be once deleted
+    assert archive_settled() == 0  # archived once
+
+    # Thirty days on, the run finds it archived: it only deletes.
+    later = timezone.now() + dt.timedelta(days=DAYS, hours=1)
+    report = history_prune(source="test", now=later)
+    assert not Job.objects.filter(pk=older.pk).exists() and report.jobs == 2
+    assert report.archived == 1  # only the fresh one, written now, before its deletion
+    ids = [r["job"]["id"] for r in read_archive(archive_dir / name)]
+    assert sorted(ids) == sorted([str(older.pk), str(fresh.pk)])  # each once
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)  # the trigger acts when the event commits
+def test_an_event_after_archiving_has_the_job_archived_again_with_that_event(
+    drain: Callable[[], int], archive_dir: Path
+) -> None:
+    (job,) = settled_jobs(drain, 1, age_days=DAYS + 1)
+    history_prune(source="test", archive_only=True)
+    job.refresh_from_db()
+    assert job.archived_at is not None
+
+    event = late_event(job)
+    job.refresh_from_db()
+    assert job.archived_at is None
+
+    report = history_prune(source="test")
+    assert report.archived == 1 and report.jobs == 1
+    (name,) = report.files
+    first, last = read_archive(archive_dir / name)
+    assert event.pk not in [e["id"] for e in first["events"]]
+    assert event.pk in [e["id"] for e in last["events"]]
+    assert archive_restore([first, last]) == [str(job.pk)]  # its last line: the latest state
+    assert Event.objects.filter(pk=event.pk).exists()
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)  # the trigger acts when the event commits
+def test_an_event_naming_a_job_that_does_not_exist_is_refused() -> None:
+    from django.db import IntegrityError, transaction
+
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Event.objects.create(job_id=uuid.uuid4(), kind=EventKind.LATE_SUCCESS, source="test")
+    assert Event.objects.filter(job_id=job.pk).count() >= 1
+    assert not Event.objects.exclude(job_id=job.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_being_written_while_its_job_is_archived_has_it_archived_again(
+    drain: Callable[[], int], archive_dir: Path
+) -> None:
+    """The race the trigger closes: a writer inserts an event, the archiver (which cannot see it
+    yet) archives the job, then the writer commits. Its commit clears `archived_at`."""
+    import threading
+
+    from django.db import transaction
+
+    (job,) = settled_jobs(drain, 1, age_days=DAYS + 1)
+    inserted, archived = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            with transaction.atomic():
+                late_event(job)
+                inserted.set()
+                assert archived.wait(30)
+        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert inserted.wait(30)
+    assert history_prune(source="test", archive_only=True).archived == 1
+    archived.set()
+    thread.join(30)
+    assert not errors
+    job.refresh_from_db()
+    assert job.archived_at is None  # archived without the late event: not deletable as it is
+
+    report = history_prune(source="test")
+    assert report.jobs == 1 and report.archived == 1
+    records = [r for name in sorted(report.files) for r in read_archive(archive_dir / name)]
+    assert [e["kind"] for e in records[-1]["events"]][-1] == EventKind.LATE_SUCCESS
+
+
+@pytest.mark.sqlite
+def test_the_chore_archives_between_its_daily_runs(drain: Callable[[], int], archive_dir: Path) -> None:
+    assert history_prune_if_due(source="supervisor:a") is not None  # today's run
+    (job,) = settled_jobs(drain, 1, age_days=2 / 24)
+    assert history_prune_if_due(source="supervisor:a") is None  # no run, but the archive keeps up
+    job.refresh_from_db()
+    assert job.archived_at is not None and ArchivedJob.objects.filter(job_id=job.pk).exists()
 
 
 @pytest.mark.sqlite
@@ -376,11 +500,11 @@ def test_the_daily_chore_works_off_a_backlog_a_slice_at_a_time(
 ) -> None:
     settled_jobs(drain, 3, age_days=DAYS + 1)
     report = history_prune(source="supervisor:a", batch_size=1, budget=0)
-    assert report.jobs == 1 and not report.done
+    assert report.archived == 1 and report.jobs == 0 and not report.done  # one batch per slice
     run = PruneRun.objects.get()
-    assert run.finished_at is None and run.jobs == 1
+    assert run.finished_at is None and run.archived == 1
     later = history_prune_if_due(source="supervisor:a", budget=60)  # continues the open run
-    assert later is not None and later.done and later.jobs == 3
+    assert later is not None and later.done and later.archived == 3 and later.jobs == 3
     run.refresh_from_db()
     assert run.finished_at is not None and run.jobs == 3 and PruneRun.objects.count() == 1
 
@@ -464,12 +588,13 @@ def test_an_existing_event_table_migrates_to_partitions_without_losing_a_row(
     from django.db.migrations.executor import MigrationExecutor
 
     before_partitioning = [("scheduler", "0013_history_retention")]
+    # Jobs are made with today's models, then the schema goes back to before partitioning.
+    settled_jobs(drain, 20, age_days=1)
     executor = MigrationExecutor(connection)
     leaves = executor.loader.graph.leaf_nodes()
     executor.migrate(before_partitioning)
     try:
         assert not partitions.partitioned()
-        settled_jobs(drain, 20, age_days=1)
         # History over several months, as a database in service for a while holds it.
         with connection.cursor() as cursor:
             cursor.execute(
@@ -516,7 +641,7 @@ def test_history_prune_dry_run_prints_what_would_go_and_changes_nothing(
     settled_jobs(drain, 2, age_days=DAYS + 1)
     out = StringIO()
     call_command("history_prune", "--dry-run", stdout=out)
-    assert "would archive 2 jobs" in out.getvalue()
+    assert "would delete 2 jobs" in out.getvalue()
     assert Job.objects.count() == 2 and not archive_dir.exists()
 
 

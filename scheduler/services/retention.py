@@ -1,20 +1,30 @@
-"""History retention: jobs settled more than SAS_HISTORY_DAYS ago leave the hot tables.
+"""History retention: settled jobs are archived soon after they settle, and leave the hot tables
+SAS_HISTORY_DAYS later.
 
-A job is due when it is settled (`finished_at` set, status in JOB_SETTLED) before the cutoff, has
-no rerun still in the tables (a rerun's reused steps and `rerun_of` point at it: the original
-stays until its reruns have gone, so no pointer is ever cut), and no callback still waiting to
-be sent. Jobs go in batches of `batch_size` (500), oldest first, each batch one short
-transaction that:
+Two phases, because writing the archive is most of the work (building each job's JSON line
+costs more than deleting its rows) and has no reason to wait for the cutoff:
 
-1. locks its jobs (`FOR UPDATE SKIP LOCKED`: a job an operator is touching is left for the next
-   run, and nothing on the hot path ever waits for retention);
-2. writes every job with all its rows to the archive (scheduler.archive), fsynced;
-3. deletes the rows (events, attempts, deliveries, steps, the job) and writes one ArchivedJob
-   row per job, so that the API and the console answer 410 naming the file.
+1. **Archive**, continuously: a job settled ARCHIVE_AFTER (an hour) ago or more, with no
+   callback still to be sent, is written to the archive (scheduler.archive, fsynced) and marked
+   `archived_at`, with its ArchivedJob row (the file it is in). The supervisor does this at every
+   pass, a budgeted slice at a time, so the archive trails the settled jobs by about an hour.
+   Any later event on the job (an operator action, a late reply) clears `archived_at` (the
+   trigger of migration 0015, at that event's commit), and the job is archived again.
+2. **Delete**, daily: a job is due when it is settled before the cutoff, archived (and not
+   changed since), has no rerun still in the tables (a rerun's reused steps and `rerun_of` point
+   at it: the original stays until its reruns have gone, so no pointer is ever cut), and no
+   callback waiting to be sent. Due jobs go in batches of `batch_size`, oldest first, each one
+   short transaction that locks its jobs (`FOR UPDATE SKIP LOCKED`: a job an operator is
+   touching is left for the next run, and nothing on the hot path ever waits for retention) and
+   deletes their rows (events, attempts, deliveries, steps, the job), set-wise.
 
-On PostgreSQL the run then creates the event partitions ahead of need and drops the old ones
-that pruning has emptied (scheduler.partitions). Every run is recorded: a PruneRun row (what was
-archived and deleted, the files, the partitions) and a log line.
+Both phases lock the job rows they work on the same way, and a job an event is being written
+for holds a key-share lock on its row until that commits (the trigger), so a job is never
+archived or deleted under a writer's feet. A run (`history_prune`) first archives whatever is
+not yet archived, then deletes; on PostgreSQL it then creates the event partitions ahead of
+need and drops the old ones that pruning has emptied (scheduler.partitions). Every run is
+recorded: a PruneRun row (what was archived and deleted, the files, the partitions) and a log
+line.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import logging
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,8 +61,11 @@ from scheduler.models import (
 
 logger = logging.getLogger("scheduler.retention")
 
-#: Jobs per transaction: a few thousand rows, a fraction of a second of work.
-BATCH_SIZE = 500
+#: Jobs per transaction: some 25,000 rows, a few tenths of a second of work.
+BATCH_SIZE = 2000
+#: How long after settling a job is archived: the hour in which late replies and operator
+#: reruns usually come, so that few jobs are archived twice.
+ARCHIVE_AFTER = dt.timedelta(hours=1)
 #: How often the supervisor's chore starts a retention run.
 DAILY = dt.timedelta(days=1)
 #: Seconds of retention work per supervisor loop pass: a large backlog (the first run on an old
@@ -63,7 +77,10 @@ CHORE_BUDGET = 1.0
 class PruneReport:
     cutoff: dt.datetime
     dry_run: bool
+    #: Jobs deleted from the hot tables (with `dry_run`: due for deletion).
     jobs: int = 0
+    #: Jobs written to the archive.
+    archived: int = 0
     rows: Counter[str] = field(default_factory=Counter)
     files: set[str] = field(default_factory=set)
     partitions_dropped: list[str] = field(default_factory=list)
@@ -77,6 +94,7 @@ class PruneReport:
             "cutoff": self.cutoff.isoformat(),
             "dry_run": self.dry_run,
             "jobs": self.jobs,
+            "archived": self.archived,
             "rows": dict(self.rows),
             "files": sorted(self.files),
             "partitions_dropped": self.partitions_dropped,
@@ -86,22 +104,33 @@ class PruneReport:
         }
 
 
-def due_jobs(cutoff: dt.datetime) -> QuerySet[Job]:
-    """Jobs retention may archive, oldest settled first (served by job_settled_idx)."""
-    live_reruns = Job.objects.filter(rerun_of=OuterRef("pk"))
+def _no_callback_waiting(jobs: QuerySet[Job]) -> QuerySet[Job]:
     waiting = Delivery.objects.filter(job=OuterRef("pk"), status=DeliveryStatus.PENDING)
-    return (
-        Job.objects.filter(status__in=JOB_SETTLED, finished_at__lt=cutoff)
-        .exclude(Exists(live_reruns))
-        .exclude(Exists(waiting))
-        .order_by("finished_at", "id")
-    )
+    return jobs.exclude(Exists(waiting))
+
+
+def due_jobs(cutoff: dt.datetime) -> QuerySet[Job]:
+    """Jobs settled before the cutoff that retention may delete once they are archived, oldest
+    settled first (served by job_settled_idx)."""
+    live_reruns = Job.objects.filter(rerun_of=OuterRef("pk"))
+    return _no_callback_waiting(
+        Job.objects.filter(status__in=JOB_SETTLED, finished_at__lt=cutoff).exclude(Exists(live_reruns))
+    ).order_by("finished_at", "id")
+
+
+def unarchived_jobs(settled_before: dt.datetime) -> QuerySet[Job]:
+    """Settled jobs to write to the archive, oldest settled first (served by job_unarchived_idx,
+    which holds only jobs not yet archived)."""
+    return _no_callback_waiting(
+        Job.objects.filter(status__in=JOB_SETTLED, finished_at__lt=settled_before, archived_at__isnull=True)
+    ).order_by("finished_at", "id")
 
 
 def history_prune(
     *,
     source: str,
     dry_run: bool = False,
+    archive_only: bool = False,
     now: dt.datetime | None = None,
     days: float | None = None,
     batch_size: int = BATCH_SIZE,
@@ -110,8 +139,9 @@ def history_prune(
     budget: float | None = None,
     run: PruneRun | None = None,
 ) -> PruneReport:
-    """Archive and delete every due job; returns what was done (or, with `dry_run`, what would be,
-    changing nothing). `pause` seconds between batches leave the database to the hot path.
+    """Archive every settled job not yet archived, then delete every due job; returns what was
+    done (or, with `dry_run`, what would be deleted, changing nothing). With `archive_only`, only
+    the first phase runs. `pause` seconds between batches leave the database to the hot path.
 
     With a `budget` (seconds), stops after the batch that spends it and leaves the run open
     (`PruneRun.finished_at` null, `report.done` false): `run` continues an open run where it
@@ -132,18 +162,25 @@ def history_prune(
         run = PruneRun.objects.create(source=source, cutoff=cutoff, started_at=now)
     else:
         report.jobs = run.jobs
+        report.archived = run.archived
         report.rows.update(run.rows)
         report.files.update(run.files)
+    # Everything due must be archived before it may go, even with a retention under an hour.
+    settled_before = max(now - ARCHIVE_AFTER, cutoff)
+
+    def spent() -> bool:
+        return budget is not None and time.monotonic() - started >= budget
+
     try:
-        while True:
-            if not _prune_batch(report, directory=directory, batch_size=batch_size):
-                report.done = True
-                break
-            if budget is not None and time.monotonic() - started >= budget:
-                break
-            if pause:
-                time.sleep(pause)
-        if report.done:
+        phases: list[Callable[[], int]] = [
+            lambda: _archive_batch(
+                report, directory=directory, batch_size=batch_size, settled_before=settled_before
+            )
+        ]
+        if not archive_only:
+            phases.append(lambda: _delete_batch(report, batch_size=batch_size))
+        report.done = _run_batches(phases, started=started, budget=budget, pause=pause)
+        if report.done and not archive_only:
             report.partitions_created = partitions.ensure()
             report.partitions_dropped = partitions.drop_emptied(before=cutoff)
     except Exception as exc:
@@ -155,10 +192,11 @@ def history_prune(
     report.seconds = time.monotonic() - started
     PruneRun.objects.filter(pk=run.pk).update(**_figures(report, finished=report.done))
     logger.info(
-        "history prune%s: %s jobs archived to %s, rows deleted %s, partitions dropped %s (%.1fs)",
+        "history prune%s: %s jobs archived to %s, %s jobs deleted (rows %s), partitions dropped %s (%.1fs)",
         "" if report.done else " (continues)",
-        report.jobs,
+        report.archived,
         sorted(report.files) or "-",
+        report.jobs,
         dict(report.rows),
         report.partitions_dropped or "-",
         report.seconds,
@@ -167,25 +205,43 @@ def history_prune(
     return report
 
 
+def _run_batches(
+    phases: list[Callable[[], int]], *, started: float, budget: float | None, pause: float
+) -> bool:
+    """Run each phase's batches until it has nothing left, in order; with a budget, stop after
+    the batch that spends it. Returns whether every phase finished."""
+    for phase in phases:
+        while phase():
+            if budget is not None and time.monotonic() - started >= budget:
+                return False
+            if pause:
+                time.sleep(pause)
+    return True
+
+
 def _figures(report: PruneReport, *, finished: bool) -> dict[str, Any]:
     return {
         "finished_at": timezone.now() if finished else None,
         "jobs": report.jobs,
+        "archived": report.archived,
         "rows": dict(report.rows),
         "files": sorted(report.files),
         "partitions_dropped": report.partitions_dropped,
     }
 
 
-def _prune_batch(report: PruneReport, *, directory: Path, batch_size: int) -> int:
-    """One transaction: lock, archive, delete a batch of due jobs. Returns how many went."""
+def _archive_batch(
+    report: PruneReport, *, directory: Path, batch_size: int, settled_before: dt.datetime
+) -> int:
+    """One transaction: lock a batch of settled jobs not yet archived, write them to the archive
+    (fsynced), mark them archived and record their files. Returns how many were archived."""
     with transaction.atomic():
         jobs: list[tuple[uuid.UUID, dt.datetime, int | None]] = [
             (pk, settled_at, submitter)
-            for pk, settled_at, submitter in due_jobs(report.cutoff)
+            for pk, settled_at, submitter in unarchived_jobs(settled_before)
             .select_for_update(skip_locked=True, of=("self",))
             .values_list("pk", "finished_at", "submitter_id")[:batch_size]
-            if settled_at is not None  # always: due jobs are settled
+            if settled_at is not None  # always: settled jobs have finished
         ]
         if not jobs:
             return 0
@@ -194,10 +250,10 @@ def _prune_batch(report: PruneReport, *, directory: Path, batch_size: int) -> in
         by_file: dict[str, list[str]] = {}
         for pk, settled_at, _ in jobs:
             by_file.setdefault(archive.archive_name(settled_at), []).append(lines[pk])
-        # Durable before anything is deleted: the archive is written and fsynced first.
+        # Durable before the jobs count as archived: written and fsynced first.
         for name, file_lines in sorted(by_file.items()):
             archive.append_member(directory / name, file_lines)
-        report.rows.update(_delete(ids))
+        Job.objects.filter(pk__in=ids).update(archived_at=timezone.now())
         ArchivedJob.objects.bulk_create(
             [
                 ArchivedJob(
@@ -207,17 +263,39 @@ def _prune_batch(report: PruneReport, *, directory: Path, batch_size: int) -> in
                     archive=archive.archive_name(settled_at),
                 )
                 for pk, settled_at, submitter in jobs
-            ]
+            ],
+            # A job archived again (an event came after it was archived) may have settled anew.
+            update_conflicts=True,
+            unique_fields=["job_id"],
+            update_fields=["submitter_id", "settled_at", "archive", "archived_at"],
         )
-    report.jobs += len(jobs)
+    report.archived += len(jobs)
     report.files.update(by_file)
     return len(jobs)
+
+
+def _delete_batch(report: PruneReport, *, batch_size: int) -> int:
+    """One transaction: lock a batch of due, archived jobs and delete their rows. Returns how
+    many jobs went."""
+    with transaction.atomic():
+        ids = list(
+            due_jobs(report.cutoff)
+            .filter(archived_at__isnull=False)
+            .select_for_update(skip_locked=True, of=("self",))
+            .values_list("pk", flat=True)[:batch_size]
+        )
+        if not ids:
+            return 0
+        report.rows.update(_delete(ids))
+    report.jobs += len(ids)
+    return len(ids)
 
 
 def _delete(ids: list[uuid.UUID]) -> dict[str, int]:
     """Delete the jobs' rows, children first, without loading them (no cascade collection: the
     due-job rules guarantee that nothing outside the batch points at these rows, and the
-    foreign keys, checked at commit, would refuse the batch if something did)."""
+    foreign keys, checked at commit, would refuse the batch if something did). Events go by
+    their job id: they have no constraint to check (migration 0015)."""
     using = "default"
     Schedule.objects.filter(last_job_id__in=ids).update(last_job=None)
     return {
@@ -251,9 +329,9 @@ def _dry_run(report: PruneReport) -> PruneReport:
 def history_prune_if_due(
     *, source: str, now: dt.datetime | None = None, budget: float = CHORE_BUDGET
 ) -> PruneReport | None:
-    """The supervisor's daily chore, a slice at a time: continue the open run, or start one when
-    the last started a day ago or more; at most `budget` seconds per call, so the supervisor's
-    scan is never held up for long.
+    """The supervisor's chore, a slice at a time: continue the open run, or start one when the
+    last started a day ago or more, or else archive the jobs settled since the last pass; at
+    most `budget` seconds per call, so the supervisor's scan is never held up for long.
 
     Called only by the lease holder, so one cluster acts at a time; the runs are PruneRun rows,
     so the next holder (another cluster, or after a restart) continues or waits just the same.
@@ -265,5 +343,40 @@ def history_prune_if_due(
     if sas_settings.history_days <= 0:
         return None
     if last is not None and last.started_at > now - DAILY:
+        archive_settled(now=now, budget=budget)
         return None
     return history_prune(source=source, now=now, budget=budget)
+
+
+def archive_settled(
+    *, now: dt.datetime | None = None, budget: float | None = None, batch_size: int = BATCH_SIZE
+) -> int:
+    """Archive the jobs settled ARCHIVE_AFTER ago or more and not archived yet, within `budget`
+    seconds (at least one batch); returns how many. The supervisor's every pass between the daily
+    runs: it keeps the archive an hour behind the settled jobs, so that the daily run finds them
+    archived and only deletes."""
+    started = time.monotonic()
+    now = now or timezone.now()
+    report = PruneReport(cutoff=now, dry_run=False)
+    _run_batches(
+        [
+            lambda: _archive_batch(
+                report,
+                directory=sas_settings.archive_dir,
+                batch_size=batch_size,
+                settled_before=now - ARCHIVE_AFTER,
+            )
+        ],
+        started=started,
+        budget=budget,
+        pause=0.0,
+    )
+    if report.archived:
+        logger.info(
+            "history archive: %s jobs archived to %s (%.2fs)",
+            report.archived,
+            sorted(report.files),
+            time.monotonic() - started,
+            extra={"archive": {"jobs": report.archived, "files": sorted(report.files)}},
+        )
+    return report.archived

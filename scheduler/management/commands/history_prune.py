@@ -1,5 +1,6 @@
-"""`manage.py history_prune [--dry-run]`: archive and delete the jobs settled more than
-SAS_HISTORY_DAYS days ago (the supervisor loop also does this once a day)."""
+"""`manage.py history_prune [--dry-run] [--archive-only]`: archive the settled jobs not yet
+archived, then delete the jobs settled more than SAS_HISTORY_DAYS days ago (the supervisor loop
+archives at every pass and deletes once a day)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--dry-run", action="store_true", help="Count what would go; change nothing.")
+        parser.add_argument(
+            "--archive-only",
+            action="store_true",
+            help="Only write the settled jobs not yet archived to the archive; delete nothing.",
+        )
         parser.add_argument("--days", type=float, default=None, help="Override SAS_HISTORY_DAYS.")
         parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="Jobs per transaction.")
         parser.add_argument(
@@ -26,12 +32,14 @@ class Command(BaseCommand):
         report = history_prune(
             source="command",
             dry_run=options["dry_run"],
+            archive_only=options["archive_only"],
             days=options["days"],
             batch_size=options["batch_size"],
             pause=options["pause"],
         )
-        verb = "would archive" if report.dry_run else "archived"
-        self.stdout.write(
-            f"history_prune: {verb} {report.jobs} jobs settled before {report.cutoff:%Y-%m-%d %H:%M} UTC"
-        )
+        if report.dry_run:
+            summary = f"would delete {report.jobs} jobs"
+        else:
+            summary = f"archived {report.archived} jobs, deleted {report.jobs} jobs"
+        self.stdout.write(f"history_prune: {summary} settled before {report.cutoff:%Y-%m-%d %H:%M} UTC")
         self.stdout.write(json.dumps(report.figures(), indent=2))
