@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.functions import TruncDate
 from django.utils import timezone
@@ -291,11 +291,40 @@ def _delete_batch(report: PruneReport, *, batch_size: int) -> int:
     return len(ids)
 
 
+# PostgreSQL: the batch's rows in one statement (one round trip, arrays rather than 2,000-item
+# IN lists). Every part sees the same snapshot, so the attempts are found through steps that the
+# same statement deletes. `= ANY(array)` keeps each part on its index (event_job_idx in every
+# partition, attempt_unique_number, the foreign-key indexes).
+DELETE_SQL = """
+WITH schedules AS (
+    UPDATE scheduler_schedule SET last_job_id = NULL WHERE last_job_id = ANY(%(ids)s::uuid[]) RETURNING 1
+), events AS (
+    DELETE FROM scheduler_event WHERE job_id = ANY(%(ids)s::uuid[]) RETURNING 1
+), attempts AS (
+    DELETE FROM scheduler_attempt a USING scheduler_step s
+    WHERE a.step_id = s.id AND s.job_id = ANY(%(ids)s::uuid[]) RETURNING 1
+), deliveries AS (
+    DELETE FROM scheduler_delivery WHERE job_id = ANY(%(ids)s::uuid[]) RETURNING 1
+), steps AS (
+    DELETE FROM scheduler_step WHERE job_id = ANY(%(ids)s::uuid[]) RETURNING 1
+), jobs AS (
+    DELETE FROM scheduler_job WHERE id = ANY(%(ids)s::uuid[]) RETURNING 1
+)
+SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM attempts), (SELECT count(*) FROM deliveries),
+       (SELECT count(*) FROM steps), (SELECT count(*) FROM jobs), (SELECT count(*) FROM schedules)
+"""
+
+
 def _delete(ids: list[uuid.UUID]) -> dict[str, int]:
     """Delete the jobs' rows, children first, without loading them (no cascade collection: the
     due-job rules guarantee that nothing outside the batch points at these rows, and the
     foreign keys, checked at commit, would refuse the batch if something did). Events go by
     their job id: they have no constraint to check (migration 0015)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(DELETE_SQL, {"ids": ids})
+            event, attempt, delivery, step, job, _ = cursor.fetchone()
+        return {"event": event, "attempt": attempt, "delivery": delivery, "step": step, "job": job}
     using = "default"
     Schedule.objects.filter(last_job_id__in=ids).update(last_job=None)
     return {
