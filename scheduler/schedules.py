@@ -117,13 +117,6 @@ def schedule_validate(values: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
-def schedule_get(name: str) -> Schedule:
-    schedule = Schedule.objects.filter(name=name).first()
-    if schedule is None:
-        raise NotFound(f"schedule {name!r} does not exist")
-    return schedule
-
-
 def _settings(schedule: Schedule) -> dict[str, Any]:
     values = {name: getattr(schedule, name) for name in SCHEDULE_FIELDS}
     values["run_at"] = schedule.run_at.isoformat() if schedule.run_at else None

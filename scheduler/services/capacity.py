@@ -64,10 +64,6 @@ def forget_limits_cache() -> None:
     _limited_at = 0.0
 
 
-def is_limited(pool: AgentPool) -> bool:
-    return pool.max_in_flight is not None or pool.max_per_second is not None
-
-
 def pump_after_commit(pool_id: int | None = None) -> None:
     """Pump once the current transaction commits (at once outside one)."""
     transaction.on_commit(lambda: pump([pool_id] if pool_id is not None else None))
@@ -135,7 +131,7 @@ def _pump_pool(pool_id: int) -> tuple[int, float | None]:
         pool = AgentPool.objects.select_for_update(skip_locked=True).filter(pk=pool_id).first()
         if pool is None:
             return 0, None  # another pump has it (or it is gone)
-        slots, wait = free_slots(pool) if is_limited(pool) else (BATCH, None)
+        slots, wait = free_slots(pool) if pool.limited else (BATCH, None)
         if slots <= 0:
             return 0, wait
         candidates: list[tuple[int, Any]]
