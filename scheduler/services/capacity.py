@@ -4,10 +4,12 @@
 A call for a limited pool is never dispatched where it becomes ready: the step moves to
 `waiting` (event `step_waiting`; no attempt, no task, no deadline, no worker held), and the pump
 dispatches waiting steps as capacity frees, highest job priority first, then oldest. The pump
-takes the pool's row lock (`FOR UPDATE SKIP LOCKED`: one pump per pool at a time, the others
-skip it), counts the calls in flight (the pool's dispatched steps) and the calls started in the
-rate window, and dispatches that many, each under its job's row lock (skipped when another writer
-holds it: that writer pumps again after it commits). Since only the pump dispatches into a
+takes the pool's row lock (`FOR NO KEY UPDATE SKIP LOCKED`: one pump per pool at a time, the
+others skip it; the weaker `NO KEY` lock still lets other transactions insert steps and attempts
+that refer to the pool, whose foreign keys take a key-share lock on its row), counts the calls
+in flight (the pool's dispatched steps) and the calls started in the rate window, and dispatches
+that many, each under its job's row lock (skipped when another writer holds it: that writer
+pumps again after it commits). Since only the pump dispatches into a
 limited pool, and one pump at a time per pool, the limits hold across every process.
 
 The pump runs after every transaction that parks a step (on commit), after every call to a
@@ -128,7 +130,9 @@ def _pump_pool(pool_id: int) -> tuple[int, float | None]:
 
     dispatched = 0
     with transaction.atomic():
-        pool = AgentPool.objects.select_for_update(skip_locked=True).filter(pk=pool_id).first()
+        # NO KEY: the pump excludes other pumps only, never a submission or a dispatch inserting
+        # a row that refers to the pool (FOR UPDATE would make them wait until the pump commits).
+        pool = AgentPool.objects.select_for_update(skip_locked=True, no_key=True).filter(pk=pool_id).first()
         if pool is None:
             return 0, None  # another pump has it (or it is gone)
         slots, wait = free_slots(pool) if pool.limited else (BATCH, None)
