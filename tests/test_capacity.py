@@ -11,12 +11,17 @@ from django.db import OperationalError, connection
 
 from agents.fake import FakeRemote
 from agents.models import AgentPool
-from scheduler.models import Step
+from scheduler.models import Step, StepStatus
 from scheduler.services import capacity, job_submit
 from scheduler.services.capacity import forget_limits_cache, pump
+from supervisor.services import job_pause
 from tests.factories import make_pool, make_workflow, step
+from tests.test_api_support import make_user
 
 pytestmark = pytest.mark.django_db
+
+W = StepStatus.WAITING
+D = StepStatus.DISPATCHED
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +34,21 @@ def limited_pool(name: str = "slow", **limits: Any) -> AgentPool:
     AgentPool.objects.filter(name=name).update(**limits)
     forget_limits_cache()
     return AgentPool.objects.get(name=name)
+
+
+def test_waiting_steps_of_paused_jobs_do_not_crowd_out_the_others(fake_remote: FakeRemote) -> None:
+    limited_pool(max_in_flight=1)
+    make_workflow("wide", *(step(f"s{n}", pool="slow") for n in range(100)))
+    make_workflow("one", step("s1", pool="slow"))
+    olga = make_user("olga", "operators")
+    # More waiting steps of paused jobs, all older, than the pump looks at in one go.
+    paused = [job_submit(workflow="wide", input={"n": n}).job for n in range(3)]
+    assert Step.objects.filter(status=W).count() > capacity.BATCH
+    for job in paused:
+        job_pause(actor=olga, job_id=job.pk)
+    other = job_submit(workflow="one", input={}).job
+    assert pump()[0] == 1
+    assert Step.objects.get(job=other).status == D
 
 
 @pytest.mark.django_db(transaction=True)

@@ -104,11 +104,18 @@ def _recent_dispatch_ages(pool_id: int, window: float) -> list[float]:
     return [(now - at).total_seconds() for now, at in rows]
 
 
+def _dispatchable_waiting() -> Any:
+    """Waiting steps the pump may take. Those of a paused job stay out until it resumes: however
+    many there are, they neither fill the pump's batch ahead of steps it could dispatch nor make
+    it lock a pool for nothing."""
+    return Step.objects.filter(status=S.WAITING, job__paused_at__isnull=True)
+
+
 def _waiting_pools(pool_ids: list[int] | None) -> list[int]:
-    query = Step.objects.filter(status=S.WAITING)
+    query = _dispatchable_waiting()
     if pool_ids is not None:
         query = query.filter(pool_id__in=pool_ids)
-    return sorted(set(query.values_list("pool_id", flat=True)))
+    return list(query.order_by("pool_id").values_list("pool_id", flat=True).distinct())
 
 
 def pump(pool_ids: list[int] | None = None) -> tuple[int, float | None]:
@@ -140,8 +147,8 @@ def _pump_pool(pool_id: int) -> tuple[int, float | None]:
             return 0, wait
         candidates: list[tuple[int, Any]]
         candidates = list(
-            Step.objects.filter(pool_id=pool_id, status=S.WAITING)
-            .select_related("job")
+            _dispatchable_waiting()
+            .filter(pool_id=pool_id)
             .order_by("-job__priority", "updated_at", "id")
             .values_list("pk", "job_id")[:BATCH]
         )
