@@ -11,9 +11,10 @@ from django.db import OperationalError, connection
 
 from agents.fake import FakeRemote
 from agents.models import AgentPool
+from agents.services import pool_save
 from scheduler.models import Step, StepStatus
 from scheduler.services import capacity, job_submit
-from scheduler.services.capacity import forget_limits_cache, pump
+from scheduler.services.capacity import forget_limits_cache, pump, run_capacity
 from supervisor.services import job_pause
 from tests.factories import make_pool, make_workflow, step
 from tests.test_api_support import make_user
@@ -34,6 +35,27 @@ def limited_pool(name: str = "slow", **limits: Any) -> AgentPool:
     AgentPool.objects.filter(name=name).update(**limits)
     forget_limits_cache()
     return AgentPool.objects.get(name=name)
+
+
+def one_round() -> int:
+    """One turn of the qcluster's capacity thread."""
+    turns = iter([False])
+    return run_capacity(lambda: next(turns, True), idle=0)
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_steps_left_waiting_when_a_pools_limits_are_removed_are_dispatched(fake_remote: FakeRemote) -> None:
+    pool = limited_pool(max_in_flight=1)
+    make_workflow("one", step("s1", pool="slow"))
+    for n in range(3):
+        job_submit(workflow="one", input={"n": n})  # each commit pumps: one goes, two wait
+    assert Step.objects.filter(status=W).count() == 2
+    pool_save(name="slow", kind="python", pool=pool, max_in_flight=None)
+    # A few seconds on, every process has read the limits again: no pool is limited any more.
+    forget_limits_cache()
+    assert one_round() == 2
+    assert Step.objects.filter(status=W).count() == 0
 
 
 def test_waiting_steps_of_paused_jobs_do_not_crowd_out_the_others(fake_remote: FakeRemote) -> None:

@@ -13,8 +13,9 @@ pumps again after it commits). Since only the pump dispatches into a
 limited pool, and one pump at a time per pool, the limits hold across every process.
 
 The pump runs after every transaction that parks a step (on commit), after every call to a
-limited pool finishes, and in every `qcluster` every half second (a thread; idle, one cached
-query, while no pool is limited), which is what releases rate-limited steps on time. Status
+limited pool finishes, and in every `qcluster` every half second (a thread; one query while no
+step waits), which is what releases rate-limited steps on time, and steps left waiting in a pool
+whose limits were removed (an unlimited pool's waiting steps go out a batch at a time). Status
 queries (reconcile) are not limited: they are cheap reads that decide what a stuck call did.
 """
 
@@ -208,17 +209,18 @@ def _may_dispatch(state: JobState, step: Step) -> bool:
 
 def run_capacity(should_stop: Callable[[], bool], *, idle: float = 0.5) -> int:
     """The pump's loop in `qcluster`: pump every `idle` seconds (sooner when a rate-limited pool
-    frees a slot) while some pool is limited. Survives database outages."""
+    frees a slot), one query while nothing waits. It pumps whether or not a pool is limited now:
+    steps parked in a pool whose limits were since removed are dispatched too (the pumps on
+    commit stop once no pool is limited). Survives database outages."""
     total = 0
     while not should_stop():
         pause = idle
         try:
             close_old_connections()
-            if any_pool_limited():
-                count, soonest = pump()
-                total += count
-                if soonest is not None:
-                    pause = min(idle, max(soonest, 0.01))
+            count, soonest = pump()
+            total += count
+            if soonest is not None:
+                pause = min(idle, max(soonest, 0.01))
         except Exception:
             logger.exception("capacity pump failed")
             connection.close()
