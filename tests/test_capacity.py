@@ -4,10 +4,11 @@ it looks at and when, and what its pool lock lets through."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 
 from agents.fake import FakeRemote
 from agents.models import AgentPool
@@ -16,6 +17,7 @@ from scheduler.models import Step, StepStatus
 from scheduler.services import capacity, job_submit
 from scheduler.services.capacity import forget_limits_cache, pump, run_capacity
 from supervisor.services import job_pause
+from tests.conftest import run_queued_tasks
 from tests.factories import make_pool, make_workflow, step
 from tests.test_api_support import make_user
 
@@ -41,6 +43,25 @@ def one_round() -> int:
     """One turn of the qcluster's capacity thread."""
     turns = iter([False])
     return run_capacity(lambda: next(turns, True), idle=0)
+
+
+@pytest.fixture
+def pumped(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The pools each pump was asked to look at (the pump itself does nothing)."""
+    calls: list[Any] = []
+
+    def spy(pool_ids: list[int] | None = None) -> tuple[int, float | None]:
+        calls.append(pool_ids)
+        return 0, None
+
+    monkeypatch.setattr(capacity, "pump", spy)
+    return calls
+
+
+@pytest.fixture(params=[True, False], ids=["fast-path", "python-path"])
+def fast_path(request: pytest.FixtureRequest, settings: Any) -> bool:
+    settings.SAS_FAST_PATH = request.param
+    return bool(request.param)
 
 
 @pytest.mark.sqlite
@@ -71,6 +92,82 @@ def test_waiting_steps_of_paused_jobs_do_not_crowd_out_the_others(fake_remote: F
     other = job_submit(workflow="one", input={}).job
     assert pump()[0] == 1
     assert Step.objects.get(job=other).status == D
+
+
+def test_an_outcome_pumps_only_the_limited_pools_it_freed_or_filled(
+    fake_remote: FakeRemote,
+    fast_path: bool,
+    pumped: list[Any],
+    django_capture_on_commit_callbacks: Callable[..., Any],
+) -> None:
+    slow = limited_pool(max_in_flight=1)
+    limited_pool("elsewhere", max_in_flight=1)
+    make_workflow("two", step("s1"), step("s2", "s1", pool="slow"))
+    make_workflow("other", step("e1", pool="elsewhere"))
+    job_submit(workflow="other", input={})  # a step waits in another limited pool
+    job = job_submit(workflow="two", input={}).job
+    pumped.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        # s1's pool has no limit: its call ending frees nothing; s2 becomes ready and waits.
+        assert run_queued_tasks() == 1
+    assert Step.objects.get(job=job, name="s2").status == W
+    assert pumped == [[slow.pk]]
+
+
+def test_a_submission_pumps_each_pool_it_parked_steps_in_once(
+    fake_remote: FakeRemote,
+    fast_path: bool,
+    pumped: list[Any],
+    django_capture_on_commit_callbacks: Callable[..., Any],
+) -> None:
+    slow, other = limited_pool(max_in_flight=1), limited_pool("other", max_in_flight=1)
+    limited_pool("elsewhere", max_in_flight=1)
+    make_workflow(
+        "fan",
+        step("a", pool="slow"),
+        step("b", pool="slow"),
+        step("c", pool="slow"),
+        step("d", pool="other"),
+        step("e"),
+    )
+    make_workflow("unrelated", step("u1", pool="elsewhere"))
+    job_submit(workflow="unrelated", input={})
+    pumped.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        job_submit(workflow="fan", input={})
+    assert sorted(pumped) == sorted([[slow.pk], [other.pk]])
+
+
+def test_a_pump_registered_in_a_rolled_back_savepoint_is_registered_again(
+    pumped: list[Any], django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    pool = limited_pool(max_in_flight=1)
+
+    def rolled_back() -> None:
+        with transaction.atomic():
+            capacity.pump_after_commit(pool.pk)
+            raise RuntimeError("rolled back")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        with pytest.raises(RuntimeError):
+            rolled_back()
+        capacity.pump_after_commit(pool.pk)
+        capacity.pump_after_commit(pool.pk)
+    assert pumped == [[pool.pk]]
+
+
+def test_a_call_ending_in_a_limited_pool_releases_the_next_waiting_step_on_commit(
+    fake_remote: FakeRemote, fast_path: bool, django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    limited_pool(max_in_flight=1)
+    make_workflow("one", step("s1", pool="slow"))
+    with django_capture_on_commit_callbacks(execute=True):
+        first, second = (job_submit(workflow="one", input={"n": n}).job for n in range(2))
+    assert (Step.objects.get(job=first).status, Step.objects.get(job=second).status) == (D, W)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert run_queued_tasks() == 1
+    assert Step.objects.get(job=first).status == StepStatus.SUCCEEDED
+    assert Step.objects.get(job=second).status == D
 
 
 @pytest.mark.django_db(transaction=True)

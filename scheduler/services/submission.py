@@ -22,7 +22,7 @@ from sas_project.validation import json_storable
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, StepStatus, Workflow
 from scheduler.services import hotpath
-from scheduler.services.capacity import any_pool_limited, pump_after_commit
+from scheduler.services.capacity import any_pool_limited, pump_job_after_commit
 from scheduler.services.locking import JobState
 from scheduler.services.saga import job_advance
 from scheduler.unit import Unit, User, unit_of_work
@@ -141,9 +141,6 @@ def job_submit(
             "callback": bool(callback_url),
         }
         transaction.on_commit(lambda: logger.info("job submitted", extra=line))
-        if any_pool_limited():
-            # Steps of limited pools were parked: the pump takes them once this commits.
-            pump_after_commit()
     return submission
 
 
@@ -184,6 +181,10 @@ def _submit_in_database(
         )
     if job_id is None:
         raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
+    if any_pool_limited():
+        # The function parks the steps of limited pools (the Python path's dispatch registers
+        # its own pumps): the pump takes them once this commits.
+        pump_job_after_commit(job_id)
     if outermost:
         maybe_fail_after_commit("a submission")
     return Submission(job_id=job_id, created=True)
