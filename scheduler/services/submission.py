@@ -25,6 +25,7 @@ from scheduler.services import hotpath
 from scheduler.services.capacity import any_pool_limited, pump_job_after_commit
 from scheduler.services.locking import JobState
 from scheduler.services.saga import job_advance
+from scheduler.transitions import step_reuse
 from scheduler.unit import Unit, User, unit_of_work
 
 logger = logging.getLogger("scheduler.jobs")
@@ -241,8 +242,8 @@ def _create_job(
 ) -> JobState:
     """Create a job with its steps and its `job_submitted` event, and start it. `user` submits it,
     `actor` (default: the user) did it. A rerun names the original (`rerun_of`) and the steps
-    whose output it reuses (`reuse`, by name): those are created succeeded, with their own
-    event, and are never called."""
+    whose output it reuses (`reuse`, by name): those succeed at once with that output
+    (scheduler.transitions.step_reuse, with their own event) and are never called."""
     now = unit.now
     reuse = reuse or {}
     definition = definitions[0].workflow
@@ -275,18 +276,9 @@ def _create_job(
                 kind=StepKind.ACTION,
                 operation_id=str(uuid.uuid4()),
                 pool=d.pool,
+                reused_from=reuse.get(d.name),
                 created_at=now,
                 updated_at=now,
-                **(
-                    {
-                        "status": S.SUCCEEDED,
-                        "output": reuse[d.name].output,
-                        "reused_from": reuse[d.name],
-                        "finished_at": now,
-                    }
-                    if d.name in reuse
-                    else {}
-                ),
             )
             for d in definitions
         ]
@@ -302,17 +294,8 @@ def _create_job(
     )
     for step in steps:
         step.job = job
-        if step.reused_from_id is not None:
-            unit.event(
-                job_id=job.pk,
-                step=step,
-                kind=EventKind.STEP_SUCCEEDED,
-                source=source,
-                actor=actor,
-                to_status=S.SUCCEEDED,
-                reason=f"output reused from job {rerun_of.pk if rerun_of else ''}: not called again",
-                data={"reused_from": step.reused_from_id},
-            )
+        if step.reused_from is not None:
+            step_reuse(unit, step, source=source, actor=actor)
     state = JobState(job=job, steps=list(steps))
     job_advance(unit, state, source=source, actor=actor)
     return state
