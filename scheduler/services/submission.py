@@ -52,6 +52,24 @@ class Submission:
         return self.loaded
 
 
+def valid_business_key(value: Any) -> str:
+    """A job's business key (a schedule's, for the jobs it submits): text of at most 200
+    characters that PostgreSQL can store (no NUL)."""
+    if not isinstance(value, str) or len(value) > 200 or "\x00" in value:
+        raise InvalidInput(
+            "business_key must be a string of at most 200 characters, without NUL characters",
+            field="business_key",
+        )
+    return value
+
+
+def valid_priority(value: Any) -> int:
+    """A job's priority (a schedule's, for the jobs it submits): an integer from -1000 to 1000."""
+    if not isinstance(value, int) or isinstance(value, bool) or not -1000 <= value <= 1000:
+        raise InvalidInput("priority must be an integer from -1000 to 1000", field="priority")
+    return value
+
+
 def _request_hash(
     workflow: str, payload: object, callback_url: str = "", business_key: str = "", priority: int = 0
 ) -> str:
@@ -108,10 +126,8 @@ def job_submit(
             callback_url = validate_endpoint_url(callback_url)
         except InvalidInput as exc:
             raise InvalidInput(f"callback_url: {exc.message}", field="callback_url") from exc
-    if not isinstance(business_key, str) or len(business_key) > 200 or "\x00" in business_key:
-        raise InvalidInput("business_key must be a string of at most 200 characters", field="business_key")
-    if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
-        raise InvalidInput("priority must be an integer from -1000 to 1000", field="priority")
+    business_key = valid_business_key(business_key)
+    priority = valid_priority(priority)
     request_hash = _request_hash(workflow, input, callback_url, business_key, priority)
     user = submitter if submitter is not None and submitter.is_authenticated else None
     try:
