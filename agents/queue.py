@@ -32,10 +32,10 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from agents.outcome import ACCEPTED, CallResult, CallSpec, Outcome
+from agents.outcome import ACCEPTED, AttemptKind, CallResult, CallSpec, Outcome
 from agents.validation import OutboundRefused, pinned_broker_url, validate_broker_url, validate_queue_name
 from sas_project.conf import sas_settings
 from sas_project.errors import InvalidInput
@@ -99,8 +99,6 @@ def credentials_of(spec: CallSpec) -> tuple[str, str]:
 
 def message_of(spec: CallSpec) -> dict[str, Any]:
     """The request message of one attempt."""
-    from agents.outcome import AttemptKind
-
     message = {
         "operation_id": spec.operation_id,
         "job_id": spec.job_id,
@@ -305,7 +303,3 @@ def _release(conn: Any) -> None:
         conn.release()
     except Exception:
         logger.debug("closing a broker connection failed", exc_info=True)
-
-
-def result_with_latency(reply: Reply, latency_ms: int | None) -> Reply:
-    return replace(reply, result=replace(reply.result, latency_ms=latency_ms))

@@ -26,7 +26,7 @@ from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, SasError, StaleWrite
 from sas_project.validation import json_storable, valid_name
 from scheduler.models import CatchUp, EventKind, Schedule, Workflow
-from scheduler.services import job_submit
+from scheduler.services import job_submit, valid_business_key, valid_priority
 from scheduler.unit import unit_of_work
 
 logger = logging.getLogger("scheduler.schedules")
@@ -75,14 +75,9 @@ def schedule_validate(values: dict[str, Any]) -> dict[str, Any]:
         raise InvalidInput("input must be a JSON object", field="input")
     json_storable(payload, "input")
     clean["input"] = payload
-    business_key = clean.get("business_key") or ""
-    if not isinstance(business_key, str) or len(business_key) > 200:
-        raise InvalidInput("business_key must be a string of at most 200 characters", field="business_key")
-    clean["business_key"] = business_key
-    priority = clean.get("priority") or 0
-    if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
-        raise InvalidInput("priority must be an integer from -1000 to 1000", field="priority")
-    clean["priority"] = priority
+    # The jobs' own rules: a firing must not be refused for what the schedule accepted.
+    clean["business_key"] = valid_business_key(clean.get("business_key") or "")
+    clean["priority"] = valid_priority(clean.get("priority") or 0)
     zone_name = clean.get("timezone") or "UTC"
     try:
         zoneinfo.ZoneInfo(str(zone_name))
@@ -115,13 +110,6 @@ def schedule_validate(values: dict[str, Any]) -> dict[str, Any]:
         raise InvalidInput(f"catch_up must be one of {', '.join(CatchUp.values)}", field="catch_up")
     clean["catch_up"] = catch_up
     return clean
-
-
-def schedule_get(name: str) -> Schedule:
-    schedule = Schedule.objects.filter(name=name).first()
-    if schedule is None:
-        raise NotFound(f"schedule {name!r} does not exist")
-    return schedule
 
 
 def _settings(schedule: Schedule) -> dict[str, Any]:

@@ -39,7 +39,8 @@ E = EventKind
 # --- the tables ---------------------------------------------------------------------------------
 
 STEP_TRANSITIONS: dict[str, frozenset[str]] = {
-    S.PENDING: frozenset({S.DISPATCHED, S.WAITING, S.SKIPPED}),
+    # To succeeded without a call: a rerun's step that reuses the original's output (step_reuse).
+    S.PENDING: frozenset({S.DISPATCHED, S.WAITING, S.SKIPPED, S.SUCCEEDED}),
     # A pool at its limit: the capacity pump dispatches the step; its job stopping skips it.
     S.WAITING: frozenset({S.DISPATCHED, S.SKIPPED, S.FAILED, S.SUCCEEDED}),
     S.DISPATCHED: frozenset({S.SUCCEEDED, S.ATTEMPT_FAILED, S.UNKNOWN}),
@@ -53,9 +54,11 @@ STEP_TRANSITIONS: dict[str, frozenset[str]] = {
     S.COMPENSATED: frozenset(),
 }
 
-#: Moves that reopen settled work: only an operator may make them, and the event names them.
+#: Moves only an operator may make, and whose event names them: those that reopen settled work
+#: or complete a step without its call (a resolve, a rerun reusing an output).
 STEP_OPERATOR_ONLY: frozenset[tuple[str, str]] = frozenset(
     {
+        (S.PENDING, S.SUCCEEDED),
         (S.HELD, S.DISPATCHED),
         (S.HELD, S.WAITING),
         (S.FAILED, S.DISPATCHED),
@@ -178,6 +181,29 @@ def step_transition(
         actor=actor,
         reason=reason,
         data=data,
+    )
+
+
+def step_reuse(unit: Unit, step: Step, *, source: str, actor: User | None) -> None:
+    """Complete a rerun's new step with the output of the step it reuses (`reused_from`, of the
+    original job), without calling it: pending -> succeeded, an operator's move. Raises
+    InvalidTransition unless the reused step succeeded."""
+    original = step.reused_from
+    if original is None or original.status != S.SUCCEEDED:
+        raise InvalidTransition(
+            f"step {step.name} reuses no output: only a step that succeeded is reused",
+            frm=step.status,
+            to=S.SUCCEEDED,
+        )
+    step_transition(
+        unit,
+        step,
+        S.SUCCEEDED,
+        source=source,
+        actor=actor,
+        reason=f"output reused from job {original.job_id}: not called again",
+        data={"reused_from": original.pk},
+        output=original.output,
     )
 
 

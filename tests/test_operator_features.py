@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from agents.fake import FakeRemote
 from agents.models import AgentPool
+from sas_project.errors import InvalidInput
 from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Outcome, Schedule, Step, StepStatus
-from scheduler.schedules import next_fire, schedule_create, schedules_fire
+from scheduler.schedules import next_fire, schedule_create, schedule_update, schedules_fire
 from scheduler.services import job_submit
 from scheduler.services.capacity import forget_limits_cache, pump
 from tests.factories import chain, make_policy, make_pool, make_workflow, step
@@ -297,6 +298,24 @@ def test_a_bad_schedule_is_a_400_naming_the_field(body: dict[str, Any], field: s
     assert response.status_code == 400, response.json()
     assert response.json().get("field") == field or field in response.json(), response.json()
     assert not Schedule.objects.exists()
+
+
+@pytest.mark.sqlite
+def test_a_schedule_with_a_nul_in_its_business_key_is_refused_and_nothing_is_created() -> None:
+    chain(n=1)
+    sam = make_user("sam", "submitters")
+    values = {"workflow": "chain", "cron": "* * * * *", "business_key": "order\x001"}
+    response = client_for(sam).post(f"{V1}/schedules/", {"name": "s", **values}, format="json")
+    assert response.status_code == 400, response.json()
+    # The service refuses it too (the admin's and the API's one path), as a submission would.
+    with pytest.raises(InvalidInput) as refused:
+        schedule_create(name="s", actor=sam, **values)
+    assert refused.value.detail == {"field": "business_key"}
+    assert not Schedule.objects.exists()
+    schedule_create(name="s", actor=sam, **{**values, "business_key": "order 1"})
+    with pytest.raises(InvalidInput):
+        schedule_update("s", actor=sam, changes={"business_key": "order\x002"})
+    assert Schedule.objects.get().business_key == "order 1"
 
 
 def test_a_schedule_is_its_creators_to_change(fake_remote: FakeRemote) -> None:

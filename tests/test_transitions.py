@@ -32,6 +32,7 @@ from scheduler.transitions import (
     attempt_note_late,
     attempt_supersede,
     job_transition,
+    step_reuse,
     step_transition,
 )
 from scheduler.unit import unit_of_work
@@ -248,3 +249,25 @@ def test_superseding_closes_the_attempt_in_flight_and_is_a_no_op_without_one(job
     assert Attempt.objects.get(step=step, number=step.attempt).outcome == Outcome.SUPERSEDED
     with unit_of_work() as unit:  # nothing in flight any more: nothing to do, no error
         attempt_supersede(unit, step, decided_by="operator:olga")
+
+
+def test_a_rerun_step_reuses_only_an_output_that_succeeded(job: Job, operator: User) -> None:
+    original = job.steps.get()
+    step = job_submit(workflow="one", input={}).job.steps.get()
+    Step.objects.filter(pk=step.pk).update(reused_from=original)
+    step = _set_step(step, StepStatus.PENDING)
+    with pytest.raises(InvalidTransition, match="only a step that succeeded"), unit_of_work() as unit:
+        step_reuse(unit, step, source="test", actor=operator)
+    Step.objects.filter(pk=original.pk).update(status=StepStatus.SUCCEEDED, output={"paid": 1})
+    step = _set_step(step, StepStatus.PENDING)
+    with unit_of_work() as unit:
+        step_reuse(unit, step, source="test", actor=operator)
+    step.refresh_from_db()
+    assert (step.status, step.output) == (StepStatus.SUCCEEDED, {"paid": 1})
+    event = Event.objects.filter(step=step).order_by("id").last()
+    assert (event.kind, event.to_status, event.data) == (
+        EventKind.STEP_SUCCEEDED,
+        StepStatus.SUCCEEDED,
+        {"reused_from": original.pk},
+    )
+    assert event.reason == f"output reused from job {job.pk}: not called again"

@@ -33,7 +33,13 @@ from scheduler.services.remediation import (
     steps_still_queued,
 )
 from scheduler.services.saga import job_advance, job_fail, job_start_compensation, needs_compensation
-from scheduler.services.submission import Submission, job_submit, rerun_create
+from scheduler.services.submission import (
+    Submission,
+    job_submit,
+    rerun_create,
+    valid_business_key,
+    valid_priority,
+)
 
 __all__ = [
     "JOB_FORWARD",
@@ -62,4 +68,6 @@ __all__ = [
     "step_succeed",
     "step_time_out",
     "steps_still_queued",
+    "valid_business_key",
+    "valid_priority",
 ]

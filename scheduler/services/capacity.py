@@ -4,16 +4,20 @@
 A call for a limited pool is never dispatched where it becomes ready: the step moves to
 `waiting` (event `step_waiting`; no attempt, no task, no deadline, no worker held), and the pump
 dispatches waiting steps as capacity frees, highest job priority first, then oldest. The pump
-takes the pool's row lock (`FOR UPDATE SKIP LOCKED`: one pump per pool at a time, the others
-skip it), counts the calls in flight (the pool's dispatched steps) and the calls started in the
-rate window, and dispatches that many, each under its job's row lock (skipped when another writer
-holds it: that writer pumps again after it commits). Since only the pump dispatches into a
-limited pool, and one pump at a time per pool, the limits hold across every process.
+takes the pool's row lock (`FOR NO KEY UPDATE SKIP LOCKED`: one pump per pool at a time, the
+others skip it; the weaker `NO KEY` lock still lets other transactions insert steps and attempts
+that refer to the pool, whose foreign keys take a key-share lock on its row), counts the calls
+in flight (the pool's dispatched steps) and the calls started in the rate window, and dispatches
+that many, each under its job's row lock (skipped when another writer holds it: that writer
+pumps again after it commits). Since only the pump dispatches into a limited pool, and one pump
+at a time per pool, the limits hold across every process.
 
-The pump runs after every transaction that parks a step (on commit), after every call to a
-limited pool finishes, and in every `qcluster` every half second (a thread; idle, one cached
-query, while no pool is limited), which is what releases rate-limited steps on time. Status
-queries (reconcile) are not limited: they are cheap reads that decide what a stuck call did.
+The pump runs after every transaction that parks a step and after every call to a limited pool
+finishes (on commit, for the pools concerned only, once per pool and transaction), and in every
+`qcluster` every half second (a thread; one query while no step waits), which is what releases
+rate-limited steps on time, and steps left waiting in a pool whose limits were removed (an
+unlimited pool's waiting steps go out a batch at a time). Status queries (reconcile) are not
+limited: they are cheap reads that decide what a stuck call did.
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Q
+from django.db.models import Q, Subquery
 from django.db.models.functions import Now
 
 from agents.models import AgentPool
@@ -43,6 +48,9 @@ SOURCE = "capacity"
 LIMITED_CACHE_SECONDS = 5.0
 #: Waiting steps one pump looks at per pool.
 BATCH = 200
+
+#: A row whose pool has a limit (attempts, steps).
+LIMITED_POOL = Q(pool__max_in_flight__isnull=False) | Q(pool__max_per_second__isnull=False)
 
 _limited_at = 0.0
 _limited = False
@@ -64,13 +72,59 @@ def forget_limits_cache() -> None:
     _limited_at = 0.0
 
 
-def is_limited(pool: AgentPool) -> bool:
-    return pool.max_in_flight is not None or pool.max_per_second is not None
+@dataclass
+class _PoolPump:
+    """One pool's pump, to run when the transaction that registered it commits."""
+
+    pool_id: int
+    ran: bool = False
+
+    def __call__(self) -> None:
+        self.ran = True
+        pump([self.pool_id])
 
 
-def pump_after_commit(pool_id: int | None = None) -> None:
-    """Pump once the current transaction commits (at once outside one)."""
-    transaction.on_commit(lambda: pump([pool_id] if pool_id is not None else None))
+def pump_after_commit(pool_id: int) -> None:
+    """Pump the pool once the current transaction commits (at once outside one): once per
+    transaction, however many of the pool's steps it parks or frees.
+
+    The pumps already due are read from the connection's own list of on-commit callbacks, which
+    a rolled-back savepoint leaves without its registrations: a pool whose pump was registered
+    only there is registered again. A pump that has run no longer counts (a test that runs the
+    callbacks in place keeps them listed)."""
+    if connection.in_atomic_block and any(
+        isinstance(entry[1], _PoolPump) and entry[1].pool_id == pool_id and not entry[1].ran
+        for entry in connection.run_on_commit
+    ):
+        return
+    transaction.on_commit(_PoolPump(pool_id))
+
+
+def pump_job_after_commit(job_id: Any) -> None:
+    """Pump, once this commits, the pools where the job's steps wait (what a submission parked)."""
+    pools = Step.objects.filter(job_id=job_id, status=S.WAITING).order_by().values_list("pool_id", flat=True)
+    for pool_id in sorted(set(pools)):
+        pump_after_commit(pool_id)
+
+
+def pump_after_outcome(step_id: int, number: int) -> None:
+    """Pump, once this commits, the pools an outcome concerns: the pool of the call that ended,
+    if it is limited (a slot freed), and the pools where the job's steps wait (the steps the
+    outcome made ready may have been parked). Other pools are none of its business."""
+    freed = (
+        Attempt.objects.filter(LIMITED_POOL, step_id=step_id, number=number)
+        .order_by()
+        .values_list("pool_id", flat=True)
+    )
+    parked = (
+        Step.objects.filter(
+            status=S.WAITING, job_id=Subquery(Step.objects.filter(pk=step_id).values("job_id")[:1])
+        )
+        .order_by()
+        .values_list("pool_id", flat=True)
+    )
+    for pool_id in sorted(set(freed.union(parked))):
+        pump_after_commit(pool_id)
 
 
 def free_slots(pool: AgentPool) -> tuple[int, float | None]:
@@ -106,11 +160,18 @@ def _recent_dispatch_ages(pool_id: int, window: float) -> list[float]:
     return [(now - at).total_seconds() for now, at in rows]
 
 
+def _dispatchable_waiting() -> Any:
+    """Waiting steps the pump may take. Those of a paused job stay out until it resumes: however
+    many there are, they neither fill the pump's batch ahead of steps it could dispatch nor make
+    it lock a pool for nothing."""
+    return Step.objects.filter(status=S.WAITING, job__paused_at__isnull=True)
+
+
 def _waiting_pools(pool_ids: list[int] | None) -> list[int]:
-    query = Step.objects.filter(status=S.WAITING)
+    query = _dispatchable_waiting()
     if pool_ids is not None:
         query = query.filter(pool_id__in=pool_ids)
-    return sorted(set(query.values_list("pool_id", flat=True)))
+    return list(query.order_by("pool_id").values_list("pool_id", flat=True).distinct())
 
 
 def pump(pool_ids: list[int] | None = None) -> tuple[int, float | None]:
@@ -132,16 +193,18 @@ def _pump_pool(pool_id: int) -> tuple[int, float | None]:
 
     dispatched = 0
     with transaction.atomic():
-        pool = AgentPool.objects.select_for_update(skip_locked=True).filter(pk=pool_id).first()
+        # NO KEY: the pump excludes other pumps only, never a submission or a dispatch inserting
+        # a row that refers to the pool (FOR UPDATE would make them wait until the pump commits).
+        pool = AgentPool.objects.select_for_update(skip_locked=True, no_key=True).filter(pk=pool_id).first()
         if pool is None:
             return 0, None  # another pump has it (or it is gone)
-        slots, wait = free_slots(pool) if is_limited(pool) else (BATCH, None)
+        slots, wait = free_slots(pool) if pool.limited else (BATCH, None)
         if slots <= 0:
             return 0, wait
         candidates: list[tuple[int, Any]]
         candidates = list(
-            Step.objects.filter(pool_id=pool_id, status=S.WAITING)
-            .select_related("job")
+            _dispatchable_waiting()
+            .filter(pool_id=pool_id)
             .order_by("-job__priority", "updated_at", "id")
             .values_list("pk", "job_id")[:BATCH]
         )
@@ -201,17 +264,18 @@ def _may_dispatch(state: JobState, step: Step) -> bool:
 
 def run_capacity(should_stop: Callable[[], bool], *, idle: float = 0.5) -> int:
     """The pump's loop in `qcluster`: pump every `idle` seconds (sooner when a rate-limited pool
-    frees a slot) while some pool is limited. Survives database outages."""
+    frees a slot), one query while nothing waits. It pumps whether or not a pool is limited now:
+    steps parked in a pool whose limits were since removed are dispatched too (the pumps on
+    commit stop once no pool is limited). Survives database outages."""
     total = 0
     while not should_stop():
         pause = idle
         try:
             close_old_connections()
-            if any_pool_limited():
-                count, soonest = pump()
-                total += count
-                if soonest is not None:
-                    pause = min(idle, max(soonest, 0.01))
+            count, soonest = pump()
+            total += count
+            if soonest is not None:
+                pause = min(idle, max(soonest, 0.01))
         except Exception:
             logger.exception("capacity pump failed")
             connection.close()

@@ -20,7 +20,7 @@ from agents.health import choose_endpoint
 from agents.models import AgentPool
 from agents.outcome import AttemptKind
 from scheduler.models import Attempt, EventKind, Step, StepStatus
-from scheduler.services.capacity import is_limited, pump_after_commit
+from scheduler.services.capacity import pump_after_commit
 from scheduler.services.locking import JobState
 from scheduler.transitions import attempt_open, step_transition
 from scheduler.unit import Unit, User
@@ -52,7 +52,7 @@ def step_dispatch(
     """
     policy = step.definition.policy
     pool = pool or step.pool
-    if kind == AttemptKind.CALL and not capacity_checked and is_limited(pool):
+    if kind == AttemptKind.CALL and not capacity_checked and pool.limited:
         waiting = f"pool {pool.name} has a limit: waiting for capacity"
         step_transition(
             unit,

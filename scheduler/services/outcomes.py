@@ -17,7 +17,7 @@ from django.db.models.functions import Now
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
 from scheduler.models import STEP_SETTLED, Attempt, EventKind, Step, StepKind, StepStatus
 from scheduler.services import hotpath
-from scheduler.services.capacity import any_pool_limited, pump_after_commit
+from scheduler.services.capacity import any_pool_limited, pump_after_outcome
 from scheduler.services.claims import AGENT, NOT_CALLED
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
 from scheduler.services.saga import job_advance
@@ -56,8 +56,8 @@ def step_record_outcome(
     _step_record_outcome(step_id, number, result, source=source, spec=spec)
     if any_pool_limited():
         # A call of a limited pool ending frees a slot, and the steps this outcome made ready may
-        # have been parked: the pump looks once this commits.
-        pump_after_commit()
+        # have been parked: the pump looks at those pools once this commits.
+        pump_after_outcome(step_id, number)
 
 
 def _step_record_outcome(

@@ -22,9 +22,10 @@ from sas_project.validation import json_storable
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, StepStatus, Workflow
 from scheduler.services import hotpath
-from scheduler.services.capacity import any_pool_limited, pump_after_commit
+from scheduler.services.capacity import any_pool_limited, pump_job_after_commit
 from scheduler.services.locking import JobState
 from scheduler.services.saga import job_advance
+from scheduler.transitions import step_reuse
 from scheduler.unit import Unit, User, unit_of_work
 
 logger = logging.getLogger("scheduler.jobs")
@@ -49,6 +50,24 @@ class Submission:
         if self.loaded is None:
             self.loaded = Job.objects.select_related("workflow").get(pk=self.job_id)
         return self.loaded
+
+
+def valid_business_key(value: Any) -> str:
+    """A job's business key (a schedule's, for the jobs it submits): text of at most 200
+    characters that PostgreSQL can store (no NUL)."""
+    if not isinstance(value, str) or len(value) > 200 or "\x00" in value:
+        raise InvalidInput(
+            "business_key must be a string of at most 200 characters, without NUL characters",
+            field="business_key",
+        )
+    return value
+
+
+def valid_priority(value: Any) -> int:
+    """A job's priority (a schedule's, for the jobs it submits): an integer from -1000 to 1000."""
+    if not isinstance(value, int) or isinstance(value, bool) or not -1000 <= value <= 1000:
+        raise InvalidInput("priority must be an integer from -1000 to 1000", field="priority")
+    return value
 
 
 def _request_hash(
@@ -107,10 +126,8 @@ def job_submit(
             callback_url = validate_endpoint_url(callback_url)
         except InvalidInput as exc:
             raise InvalidInput(f"callback_url: {exc.message}", field="callback_url") from exc
-    if not isinstance(business_key, str) or len(business_key) > 200 or "\x00" in business_key:
-        raise InvalidInput("business_key must be a string of at most 200 characters", field="business_key")
-    if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
-        raise InvalidInput("priority must be an integer from -1000 to 1000", field="priority")
+    business_key = valid_business_key(business_key)
+    priority = valid_priority(priority)
     request_hash = _request_hash(workflow, input, callback_url, business_key, priority)
     user = submitter if submitter is not None and submitter.is_authenticated else None
     try:
@@ -141,9 +158,6 @@ def job_submit(
             "callback": bool(callback_url),
         }
         transaction.on_commit(lambda: logger.info("job submitted", extra=line))
-        if any_pool_limited():
-            # Steps of limited pools were parked: the pump takes them once this commits.
-            pump_after_commit()
     return submission
 
 
@@ -184,6 +198,10 @@ def _submit_in_database(
         )
     if job_id is None:
         raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
+    if any_pool_limited():
+        # The function parks the steps of limited pools (the Python path's dispatch registers
+        # its own pumps): the pump takes them once this commits.
+        pump_job_after_commit(job_id)
     if outermost:
         maybe_fail_after_commit("a submission")
     return Submission(job_id=job_id, created=True)
@@ -240,8 +258,8 @@ def _create_job(
 ) -> JobState:
     """Create a job with its steps and its `job_submitted` event, and start it. `user` submits it,
     `actor` (default: the user) did it. A rerun names the original (`rerun_of`) and the steps
-    whose output it reuses (`reuse`, by name): those are created succeeded, with their own
-    event, and are never called."""
+    whose output it reuses (`reuse`, by name): those succeed at once with that output
+    (scheduler.transitions.step_reuse, with their own event) and are never called."""
     now = unit.now
     reuse = reuse or {}
     definition = definitions[0].workflow
@@ -274,18 +292,9 @@ def _create_job(
                 kind=StepKind.ACTION,
                 operation_id=str(uuid.uuid4()),
                 pool=d.pool,
+                reused_from=reuse.get(d.name),
                 created_at=now,
                 updated_at=now,
-                **(
-                    {
-                        "status": S.SUCCEEDED,
-                        "output": reuse[d.name].output,
-                        "reused_from": reuse[d.name],
-                        "finished_at": now,
-                    }
-                    if d.name in reuse
-                    else {}
-                ),
             )
             for d in definitions
         ]
@@ -301,17 +310,8 @@ def _create_job(
     )
     for step in steps:
         step.job = job
-        if step.reused_from_id is not None:
-            unit.event(
-                job_id=job.pk,
-                step=step,
-                kind=EventKind.STEP_SUCCEEDED,
-                source=source,
-                actor=actor,
-                to_status=S.SUCCEEDED,
-                reason=f"output reused from job {rerun_of.pk if rerun_of else ''}: not called again",
-                data={"reused_from": step.reused_from_id},
-            )
+        if step.reused_from is not None:
+            step_reuse(unit, step, source=source, actor=actor)
     state = JobState(job=job, steps=list(steps))
     job_advance(unit, state, source=source, actor=actor)
     return state

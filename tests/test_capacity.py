@@ -1,0 +1,216 @@
+"""The capacity pump (scheduler.services.capacity): which waiting steps it dispatches, which pools
+it looks at and when, and what its pool lock lets through."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import OperationalError, connection, transaction
+
+from agents.fake import FakeRemote
+from agents.models import AgentPool
+from agents.services import pool_save
+from scheduler.models import Step, StepStatus
+from scheduler.services import capacity, job_submit
+from scheduler.services.capacity import forget_limits_cache, pump, run_capacity
+from supervisor.services import job_pause
+from tests.conftest import run_queued_tasks
+from tests.factories import make_pool, make_workflow, step
+from tests.test_api_support import make_user
+
+pytestmark = pytest.mark.django_db
+
+W = StepStatus.WAITING
+D = StepStatus.DISPATCHED
+
+
+@pytest.fixture(autouse=True)
+def _fresh_limits() -> None:
+    forget_limits_cache()
+
+
+def limited_pool(name: str = "slow", **limits: Any) -> AgentPool:
+    make_pool(name, kind="python")
+    AgentPool.objects.filter(name=name).update(**limits)
+    forget_limits_cache()
+    return AgentPool.objects.get(name=name)
+
+
+def one_round() -> int:
+    """One turn of the qcluster's capacity thread."""
+    turns = iter([False])
+    return run_capacity(lambda: next(turns, True), idle=0)
+
+
+@pytest.fixture
+def pumped(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The pools each pump was asked to look at (the pump itself does nothing)."""
+    calls: list[Any] = []
+
+    def spy(pool_ids: list[int] | None = None) -> tuple[int, float | None]:
+        calls.append(pool_ids)
+        return 0, None
+
+    monkeypatch.setattr(capacity, "pump", spy)
+    return calls
+
+
+@pytest.fixture(params=[True, False], ids=["fast-path", "python-path"])
+def fast_path(request: pytest.FixtureRequest, settings: Any) -> bool:
+    settings.SAS_FAST_PATH = request.param
+    return bool(request.param)
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_steps_left_waiting_when_a_pools_limits_are_removed_are_dispatched(fake_remote: FakeRemote) -> None:
+    pool = limited_pool(max_in_flight=1)
+    make_workflow("one", step("s1", pool="slow"))
+    for n in range(3):
+        job_submit(workflow="one", input={"n": n})  # each commit pumps: one goes, two wait
+    assert Step.objects.filter(status=W).count() == 2
+    pool_save(name="slow", kind="python", pool=pool, max_in_flight=None)
+    # A few seconds on, every process has read the limits again: no pool is limited any more.
+    forget_limits_cache()
+    assert one_round() == 2
+    assert Step.objects.filter(status=W).count() == 0
+
+
+def test_waiting_steps_of_paused_jobs_do_not_crowd_out_the_others(fake_remote: FakeRemote) -> None:
+    limited_pool(max_in_flight=1)
+    make_workflow("wide", *(step(f"s{n}", pool="slow") for n in range(100)))
+    make_workflow("one", step("s1", pool="slow"))
+    olga = make_user("olga", "operators")
+    # More waiting steps of paused jobs, all older, than the pump looks at in one go.
+    paused = [job_submit(workflow="wide", input={"n": n}).job for n in range(3)]
+    assert Step.objects.filter(status=W).count() > capacity.BATCH
+    for job in paused:
+        job_pause(actor=olga, job_id=job.pk)
+    other = job_submit(workflow="one", input={}).job
+    assert pump()[0] == 1
+    assert Step.objects.get(job=other).status == D
+
+
+def test_an_outcome_pumps_only_the_limited_pools_it_freed_or_filled(
+    fake_remote: FakeRemote,
+    fast_path: bool,
+    pumped: list[Any],
+    django_capture_on_commit_callbacks: Callable[..., Any],
+) -> None:
+    slow = limited_pool(max_in_flight=1)
+    limited_pool("elsewhere", max_in_flight=1)
+    make_workflow("two", step("s1"), step("s2", "s1", pool="slow"))
+    make_workflow("other", step("e1", pool="elsewhere"))
+    job_submit(workflow="other", input={})  # a step waits in another limited pool
+    job = job_submit(workflow="two", input={}).job
+    pumped.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        # s1's pool has no limit: its call ending frees nothing; s2 becomes ready and waits.
+        assert run_queued_tasks() == 1
+    assert Step.objects.get(job=job, name="s2").status == W
+    assert pumped == [[slow.pk]]
+
+
+def test_a_submission_pumps_each_pool_it_parked_steps_in_once(
+    fake_remote: FakeRemote,
+    fast_path: bool,
+    pumped: list[Any],
+    django_capture_on_commit_callbacks: Callable[..., Any],
+) -> None:
+    slow, other = limited_pool(max_in_flight=1), limited_pool("other", max_in_flight=1)
+    limited_pool("elsewhere", max_in_flight=1)
+    make_workflow(
+        "fan",
+        step("a", pool="slow"),
+        step("b", pool="slow"),
+        step("c", pool="slow"),
+        step("d", pool="other"),
+        step("e"),
+    )
+    make_workflow("unrelated", step("u1", pool="elsewhere"))
+    job_submit(workflow="unrelated", input={})
+    pumped.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        job_submit(workflow="fan", input={})
+    assert sorted(pumped) == sorted([[slow.pk], [other.pk]])
+
+
+def test_a_pump_registered_in_a_rolled_back_savepoint_is_registered_again(
+    pumped: list[Any], django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    pool = limited_pool(max_in_flight=1)
+
+    def rolled_back() -> None:
+        with transaction.atomic():
+            capacity.pump_after_commit(pool.pk)
+            raise RuntimeError("rolled back")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        with pytest.raises(RuntimeError):
+            rolled_back()
+        capacity.pump_after_commit(pool.pk)
+        capacity.pump_after_commit(pool.pk)
+    assert pumped == [[pool.pk]]
+
+
+def test_a_call_ending_in_a_limited_pool_releases_the_next_waiting_step_on_commit(
+    fake_remote: FakeRemote, fast_path: bool, django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    limited_pool(max_in_flight=1)
+    make_workflow("one", step("s1", pool="slow"))
+    with django_capture_on_commit_callbacks(execute=True):
+        first, second = (job_submit(workflow="one", input={"n": n}).job for n in range(2))
+    assert (Step.objects.get(job=first).status, Step.objects.get(job=second).status) == (D, W)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert run_queued_tasks() == 1
+    assert Step.objects.get(job=first).status == StepStatus.SUCCEEDED
+    assert Step.objects.get(job=second).status == D
+
+
+@pytest.mark.django_db(transaction=True)
+def test_new_steps_of_a_pool_are_not_blocked_while_a_pump_holds_it(
+    fake_remote: FakeRemote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limited_pool(max_in_flight=1)
+    make_workflow("one", step("s1", pool="slow"))
+    for n in range(2):
+        job_submit(workflow="one", input={"n": n})  # one goes, one waits: the pump has work
+    holding, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+    free_slots = capacity.free_slots
+
+    def slow_count(pool: AgentPool) -> tuple[int, float | None]:
+        holding.set()  # the pump has the pool's row lock
+        release.wait(10)
+        return free_slots(pool)
+
+    def run() -> None:
+        try:
+            pump()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    monkeypatch.setattr(capacity, "free_slots", slow_count)
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '2s'")  # a blocked insert fails the test, not hangs it
+        try:
+            # Inserting a step of the pool checks its foreign key: a share lock on the pool's row.
+            job_submit(workflow="one", input={"n": 2})
+        except OperationalError as exc:
+            pytest.fail(f"a submission waited for the pump's lock on its pool: {exc}")
+    finally:
+        release.set()
+        thread.join()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    assert not errors
+    assert Step.objects.count() == 3
