@@ -98,6 +98,20 @@ JOB_SETTLED = JOB_FINAL | {JobStatus.FAILED}
 JOB_LIVE = frozenset(set(JobStatus) - JOB_SETTLED)
 
 
+# Pointers that are not foreign-key constraints in the database (db_constraint=False), and what
+# holds each instead. History retention deletes a million rows a day in batches, and every
+# constraint costs a key probe at commit for each deleted row it covers: these four were half of
+# that. They point between jobs, or within one, are written once when their row is created
+# (under the lock of the row they point at) and never changed, and the one bulk deleter
+# (scheduler.services.retention) follows the rule each constraint enforced; ORM deletes still
+# apply `on_delete`. The ownership references (a step's job, an attempt's step, a delivery's
+# job) stay constraints; an event's job is checked by a trigger (migration 0015).
+# - Job.rerun_of: retention keeps a job while a rerun of it is in the tables.
+# - Step.reused_from: retention keeps a job while another job's step reuses one of its steps.
+# - Step.compensates: a compensation step points into its own job, and leaves with it.
+# - Schedule.last_job: retention clears it in the statement that deletes the job.
+
+
 class Job(models.Model):
     """One run of a workflow version."""
 
@@ -128,9 +142,16 @@ class Job(models.Model):
     business_key = models.CharField(max_length=200, blank=True, default="", db_default="")
     #: Steps waiting for capacity in a limited pool go out highest priority first, then oldest.
     priority = models.IntegerField(default=0, db_default=0)
-    #: The job this one runs again from a chosen step (an operator's rerun).
+    #: The job this one runs again from a chosen step (an operator's rerun). Not a constraint in
+    #: the database (see the note above Job).
     rerun_of = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns", db_index=False
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="reruns",
+        db_index=False,
+        db_constraint=False,
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -265,8 +286,14 @@ class Step(models.Model):
     definition = models.ForeignKey(StepDefinition, on_delete=models.PROTECT, related_name="+", db_index=False)
     name = models.CharField(max_length=120)
     kind = models.CharField(max_length=16, choices=StepKind.choices, default=StepKind.ACTION)
+    #: The step of the same job that this compensation step undoes (see the note above Job).
     compensates = models.OneToOneField(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="compensation"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="compensation",
+        db_constraint=False,
     )
     status = models.CharField(max_length=20, choices=StepStatus.choices, default=StepStatus.PENDING)
     operation_id = models.CharField(max_length=200, unique=True)
@@ -293,7 +320,13 @@ class Step(models.Model):
     input_override = models.JSONField(null=True, blank=True)
     #: In a rerun, the step of the original job whose output this one reuses (it is not called).
     reused_from = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -640,7 +673,9 @@ class Schedule(models.Model):
     #: When it fires next; None once a one-off schedule has fired.
     next_fire_at = models.DateTimeField(null=True, blank=True)
     last_fired_at = models.DateTimeField(null=True, blank=True)
-    last_job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    last_job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+    )
     #: Why the last firing submitted nothing (an unknown workflow, say); empty when it worked.
     last_error = models.TextField(blank=True, default="")
     created_by = models.ForeignKey(

@@ -370,6 +370,11 @@ def test_the_original_of_a_rerun_stays_until_its_rerun_has_gone(
     # The rerun is recent: the original it points at (rerun_of, reused_from) stays.
     assert history_prune(source="test").jobs == 0
     assert Job.objects.filter(pk=original.pk).exists()
+    # Each pointer's rule holds on its own (they are not constraints): the reused step alone
+    # keeps the original too.
+    Job.objects.filter(pk=rerun.pk).update(rerun_of=None)
+    assert history_prune(source="test").jobs == 0
+    assert Job.objects.filter(pk=original.pk).exists()
 
     # Once the rerun is due too, both go: the rerun first, then the original it freed.
     Job.objects.filter(pk=rerun.pk).update(finished_at=old + dt.timedelta(days=1))

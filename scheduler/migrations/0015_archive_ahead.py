@@ -7,7 +7,14 @@
   their guarantee for the job, at the same moment (commit) and with the same lock (key share on
   the job row), and also clears `archived_at` of a job that gets an event after it was archived,
   so that it is archived again, with that event, before it may be deleted.
+- Four pointers stop being constraints too (`Job.rerun_of`, `Step.reused_from`,
+  `Step.compensates`, `Schedule.last_job`): retention follows their rules instead (see the note
+  above Job in scheduler/models.py). Their indexes stay.
 - `PruneRun.archived`: the jobs a run wrote to the archive.
+
+On SQLite the trigger names scheduler_job, which SQLite then checks whenever a table is rebuilt
+and renamed: a later migration that alters scheduler_job or scheduler_event there must drop the
+trigger first and create it again after (the operations here come before it for that reason).
 """
 
 import django.db.models.deletion
@@ -119,6 +126,56 @@ class Migration(migrations.Migration):
                 condition=models.Q(("archived_at__isnull", True), ("finished_at__isnull", False)),
                 fields=["finished_at"],
                 name="job_unarchived_idx",
+            ),
+        ),
+        migrations.AlterField(
+            model_name="job",
+            name="rerun_of",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="reruns",
+                to="scheduler.job",
+            ),
+        ),
+        migrations.AlterField(
+            model_name="schedule",
+            name="last_job",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="scheduler.job",
+            ),
+        ),
+        migrations.AlterField(
+            model_name="step",
+            name="compensates",
+            field=models.OneToOneField(
+                blank=True,
+                db_constraint=False,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="compensation",
+                to="scheduler.step",
+            ),
+        ),
+        migrations.AlterField(
+            model_name="step",
+            name="reused_from",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="scheduler.step",
             ),
         ),
         migrations.RunPython(create_trigger, drop_trigger),

@@ -112,9 +112,13 @@ def _no_callback_waiting(jobs: QuerySet[Job]) -> QuerySet[Job]:
 def due_jobs(cutoff: dt.datetime) -> QuerySet[Job]:
     """Jobs settled before the cutoff that retention may delete once they are archived, oldest
     settled first (served by job_settled_idx)."""
+    # The rules of the pointers that are not constraints (scheduler.models, the note above Job).
     live_reruns = Job.objects.filter(rerun_of=OuterRef("pk"))
+    reused_elsewhere = Step.objects.filter(reused_from__job=OuterRef("pk")).exclude(job=OuterRef("pk"))
     return _no_callback_waiting(
-        Job.objects.filter(status__in=JOB_SETTLED, finished_at__lt=cutoff).exclude(Exists(live_reruns))
+        Job.objects.filter(status__in=JOB_SETTLED, finished_at__lt=cutoff)
+        .exclude(Exists(live_reruns))
+        .exclude(Exists(reused_elsewhere))
     ).order_by("finished_at", "id")
 
 
