@@ -343,7 +343,7 @@ class ScheduleAdmin(admin.ModelAdmin):
 class PruneRunAdmin(admin.ModelAdmin):
     """History retention's runs: what each archived and deleted. Written by the service only."""
 
-    list_display = ["started_at", "source", "cutoff", "jobs", "finished_at", "error"]
+    list_display = ["started_at", "source", "cutoff", "archived", "jobs", "finished_at", "error"]
     list_filter = ["source"]
     readonly_fields = [f.name for f in PruneRun._meta.fields]
 

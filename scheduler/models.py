@@ -745,9 +745,9 @@ class PruneRun(models.Model):
     #: Jobs settled before this instant were due.
     cutoff = models.DateTimeField()
     #: Jobs deleted from the hot tables.
-    jobs = models.PositiveIntegerField(default=0)
+    jobs = models.PositiveIntegerField("jobs deleted", default=0)
     #: Jobs written to the archive by this run (most were written earlier, as they settled).
-    archived = models.PositiveIntegerField(default=0, db_default=0)
+    archived = models.PositiveIntegerField("jobs archived", default=0, db_default=0)
     #: Rows deleted per table: {"job": n, "step": n, "attempt": n, "event": n, "delivery": n}.
     rows = models.JSONField(default=dict, blank=True)
     #: The archive files written to.

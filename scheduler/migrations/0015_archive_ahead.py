@@ -95,7 +95,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="prunerun",
             name="archived",
-            field=models.PositiveIntegerField(db_default=0, default=0),
+            field=models.PositiveIntegerField(db_default=0, default=0, verbose_name="jobs archived"),
+        ),
+        migrations.AlterField(
+            model_name="prunerun",
+            name="jobs",
+            field=models.PositiveIntegerField(default=0, verbose_name="jobs deleted"),
         ),
         migrations.AlterField(
             model_name="event",
