@@ -61,7 +61,10 @@ _connections_pid: int | None = None
 
 
 def _connection(url: str, credentials: tuple[str, str]) -> Any:
-    """This process's connection to a broker (a new one after a fork)."""
+    """This process's connection to a broker (a new one after a fork). A new connection is made
+    to the address the outbound-URL guard checks now (`pinned_broker_url`: OutboundRefused or
+    OSError when it cannot be); a kept one stays with the address checked when it was made, so
+    a publish resolves the broker's name only when it connects."""
     global _connections_pid
     from kombu import Connection
 
@@ -73,7 +76,7 @@ def _connection(url: str, credentials: tuple[str, str]) -> Any:
     if conn is None:
         user, password = credentials
         conn = Connection(
-            url,
+            pinned_broker_url(url),
             userid=user or None,
             password=password or None,
             connect_timeout=PUBLISH_TIMEOUT,
@@ -124,19 +127,18 @@ def call_queue(spec: CallSpec) -> CallResult:
 
     try:
         queue_name = validate_queue_name(spec.path)
-        # The outbound-URL guard at connect time: the broker's host resolved and checked now,
-        # and the connection made to the checked address (agents.validation).
-        url = pinned_broker_url(validate_broker_url(spec.base_url, resolve=False))
+        url = validate_broker_url(spec.base_url, resolve=False)
+        credentials = credentials_of(spec)
+        # The outbound-URL guard at connect time, when a connection is made (_connection).
+        conn = _connection(url, credentials)
     except InvalidInput as exc:  # OutboundRefused included: an internal broker not allow-listed
         return CallResult(Outcome.BUSINESS_FAILURE, error=f"endpoint refused: {exc.message}")
     except OSError as exc:  # the name does not resolve now: nothing was sent
         return CallResult(Outcome.TRANSIENT_FAILURE, error=f"broker host not resolved: {exc}"[:1000])
     from kombu import Queue
 
-    credentials = credentials_of(spec)
     body = message_of(spec)
     try:
-        conn = _connection(url, credentials)
         queue = Queue(queue_name, routing_key=queue_name, durable=True)
         with conn.Producer(serializer="json") as producer:
             producer.publish(

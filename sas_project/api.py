@@ -381,7 +381,9 @@ class ApiView(APIView):
     def paginated(self, queryset: QuerySet[Any] | list[Any], serializer: type[Serializer]) -> Response:
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, self.request, view=self)
-        return paginator.get_paginated_response(serializer(page, many=True).data)
+        return paginator.get_paginated_response(
+            serializer(page, many=True, context={"request": self.request}).data
+        )
 
 
 def validated(serializer_class: type[Serializer], data: Any, **kwargs: Any) -> dict[str, Any]:

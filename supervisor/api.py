@@ -338,7 +338,7 @@ class AlertsView(ApiView):
         with one_writer(f"subscription {name!r}"):
             subscription = subscription_create(name=name, actor=request.user, **data)
         return Response(
-            AlertSubscriptionSerializer(subscription).data,
+            AlertSubscriptionSerializer(subscription, context={"request": request}).data,
             status=status.HTTP_201_CREATED,
             headers=location("api-alert", name=subscription.name),
         )
@@ -354,7 +354,9 @@ class AlertView(ApiView):
         responses={200: AlertSubscriptionSerializer, **errors(401, 403, 404)},
     )
     def get(self, request: Request, name: str) -> Response:
-        return Response(AlertSubscriptionSerializer(subscription_get(name)).data)
+        return Response(
+            AlertSubscriptionSerializer(subscription_get(name), context={"request": request}).data
+        )
 
     @extend_schema(
         operation_id="alerts_replace",
@@ -392,7 +394,9 @@ class AlertView(ApiView):
         refuse_rename(data, name, "subscription")
         changes = {k: v for k, v in data.items() if k in SUBSCRIPTION_FIELDS}
         return Response(
-            AlertSubscriptionSerializer(subscription_update(name, actor=request.user, changes=changes)).data
+            AlertSubscriptionSerializer(
+                subscription_update(name, actor=request.user, changes=changes), context={"request": request}
+            ).data
         )
 
 

@@ -4,11 +4,13 @@ remediation policies. Request bodies are strict (sas_project.api.StrictSerialize
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db.models import prefetch_related_objects
 from rest_framework import serializers
 
 from sas_project.api import MAX_INT, NAME_PATTERN, ReplaceMixin, StrictSerializer
+from sas_project.permissions import can_manage
 from scheduler.models import Step
 from scheduler.serializers import StepSerializer, step_data
 from supervisor.models import (
@@ -139,9 +141,30 @@ class PolicyReplaceSerializer(ReplaceMixin, PolicyWriteSerializer):
 # --- alert subscriptions ----------------------------------------------------------------------
 
 
+def webhook_origin(url: str) -> str:
+    """What of a webhook URL may be shown to those who cannot change subscriptions: its scheme
+    and host. The rest is often the webhook's secret (a chat service's incoming-webhook URL is
+    its own credential)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}/(hidden)" if host else "(hidden)"
+
+
 class AlertSubscriptionSerializer(serializers.ModelSerializer):
     kinds = serializers.ListField(child=serializers.ChoiceField(choices=AlertKind.choices))
     created_by = serializers.CharField(source="created_by.username", allow_null=True, read_only=True)
+    webhook_url = serializers.SerializerMethodField(
+        help_text="Whole for administrators; for other readers only its scheme and host, as the "
+        "rest of a webhook URL is often its secret."
+    )
+
+    def get_webhook_url(self, subscription: AlertSubscription) -> str:
+        request = self.context.get("request")
+        if not subscription.webhook_url or (request is not None and can_manage(request.user)):
+            return subscription.webhook_url
+        return webhook_origin(subscription.webhook_url)
 
     class Meta:
         model = AlertSubscription

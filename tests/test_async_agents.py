@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from django.core import signing
 from django.test import Client
 from django_q.models import OrmQ
 
-from agents.outcome import AttemptKind, CallSpec, Outcome
+from agents.outcome import ACCEPTED, AttemptKind, CallSpec, Outcome
 from agents.queue import BadReply, call_queue, parse_reply
 from scheduler.callback_tokens import token_for
 from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Step, StepStatus
@@ -223,6 +224,37 @@ def test_a_broker_that_is_down_is_a_transient_failure(tmp_path: Path) -> None:
     )
     result = call_queue(spec)
     assert result.outcome == Outcome.TRANSIENT_FAILURE and "broker" in result.error
+
+
+def test_a_kept_broker_connection_publishes_without_resolving_the_name_again(
+    redis: RedisProcess, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """The guard checks the address when a connection is made; the connection then stays with
+    that address, so a publish costs no name lookup."""
+    lookups: list[str] = []
+
+    def resolve(host: str, port: int) -> list[str]:
+        lookups.append(host)
+        return ["127.0.0.1"]
+
+    monkeypatch.setattr("agents.validation.resolve", resolve)
+    settings.SAS_OUTBOUND_INTERNAL_HOSTS = [*settings.SAS_OUTBOUND_INTERNAL_HOSTS, "mq.internal"]
+    spec = CallSpec(
+        job_id="j",
+        step_id=1,
+        attempt=1,
+        operation_id="op",
+        kind=AttemptKind.CALL,
+        agent_kind="queue",
+        base_url=f"redis://mq.internal:{redis.port}/0",
+        path="resolved-once",
+        payload={"step": "s", "input": {}},
+        timeout=5,
+    )
+    outcomes = [call_queue(replace(spec, operation_id=f"op-{n}")).outcome for n in range(3)]
+    assert outcomes == [ACCEPTED] * 3
+    assert lookups == ["mq.internal"]
+    assert len(drain_queue(redis.url, "resolved-once")) == 3
 
 
 @pytest.mark.parametrize(

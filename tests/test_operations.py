@@ -458,6 +458,25 @@ def test_alert_subscriptions_over_the_api_are_checked_and_audited() -> None:
     assert flags == {ADDITION, CHANGE, DELETION}
 
 
+def test_only_administrators_read_a_webhook_url_whole() -> None:
+    """A webhook URL is often its own credential: the other readers see its scheme and host."""
+    admin_client = client_for(make_user("ada", "administrators"))
+    url = "https://hooks.example.com:8443/services/T000/B000/s3cr3t"
+    assert (
+        admin_client.post(f"{V1}/alerts/", {"name": "oncall", "webhook_url": url}, format="json").status_code
+        == 201
+    )
+    assert admin_client.get(f"{V1}/alerts/oncall/").json()["webhook_url"] == url
+    for group in ("viewers", "operators"):
+        reader = client_for(make_user(f"{group}-reader", group))
+        for answer in (
+            reader.get(f"{V1}/alerts/oncall/").json(),
+            reader.get(f"{V1}/alerts/").json()["results"][0],
+        ):
+            assert answer["webhook_url"] == "https://hooks.example.com:8443/(hidden)", group
+    assert AlertSubscription.objects.get().webhook_url == url
+
+
 def test_a_held_step_a_failed_and_a_compensated_job_alert_each_subscription_once(
     drain: Callable[[], int], fake_remote: FakeRemote, supervise: Supervise
 ) -> None:
