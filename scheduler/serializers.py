@@ -95,7 +95,7 @@ class JobFilterSerializer(serializers.Serializer):
 # same output field for field (tests/test_api_jobs.py compares them with DRF's own rendering).
 
 
-def _when(value: Any) -> str | None:
+def drf_datetime(value: Any) -> str | None:
     """A datetime as DRF renders one: ISO 8601 in the current time zone, UTC as "Z"."""
     if value is None:
         return None
@@ -110,10 +110,10 @@ def attempt_data(attempt: Attempt) -> dict[str, Any]:
         "endpoint": attempt.endpoint_url,
         "pool": attempt.pool.name,
         "policy_version": attempt.policy_version,
-        "dispatched_at": _when(attempt.dispatched_at),
-        "deadline": _when(attempt.deadline),
-        "started_at": _when(attempt.started_at),
-        "finished_at": _when(attempt.finished_at),
+        "dispatched_at": drf_datetime(attempt.dispatched_at),
+        "deadline": drf_datetime(attempt.deadline),
+        "started_at": drf_datetime(attempt.started_at),
+        "finished_at": drf_datetime(attempt.finished_at),
         "outcome": attempt.outcome,
         "decided_by": attempt.decided_by,
         "status_code": attempt.status_code,
@@ -121,7 +121,7 @@ def attempt_data(attempt: Attempt) -> dict[str, Any]:
         "response_excerpt": attempt.response_excerpt,
         "error": attempt.error,
         "late_outcome": attempt.late_outcome,
-        "late_at": _when(attempt.late_at),
+        "late_at": drf_datetime(attempt.late_at),
     }
 
 
@@ -137,15 +137,15 @@ def step_data(step: Step) -> dict[str, Any]:
         "calls": step.calls,
         "last_outcome": step.last_outcome,
         "pool": step.pool.name,
-        "deadline": _when(step.deadline),
-        "not_before": _when(step.not_before),
+        "deadline": drf_datetime(step.deadline),
+        "not_before": drf_datetime(step.not_before),
         "output": step.output,
         "error": step.error,
         "input_override": step.input_override,
         "reused_from": step.reused_from_id,
-        "created_at": _when(step.created_at),
-        "updated_at": _when(step.updated_at),
-        "finished_at": _when(step.finished_at),
+        "created_at": drf_datetime(step.created_at),
+        "updated_at": drf_datetime(step.updated_at),
+        "finished_at": drf_datetime(step.finished_at),
         "attempts": [attempt_data(a) for a in step.attempts.all()],
     }
 
@@ -162,9 +162,9 @@ def job_summary_data(job: Job) -> dict[str, Any]:
         "business_key": job.business_key or None,
         "priority": job.priority,
         "rerun_of": str(job.rerun_of_id) if job.rerun_of_id else None,
-        "created_at": _when(job.created_at),
-        "updated_at": _when(job.updated_at),
-        "finished_at": _when(job.finished_at),
+        "created_at": drf_datetime(job.created_at),
+        "updated_at": drf_datetime(job.updated_at),
+        "finished_at": drf_datetime(job.finished_at),
     }
 
 
@@ -175,9 +175,9 @@ def callback_data(delivery: Delivery) -> dict[str, Any]:
         "tries": delivery.tries,
         "last_status_code": delivery.last_status_code,
         "last_error": delivery.last_error,
-        "created_at": _when(delivery.created_at),
-        "next_try_at": _when(delivery.next_try_at),
-        "delivered_at": _when(delivery.delivered_at),
+        "created_at": drf_datetime(delivery.created_at),
+        "next_try_at": drf_datetime(delivery.next_try_at),
+        "delivered_at": drf_datetime(delivery.delivered_at),
     }
 
 
@@ -197,8 +197,8 @@ def job_data(job: Job) -> dict[str, Any]:
         **job_summary_data(job),
         "input": job.input,
         "result": job.result,
-        "paused_at": _when(job.paused_at),
-        "deadline": _when(job.deadline),
+        "paused_at": drf_datetime(job.paused_at),
+        "deadline": drf_datetime(job.deadline),
         "callback_url": job.callback_url or None,
         "callbacks": [callback_data(d) for d in job.callbacks],
         "reruns": _rerun_ids(job),

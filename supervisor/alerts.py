@@ -18,6 +18,7 @@ from agents.health import endpoint_assess
 from agents.models import AgentEndpoint
 from scheduler.models import Delivery, DeliveryKind, EventKind
 from scheduler.outbox import WrittenEvent
+from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import AlertKind, AlertSubscription, SupervisorLease
 
 #: The events that are alerts, and their kind.
@@ -103,11 +104,11 @@ def supervisor_stale_check(interval: float) -> bool:
     key names that scan). Returns whether it is stale. Every loop checks, so a stalled holder is
     reported by the others; with no cluster running at all, /readyz and the Prometheus rule on
     sas_supervisor_last_scan_age_seconds say it."""
-    lease = SupervisorLease.objects.filter(pk="supervisor").first()
+    lease = SupervisorLease.objects.filter(pk=LEASE_NAME).first()
     if lease is None:
         return False  # no supervisor ever ran: nothing has stopped
     last = lease.last_scan_at or lease.acquired_at
-    if last is None or timezone.now() - last <= dt.timedelta(seconds=3 * interval):
+    if last is None or not scan_is_stale(scan_age(last, timezone.now()), interval):
         return False
     alert_write(
         AlertKind.SUPERVISOR_STALE,

@@ -29,7 +29,7 @@ from sas_project.api import (
 )
 from scheduler import selectors as job_selectors
 from scheduler.models import Job
-from scheduler.serializers import JobSerializer
+from scheduler.serializers import JobSerializer, drf_datetime
 from scheduler.unit import db_now
 from supervisor import selectors
 from supervisor.models import AlertSubscription
@@ -478,12 +478,12 @@ class SupervisorView(ApiView):
                 "lease": {
                     "holder": health.holder,
                     "token": health.token,
-                    "expires_at": _iso(health.expires_at),
+                    "expires_at": drf_datetime(health.expires_at),
                     "handovers": health.handovers,
                     "valid": health.lease_valid,
                 },
                 "interval_seconds": health.interval,
-                "last_scan_at": _iso(health.last_scan_at),
+                "last_scan_at": drf_datetime(health.last_scan_at),
                 "last_scan_age_seconds": round(health.scan_age, 3) if health.scan_age is not None else None,
                 "stale": health.stale,
                 "last_scan": health.figures,
@@ -499,7 +499,7 @@ class SupervisorView(ApiView):
                                 "recent_calls": e.recent,
                                 "bad_calls": e.bad,
                                 "circuit_open": e.circuit_open,
-                                "circuit_open_until": _iso(e.circuit_open_until),
+                                "circuit_open_until": drf_datetime(e.circuit_open_until),
                             }
                             for e in p.endpoints
                         ],
@@ -508,7 +508,3 @@ class SupervisorView(ApiView):
                 ],
             }
         )
-
-
-def _iso(value: Any) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None

@@ -22,6 +22,20 @@ from sas_project.conf import sas_settings
 from supervisor.models import SupervisorLease
 
 LEASE_NAME = "supervisor"
+#: The supervisor is stale when its last scan is older than this many scan intervals: the one
+#: rule of the console's warning, /readyz and the supervisor_stale alert.
+STALE_INTERVALS = 3
+
+
+def scan_age(last_scan_at: dt.datetime | None, now: dt.datetime) -> float | None:
+    """Seconds since the last scan, None when none was ever recorded."""
+    return None if last_scan_at is None else (now - last_scan_at).total_seconds()
+
+
+def scan_is_stale(age: float | None, interval: float | None = None) -> bool:
+    """Whether a last scan `age` seconds old (None: never) means the supervisor has stopped."""
+    interval = sas_settings.supervisor_interval if interval is None else interval
+    return age is None or age > STALE_INTERVALS * interval
 
 
 @dataclass(frozen=True)

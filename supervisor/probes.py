@@ -19,6 +19,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from sas_project.conf import sas_settings
+from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
 
 logger = logging.getLogger("supervisor.probes")
@@ -45,11 +46,11 @@ def _migrations_applied() -> bool:
 
 def _supervisor_fresh() -> str | None:
     """None when a supervisor scanned within three intervals, else why not."""
-    lease = SupervisorLease.objects.filter(pk="supervisor").only("last_scan_at").first()
-    if lease is None or lease.last_scan_at is None:
+    lease = SupervisorLease.objects.filter(pk=LEASE_NAME).only("last_scan_at").first()
+    age = scan_age(lease.last_scan_at if lease is not None else None, timezone.now())
+    if age is None:
         return "no supervisor has scanned yet"
-    age = (timezone.now() - lease.last_scan_at).total_seconds()
-    if age > 3 * sas_settings.supervisor_interval:
+    if scan_is_stale(age):
         return f"the supervisor's last scan is {age:.0f}s old"
     return None
 

@@ -30,7 +30,7 @@ from scheduler.models import (
     StepStatus,
 )
 from scheduler.unit import db_now
-from supervisor.lease import LEASE_NAME
+from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
 
 J = JobStatus
@@ -46,8 +46,6 @@ JOB_FINISHED_KINDS: dict[str, str] = {
     EventKind.JOB_FAILED: "other",
     EventKind.JOB_CANCELLED: "other",
 }
-#: The supervisor is called stale when its last scan is older than this many intervals.
-STALE_INTERVALS = 3
 
 
 # --- overview -----------------------------------------------------------------------------------
@@ -238,7 +236,7 @@ def supervisor_health(now: dt.datetime) -> SupervisorHealth:
     interval = sas_settings.supervisor_interval
     if lease is None:
         return SupervisorHealth("", None, None, None, {}, 0, interval, None, stale=True, lease_valid=False)
-    age = (now - lease.last_scan_at).total_seconds() if lease.last_scan_at else None
+    age = scan_age(lease.last_scan_at, now)
     return SupervisorHealth(
         holder=lease.holder,
         token=lease.token,
@@ -248,7 +246,7 @@ def supervisor_health(now: dt.datetime) -> SupervisorHealth:
         handovers=lease.handovers,
         interval=interval,
         scan_age=age,
-        stale=age is None or age > STALE_INTERVALS * interval,
+        stale=scan_is_stale(age, interval),
         lease_valid=bool(lease.holder) and lease.expires_at is not None and lease.expires_at > now,
     )
 
