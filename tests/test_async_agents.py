@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -209,20 +208,24 @@ def test_the_reply_consumer_records_replies_from_the_broker(redis: RedisProcess)
     assert drain_queue(redis.url, "sas.replies") == []  # every reply taken, the bad ones too
 
 
-def test_a_broker_that_is_down_is_a_transient_failure(tmp_path: Path) -> None:
-    spec = CallSpec(
+def queue_call(broker: str, queue: str, operation_id: str = "op") -> CallSpec:
+    """A call of a queue step, as the claim makes it."""
+    return CallSpec(
         job_id="j",
         step_id=1,
         attempt=1,
-        operation_id="op",
+        operation_id=operation_id,
         kind=AttemptKind.CALL,
         agent_kind="queue",
-        base_url=f"redis://127.0.0.1:{free_port()}/0",
-        path="q",
+        base_url=broker,
+        path=queue,
         payload={"step": "s", "input": {}},
         timeout=5,
     )
-    result = call_queue(spec)
+
+
+def test_a_broker_that_is_down_is_a_transient_failure(tmp_path: Path) -> None:
+    result = call_queue(queue_call(f"redis://127.0.0.1:{free_port()}/0", "q"))
     assert result.outcome == Outcome.TRANSIENT_FAILURE and "broker" in result.error
 
 
@@ -239,19 +242,8 @@ def test_a_kept_broker_connection_publishes_without_resolving_the_name_again(
 
     monkeypatch.setattr("agents.validation.resolve", resolve)
     settings.SAS_OUTBOUND_INTERNAL_HOSTS = [*settings.SAS_OUTBOUND_INTERNAL_HOSTS, "mq.internal"]
-    spec = CallSpec(
-        job_id="j",
-        step_id=1,
-        attempt=1,
-        operation_id="op",
-        kind=AttemptKind.CALL,
-        agent_kind="queue",
-        base_url=f"redis://mq.internal:{redis.port}/0",
-        path="resolved-once",
-        payload={"step": "s", "input": {}},
-        timeout=5,
-    )
-    outcomes = [call_queue(replace(spec, operation_id=f"op-{n}")).outcome for n in range(3)]
+    broker = f"redis://mq.internal:{redis.port}/0"
+    outcomes = [call_queue(queue_call(broker, "resolved-once", f"op-{n}")).outcome for n in range(3)]
     assert outcomes == [ACCEPTED] * 3
     assert lookups == ["mq.internal"]
     assert len(drain_queue(redis.url, "resolved-once")) == 3
