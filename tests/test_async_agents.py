@@ -8,6 +8,7 @@ remote consuming its queues and answering 202.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -332,6 +333,58 @@ def test_a_202_leaves_the_attempt_in_flight_until_the_callback(
     assert Event.objects.count() == events
     pay.refresh_from_db()
     assert pay.status == StepStatus.SUCCEEDED
+
+
+@pytest.mark.django_db(transaction=True)  # two threads, each committing on its own connection
+def test_two_copies_of_one_callback_arriving_together_record_it_once(
+    accepting_remote: Remote, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both copies get past their first look before either records, if they can: the recording
+    waits (a little) for the other copy to get there too. Under the job lock the second copy
+    cannot get that far until the first has committed, and is then refused."""
+    import threading
+
+    from django.db import connection
+
+    from scheduler import callbacks
+    from scheduler.callback_tokens import AlreadyRecorded
+    from scheduler.services import outcomes
+
+    settings.SAS_PUBLIC_URL = "http://testserver"
+    http_workflow(accepting_remote.url)
+    job = job_submit(workflow="later", input={}).job
+    run_tasks()
+    token = callback_path(accepting_remote).rstrip("/").rsplit("/", 1)[1]
+    both_looked = threading.Barrier(2, timeout=3)
+    record = outcomes.step_record_outcome
+
+    def record_when_both_looked(*args: Any, **kwargs: Any) -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_looked.wait()
+        record(*args, **kwargs)
+
+    monkeypatch.setattr(outcomes, "step_record_outcome", record_when_both_looked)
+    verdicts: list[str] = []
+
+    def post() -> None:
+        try:
+            verdicts.append(callbacks.callback_record(token, {"outcome": "succeeded", "output": {"n": 1}}))
+        except AlreadyRecorded:
+            verdicts.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(verdicts) == ["recorded", "refused"]
+    pay = Step.objects.get(job=job, kind="action")
+    assert pay.status == StepStatus.SUCCEEDED
+    assert Event.objects.filter(step=pay, kind=EventKind.STEP_SUCCEEDED).count() == 1
+    assert not Event.objects.filter(step=pay, kind__startswith="late").exists()
+    assert Attempt.objects.get(step=pay).late_outcome == ""
 
 
 def test_a_refused_callback_is_a_business_failure(accepting_remote: Remote, settings: Any) -> None:

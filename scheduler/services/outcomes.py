@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
-from scheduler.models import STEP_SETTLED, Attempt, EventKind, Step, StepKind, StepStatus
+from scheduler.models import STEP_SETTLED, Attempt, EventKind, Job, Step, StepKind, StepStatus
 from scheduler.services import hotpath
 from scheduler.services.capacity import any_pool_limited, pump_after_outcome
 from scheduler.services.claims import AGENT, NOT_CALLED
@@ -127,22 +128,31 @@ def async_result_record(step_id: int, number: int, result: CallResult, *, source
     attempt the supervisor already gave up on is late evidence ("late"), recorded as a late
     answer is. Returns "recorded", "late", "duplicate", or "unknown" (no such attempt). The
     latency is the attempt's time from its claim to now (database clock).
+
+    The verdict is taken under the job's row lock, which every writer of an attempt's outcome
+    holds: of two copies of one result arriving together, the second waits for the first to
+    commit and is then a duplicate, never a second recording (nor late evidence of itself).
     """
-    row = (
-        Attempt.objects.filter(step_id=step_id, number=number)
-        .annotate(elapsed=Now() - F("started_at"))
-        .values("finished_at", "outcome", "late_outcome", "elapsed")
-        .first()
-    )
-    if row is None:
+    job_id = Step.objects.filter(pk=step_id).values_list("job_id", flat=True).first()
+    if job_id is None:
         return "unknown"
-    if row["late_outcome"] or (
-        row["finished_at"] is not None and row["outcome"] not in DECIDED_WITHOUT_RESULT
-    ):
-        return "duplicate"
-    elapsed = row["elapsed"]
-    latency_ms = int(elapsed.total_seconds() * 1000) if elapsed is not None else None
-    step_record_outcome(step_id, number, replace(result, latency_ms=latency_ms), source=source)
+    with transaction.atomic():
+        Job.objects.select_for_update(of=("self",)).filter(pk=job_id).values_list("pk").first()
+        row = (
+            Attempt.objects.filter(step_id=step_id, number=number)
+            .annotate(elapsed=Now() - F("started_at"))
+            .values("finished_at", "outcome", "late_outcome", "elapsed")
+            .first()
+        )
+        if row is None:
+            return "unknown"
+        if row["late_outcome"] or (
+            row["finished_at"] is not None and row["outcome"] not in DECIDED_WITHOUT_RESULT
+        ):
+            return "duplicate"
+        elapsed = row["elapsed"]
+        latency_ms = int(elapsed.total_seconds() * 1000) if elapsed is not None else None
+        step_record_outcome(step_id, number, replace(result, latency_ms=latency_ms), source=source)
     return "late" if row["finished_at"] is not None else "recorded"
 
 
