@@ -33,6 +33,7 @@ django-q2 writes them.
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 from django import db
@@ -107,7 +108,11 @@ def _announce() -> bool:
 
 
 class ClaimByDeleteORM(ORM):
-    _listening_on: int | None = None
+    #: The database connection this broker LISTENs on. A weak reference, not the connection's
+    #: id(): a recycled connection's successor can be allocated at the address of the one that
+    #: was freed, and would then be taken for a listener it is not (the pusher waiting `poll`
+    #: seconds each look for announcements that never come).
+    _listening_on: weakref.ref[Any] | None = None
     #: The last look returned a full batch (or nothing is known yet): look again at once.
     _backlog: bool = True
 
@@ -177,9 +182,9 @@ class ClaimByDeleteORM(ORM):
             return False
         connection.ensure_connection()
         pg = connection.connection
-        if self._listening_on != id(pg):
+        if self._listening_on is None or self._listening_on() is not pg:
             pg.execute(f"LISTEN {CHANNEL}")
-            self._listening_on = id(pg)
+            self._listening_on = weakref.ref(pg)
             self._backlog = True  # a new listener missed earlier announcements: look at once
         return True
 

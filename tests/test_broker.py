@@ -103,6 +103,21 @@ def test_full_batches_are_taken_back_to_back(
     assert in_thread(looks) == [4, 4, 2]
 
 
+def test_a_pusher_listens_again_on_every_new_connection(broker: ClaimByDeleteORM) -> None:
+    """A recycled connection's successor may be allocated where the old one was: the pusher
+    must still LISTEN on it (else it waits out every poll, deaf to every announcement)."""
+    from agents.broker import CHANNEL
+
+    def look_then_channels() -> list[str]:
+        broker.dequeue()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_listening_channels()")
+            return [row[0] for row in cursor.fetchall()]
+
+    for _ in range(20):  # each on a new connection, closed after it
+        assert in_thread(look_then_channels) == [CHANNEL]
+
+
 def test_an_idle_pusher_wakes_when_a_task_is_enqueued(broker: ClaimByDeleteORM) -> None:
     in_thread(lambda: broker.dequeue() or True)  # the queue is empty: the pusher is idle now
     started = threading.Event()
