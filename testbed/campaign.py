@@ -15,7 +15,7 @@ and the remote's own ledger.
 
 Many hosts (`pgbouncer=True`, `webs=N`): every cluster and web process reaches the database through
 a real PgBouncer in transaction pooling mode, and the jobs are submitted through the REST API of
-the web processes in turn. The lease's durable record (its finished terms, and the holder named by
+the web processes in turn (under gunicorn with `gunicorn=True`, as in production). The lease's durable record (its finished terms, and the holder named by
 every supervisor decision, in commit order) must show one acting supervisor at a time.
 """
 
@@ -114,6 +114,8 @@ class CampaignConfig:
     pgbouncer: bool = False
     #: Web processes the jobs are submitted through (the REST API, in turn); 0: in-process.
     webs: int = 0
+    #: The web processes run under gunicorn with the production configuration (not runserver).
+    gunicorn: bool = False
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -438,6 +440,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                     "PYTHONUNBUFFERED": "1",
                 },
                 log=cfg.artifacts / f"web-{run_id}-{i}.log",
+                gunicorn=cfg.gunicorn,
             ).start()
         )
     web = webs[0] if webs else None

@@ -2,7 +2,8 @@
 
 The settings send no session state a pooled server session would carry to another client, the
 session limits reach every server session through PgBouncer, and the fault campaign with three
-clusters and two web processes behind a real PgBouncer (and PostgreSQL restarted behind it)
+clusters and two gunicorn web processes behind a real PgBouncer (and PostgreSQL restarted
+behind it)
 keeps every invariant, with one acting supervisor at a time (docs/deployment.md, "Many hosts")."""
 
 from __future__ import annotations
@@ -182,6 +183,7 @@ def test_three_clusters_behind_pgbouncer_settle_300_faulty_jobs_once_each_under_
         "3",
         "--webs",
         "2",
+        "--gunicorn",
         "--jobs",
         "300",
         "--duration",
@@ -206,7 +208,7 @@ def test_three_clusters_behind_pgbouncer_settle_300_faulty_jobs_once_each_under_
     report = json.loads(report_path.read_text())
     figures = report["figures"]
     assert report["ok"]
-    assert report["config"]["pgbouncer"] is True
+    assert report["config"]["pgbouncer"] is True and report["config"]["gunicorn"] is True
     assert figures["jobs_submitted"] == 300
     assert figures["jobs_missing"] == 0
     assert figures["jobs_not_settled"] == 0

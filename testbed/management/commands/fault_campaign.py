@@ -93,6 +93,11 @@ class Command(BaseCommand):
             default=d.webs,
             help="Web processes the jobs are submitted through, in turn (0: in-process).",
         )
+        parser.add_argument(
+            "--gunicorn",
+            action="store_true",
+            help="The web processes run under gunicorn with the production configuration.",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
             "--scratch",
@@ -125,6 +130,7 @@ class Command(BaseCommand):
             broker_restart_every=options["broker_restart_every"],
             pgbouncer=options["pgbouncer"],
             webs=options["webs"],
+            gunicorn=options["gunicorn"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))
