@@ -15,8 +15,9 @@ and the remote's own ledger.
 
 Many hosts (`pgbouncer=True`, `webs=N`): every cluster and web process reaches the database through
 a real PgBouncer in transaction pooling mode, and the jobs are submitted through the REST API of
-the web processes in turn (under gunicorn with `gunicorn=True`, as in production). The lease's durable record (its finished terms, and the holder named by
-every supervisor decision, in commit order) must show one acting supervisor at a time.
+the web processes in turn (under gunicorn with `gunicorn=True`, as in production). The lease's
+durable record (its finished terms, and the holder named by every supervisor decision, in commit
+order) must show one acting supervisor at a time.
 """
 
 from __future__ import annotations
