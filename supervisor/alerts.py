@@ -29,16 +29,23 @@ EVENT_ALERTS: dict[str, AlertKind] = {
 }
 
 
-def _subscriptions(kind: AlertKind) -> list[AlertSubscription]:
-    return [s for s in AlertSubscription.objects.filter(enabled=True) if kind in (s.kinds or [])]
+def _enabled() -> list[AlertSubscription]:
+    return list(AlertSubscription.objects.filter(enabled=True))
 
 
-def alert_write(kind: AlertKind, about: str, payload: dict[str, Any]) -> int:
+def _subscriptions(kind: AlertKind, enabled: list[AlertSubscription]) -> list[AlertSubscription]:
+    return [s for s in enabled if kind in (s.kinds or [])]
+
+
+def alert_write(
+    kind: AlertKind, about: str, payload: dict[str, Any], *, enabled: list[AlertSubscription] | None = None
+) -> int:
     """Write alert `kind` about `about` (what makes it unique) for every subscription that wants
-    it: a webhook and/or an email each. Returns how many messages were written."""
+    it: a webhook and/or an email each. Returns how many messages were written. `enabled`: the
+    enabled subscriptions, when the caller has read them already."""
     messages: list[Delivery] = []
     body = {"alert": kind.value, **payload}
-    for subscription in _subscriptions(kind):
+    for subscription in _subscriptions(kind, _enabled() if enabled is None else enabled):
         if subscription.webhook_url:
             messages.append(
                 Delivery(
@@ -65,11 +72,13 @@ def alert_write(kind: AlertKind, about: str, payload: dict[str, Any]) -> int:
 
 
 def on_events(events: list[WrittenEvent]) -> None:
-    """The scheduler's event hook: the events that are alerts, in their own transaction."""
-    for event in events:
-        kind = EVENT_ALERTS.get(event.kind)
-        if kind is None:
-            continue
+    """The scheduler's event hook: the events that are alerts, in their own transaction. The
+    subscriptions are read once for them all (a wave of failures is one read, not one each)."""
+    alerting = [(event, EVENT_ALERTS[event.kind]) for event in events if event.kind in EVENT_ALERTS]
+    if not alerting:
+        return
+    enabled = _enabled()
+    for event, kind in alerting:
         alert_write(
             kind,
             f"event-{event.id}",
@@ -80,6 +89,7 @@ def on_events(events: list[WrittenEvent]) -> None:
                 "event": event.kind,
                 "reason": event.reason,
             },
+            enabled=enabled,
         )
 
 

@@ -507,6 +507,30 @@ def test_a_held_step_a_failed_and_a_compensated_job_alert_each_subscription_once
     assert all("[scheduler-agent-supervisor]" in m.subject for m in mail.outbox)
 
 
+def test_a_wave_of_alerting_events_reads_the_subscriptions_once() -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from scheduler.models import EventKind
+    from scheduler.outbox import WrittenEvent
+    from supervisor.alerts import on_events
+
+    subscription_create(name="ops", actor=None, email="ops@example.com", kinds=["job_failed"])
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    events = [
+        WrittenEvent(
+            id=n, kind=EventKind.JOB_FAILED, job_id=job.pk, step_id=None, attempt=None, reason="x", data={}
+        )
+        for n in range(1, 21)
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        on_events(events)
+    reads = [q for q in queries.captured_queries if "supervisor_alertsubscription" in q["sql"]]
+    assert len(reads) == 1
+    assert Delivery.objects.filter(kind=DeliveryKind.EMAIL).count() == 20  # one per event, as before
+
+
 def test_a_circuit_that_the_scan_opens_alerts_once(
     drain: Callable[[], int], fake_remote: FakeRemote, supervise: Supervise
 ) -> None:
