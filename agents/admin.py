@@ -20,8 +20,8 @@ from django.http import HttpRequest
 from agents.models import AgentEndpoint, AgentKind, AgentPool
 from agents.services import pool_save
 from agents.validation import validate_endpoint_url
+from sas_project.admin_access import ManagersOnly
 from sas_project.errors import InvalidInput
-from sas_project.permissions import can_manage
 
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 
@@ -94,7 +94,7 @@ class EndpointFormSet(BaseInlineFormSet):
             raise ValidationError(f"Endpoint {duplicates[0]} is listed twice.")
 
 
-class EndpointInline(admin.TabularInline):
+class EndpointInline(ManagersOnly, admin.TabularInline):
     model = AgentEndpoint
     form = EndpointForm
     formset = EndpointFormSet
@@ -120,18 +120,6 @@ class EndpointInline(admin.TabularInline):
     def secret_state(self, obj: AgentEndpoint) -> str:
         return "stored" if obj.pk and obj.secret_header_value else "none"
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
-
 
 class PoolForm(forms.ModelForm):
     class Meta:
@@ -150,7 +138,7 @@ class PoolForm(forms.ModelForm):
 
 
 @admin.register(AgentPool)
-class AgentPoolAdmin(admin.ModelAdmin):
+class AgentPoolAdmin(ManagersOnly, admin.ModelAdmin):
     form = PoolForm
     inlines = [EndpointInline]
     list_display = [
@@ -171,18 +159,6 @@ class AgentPoolAdmin(admin.ModelAdmin):
     @admin.display(description="endpoints", ordering="n_endpoints")
     def endpoint_count(self, obj: AgentPool) -> int:
         return getattr(obj, "n_endpoints", 0)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return can_manage(request.user)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
 
     def save_model(self, request: HttpRequest, obj: AgentPool, form: Any, change: bool) -> None:
         pass  # saved with its endpoints by save_related, through pool_save

@@ -18,6 +18,7 @@ from django.db.models import Count, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 
+from sas_project.admin_access import ManagersOnly, WrittenByTheService
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage
 from scheduler.definitions import validate_steps, workflow_create
@@ -258,7 +259,7 @@ class ScheduleForm(forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(ManagersOnly, admin.ModelAdmin):
     form = ScheduleForm
     list_display = [
         "name",
@@ -278,18 +279,6 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="paused")
     def paused(self, obj: Schedule) -> bool:
         return obj.paused_at is not None
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return can_manage(request.user)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # A schedule's name is its identity (in its firings' idempotency keys): never renamed.
@@ -340,18 +329,9 @@ class ScheduleAdmin(admin.ModelAdmin):
 
 
 @admin.register(PruneRun)
-class PruneRunAdmin(admin.ModelAdmin):
+class PruneRunAdmin(WrittenByTheService, admin.ModelAdmin):
     """History retention's runs: what each archived and deleted. Written by the service only."""
 
     list_display = ["started_at", "source", "cutoff", "archived", "jobs", "finished_at", "error"]
     list_filter = ["source"]
     readonly_fields = [f.name for f in PruneRun._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

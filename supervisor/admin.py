@@ -26,6 +26,7 @@ from django.utils.safestring import mark_safe
 from django_q import admin as django_q_admin
 from django_q.models import Failure, Success
 
+from sas_project.admin_access import ManagersOnly, WrittenByTheService
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage, can_operate
 from scheduler.models import Delivery, Job, Step
@@ -178,7 +179,7 @@ class AlertSubscriptionForm(forms.ModelForm):
 
 
 @admin.register(AlertSubscription)
-class AlertSubscriptionAdmin(admin.ModelAdmin):
+class AlertSubscriptionAdmin(ManagersOnly, admin.ModelAdmin):
     """Every save and delete goes through supervisor.subscriptions (checked, logged with the user)."""
 
     form = AlertSubscriptionForm
@@ -212,18 +213,6 @@ class AlertSubscriptionAdmin(admin.ModelAdmin):
 
     def log_deletion(self, request: HttpRequest, obj: Any, object_repr: str) -> Any:
         return None  # subscription_delete wrote it
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_operate(request.user)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return can_manage(request.user)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_manage(request.user)
 
 
 @admin.register(Delivery)
@@ -339,20 +328,11 @@ def _report(
         )
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(WrittenByTheService, admin.ModelAdmin):
     """History: visible to operators, never edited here."""
 
     # Facet counts would count the whole table on every filtered page.
     show_facets = admin.ShowFacets.NEVER
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return can_operate(request.user)

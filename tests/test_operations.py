@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+from django.contrib.auth.models import User
 from django.core import mail
 from django.db.models import Count
 from django.test import Client
@@ -458,6 +459,14 @@ def test_alert_subscriptions_over_the_api_are_checked_and_audited() -> None:
     assert flags == {ADDITION, CHANGE, DELETION}
 
 
+def staff(username: str) -> User:
+    """The user, allowed into the admin site (what each role may see there is the admin's rule)."""
+    user = User.objects.get(username=username)
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+    return user
+
+
 def test_only_administrators_read_a_webhook_url_whole() -> None:
     """A webhook URL is often its own credential: the other readers see its scheme and host."""
     admin_client = client_for(make_user("ada", "administrators"))
@@ -474,6 +483,15 @@ def test_only_administrators_read_a_webhook_url_whole() -> None:
             reader.get(f"{V1}/alerts/").json()["results"][0],
         ):
             assert answer["webhook_url"] == "https://hooks.example.com:8443/(hidden)", group
+        # Nor does the admin show it to them (it lists subscriptions to administrators only).
+        browser = Client()
+        browser.force_login(staff(f"{group}-reader"))
+        page = browser.get("/admin/supervisor/alertsubscription/")
+        assert page.status_code != 200 and url not in page.content.decode(), group
+    ada_browser = Client()
+    ada_browser.force_login(staff("ada"))
+    page = ada_browser.get("/admin/supervisor/alertsubscription/")
+    assert page.status_code == 200 and url in page.content.decode()
     assert AlertSubscription.objects.get().webhook_url == url
 
 
