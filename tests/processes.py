@@ -3,7 +3,10 @@ the shared helpers of testbed.processes."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,3 +99,41 @@ class Cluster:
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.alive
+
+
+def run_fault_campaign(name: str, *options: str) -> dict[str, Any]:
+    """`manage.py fault_campaign *options` in a child process, with PostgreSQL restarts when this
+    run controls the server's data directory (make test does); its output and report are kept in
+    ARTIFACTS as `name`.txt and `name`.json. Returns the report, after checking it ran."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    report_path = ARTIFACTS / f"{name}.json"
+    args = [sys.executable, "manage.py", "fault_campaign", *options, "--json", str(report_path)]
+    if os.environ.get("SAS_PG_DATADIR"):
+        args.append("--pg-restart")
+    env = child_env()
+    env.pop("SAS_SUPERVISOR_INTERVAL", None)
+    env.pop("SAS_LEASE_SECONDS", None)
+    result = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    connection.close()  # the campaign may have restarted the server under this connection
+    (ARTIFACTS / f"{name}.txt").write_text(result.stdout + result.stderr)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report: dict[str, Any] = json.loads(report_path.read_text())
+    assert report["ok"]
+    return report
+
+
+def assert_no_job_lost_and_no_effect_doubled(report: dict[str, Any], *, jobs: int) -> None:
+    """The campaign's invariants, whatever its faults: every job there and settled, no effect
+    doubled, no status moved backwards, no state change without its event."""
+    figures = report["figures"]
+    assert figures["jobs_submitted"] == jobs
+    assert figures["jobs_missing"] == 0
+    assert figures["jobs_not_settled"] == 0
+    assert figures["duplicate_effects"] == 0
+    assert figures["succeeded_steps_without_one_effect"] == 0
+    assert figures["compensations_for_succeeded_jobs"] == 0
+    assert figures["backward_moves"] == 0
+    assert figures["missing_events"] == 0
+    assert figures["remote_deliveries"] > figures["remote_effects"]  # retries and replays happened
+    if os.environ.get("SAS_PG_DATADIR"):
+        assert report["faults"]["restarts_of_postgres"] >= 1
