@@ -100,6 +100,16 @@ def measured(
     return result
 
 
+def prepare_database(*, scratch: bool) -> bool:
+    """Refuse anything but PostgreSQL and a database holding jobs the benchmark did not make (unless
+    `scratch`), empty the task queue; returns whether statements can be counted."""
+    if connection.vendor != "postgresql":
+        raise RuntimeError("the benchmark runs on PostgreSQL (set DATABASE_URL)")
+    refuse_foreign_jobs("bench", OWN_WORKFLOWS, scratch=scratch)
+    OrmQ.objects.all().delete()
+    return db.statements_available()
+
+
 def run(
     *,
     jobs: int,
@@ -114,11 +124,7 @@ def run(
     log: Callable[[str], None],
     scratch: bool = False,
 ) -> dict[str, Any]:
-    if connection.vendor != "postgresql":
-        raise RuntimeError("the benchmark runs on PostgreSQL (set DATABASE_URL)")
-    refuse_foreign_jobs("bench", OWN_WORKFLOWS, scratch=scratch)
-    OrmQ.objects.all().delete()
-    statements = db.statements_available()
+    statements = prepare_database(scratch=scratch)
     q = {k: settings.Q_CLUSTER.get(k) for k in Q_KEYS} | {"workers": workers, "queue_limit": workers}
     results: dict[str, Any] = {
         "config": {

@@ -18,12 +18,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django_q.models import OrmQ
 
 from supervisor.models import SupervisorLease
-from testbed.bench import db, idle_commits_per_s, measured, workloads
-from testbed.bench.definitions import OWN_WORKFLOWS, api_token, ensure_definitions
-from testbed.definitions import refuse_foreign_jobs
+from testbed.bench import idle_commits_per_s, measured, prepare_database, workloads
+from testbed.bench.definitions import api_token, ensure_definitions
 from testbed.processes import (
     ROOT,
     ClusterProcess,
@@ -70,11 +68,7 @@ def run_scaleout(
     log: Callable[[str], None],
     scratch: bool = False,
 ) -> dict[str, Any]:
-    if connection.vendor != "postgresql":
-        raise RuntimeError("the benchmark runs on PostgreSQL (set DATABASE_URL)")
-    refuse_foreign_jobs("bench", OWN_WORKFLOWS, scratch=scratch)
-    OrmQ.objects.all().delete()
-    statements = db.statements_available()
+    statements = prepare_database(scratch=scratch)
     var = ROOT / "var"
     # Every process keeps the one default application_name: PgBouncer re-sends a client's name
     # with a SET (a statement and a commit) whenever it lends a server session that last served a
