@@ -28,6 +28,9 @@ functions registered with `register_compact_task` may be named, with integer arg
 a row written by anyone with access to the table can do nothing but ask for a registered task,
 which fences itself (an attempt is claimed once). Every other row is a signed package, as
 django-q2 writes them.
+
+Restated in SQL (keep both in step; the equivalence tests compare them):
+`scheduler/sql/postgresql/sas_dispatch_ready.sql`.
 """
 
 from __future__ import annotations

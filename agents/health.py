@@ -2,6 +2,9 @@
 
 Health is assessed by the supervisor when it decides about a failed step, never on the hot
 dispatch path: dispatch only reads `circuit_open_until`, which this module sets.
+
+Restated in SQL (keep both in step; the equivalence tests compare them):
+`scheduler/sql/postgresql/sas_dispatch_ready.sql`.
 """
 
 from __future__ import annotations

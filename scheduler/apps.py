@@ -6,9 +6,14 @@ class SchedulerConfig(AppConfig):
     verbose_name = "Scheduler"
 
     def ready(self) -> None:
+        from django.core import checks
+
         from agents.broker import register_compact_task
+        from sas_project import dbcode
         from scheduler.services.dispatch import AGENT_TASK
 
         # The agent task is enqueued as a compact row (a function path and two ids), which the
         # scheduler's SQL can write too; the broker turns it back into django-q2's task.
         register_compact_task(AGENT_TASK, "step-{0}-attempt-{1}")
+        # The database's functions and triggers match their files (sas_project.dbcode).
+        checks.register(dbcode.check, checks.Tags.database)

@@ -641,6 +641,33 @@ class Delivery(models.Model):
         return f"{self.kind} {self.key} ({self.status})"
 
 
+class EventReaction(models.Model):
+    """An event someone reacts to (the supervisor's alerts), queued for them by the database: a
+    trigger on the event table (scheduler/sql/, generated from scheduler.outbox.REACTION_KINDS)
+    copies each event of those kinds here, whoever wrote it (the unit of work, the hot path's
+    functions, the set-wise scan), in the event's transaction. The reader takes rows oldest first,
+    skipping locked ones, and deletes them in the transaction of its reaction: each is handled
+    once, and none is missed for being written outside Python.
+
+    A copy of the event's fields, not a key to it: the event table is partitioned and large, and
+    this queue is short."""
+
+    event_id = models.BigIntegerField()
+    kind = models.CharField(max_length=40)
+    job_id = models.UUIDField()
+    step_id = models.BigIntegerField(null=True, blank=True)
+    attempt = models.PositiveIntegerField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} (event {self.event_id})"
+
+
 class CatchUp(models.TextChoices):
     #: After downtime, the firings missed meanwhile make one job (for the latest of them).
     ONCE = "once", "Submit once"

@@ -3,47 +3,27 @@ tell (scheduler.models.Delivery), sent later by the supervisor loop (supervisor.
 
 - A job's completion callback is written when the job settles (scheduler.transitions, and the
   PostgreSQL function that completes jobs), keyed `<job id>:<status>`.
-- Alerts are written by the supervisor, which hears of the events it alerts on through
-  `register_event_hook`: the unit of work hands every batch of events it writes to the hooks,
-  inside its transaction, so an alert commits with its event or not at all (and the scheduler
-  imports nothing from the supervisor).
+- Alerts are written by the supervisor from the events it reacts to. Those events reach it
+  through the database, not through Python: a trigger on the event table (generated from
+  REACTION_KINDS by scheduler.sqlgen) queues each event of these kinds (scheduler.models.
+  EventReaction) in the transaction that writes it, whoever writes it, and the supervisor loop
+  takes them from there (supervisor.alerts.reactions_handle).
+
+Restated in SQL (keep both in step; the equivalence tests compare them):
+`scheduler/sql/postgresql/sas_record_outcome.sql`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from scheduler.models import Delivery, DeliveryKind, Job
+from scheduler.models import Delivery, DeliveryKind, EventKind, Job
 
-
-@dataclass(frozen=True)
-class WrittenEvent:
-    """An event as written (with its id), for the hooks."""
-
-    id: int
-    kind: str
-    job_id: Any
-    step_id: int | None
-    attempt: int | None
-    reason: str
-    data: dict[str, Any]
-
-
-EventHook = Callable[[list[WrittenEvent]], None]
-_hooks: list[EventHook] = []
-
-
-def register_event_hook(hook: EventHook) -> None:
-    """Call `hook` with every batch of events a unit of work writes, in its transaction."""
-    if hook not in _hooks:
-        _hooks.append(hook)
-
-
-def events_written(events: list[WrittenEvent]) -> None:
-    for hook in _hooks:
-        hook(events)
+#: The event kinds something reacts to (the supervisor's alert kinds read these): each is queued
+#: for its reader by the database (scheduler/sql/*/..._reactions.sql, generated from this set).
+REACTION_KINDS: frozenset[str] = frozenset(
+    {EventKind.STEP_HELD, EventKind.JOB_FAILED, EventKind.JOB_COMPENSATED}
+)
 
 
 def callback_summary(job: Job, status: str) -> dict[str, Any]:

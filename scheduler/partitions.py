@@ -9,6 +9,9 @@ small. Rows leave by job (the archive is per job, and a job's events may span tw
 a month whose every row has gone is dropped whole, which returns its space at once instead of
 leaving it to VACUUM. The DEFAULT partition catches rows outside every month (a clock far off,
 history loaded back from an archive after its month was dropped).
+
+Restated in SQL (keep both in step; the equivalence tests compare them):
+`scheduler/sql/postgresql/sas_event_partitions_ensure.sql`.
 """
 
 from __future__ import annotations

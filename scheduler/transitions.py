@@ -10,6 +10,9 @@ unit with StaleWrite, so the change, its event and everything else in the unit r
 Vocabulary (scheduler.models): *final* statuses have no move out at all; *settled* ones have no
 automatic move left and carry `finished_at` (a failed job, which an operator may reopen, is
 settled but not final).
+
+Enforced in the database by `scheduler/sql/postgresql/sas_status_guard.sql` (with the generated
+sas_move_allowed).
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ def step_transition(
         updates.setdefault("finished_at", unit.now)
     elif "finished_at" not in updates and step.finished_at is not None:
         updates["finished_at"] = None
-    unit.step_changed(step)
+    unit.step_changed(step, to)
     for name, value in updates.items():
         setattr(step, name, value)
     unit.event(

@@ -11,7 +11,6 @@ and the whole transaction rolls back.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ from django.utils import timezone
 from sas_project.errors import StaleWrite
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EVENT_KINDS, Attempt, Event, EventKind, Step
-from scheduler.outbox import WrittenEvent, events_written
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -109,6 +107,8 @@ class Unit:
         self.events: list[Event] = []
         #: Steps changed in this unit, with the (status, attempt) they had when read.
         self._steps: dict[int, tuple[Step, str, int]] = {}
+        #: The statuses each step moved through in this unit, in order.
+        self._paths: dict[int, list[str]] = {}
         self._attempt_writes: list[AttemptWrite] = []
         self._new_attempts: list[Attempt] = []
 
@@ -154,10 +154,13 @@ class Unit:
         self.events.append(event)
         return event
 
-    def step_changed(self, step: Step) -> None:
-        """Remember `step` (and what it looked like before its first change in this unit)."""
+    def step_changed(self, step: Step, to: str | None = None) -> None:
+        """Remember `step` (and what it looked like before its first change in this unit), and
+        the status it moves `to`, if it moves."""
         if step.pk not in self._steps:
             self._steps[step.pk] = (step, step.status, step.attempt)
+        if to is not None:
+            self._paths.setdefault(step.pk, []).append(to)
 
     def attempt_write(self, write: AttemptWrite) -> None:
         """Register a guarded write of one attempt. Two moves of one attempt in one unit are
@@ -181,29 +184,44 @@ class Unit:
     def attempt_insert(self, attempt: Attempt) -> None:
         self._new_attempts.append(attempt)
 
+    def _write_intermediate_moves(self) -> None:
+        """A step that moved more than once in this unit (dispatched -> unknown -> retry_wait)
+        passes through each status in the database too, one fenced write per move before the
+        last, so that the database's guard of the state machine (scheduler/sql/) sees every move
+        and not a shortcut the table does not allow."""
+        for step_id, path in self._paths.items():
+            if len(path) < 2:
+                continue
+            step, status, attempt = self._steps[step_id]
+            for to in path[:-1]:
+                if Step.objects.filter(pk=step_id, status=status, attempt=attempt).update(status=to) != 1:
+                    raise StaleWrite(f"step {step_id} changed under us (expected {status}, {attempt})")
+                status = to
+            self._steps[step_id] = (step, status, attempt)
+
     def flush(self) -> None:
         """Write everything pending: attempts' moves, steps, then new attempts (a new attempt may
         only exist once the one before it is closed), then the events."""
         if self._steps or self._attempt_writes:
+            self._write_intermediate_moves()
             if connection.vendor == "postgresql":
                 _write_pg(list(self._steps.values()), self._attempt_writes)
             else:
                 _write_rows(list(self._steps.values()), self._attempt_writes)
             self._steps = {}
+            self._paths = {}
             self._attempt_writes = []
         if self._new_attempts:
             Attempt.objects.bulk_create(self._new_attempts)
             self._new_attempts = []
         if self.events:
+            # What reacts to events (alerts) hears of them from the database, as of the events
+            # any other writer makes (scheduler.outbox.REACTION_KINDS).
             if connection.vendor == "postgresql":
-                written = insert_events_pg(self.events)
+                insert_events_pg(self.events)
             else:
-                written = [
-                    WrittenEvent(e.pk, e.kind, e.job_id, e.step_id, e.attempt, e.reason, e.data)
-                    for e in Event.objects.bulk_create(self.events)
-                ]
+                Event.objects.bulk_create(self.events)
             self.events = []
-            events_written(written)
 
 
 @contextmanager
@@ -340,8 +358,8 @@ EVENT_COLUMNS = (
 )
 
 
-def insert_events_pg(events: list[Event]) -> list[WrittenEvent]:
-    """The unit's events in one INSERT, one array per column; returns them as written."""
+def insert_events_pg(events: list[Event]) -> None:
+    """The unit's events in one INSERT, one array per column."""
     quote = connection.ops.quote_name
     fields = _fields(Event, EVENT_COLUMNS)
     source, values = _unnest(
@@ -357,17 +375,9 @@ def insert_events_pg(events: list[Event]) -> list[WrittenEvent]:
     columns = ", ".join(quote(str(f.column)) for f in fields)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) SELECT {columns} FROM {source} "  # noqa: S608
-            "RETURNING id, kind, job_id, step_id, attempt, reason, data",
+            f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) SELECT {columns} FROM {source}",  # noqa: S608
             values,
         )
-        rows = cursor.fetchall()
-    return [
-        WrittenEvent(
-            id, kind, job_id, step_id, attempt, reason, json.loads(data) if isinstance(data, str) else data
-        )
-        for id, kind, job_id, step_id, attempt, reason, data in rows
-    ]
 
 
 def _write_rows(changed: list[tuple[Step, str, int]], writes: list[AttemptWrite]) -> None:

@@ -1,10 +1,10 @@
 """Alerts: tell the subscribed people when something needs one.
 
 Kinds (supervisor.models.AlertKind): a step needs attention (held), a job failed, a job was
-compensated (each from its event, written into the outbox in the event's own transaction through
-the scheduler's event hook), an endpoint's circuit opened (when the scan opens it), and the
-supervisor stopped (its last scan is older than three intervals; every cluster's loop
-checks). Each alert is written once per subscription: its outbox key names what it is about.
+compensated (each from its event, whoever wrote it: the database queues those events for
+`reactions_handle`, which every supervisor loop runs), an endpoint's circuit opened (when the
+scan opens it), and the supervisor stopped (its last scan is older than three intervals; every
+cluster's loop checks). Each alert is written once per subscription: its outbox key names what it is about.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from agents.health import endpoint_assess
 from agents.models import AgentEndpoint
-from scheduler.models import Delivery, DeliveryKind, EventKind
-from scheduler.outbox import WrittenEvent
+from scheduler.models import Delivery, DeliveryKind, EventKind, EventReaction
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import AlertKind, AlertSubscription, SupervisorLease
 
@@ -71,26 +71,32 @@ def alert_write(
     return len(messages)
 
 
-def on_events(events: list[WrittenEvent]) -> None:
-    """The scheduler's event hook: the events that are alerts, in their own transaction. The
-    subscriptions are read once for them all (a wave of failures is one read, not one each)."""
-    alerting = [(event, EVENT_ALERTS[event.kind]) for event in events if event.kind in EVENT_ALERTS]
-    if not alerting:
-        return
-    enabled = _enabled()
-    for event, kind in alerting:
-        alert_write(
-            kind,
-            f"event-{event.id}",
-            {
-                "job_id": str(event.job_id),
-                "step_id": event.step_id,
-                "attempt": event.attempt,
-                "event": event.kind,
-                "reason": event.reason,
-            },
-            enabled=enabled,
-        )
+def reactions_handle(limit: int = 500) -> int:
+    """Write the alerts of the events queued for reaction (scheduler.models.EventReaction), oldest
+    first, and take them off the queue, in one transaction; returns how many were handled. Any
+    number of loops may run it at once: each takes rows the others have not locked. The
+    subscriptions are read once for the batch (a wave of failures is one read, not one each)."""
+    with transaction.atomic():
+        batch = list(EventReaction.objects.select_for_update(skip_locked=True).order_by("id")[:limit])
+        if not batch:
+            return 0
+        alerting = [(event, EVENT_ALERTS[event.kind]) for event in batch if event.kind in EVENT_ALERTS]
+        enabled = _enabled() if alerting else []
+        for event, kind in alerting:
+            alert_write(
+                kind,
+                f"event-{event.event_id}",
+                {
+                    "job_id": str(event.job_id),
+                    "step_id": event.step_id,
+                    "attempt": event.attempt,
+                    "event": event.kind,
+                    "reason": event.reason,
+                },
+                enabled=enabled,
+            )
+        EventReaction.objects.filter(pk__in=[event.pk for event in batch]).delete()
+    return len(batch)
 
 
 def endpoint_assess_and_alert(endpoint_id: int, now: dt.datetime) -> bool:

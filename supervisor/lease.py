@@ -6,6 +6,9 @@ every change of holder, and `lease_fence` re-checks (and renews) it inside each 
 transaction, holding the lease row's lock until that transaction commits: a supervisor that lost
 the lease finds out before its next action, and a takeover waits for an action in progress.
 All times are the database's clock.
+
+Restated in SQL (keep both in step; the equivalence tests compare them):
+`supervisor/sql/postgresql/sas_lease_term.sql`, `supervisor/sql/sqlite/supervisor_lease_term.sql`.
 """
 
 from __future__ import annotations

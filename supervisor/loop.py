@@ -18,7 +18,7 @@ from django.db import close_old_connections, connection
 from sas_project.conf import sas_settings
 from scheduler.schedules import schedules_fire
 from scheduler.services.retention import history_prune_if_due
-from supervisor.alerts import supervisor_stale_check
+from supervisor.alerts import reactions_handle, supervisor_stale_check
 from supervisor.deliveries import send_due
 from supervisor.lease import LeaseGrant, lease_release
 from supervisor.scan import scan
@@ -67,6 +67,8 @@ def run_loop(
             # what the outbox holds and fires the schedules that are due, whether or not its own
             # scan worked.
             supervisor_stale_check(interval)
+            while reactions_handle() and not should_stop():
+                pass
             send_due()
             schedules_fire()
         except Exception:

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from sas_project import dbcode
 from sas_project.conf import sas_settings
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
@@ -44,6 +45,13 @@ def _migrations_applied() -> bool:
     return _migrated
 
 
+def _database_code_current() -> bool:
+    """The database's functions and triggers are those of this code's files (sas_project.dbcode).
+    Read at every probe, unlike the migrations: a migrate of another release may replace them
+    while this process runs, and then this process is the one out of date."""
+    return not dbcode.drift(connection)
+
+
 def _supervisor_fresh() -> str | None:
     """None when a supervisor scanned within three intervals, else why not."""
     lease = SupervisorLease.objects.filter(pk=LEASE_NAME).only("last_scan_at").first()
@@ -58,8 +66,9 @@ def _supervisor_fresh() -> str | None:
 @never_cache
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Ready to serve: the database answers, every migration is applied, and a supervisor
-    renewed its lease (scanned) within three intervals. 503 with the reasons otherwise."""
+    """Ready to serve: the database answers, every migration is applied, its functions and
+    triggers are this code's (sas_project.dbcode), and a supervisor renewed its lease (scanned)
+    within three intervals. 503 with the reasons otherwise."""
     checks: dict[str, str] = {}
     reasons: list[str] = []
     try:
@@ -76,6 +85,10 @@ def readyz(request: HttpRequest) -> JsonResponse:
             checks["migrations"] = "ok" if applied else "failing"
             if not applied:
                 reasons.append("migrations are not applied")
+            current = _database_code_current()
+            checks["database_code"] = "ok" if current else "failing"
+            if not current:
+                reasons.append("the database code differs from its files")
             stale = _supervisor_fresh()
             checks["supervisor"] = "ok" if stale is None else "failing"
             if stale is not None:
@@ -83,6 +96,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
         except Exception:
             logger.warning("readyz: check failed", exc_info=True)
             checks.setdefault("migrations", "unknown")
+            checks.setdefault("database_code", "unknown")
             checks.setdefault("supervisor", "unknown")
             reasons.append("the database refused a check")
     ready = not reasons

@@ -254,8 +254,10 @@ WITH waiting AS (
     FROM waiting v WHERE a.step_id = v.step_id AND a.number = v.attempt AND a.finished_at IS NULL
     RETURNING a.id
 ), moved AS (
-    UPDATE scheduler_step s SET status = 'retry_wait', last_outcome = 'no_answer', error = %(timeout_error)s,
-        not_before = v.not_before, pool_id = v.pool_id, updated_at = %(now)s
+    -- dispatched -> unknown here, unknown -> retry_wait by RETRY_SQL after it: two moves of the
+    -- step machine, as the per-step path makes them (the database refuses dispatched -> retry_wait).
+    UPDATE scheduler_step s SET status = 'unknown', last_outcome = 'no_answer', error = %(timeout_error)s,
+        updated_at = %(now)s
     FROM retrying v WHERE s.id = v.step_id AND s.status = 'dispatched' AND s.attempt = v.attempt
     RETURNING s.id
 ), postponed AS (
@@ -273,6 +275,14 @@ WITH waiting AS (
 )
 SELECT (SELECT count(*) FROM closed), (SELECT count(*) FROM moved), (SELECT count(*) FROM extended),
        (SELECT count(*) FROM postponed), (SELECT count(*) FROM events)
+"""
+
+
+RETRY_SQL = """
+UPDATE scheduler_step s SET status = 'retry_wait', not_before = v.not_before, pool_id = v.pool_id
+FROM unnest(%(r_step)s::bigint[], %(r_attempt)s::integer[], %(r_not_before)s::timestamptz[],
+            %(r_pool)s::bigint[]) AS v(step_id, attempt, not_before, pool_id)
+WHERE s.id = v.step_id AND s.status = 'unknown' AND s.attempt = v.attempt
 """
 
 
@@ -389,6 +399,11 @@ def apply(plan: Plan, now: dt.datetime, *, source: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute(APPLY_SQL, params)
         closed, moved, extended, postponed, written = cursor.fetchone()
+        if plan.retry_later:
+            retry = {k: params[k] for k in ("r_step", "r_attempt", "r_not_before", "r_pool")}
+            cursor.execute(RETRY_SQL, retry)
+            if cursor.rowcount != moved:
+                moved = -1
     retries, waits = len(plan.retry_later), len(plan.keep_waiting)
     if (closed, moved, extended, postponed, written) != (retries, retries, waits, waits, len(events)):
         # Under the jobs' locks nothing may move these rows: a miss means another writer did.

@@ -31,13 +31,14 @@ from scheduler.models import (
     DeliveryKind,
     DeliveryStatus,
     Event,
+    EventReaction,
     Job,
     JobStatus,
     Step,
 )
 from scheduler.services import job_submit
 from supervisor import deliveries, probes
-from supervisor.alerts import endpoint_assess_and_alert, supervisor_stale_check
+from supervisor.alerts import endpoint_assess_and_alert, reactions_handle, supervisor_stale_check
 from supervisor.models import AlertSubscription, MetricsCheckpoint, SupervisorLease
 from supervisor.scan import ScanReport
 from supervisor.services import job_cancel
@@ -512,6 +513,9 @@ def test_a_held_step_a_failed_and_a_compensated_job_alert_each_subscription_once
     drain()
     supervise()
     drain()
+    # The supervisor loop hears of the alerting events from the database's reaction queue.
+    assert reactions_handle() > 0
+    assert not EventReaction.objects.exists()
     alerts = list(Delivery.objects.exclude(kind=DeliveryKind.CALLBACK).order_by("id"))
     kinds = sorted((d.payload["alert"], d.kind) for d in alerts)
     assert ("step_needs_attention", "webhook") in kinds and ("step_needs_attention", "email") in kinds
@@ -529,21 +533,17 @@ def test_a_wave_of_alerting_events_reads_the_subscriptions_once() -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from scheduler.models import EventKind
-    from scheduler.outbox import WrittenEvent
-    from supervisor.alerts import on_events
+    from scheduler.models import Event, EventKind
+    from supervisor.alerts import reactions_handle
 
     subscription_create(name="ops", actor=None, email="ops@example.com", kinds=["job_failed"])
     chain(n=1)
     job = job_submit(workflow="chain", input={}).job
-    events = [
-        WrittenEvent(
-            id=n, kind=EventKind.JOB_FAILED, job_id=job.pk, step_id=None, attempt=None, reason="x", data={}
-        )
-        for n in range(1, 21)
-    ]
+    Event.objects.bulk_create(
+        [Event(job_id=job.pk, kind=EventKind.JOB_FAILED, source="test", reason="x") for _ in range(20)]
+    )
     with CaptureQueriesContext(connection) as queries:
-        on_events(events)
+        assert reactions_handle() == 20
     reads = [q for q in queries.captured_queries if "supervisor_alertsubscription" in q["sql"]]
     assert len(reads) == 1
     assert Delivery.objects.filter(kind=DeliveryKind.EMAIL).count() == 20  # one per event, as before

@@ -12,9 +12,9 @@
   above Job in scheduler/models.py). Their indexes stay.
 - `PruneRun.archived`: the jobs a run wrote to the archive.
 
-On SQLite the trigger names scheduler_job, which SQLite then checks whenever a table is rebuilt
-and renamed: a later migration that alters scheduler_job or scheduler_event there must drop the
-trigger first and create it again after (the operations here come before it for that reason).
+On SQLite the trigger names scheduler_job, which SQLite checks whenever a table is rebuilt and
+renamed: `migrate` drops the project's SQLite triggers before the migrations and creates them
+after (sas_project.dbcode).
 """
 
 import django.db.models.deletion
@@ -22,60 +22,15 @@ from django.conf import settings
 from django.db import migrations, models
 
 
-PG_TRIGGER = """
-CREATE OR REPLACE FUNCTION sas_event_job_guard() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    archived timestamptz;
-BEGIN
-    -- What the foreign key did: the job exists, and stays until this transaction ends.
-    SELECT archived_at INTO archived FROM scheduler_job WHERE id = NEW.job_id FOR KEY SHARE;
-    IF NOT FOUND THEN
-        -- As the foreign key's check: an event deleted again before the commit is no violation.
-        IF EXISTS (SELECT 1 FROM scheduler_event WHERE id = NEW.id AND created_at = NEW.created_at) THEN
-            RAISE foreign_key_violation
-                USING MESSAGE = 'event names job ' || NEW.job_id || ', which does not exist';
-        END IF;
-        RETURN NULL;
-    END IF;
-    -- A job archived before this event: its archive line lacks it, so it is archived again.
-    IF archived IS NOT NULL THEN
-        UPDATE scheduler_job SET archived_at = NULL WHERE id = NEW.job_id;
-    END IF;
-    RETURN NULL;
-END
-$$;
-CREATE CONSTRAINT TRIGGER event_job_guard AFTER INSERT ON scheduler_event
-    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION sas_event_job_guard();
-"""
-
-PG_TRIGGER_DROP = """
-DROP TRIGGER IF EXISTS event_job_guard ON scheduler_event;
-DROP FUNCTION IF EXISTS sas_event_job_guard();
-"""
-
-# SQLite: one writer at a time, so no lock is needed, and triggers run at once.
-SQLITE_TRIGGER = """
-CREATE TRIGGER event_job_guard AFTER INSERT ON scheduler_event
-BEGIN
-    SELECT RAISE(ABORT, 'event names a job that does not exist')
-    WHERE NOT EXISTS (SELECT 1 FROM scheduler_job WHERE id = NEW.job_id);
-    UPDATE scheduler_job SET archived_at = NULL WHERE id = NEW.job_id AND archived_at IS NOT NULL;
-END;
-"""
-
-
-def create_trigger(apps, schema_editor):
-    connection = schema_editor.connection
-    if connection.vendor == "postgresql":
-        schema_editor.execute(PG_TRIGGER)
-    elif connection.vendor == "sqlite":
-        schema_editor.execute(SQLITE_TRIGGER)
+# The trigger and its function live in scheduler/sql/ (postgresql/sas_event_job_guard.sql,
+# sqlite/event_job_guard.sql); `migrate` installs them after the migrations (sas_project.dbcode).
 
 
 def drop_trigger(apps, schema_editor):
     connection = schema_editor.connection
     if connection.vendor == "postgresql":
-        schema_editor.execute(PG_TRIGGER_DROP)
+        schema_editor.execute("DROP TRIGGER IF EXISTS event_job_guard ON scheduler_event")
+        schema_editor.execute("DROP FUNCTION IF EXISTS sas_event_job_guard()")
     elif connection.vendor == "sqlite":
         schema_editor.execute("DROP TRIGGER IF EXISTS event_job_guard")
 
@@ -183,5 +138,5 @@ class Migration(migrations.Migration):
                 to="scheduler.step",
             ),
         ),
-        migrations.RunPython(create_trigger, drop_trigger),
+        migrations.RunPython(migrations.RunPython.noop, drop_trigger),
     ]

@@ -18,6 +18,9 @@ finishes (on commit, for the pools concerned only, once per pool and transaction
 rate-limited steps on time, and steps left waiting in a pool whose limits were removed (an
 unlimited pool's waiting steps go out a batch at a time). Status queries (reconcile) are not
 limited: they are cheap reads that decide what a stuck call did.
+
+Restated in SQL (keep both in step; the equivalence tests compare them):
+`scheduler/sql/postgresql/sas_dispatch_ready.sql`.
 """
 
 from __future__ import annotations

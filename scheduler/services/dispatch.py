@@ -4,6 +4,9 @@ transaction.
 django-q2's ORM broker writes its queue row to the same database inside that transaction, so the
 task exists if and only if the intent commits (a real outbox, no `on_commit`). A crash leaves
 either nothing or an intent with a deadline, which the supervisor will find.
+
+Restated in SQL (keep both in step; the equivalence tests compare them):
+`scheduler/sql/postgresql/sas_dispatch_ready.sql`.
 """
 
 from __future__ import annotations

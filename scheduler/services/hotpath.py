@@ -1,20 +1,24 @@
 """The hot path on PostgreSQL: submission and the common outcomes, each in one round trip.
 
-`sas_submit` (scheduler/migrations/0007) creates a job and dispatches its first steps;
-`sas_record_outcome` (0006, 0007) records the common outcomes and advances the DAG; both dispatch
-through `sas_dispatch_ready`.
+`sas_submit` (scheduler/sql/postgresql/sas_submit.sql) creates a job and dispatches its first
+steps; `sas_record_outcome` (sas_record_outcome.sql) records the common outcomes and advances the
+DAG; both dispatch through `sas_dispatch_ready` (sas_dispatch_ready.sql). Each is called by name
+with named parameters (sas_project.dbcode.function_call).
 
 It covers the live call of an action step of a running, unpaused job, with a success or a
 failure; everything else it declines before writing ('fallback'), and the general path
-(scheduler.services.outcomes) records it. It makes only the moves listed below, each of which the
-state machines' tables allow (tested), and the tests run the same scenarios through both paths
-and compare every row they leave. The setting SAS_FAST_PATH=0 turns it off.
+(scheduler.services.outcomes) records it. The database refuses any move of theirs that the state
+machines' tables (scheduler.transitions) do not allow, as it does for every writer, and the tests
+run the same scenarios through both paths and compare every row they leave. The setting
+SAS_FAST_PATH=0 turns it off.
+
+Restated in SQL (keep both in step; the equivalence tests compare them):
+`scheduler/sql/postgresql/sas_submit.sql`, `scheduler/sql/postgresql/sas_record_outcome.sql`.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any
 
 from django.conf import settings
@@ -24,23 +28,9 @@ from django_q.conf import Conf
 
 from agents.broker import ClaimByDeleteORM
 from agents.outcome import CallResult
+from sas_project.dbcode import Json, function_call
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.services.dispatch import AGENT_TASK
-
-#: (machine, from, to) of every move the functions make.
-FAST_PATH_MOVES = frozenset(
-    {
-        ("step", "dispatched", "succeeded"),
-        ("step", "dispatched", "attempt_failed"),
-        ("step", "dispatched", "unknown"),
-        ("step", "pending", "dispatched"),
-        ("step", "pending", "waiting"),
-        ("job", "running", "succeeded"),
-    }
-)
-
-SQL = "SELECT sas_record_outcome(%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-SUBMIT_SQL = "SELECT sas_submit(%s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
 @functools.cache
@@ -49,13 +39,15 @@ def _broker() -> Any:
     return get_broker()
 
 
-def _queue_args() -> list[Any]:
-    return [
-        _broker().list_key or Conf.CLUSTER_NAME,
-        AGENT_TASK,
-        int(Conf.TIMEOUT or 0),
-        bool(getattr(settings, "SAS_Q_NOTIFY", True)),
-    ]
+def _queue_args() -> dict[str, Any]:
+    """Where and how the functions enqueue agent tasks (the parameters `p_queue_key`,
+    `p_task_func`, `p_task_floor` and `p_notify` of sas_dispatch_ready)."""
+    return {
+        "queue_key": _broker().list_key or Conf.CLUSTER_NAME,
+        "task_func": AGENT_TASK,
+        "task_floor": int(Conf.TIMEOUT or 0),
+        "notify": bool(getattr(settings, "SAS_Q_NOTIFY", True)),
+    }
 
 
 def submit(
@@ -73,23 +65,22 @@ def submit(
 ) -> Any:
     """Create a job of the latest version of `workflow` and dispatch its first steps, in one
     statement; returns the job's id, or None for an unknown workflow."""
+    sql, params = function_call(
+        "sas_submit",
+        workflow=workflow,
+        input=Json(payload),
+        submitter=user.pk if user is not None else None,
+        key=key,
+        hash=request_hash,
+        source=source,
+        **_queue_args(),
+        callback_url=callback_url,
+        trace_parent=trace_parent,
+        business_key=business_key,
+        priority=priority,
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            SUBMIT_SQL,
-            [
-                workflow,
-                json.dumps(payload),
-                user.pk if user is not None else None,
-                key,
-                request_hash,
-                source,
-                *_queue_args(),
-                callback_url,
-                trace_parent,
-                business_key,
-                priority,
-            ],
-        )
+        cursor.execute(sql, params)
         return cursor.fetchone()[0]
 
 
@@ -106,22 +97,21 @@ def enabled() -> bool:
 def record_outcome(step_id: int, number: int, result: CallResult, *, source: str) -> bool:
     """Record the outcome in one statement if the function takes it; False when it declined
     (nothing was written) and the general path must record it."""
+    sql, params = function_call(
+        "sas_record_outcome",
+        step=step_id,
+        number=number,
+        outcome=result.outcome,
+        output=Json(result.output if result.succeeded else None),
+        status_code=result.status_code,
+        latency_ms=result.latency_ms,
+        excerpt=result.excerpt,
+        error=result.error,
+        source=source,
+        **_queue_args(),
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            SQL,
-            [
-                step_id,
-                number,
-                result.outcome,
-                json.dumps(result.output) if result.succeeded else None,
-                result.status_code,
-                result.latency_ms,
-                result.excerpt,
-                result.error,
-                source,
-                *_queue_args(),
-            ],
-        )
+        cursor.execute(sql, params)
         verdict = cursor.fetchone()[0]
     if verdict != "done":
         return False

@@ -4,6 +4,9 @@ Fenced on the attempt: an outcome for an attempt that is already decided never r
 back. A success arriving that late still completes a step that has not settled (a late success,
 the evidence of a too-short timeout: the operation ID is the same, so the effect happened once),
 and is only noted on the attempt otherwise.
+
+Restated in SQL (keep both in step; the equivalence tests compare them):
+`scheduler/sql/postgresql/sas_record_outcome.sql`.
 """
 
 from __future__ import annotations

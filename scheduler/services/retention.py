@@ -25,6 +25,9 @@ not yet archived, then deletes; on PostgreSQL it then creates the event partitio
 need and drops the old ones that pruning has emptied (scheduler.partitions). Every run is
 recorded: a PruneRun row (what was archived and deleted, the files, the partitions) and a log
 line.
+
+Restated in SQL (keep both in step; the equivalence tests compare them):
+`scheduler/sql/postgresql/sas_event_job_guard.sql`, `scheduler/sql/sqlite/event_job_guard.sql`.
 """
 
 from __future__ import annotations

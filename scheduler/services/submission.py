@@ -1,4 +1,8 @@
-"""Submission: create a job of a workflow's latest version and dispatch its first steps."""
+"""Submission: create a job of a workflow's latest version and dispatch its first steps.
+
+Restated in SQL (keep both in step; the equivalence tests compare them):
+`scheduler/sql/postgresql/sas_submit.sql`.
+"""
 
 from __future__ import annotations
 

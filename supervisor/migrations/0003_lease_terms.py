@@ -7,37 +7,11 @@ from typing import Any
 
 from django.db import migrations, models
 
-# The previous holder's term, written when the token changes hands (a first acquisition, from
-# the empty holder, finishes no term).
-POSTGRES_UP = [
-    """
-CREATE FUNCTION sas_lease_term() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO supervisor_leaseterm (lease, token, holder, acquired_at, expired_at, ended_at, ended_by)
-    VALUES (OLD.name, OLD.token, OLD.holder, OLD.acquired_at, OLD.expires_at, NEW.acquired_at, NEW.holder);
-    RETURN NEW;
-END
-$$
-""",
-    """
-CREATE TRIGGER supervisor_lease_term AFTER UPDATE ON supervisor_supervisorlease
-FOR EACH ROW WHEN (OLD.token IS DISTINCT FROM NEW.token AND OLD.holder <> '')
-EXECUTE FUNCTION sas_lease_term()
-""",
-]
+# The trigger that records the previous holder's term (and its function) lives in
+# supervisor/sql/; `migrate` installs it after the migrations (sas_project.dbcode).
 POSTGRES_DOWN = [
     "DROP TRIGGER IF EXISTS supervisor_lease_term ON supervisor_supervisorlease",
     "DROP FUNCTION IF EXISTS sas_lease_term()",
-]
-SQLITE_UP = [
-    """
-CREATE TRIGGER supervisor_lease_term AFTER UPDATE ON supervisor_supervisorlease
-FOR EACH ROW WHEN OLD.token <> NEW.token AND OLD.holder <> ''
-BEGIN
-    INSERT INTO supervisor_leaseterm (lease, token, holder, acquired_at, expired_at, ended_at, ended_by)
-    VALUES (OLD.name, OLD.token, OLD.holder, OLD.acquired_at, OLD.expires_at, NEW.acquired_at, NEW.holder);
-END
-"""
 ]
 SQLITE_DOWN = ["DROP TRIGGER IF EXISTS supervisor_lease_term"]
 
@@ -74,7 +48,7 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(
-            _run({"postgresql": POSTGRES_UP, "sqlite": SQLITE_UP}),
+            migrations.RunPython.noop,
             _run({"postgresql": POSTGRES_DOWN, "sqlite": SQLITE_DOWN}),
         ),
     ]

@@ -1,0 +1,14 @@
+-- Generated from scheduler/outbox.py (REACTION_KINDS) by scheduler/sqlgen.py
+-- (`manage.py dbcode --generate`): do not edit. Queues each event of those kinds, whoever writes it,
+-- for the supervisor's reader (supervisor.alerts.reactions_handle), in the event's transaction.
+CREATE OR REPLACE FUNCTION sas_event_reactions() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    INSERT INTO scheduler_eventreaction (event_id, kind, job_id, step_id, attempt, reason, data, created_at)
+    VALUES (NEW.id, NEW.kind, NEW.job_id, NEW.step_id, NEW.attempt, NEW.reason, NEW.data, NEW.created_at);
+    RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER scheduler_event_reactions AFTER INSERT ON scheduler_event
+    FOR EACH ROW WHEN (NEW.kind IN ('job_compensated', 'job_failed', 'step_held'))
+    EXECUTE FUNCTION sas_event_reactions();

@@ -1,0 +1,103 @@
+-- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath.
+-- The common outcomes of a live call, as step_record_outcome records them, the DAG advance, and
+-- the job's completion with its callback (callback_summary); anything else answers 'fallback'.
+CREATE OR REPLACE FUNCTION sas_record_outcome(
+    p_step bigint, p_number integer, p_outcome text, p_output jsonb, p_status_code integer,
+    p_latency_ms integer, p_excerpt text, p_error text, p_source text,
+    p_queue_key text, p_task_func text, p_task_floor integer, p_notify boolean
+) RETURNS text LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_now timestamptz := statement_timestamp();
+    v_job_id uuid;
+    v_job record;
+    v_step record;
+    v_attempt record;
+    v_late boolean;
+    v_data jsonb;
+    v_to text;
+    v_kind text;
+BEGIN
+    SELECT job_id INTO v_job_id FROM scheduler_step WHERE id = p_step;
+    IF NOT FOUND THEN
+        RETURN 'fallback';
+    END IF;
+    -- The job's row lock first; the step is read after it (a statement of its own, so it sees
+    -- what the transaction it may have waited for committed).
+    SELECT id, status, paused_at INTO v_job FROM scheduler_job WHERE id = v_job_id FOR UPDATE;
+    SELECT id, kind, status, attempt INTO v_step FROM scheduler_step WHERE id = p_step;
+    IF v_step.kind <> 'action' OR v_step.status <> 'dispatched' OR v_step.attempt <> p_number
+       OR v_job.status <> 'running' OR v_job.paused_at IS NOT NULL
+       OR p_outcome NOT IN ('succeeded', 'business_failure', 'transient_failure', 'no_answer') THEN
+        RETURN 'fallback';
+    END IF;
+    SELECT id, kind, deadline INTO v_attempt FROM scheduler_attempt
+    WHERE step_id = p_step AND number = p_number AND finished_at IS NULL;
+    IF NOT FOUND OR v_attempt.kind <> 'call' THEN
+        RETURN 'fallback';
+    END IF;
+
+    v_late := v_now > v_attempt.deadline;
+    UPDATE scheduler_attempt SET
+        finished_at = v_now, outcome = p_outcome, decided_by = p_source,
+        status_code = p_status_code, latency_ms = p_latency_ms, response_excerpt = p_excerpt,
+        error = left(p_error, 2000),
+        late_outcome = CASE WHEN v_late AND p_outcome = 'succeeded' THEN 'succeeded' ELSE '' END,
+        late_at = CASE WHEN v_late AND p_outcome = 'succeeded' THEN v_now END
+    WHERE id = v_attempt.id AND finished_at IS NULL;
+    v_data := jsonb_build_object('latency_ms', p_latency_ms, 'status_code', p_status_code);
+    IF v_late THEN
+        v_data := v_data || '{"late": true}'::jsonb;
+    END IF;
+
+    IF p_outcome <> 'succeeded' THEN
+        v_to := CASE WHEN p_outcome = 'no_answer' THEN 'unknown' ELSE 'attempt_failed' END;
+        v_kind := CASE p_outcome
+            WHEN 'no_answer' THEN 'step_no_answer'
+            WHEN 'business_failure' THEN 'step_business_failure'
+            ELSE 'step_transient_failure' END;
+        UPDATE scheduler_step SET status = v_to,
+            last_outcome = CASE WHEN v_to = 'unknown' THEN 'no_answer' ELSE p_outcome END,
+            error = left(p_error, 2000), updated_at = v_now
+        WHERE id = p_step AND status = 'dispatched' AND attempt = p_number;
+        INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt, actor_id,
+                                     source, reason, data, created_at)
+        VALUES (v_job_id, p_step, v_kind, 'dispatched', v_to, p_number, NULL, p_source, p_error, v_data, v_now);
+        RETURN 'done';
+    END IF;
+
+    UPDATE scheduler_step SET status = 'succeeded', output = p_output, error = '',
+        last_outcome = 'succeeded', updated_at = v_now, finished_at = v_now
+    WHERE id = p_step AND status = 'dispatched' AND attempt = p_number;
+    INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt, actor_id,
+                                 source, reason, data, created_at)
+    VALUES (v_job_id, p_step, 'step_succeeded', 'dispatched', 'succeeded', p_number, NULL, p_source, '',
+            v_data, v_now);
+
+    -- The DAG advance: every pending step whose dependencies have all succeeded, oldest first.
+    PERFORM sas_dispatch_ready(v_job_id, v_now, p_source, p_queue_key, p_task_func, p_task_floor, p_notify);
+
+    IF NOT EXISTS (SELECT 1 FROM scheduler_step
+                   WHERE job_id = v_job_id AND kind = 'action' AND status <> 'succeeded') THEN
+        UPDATE scheduler_job SET status = 'succeeded', updated_at = v_now, finished_at = v_now,
+            result = (SELECT jsonb_object_agg(name, output) FROM scheduler_step
+                      WHERE job_id = v_job_id AND kind = 'action')
+        WHERE id = v_job_id AND status = 'running';
+        -- The completion callback, in the outbox with the job's last move (as
+        -- scheduler.transitions.job_transition writes it).
+        INSERT INTO scheduler_delivery (kind, key, target, payload, job_id, subscription_id, status, tries,
+                                        next_try_at, last_status_code, last_error, created_at, delivered_at)
+        SELECT 'callback', j.id::text || ':succeeded', j.callback_url,
+               jsonb_build_object('id', j.id::text, 'workflow', w.name, 'status', 'succeeded',
+                                  'result', j.result, 'finished_at', v_now),
+               j.id, NULL, 'pending', 0, v_now, NULL, '', v_now, NULL
+        FROM scheduler_job j JOIN scheduler_workflow w ON w.id = j.workflow_id
+        WHERE j.id = v_job_id AND j.callback_url <> ''
+        ON CONFLICT (key) DO NOTHING;
+        INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt, actor_id,
+                                     source, reason, data, created_at)
+        VALUES (v_job_id, NULL, 'job_succeeded', 'running', 'succeeded', NULL, NULL, p_source, '',
+                '{}'::jsonb, v_now);
+    END IF;
+    RETURN 'done';
+END
+$fn$;

@@ -1,0 +1,40 @@
+-- The state machines, enforced for every writer: a status (an attempt's outcome) may only make the
+-- moves of scheduler/transitions.py, as sas_move_allowed (generated from those tables) lists them.
+-- The check is in each trigger's WHEN clause, so a permitted move costs no call of this function,
+-- which only raises.
+-- Mirrors: scheduler.transitions, scheduler.sqlgen.
+CREATE OR REPLACE FUNCTION sas_status_guard() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_from text;
+    v_to text;
+BEGIN
+    CASE TG_ARGV[0]
+        WHEN 'attempt' THEN v_from := OLD.outcome; v_to := NEW.outcome;
+        WHEN 'attempt_late' THEN v_from := OLD.late_outcome; v_to := NEW.late_outcome;
+        ELSE v_from := OLD.status; v_to := NEW.status;
+    END CASE;
+    RAISE EXCEPTION '% % cannot go from "%" to "%"', TG_ARGV[0], TG_TABLE_NAME, v_from, v_to
+        USING ERRCODE = 'check_violation',
+              HINT = 'scheduler/transitions.py lists the moves each state machine allows.';
+END
+$fn$;
+
+CREATE TRIGGER scheduler_step_status_guard BEFORE UPDATE OF status ON scheduler_step
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
+                       AND NOT sas_move_allowed('step', OLD.status, NEW.status))
+    EXECUTE FUNCTION sas_status_guard('step');
+
+CREATE TRIGGER scheduler_job_status_guard BEFORE UPDATE OF status ON scheduler_job
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
+                       AND NOT sas_move_allowed('job', OLD.status, NEW.status))
+    EXECUTE FUNCTION sas_status_guard('job');
+
+CREATE TRIGGER scheduler_attempt_outcome_guard BEFORE UPDATE OF outcome ON scheduler_attempt
+    FOR EACH ROW WHEN (OLD.outcome IS DISTINCT FROM NEW.outcome
+                       AND NOT sas_move_allowed('attempt', OLD.outcome, NEW.outcome))
+    EXECUTE FUNCTION sas_status_guard('attempt');
+
+CREATE TRIGGER scheduler_attempt_late_outcome_guard BEFORE UPDATE OF late_outcome ON scheduler_attempt
+    FOR EACH ROW WHEN (OLD.late_outcome IS DISTINCT FROM NEW.late_outcome
+                       AND NOT sas_move_allowed('attempt_late', OLD.late_outcome, NEW.late_outcome))
+    EXECUTE FUNCTION sas_status_guard('attempt_late');
