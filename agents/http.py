@@ -1,6 +1,6 @@
 """The HTTP agent: one POST (or, to reconcile, one GET) to an untrusted remote.
 
-Contract (docs/architecture.md, "Agents"): 2xx = success with the JSON body as output, except 202
+Contract (docs/architecture.md, "How one step runs"): 2xx = success with the JSON body as output, except 202
 Accepted: the remote took the call and will POST the result to the `X-SAS-Callback-URL` every
 call carries (the attempt stays in flight, its deadline still applies); 4xx other than 408/429 =
 business failure; 408, 429, 5xx and refused connections = transient failure; a

@@ -101,7 +101,7 @@ TEMPLATES = [
 # Default: an embedded SQLite file shared by the web server and the cluster workers. WAL lets
 # readers run beside the writer; IMMEDIATE transactions take the write lock up front, so a
 # read-then-write transaction waits on the busy timeout instead of failing with "database is
-# locked" (see docs/architecture.md, "Embedded SQLite").
+# locked" (see docs/settings.md, "The embedded SQLite database").
 _default_sqlite = f"sqlite:///{VAR_DIR / 'sas.sqlite3'}"
 # DATABASE_URL points at a transaction-pooling PgBouncer (several hosts on one PostgreSQL): no
 # session state may outlive a transaction (startup options, prepared statements, held cursors,
@@ -240,9 +240,9 @@ if "qcluster" in sys.argv and not _env_bool("SAS_DB_HEALTH_CHECKS", False):
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
 
 # --- django-q2 --------------------------------------------------------------------------------
-# The supervisor owns retries; the broker is set to deliver once (docs/architecture.md,
-# "One retry layer"). `retry` is far above any agent call so that only a dead worker's task is
-# ever re-delivered, and such a delivery is absorbed by the attempt claim.
+# The supervisor owns retries; the broker is set to deliver once (docs/task-queue.md). `retry`
+# is far above any agent call so that only a dead worker's task is ever re-delivered, and such a
+# delivery is absorbed by the attempt claim.
 Q_CLUSTER = {
     "name": "sas",
     "orm": "default",

@@ -121,6 +121,36 @@ ATTEMPT_TRANSITIONS: dict[str, frozenset[str]] = {
 ATTEMPT_LATE_OUTCOMES = frozenset({Outcome.SUCCEEDED})
 
 
+#: The machines by name: their table and their operator-only moves (docs/architecture.md draws
+#: each with `mermaid`, and a test keeps the drawings equal to the tables).
+MACHINES: dict[str, tuple[dict[str, frozenset[str]], frozenset[tuple[str, str]]]] = {
+    "step": (STEP_TRANSITIONS, STEP_OPERATOR_ONLY),
+    "job": (JOB_TRANSITIONS, JOB_OPERATOR_ONLY),
+    "attempt": (ATTEMPT_TRANSITIONS, frozenset()),
+}
+
+
+def mermaid(machine: str) -> str:
+    """The machine's table as a mermaid `stateDiagram-v2`: one arrow per allowed move (labelled
+    `operator` when only an operator may make it), and an arrow to `[*]` from each final status.
+    States and moves come in the table's order, so the text changes only when the table does.
+    An attempt's in-flight phase (the empty outcome) is drawn as `in_flight`."""
+    table, operator_only = MACHINES[machine]
+    order = list(table)
+
+    def name(status: str) -> str:
+        return status or "in_flight"
+
+    lines = ["stateDiagram-v2"]
+    for frm, targets in table.items():
+        if not targets:
+            lines.append(f"    {name(frm)} --> [*]")
+        for to in sorted(targets, key=order.index):
+            label = ": operator" if (frm, to) in operator_only else ""
+            lines.append(f"    {name(frm)} --> {name(to)}{label}")
+    return "\n".join(lines) + "\n"
+
+
 def _check(
     table: dict[str, frozenset[str]],
     operator_only: frozenset[tuple[str, str]],

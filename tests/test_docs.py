@@ -17,6 +17,8 @@ pytestmark = pytest.mark.sqlite
 
 CODE = ("sas_project", "agents", "scheduler", "supervisor", "testbed", "scripts", "tests")
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
+SETTINGS = ROOT / "docs" / "settings.md"
+MODULES = ROOT / "docs" / "modules.md"
 
 
 def settings_read_in_code() -> set[str]:
@@ -30,15 +32,13 @@ def settings_read_in_code() -> set[str]:
 
 
 def settings_documented() -> set[str]:
-    text = ARCHITECTURE.read_text()
-    section = text[text.index("## Settings") :]
-    section = section[: section.index("\n## ", 1)]
-    return set(re.findall(r"`(SAS_[A-Z0-9_]+)`", section))
+    """Every `SAS_*` name docs/settings.md mentions, anywhere in the file."""
+    return set(re.findall(r"`(SAS_[A-Z0-9_]+)`", SETTINGS.read_text()))
 
 
 def test_every_sas_setting_read_in_code_is_in_the_settings_table() -> None:
     missing = settings_read_in_code() - settings_documented()
-    assert not missing, f"add to the Settings section of docs/architecture.md: {sorted(missing)}"
+    assert not missing, f"add to docs/settings.md: {sorted(missing)}"
 
 
 def test_the_settings_table_names_no_setting_the_code_has_forgotten() -> None:
@@ -47,8 +47,7 @@ def test_the_settings_table_names_no_setting_the_code_has_forgotten() -> None:
 
 
 def test_every_product_module_is_in_the_module_map() -> None:
-    text = ARCHITECTURE.read_text()
-    section = text[text.index("## Module map") : text.index("## Durable model")]
+    section = MODULES.read_text()
     missing = []
     for package in ("sas_project", "agents", "scheduler", "supervisor", "testbed"):
         for path in (ROOT / package).rglob("*.py"):
@@ -57,7 +56,37 @@ def test_every_product_module_is_in_the_module_map() -> None:
             name = path.stem
             if f"`{name}" not in section and f"{name}.py" not in section and f"`{name}`" not in section:
                 missing.append(str(path.relative_to(ROOT)))
-    assert not missing, f"add to the Module map of docs/architecture.md: {missing}"
+    assert not missing, f"add to docs/modules.md: {missing}"
+
+
+# --- the state machines drawn in docs/architecture.md ---------------------------------------------
+
+
+def drawn_machine(text: str, machine: str) -> str:
+    """The block between `<!-- machine:<name> -->` and `<!-- /machine:<name> -->`."""
+    start, end = f"<!-- machine:{machine} -->\n", f"<!-- /machine:{machine} -->"
+    assert text.count(start) == 1 and text.count(end) == 1, f"docs/architecture.md: one {machine} block"
+    return text[text.index(start) + len(start) : text.index(end)]
+
+
+@pytest.mark.parametrize("machine", ["step", "job", "attempt"])
+def test_the_state_machine_drawn_in_the_architecture_is_the_table(machine: str) -> None:
+    from scheduler.transitions import MACHINES, mermaid
+
+    assert machine in MACHINES
+    expected = f"```mermaid\n{mermaid(machine)}```\n"
+    drawn = drawn_machine(ARCHITECTURE.read_text(), machine)
+    assert drawn == expected, (
+        f"the {machine} machine in docs/architecture.md differs from scheduler/transitions.py; "
+        f"replace its block with:\n{expected}"
+    )
+
+
+def test_every_machine_of_the_transitions_module_is_drawn() -> None:
+    from scheduler.transitions import MACHINES
+
+    text = ARCHITECTURE.read_text()
+    assert set(re.findall(r"<!-- machine:([a-z_]+) -->", text)) == set(MACHINES)
 
 
 # --- docs/deployment.md and the monitoring files ---------------------------------------------------

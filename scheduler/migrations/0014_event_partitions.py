@@ -2,8 +2,8 @@
 
 The existing table's rows are copied into the partitioned table (one partition per month from
 the oldest event to two months ahead, and a DEFAULT partition as a safety net), under an ACCESS
-EXCLUSIVE lock: run it in a maintenance window on a large database (docs/architecture.md,
-"History"). Ids, the sequence, the indexes, the check and foreign-key constraints keep their
+EXCLUSIVE lock: run it in a maintenance window on a large database (docs/history.md,
+"Partitions"). Ids, the sequence, the indexes, the check and foreign-key constraints keep their
 names; the primary key becomes (id, created_at), as a partitioned table's unique keys must hold
 its partition key (nothing refers to an event by foreign key). SQLite keeps its plain table.
 
