@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from django.db import connection
 
 from agents.models import AgentPool
 from agents.services import pool_save
+from sas_project import dbcode
 from scheduler.definitions import workflow_create
 from scheduler.models import Step, Workflow
 from supervisor.models import RemediationPolicy
@@ -117,3 +122,26 @@ def failing_endpoint_history(workflow: str, url: str) -> Step:
         status=StepStatus.ATTEMPT_FAILED, attempt=3, calls=1, last_outcome=Outcome.TRANSIENT_FAILURE
     )
     return seed_step
+
+
+@contextmanager
+def state_arranged() -> Iterator[None]:
+    """Test setup only: place rows in the state under test, past the database's guard of the state
+    machines (scheduler/sql/), which refuses a move the tables do not allow, as it should for
+    every writer. On PostgreSQL this session's triggers are off for the block
+    (session_replication_role); on SQLite the guard triggers are dropped and then installed again."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET session_replication_role = replica")
+            try:
+                yield
+            finally:
+                cursor.execute("SET session_replication_role = DEFAULT")
+            return
+        for source in dbcode.sources("sqlite"):
+            if source.name.endswith("_guard") and source.name != "event_job_guard":
+                cursor.execute(f'DROP TRIGGER IF EXISTS "{source.name}"')
+        try:
+            yield
+        finally:
+            dbcode.install(connection)

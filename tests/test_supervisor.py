@@ -29,6 +29,7 @@ from tests.factories import (
     make_policy,
     make_pool,
     make_workflow,
+    state_arranged,
     step,
 )
 
@@ -88,7 +89,8 @@ def test_a_retry_with_no_not_before_is_never_hidden_from_the_scan(supervise: Sup
     job = job_submit(workflow="chain", input={}).job
     OrmQ.objects.all().delete()
     Attempt.objects.filter(step__job=job).update(finished_at=F("dispatched_at"), outcome=Outcome.NO_ANSWER)
-    Step.objects.filter(job=job).update(status=StepStatus.RETRY_WAIT, not_before=None)
+    with state_arranged():  # a retry decided without a time (dispatched -> retry_wait directly)
+        Step.objects.filter(job=job).update(status=StepStatus.RETRY_WAIT, not_before=None)
     assert supervise().remediated == 1
     assert steps_of(job)["s1"].status == StepStatus.DISPATCHED
 

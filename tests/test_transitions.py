@@ -36,7 +36,7 @@ from scheduler.transitions import (
     step_transition,
 )
 from scheduler.unit import unit_of_work
-from tests.factories import chain
+from tests.factories import chain, state_arranged
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
 
@@ -53,8 +53,8 @@ def operator() -> User:
 
 
 def _set_step(step: Step, status: str) -> Step:
-    # Test setup only: place the row in the state under test.
-    Step.objects.filter(pk=step.pk).update(status=status)
+    with state_arranged():
+        Step.objects.filter(pk=step.pk).update(status=status)
     step.refresh_from_db()
     return step
 
@@ -68,7 +68,8 @@ def _kind(to: str) -> EventKind:
 
 
 def _set_job(job: Job, status: str) -> Job:
-    Job.objects.filter(pk=job.pk).update(status=status)
+    with state_arranged():
+        Job.objects.filter(pk=job.pk).update(status=status)
     job.refresh_from_db()
     return job
 
@@ -258,7 +259,8 @@ def test_a_rerun_step_reuses_only_an_output_that_succeeded(job: Job, operator: U
     step = _set_step(step, StepStatus.PENDING)
     with pytest.raises(InvalidTransition, match="only a step that succeeded"), unit_of_work() as unit:
         step_reuse(unit, step, source="test", actor=operator)
-    Step.objects.filter(pk=original.pk).update(status=StepStatus.SUCCEEDED, output={"paid": 1})
+    with state_arranged():
+        Step.objects.filter(pk=original.pk).update(status=StepStatus.SUCCEEDED, output={"paid": 1})
     step = _set_step(step, StepStatus.PENDING)
     with unit_of_work() as unit:
         step_reuse(unit, step, source="test", actor=operator)
