@@ -20,6 +20,7 @@ from django.db import connection
 from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 
 from sas_project.conf import sas_settings
+from sas_project.database import is_postgresql, supports_json_containment
 from sas_project.errors import Archived, NotFound, SasError
 from sas_project.permissions import can_read_all_jobs
 from scheduler.models import (
@@ -102,7 +103,7 @@ def job_list(
     if idempotency_key:
         jobs = jobs.filter(idempotency_key=idempotency_key)
     if input_fields:
-        if connection.vendor == "postgresql":
+        if supports_json_containment():
             # `input @> {...}`: the GIN index (jsonb_path_ops) serves it.
             jobs = jobs.filter(input__contains=input_fields)
         else:
@@ -202,7 +203,7 @@ class Rows(list[Any]):
 def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
     """The job with its steps and attempts, for the API to render, or NotFound: light rows on
     PostgreSQL, the ORM's `job_detail` elsewhere."""
-    if connection.vendor != "postgresql":
+    if not is_postgresql():
         return job_detail(user=user, job_id=job_id)
     everyone = can_read_all_jobs(user)
     owner = user.pk if user is not None and user.is_authenticated else None

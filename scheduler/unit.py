@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 
+from sas_project.database import is_postgresql
 from sas_project.errors import StaleWrite
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EVENT_KINDS, Attempt, Event, EventKind, Step
@@ -33,7 +34,7 @@ User = AbstractBaseUser | AnonymousUser
 
 def db_now() -> dt.datetime:
     """The database's clock. Deadlines and leases never use a worker's clock."""
-    if connection.vendor == "postgresql":
+    if is_postgresql():
         with connection.cursor() as cursor:
             cursor.execute("SELECT statement_timestamp()")
             value: dt.datetime = cursor.fetchone()[0]
@@ -185,7 +186,7 @@ class Unit:
         """Write everything pending: attempts' moves, steps, then new attempts (a new attempt may
         only exist once the one before it is closed), then the events."""
         if self._steps or self._attempt_writes:
-            if connection.vendor == "postgresql":
+            if is_postgresql():
                 _write_pg(list(self._steps.values()), self._attempt_writes)
             else:
                 _write_rows(list(self._steps.values()), self._attempt_writes)
@@ -195,7 +196,7 @@ class Unit:
             Attempt.objects.bulk_create(self._new_attempts)
             self._new_attempts = []
         if self.events:
-            if connection.vendor == "postgresql":
+            if is_postgresql():
                 written = insert_events_pg(self.events)
             else:
                 written = [
