@@ -7,8 +7,12 @@ class SchedulerConfig(AppConfig):
 
     def ready(self) -> None:
         from agents.broker import register_compact_task
+        from agents.health import register_outcome_reader
+        from scheduler.selectors import endpoint_recent_outcomes
         from scheduler.services.dispatch import AGENT_TASK
 
         # The agent task is enqueued as a compact row (a function path and two ids), which the
         # scheduler's SQL can write too; the broker turns it back into django-q2's task.
         register_compact_task(AGENT_TASK, "step-{0}-attempt-{1}")
+        # Endpoint health judges an endpoint by the calls made through it: the attempts are ours.
+        register_outcome_reader(endpoint_recent_outcomes)

@@ -19,6 +19,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 
+from agents.outcome import AttemptKind
 from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql, supports_json_containment
 from sas_project.errors import Archived, NotFound, SasError
@@ -357,3 +358,17 @@ def workflow_get(name: str, version: int | None = None) -> Workflow:
         suffix = f" version {version}" if version is not None else ""
         raise NotFound(f"workflow {name!r}{suffix} does not exist")
     return workflow
+
+
+# --- endpoints ----------------------------------------------------------------------------------
+
+
+def endpoint_recent_outcomes(endpoint_id: int, limit: int) -> list[str]:
+    """The outcomes of the most recent calls finished through an endpoint, newest first, at most
+    `limit`: what agents.health judges the endpoint on (registered as its reader in
+    scheduler.apps). One bounded query on attempt_endpoint_recent_idx."""
+    return list(
+        Attempt.objects.filter(endpoint_id=endpoint_id, kind=AttemptKind.CALL, finished_at__isnull=False)
+        .order_by("-finished_at")
+        .values_list("outcome", flat=True)[:limit]
+    )
