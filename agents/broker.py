@@ -49,6 +49,8 @@ from django_q.humanhash import uuid
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
+from sas_project.database import supports_listen_notify, supports_skip_locked
+
 CHANNEL = "sas_tasks"
 COMPACT = "sas1"
 
@@ -135,7 +137,7 @@ class ClaimByDeleteORM(ORM):
 
     def _insert(self, payload: str) -> Any:
         connection = connections[Conf.ORM]
-        if connection.vendor != "postgresql" or not _announce():
+        if not supports_listen_notify(connection) or not _announce():
             return super().enqueue(payload)
         self.get_connection()  # django-q2's connection housekeeping outside a transaction
         table = connection.ops.quote_name(OrmQ._meta.db_table)
@@ -159,7 +161,7 @@ class ClaimByDeleteORM(ORM):
         if listening and not self._backlog:
             self._wait_for_announcement(Conf.POLL)
         table = connection.ops.quote_name(OrmQ._meta.db_table)
-        skip_locked = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+        skip_locked = " FOR UPDATE SKIP LOCKED" if supports_skip_locked(connection) else ""
         sql = (
             f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE key = %s "  # noqa: S608
             f"ORDER BY id LIMIT %s{skip_locked}) RETURNING id, payload"
@@ -178,7 +180,7 @@ class ClaimByDeleteORM(ORM):
         """LISTEN on this process's connection (PostgreSQL, outside a transaction)."""
         connection = connections[Conf.ORM]
         if (
-            connection.vendor != "postgresql"
+            not supports_listen_notify(connection)
             or not _announce()
             or not transaction.get_autocommit(using=Conf.ORM)
         ):

@@ -3,6 +3,10 @@
 Health is assessed by the supervisor when it decides about a failed step, never on the hot
 dispatch path: dispatch only reads `circuit_open_until`, which this module sets.
 
+The calls made through an endpoint are the scheduler's attempts, a layer above: the scheduler
+hands this module the reader of an endpoint's recent outcomes when it is ready
+(`register_outcome_reader`, scheduler.apps), and this module never names its models.
+
 Restated in SQL (keep both in step; the equivalence tests compare them):
 `scheduler/sql/postgresql/sas_dispatch_ready.sql`.
 """
@@ -10,11 +14,11 @@ Restated in SQL (keep both in step; the equivalence tests compare them):
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from agents.models import AgentEndpoint, AgentPool
-from agents.outcome import AttemptKind, Outcome
+from agents.outcome import Outcome
 from sas_project.conf import sas_settings
 
 #: Outcomes that count against an endpoint. A business failure is the remote answering "no",
@@ -40,19 +44,22 @@ def is_open(endpoint: AgentEndpoint, now: dt.datetime) -> bool:
     return endpoint.circuit_open_until is not None and endpoint.circuit_open_until > now
 
 
-def _attempts() -> Any:
-    """The model of the attempts made through an endpoint. The scheduler owns it and points at
-    the endpoint; the agents read it through that relation, never by importing the scheduler."""
-    return AgentEndpoint._meta.get_field("attempts").related_model
+#: The outcomes of an endpoint's most recent finished calls, newest first, at most `limit`:
+#: `reader(endpoint_id, limit)`.
+OutcomeReader = Callable[[int, int], list[str]]
+_outcome_reader: OutcomeReader | None = None
+
+
+def register_outcome_reader(reader: OutcomeReader) -> None:
+    """Read an endpoint's recent calls with `reader` (the scheduler's, which owns the attempts)."""
+    global _outcome_reader
+    _outcome_reader = reader
 
 
 def recent_outcomes(endpoint_id: int) -> list[str]:
-    return list(
-        _attempts()
-        .objects.filter(endpoint_id=endpoint_id, kind=AttemptKind.CALL, finished_at__isnull=False)
-        .order_by("-finished_at")
-        .values_list("outcome", flat=True)[: sas_settings.health_window]
-    )
+    if _outcome_reader is None:
+        raise RuntimeError("no reader of endpoints' calls is registered (the scheduler app registers it)")
+    return _outcome_reader(endpoint_id, sas_settings.health_window)
 
 
 def endpoint_assess(endpoint_id: int, now: dt.datetime) -> bool:

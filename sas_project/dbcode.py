@@ -40,6 +40,8 @@ from django.apps import apps
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from sas_project.database import code_dialect
+
 #: Every function the project owns is named so; the installer owns all of them.
 PREFIX = "sas_"
 STAMP = "sas-source sha256:"
@@ -234,8 +236,11 @@ def _sqlite_drift(connection: BaseDatabaseWrapper, files: list[Source]) -> list[
     return problems
 
 
-def sqlite_drop_triggers(connection: BaseDatabaseWrapper) -> None:
-    """Drop the project's triggers (before migrations that may rebuild their tables)."""
+def before_migrations(connection: BaseDatabaseWrapper) -> None:
+    """On SQLite, drop the project's triggers: a migration that rebuilds a table they name would
+    trip on them (`install` creates them again after the migrations)."""
+    if code_dialect(connection) != "sqlite":
+        return
     with connection.cursor() as cursor:
         for source in sources("sqlite"):
             cursor.execute(f'DROP TRIGGER IF EXISTS "{source.name}"')
@@ -257,20 +262,22 @@ def _sqlite_install(connection: BaseDatabaseWrapper, files: list[Source]) -> lis
 def install(connection: BaseDatabaseWrapper) -> list[str]:
     """Bring the database's functions and triggers to the files' text; returns what was
     (re)installed, nothing when the database already matches."""
-    files = sources(connection.vendor)
-    if connection.vendor == "postgresql":
+    dialect = code_dialect(connection)
+    files = sources(dialect)
+    if dialect == "postgresql":
         return _pg_install(connection, files)
-    if connection.vendor == "sqlite":
+    if dialect == "sqlite":
         return _sqlite_install(connection, files)
     return []
 
 
 def drift(connection: BaseDatabaseWrapper) -> list[str]:
     """What differs between the database and the files (empty: they match)."""
-    files = list(_cached_sources(connection.vendor))
-    if connection.vendor == "postgresql":
+    dialect = code_dialect(connection)
+    files = list(_cached_sources(dialect))
+    if dialect == "postgresql":
         return _pg_drift(connection, files)
-    if connection.vendor == "sqlite":
+    if dialect == "sqlite":
         return _sqlite_drift(connection, files)
     return []
 

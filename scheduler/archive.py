@@ -35,6 +35,7 @@ from typing import Any
 
 from django.db import connection, models, transaction
 
+from sas_project.database import is_postgresql
 from scheduler.models import ArchivedJob, Attempt, Delivery, Event, Job, Step
 
 FORMAT = "sas-job-archive/1"
@@ -110,7 +111,7 @@ def job_records(job_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
     (one statement for the batch); elsewhere the ORM reads each table once for the batch."""
     if not job_ids:
         return {}
-    if connection.vendor == "postgresql":
+    if is_postgresql():
         with connection.cursor() as cursor:
             cursor.execute(RECORDS_SQL, [job_ids, FORMAT])
             return {row[0]: row[1] for row in cursor.fetchall()}

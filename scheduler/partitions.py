@@ -23,6 +23,8 @@ import time
 
 from django.db import DatabaseError, connection, transaction
 
+from sas_project.database import is_postgresql
+
 logger = logging.getLogger("scheduler.retention")
 
 #: How far ahead partitions exist: inserts never depend on the chore having run this month.
@@ -41,7 +43,7 @@ WHERE i.inhparent = 'scheduler_event'::regclass ORDER BY c.relname
 
 def partitioned() -> bool:
     """Is the event table partitioned here (PostgreSQL after migration 0014)?"""
-    if connection.vendor != "postgresql":
+    if not is_postgresql():
         return False
     with connection.cursor() as cursor:
         cursor.execute("SELECT relkind FROM pg_class WHERE oid = 'scheduler_event'::regclass")

@@ -19,7 +19,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 
+from agents.outcome import AttemptKind
 from sas_project.conf import sas_settings
+from sas_project.database import is_postgresql, supports_json_containment
 from sas_project.errors import Archived, NotFound, SasError
 from sas_project.permissions import can_read_all_jobs
 from scheduler.models import (
@@ -102,7 +104,7 @@ def job_list(
     if idempotency_key:
         jobs = jobs.filter(idempotency_key=idempotency_key)
     if input_fields:
-        if connection.vendor == "postgresql":
+        if supports_json_containment():
             # `input @> {...}`: the GIN index (jsonb_path_ops) serves it.
             jobs = jobs.filter(input__contains=input_fields)
         else:
@@ -202,7 +204,7 @@ class Rows(list[Any]):
 def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
     """The job with its steps and attempts, for the API to render, or NotFound: light rows on
     PostgreSQL, the ORM's `job_detail` elsewhere."""
-    if connection.vendor != "postgresql":
+    if not is_postgresql():
         return job_detail(user=user, job_id=job_id)
     everyone = can_read_all_jobs(user)
     owner = user.pk if user is not None and user.is_authenticated else None
@@ -356,3 +358,17 @@ def workflow_get(name: str, version: int | None = None) -> Workflow:
         suffix = f" version {version}" if version is not None else ""
         raise NotFound(f"workflow {name!r}{suffix} does not exist")
     return workflow
+
+
+# --- endpoints ----------------------------------------------------------------------------------
+
+
+def endpoint_recent_outcomes(endpoint_id: int, limit: int) -> list[str]:
+    """The outcomes of the most recent calls finished through an endpoint, newest first, at most
+    `limit`: what agents.health judges the endpoint on (registered as its reader in
+    scheduler.apps). One bounded query on attempt_endpoint_recent_idx."""
+    return list(
+        Attempt.objects.filter(endpoint_id=endpoint_id, kind=AttemptKind.CALL, finished_at__isnull=False)
+        .order_by("-finished_at")
+        .values_list("outcome", flat=True)[:limit]
+    )

@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 
+from sas_project.database import is_postgresql
 from sas_project.errors import StaleWrite
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EVENT_KINDS, Attempt, Event, EventKind, Step
@@ -31,7 +32,7 @@ User = AbstractBaseUser | AnonymousUser
 
 def db_now() -> dt.datetime:
     """The database's clock. Deadlines and leases never use a worker's clock."""
-    if connection.vendor == "postgresql":
+    if is_postgresql():
         with connection.cursor() as cursor:
             cursor.execute("SELECT statement_timestamp()")
             value: dt.datetime = cursor.fetchone()[0]
@@ -204,7 +205,7 @@ class Unit:
         only exist once the one before it is closed), then the events."""
         if self._steps or self._attempt_writes:
             self._write_intermediate_moves()
-            if connection.vendor == "postgresql":
+            if is_postgresql():
                 _write_pg(list(self._steps.values()), self._attempt_writes)
             else:
                 _write_rows(list(self._steps.values()), self._attempt_writes)
@@ -217,7 +218,7 @@ class Unit:
         if self.events:
             # What reacts to events (alerts) hears of them from the database, as of the events
             # any other writer makes (scheduler.outbox.REACTION_KINDS).
-            if connection.vendor == "postgresql":
+            if is_postgresql():
                 insert_events_pg(self.events)
             else:
                 Event.objects.bulk_create(self.events)

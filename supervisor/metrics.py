@@ -26,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from sas_project.conf import sas_settings
+from sas_project.database import is_postgresql
 from scheduler.models import STEP_LIVE, EventKind
 from supervisor.models import MetricsCheckpoint
 
@@ -103,7 +104,7 @@ def _key(*parts: str) -> str:
 def _count_rows(last: int) -> list[tuple[str, str, str, float]]:
     """(metric, label, label, value) rows for the events after `last`, and the new checkpoint
     (metric "upto"): one statement on PostgreSQL, the ORM elsewhere (the embedded demo)."""
-    if connection.vendor == "postgresql":
+    if is_postgresql():
         with connection.cursor() as cursor:
             cursor.execute(
                 COUNT_SQL,
@@ -299,7 +300,7 @@ SELECT 'scan_duration', '', COALESCE((last_scan->>'duration_ms')::float / 1000.0
 
 
 def _gauge_rows() -> list[tuple[str, str, float]]:
-    if connection.vendor == "postgresql":
+    if is_postgresql():
         with connection.cursor() as cursor:
             cursor.execute(GAUGES_SQL)
             return [(m, label, float(v)) for m, label, v in cursor.fetchall()]

@@ -26,6 +26,7 @@ from agents.broker import tasks_still_queued
 from agents.health import pool_has_healthy_endpoint
 from agents.models import AgentPool
 from agents.outcome import AttemptKind, Outcome
+from sas_project.database import is_postgresql
 from sas_project.errors import StaleWrite
 from scheduler.models import EventKind, JobStatus, StepKind, StepStatus
 from scheduler.services import JOB_FORWARD
@@ -67,7 +68,7 @@ FOR UPDATE OF j SKIP LOCKED
 
 
 def enabled() -> bool:
-    return connection.vendor == "postgresql" and bool(getattr(settings, "SAS_FAST_PATH", True))
+    return is_postgresql() and bool(getattr(settings, "SAS_FAST_PATH", True))
 
 
 @dataclass

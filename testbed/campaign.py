@@ -42,6 +42,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import OperationalError, close_old_connections, connection
 
+from sas_project.database import is_postgresql
 from sas_project.errors import SasError
 from sas_project.permissions import role_groups_ensure
 from sas_project.tokens.services import token_create
@@ -400,7 +401,7 @@ class ApiSubmitter:
 
 
 def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, Any]:
-    if connection.vendor != "postgresql":
+    if not is_postgresql():
         raise RuntimeError("the fault campaign runs on PostgreSQL (set DATABASE_URL)")
     if cfg.pg_restart and not os.environ.get("SAS_PG_DATADIR"):
         raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")

@@ -11,6 +11,7 @@ from django.db import connection
 from agents.models import AgentPool
 from agents.services import pool_save
 from sas_project import dbcode
+from sas_project.database import is_postgresql
 from scheduler.definitions import workflow_create
 from scheduler.models import Step, Workflow
 from supervisor.models import RemediationPolicy
@@ -131,7 +132,7 @@ def state_arranged() -> Iterator[None]:
     every writer. On PostgreSQL this session's triggers are off for the block
     (session_replication_role); on SQLite the guard triggers are dropped and then installed again."""
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if is_postgresql():
             cursor.execute("SET session_replication_role = replica")
             try:
                 yield

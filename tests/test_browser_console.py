@@ -414,8 +414,9 @@ def test_schedules_are_listed_paused_and_resumed_jobs_found_by_key_and_waiting_s
     first = job_submit(workflow="one", input={}, business_key="order-1001").job
     second = job_submit(workflow="one", input={}, business_key="order-1002").job
     from scheduler.services.capacity import pump
+    from scheduler.services.dispatch import step_dispatch
 
-    pump()
+    pump(dispatch=step_dispatch)
     # One slot: the first job's step is in flight, the second's waits for capacity.
     assert Step.objects.get(job=second).status == StepStatus.WAITING
     base = live_server.url

@@ -16,6 +16,7 @@ from agents.services import pool_save
 from scheduler.models import Step, StepStatus
 from scheduler.services import capacity, job_submit
 from scheduler.services.capacity import forget_limits_cache, pump, run_capacity
+from scheduler.services.dispatch import step_dispatch
 from supervisor.services import job_pause
 from tests.conftest import run_queued_tasks
 from tests.factories import make_pool, make_workflow, step
@@ -42,7 +43,7 @@ def limited_pool(name: str = "slow", **limits: Any) -> AgentPool:
 def one_round() -> int:
     """One turn of the qcluster's capacity thread."""
     turns = iter([False])
-    return run_capacity(lambda: next(turns, True), idle=0)
+    return run_capacity(lambda: next(turns, True), dispatch=step_dispatch, idle=0)
 
 
 @pytest.fixture
@@ -50,7 +51,7 @@ def pumped(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The pools each pump was asked to look at (the pump itself does nothing)."""
     calls: list[Any] = []
 
-    def spy(pool_ids: list[int] | None = None) -> tuple[int, float | None]:
+    def spy(pool_ids: list[int] | None = None, *, dispatch: object) -> tuple[int, float | None]:
         calls.append(pool_ids)
         return 0, None
 
@@ -90,7 +91,7 @@ def test_waiting_steps_of_paused_jobs_do_not_crowd_out_the_others(fake_remote: F
     for job in paused:
         job_pause(actor=olga, job_id=job.pk)
     other = job_submit(workflow="one", input={}).job
-    assert pump()[0] == 1
+    assert pump(dispatch=step_dispatch)[0] == 1
     assert Step.objects.get(job=other).status == D
 
 
@@ -145,14 +146,14 @@ def test_a_pump_registered_in_a_rolled_back_savepoint_is_registered_again(
 
     def rolled_back() -> None:
         with transaction.atomic():
-            capacity.pump_after_commit(pool.pk)
+            capacity.pump_after_commit(pool.pk, dispatch=step_dispatch)
             raise RuntimeError("rolled back")
 
     with django_capture_on_commit_callbacks(execute=True):
         with pytest.raises(RuntimeError):
             rolled_back()
-        capacity.pump_after_commit(pool.pk)
-        capacity.pump_after_commit(pool.pk)
+        capacity.pump_after_commit(pool.pk, dispatch=step_dispatch)
+        capacity.pump_after_commit(pool.pk, dispatch=step_dispatch)
     assert pumped == [[pool.pk]]
 
 
@@ -189,7 +190,7 @@ def test_new_steps_of_a_pool_are_not_blocked_while_a_pump_holds_it(
 
     def run() -> None:
         try:
-            pump()
+            pump(dispatch=step_dispatch)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:

@@ -26,6 +26,7 @@ from django_q.models import OrmQ
 
 from agents.outcome import CallResult, Outcome
 from sas_project import dbcode
+from sas_project.database import is_postgresql
 from scheduler import sqlgen
 from scheduler.models import Attempt, Event, EventKind, EventReaction, Job, JobStatus, Step, StepStatus
 from scheduler.services import hotpath, job_submit
@@ -327,7 +328,7 @@ def test_a_move_the_database_table_lacks_fails_when_the_set_wise_scan_makes_it(
 @pytest.mark.sqlite
 @pytest.mark.django_db
 def test_a_status_write_outside_the_table_fails_on_sqlite_too() -> None:
-    if connection.vendor != "sqlite":
+    if is_postgresql():
         pytest.skip("the SQLite triggers")
     chain("c", n=1)
     job = job_submit(workflow="c", input={}).job
@@ -372,7 +373,7 @@ def test_an_alerting_event_written_by_sql_is_alerted_as_one_written_by_python() 
             "INSERT INTO scheduler_event"
             " (job_id, kind, from_status, to_status, source, reason, data, created_at)"
             " VALUES (%s, 'job_failed', 'running', 'failed', 'sql', 'by hand', '{}', %s)",
-            [job.pk.hex if connection.vendor == "sqlite" else job.pk, dt.datetime.now(dt.UTC)],
+            [job.pk if is_postgresql() else job.pk.hex, dt.datetime.now(dt.UTC)],
         )
     assert EventReaction.objects.filter(kind="job_failed").count() == 1
     assert reactions_handle() == 1

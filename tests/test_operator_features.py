@@ -20,6 +20,7 @@ from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Outcome,
 from scheduler.schedules import next_fire, schedule_create, schedule_update, schedules_fire
 from scheduler.services import job_submit
 from scheduler.services.capacity import forget_limits_cache, pump
+from scheduler.services.dispatch import step_dispatch
 from tests.factories import chain, make_policy, make_pool, make_workflow, step
 from tests.test_api_support import V1, client_for, make_user
 
@@ -345,7 +346,7 @@ def test_steps_beyond_a_pools_limit_wait_and_go_out_highest_priority_first(
     make_workflow("one", step("s1", pool="slow"))
     jobs = [job_submit(workflow="one", input={"n": n}, priority=n % 3).job for n in range(6)]
     assert set(Step.objects.values_list("status", flat=True)) == {StepStatus.WAITING}
-    pump()  # what each submission's commit starts
+    pump(dispatch=step_dispatch)  # what each submission's commit starts
     # Nothing was dispatched where it became ready; the pump took two, the rest wait.
     statuses = sorted(Step.objects.values_list("status", flat=True))
     assert statuses.count(StepStatus.DISPATCHED) == 2 and statuses.count(StepStatus.WAITING) == 4
@@ -355,9 +356,9 @@ def test_steps_beyond_a_pools_limit_wait_and_go_out_highest_priority_first(
     assert first == {2}  # the two jobs of priority 2 went first
     assert Event.objects.filter(kind=EventKind.STEP_WAITING).count() == 6
     drain()
-    pump()
+    pump(dispatch=step_dispatch)
     drain()
-    pump()
+    pump(dispatch=step_dispatch)
     drain()
     assert set(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("status", flat=True)) == {
         "succeeded"
@@ -371,15 +372,15 @@ def test_a_rate_limited_pool_starts_at_most_its_rate(fake_remote: FakeRemote) ->
     make_workflow("one", step("s1", pool="rated"))
     for n in range(5):
         job_submit(workflow="one", input={"n": n})
-    assert pump()[0] == 2
+    assert pump(dispatch=step_dispatch)[0] == 2
     assert Step.objects.filter(status=StepStatus.DISPATCHED).count() == 2
     # The two calls started just now (set again: the first pump's own time does not count).
     Attempt.objects.update(dispatched_at=timezone.now())
-    count, wait = pump()
+    count, wait = pump(dispatch=step_dispatch)
     assert count == 0 and wait is not None and 0 < wait <= 1
     # A second later the window has moved on: two more go.
     Attempt.objects.update(dispatched_at=timezone.now() - dt.timedelta(seconds=1.1))
-    assert pump()[0] == 2
+    assert pump(dispatch=step_dispatch)[0] == 2
 
 
 def test_a_paused_or_stopped_job_takes_no_slot(fake_remote: FakeRemote, drain: Callable) -> None:
@@ -390,13 +391,13 @@ def test_a_paused_or_stopped_job_takes_no_slot(fake_remote: FakeRemote, drain: C
     forget_limits_cache()
     make_workflow("one", step("s1", pool="slow"))
     _first, second, third = (job_submit(workflow="one", input={"n": n}).job for n in range(3))
-    pump()
+    pump(dispatch=step_dispatch)
     olga = make_user("olga", "operators")
     job_pause(actor=olga, job_id=second.pk)
     job_cancel(actor=olga, job_id=third.pk)
     assert Step.objects.get(job=third).status == StepStatus.SKIPPED
     drain()
-    pump()
+    pump(dispatch=step_dispatch)
     assert Step.objects.get(job=second).status == StepStatus.WAITING  # paused: still waiting
 
 

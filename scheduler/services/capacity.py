@@ -19,6 +19,10 @@ rate-limited steps on time, and steps left waiting in a pool whose limits were r
 unlimited pool's waiting steps go out a batch at a time). Status queries (reconcile) are not
 limited: they are cheap reads that decide what a stuck call did.
 
+The pump dispatches through the dispatcher its caller passes in (`step_dispatch`, from
+scheduler.services.dispatch): dispatch parks steps and asks for the pump, so it imports this
+module, and this one never imports it.
+
 Restated in SQL (keep both in step; the equivalence tests compare them):
 `scheduler/sql/postgresql/sas_dispatch_ready.sql`.
 """
@@ -31,7 +35,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import close_old_connections, connection, transaction
 from django.db.models import Q, Subquery
@@ -39,9 +43,9 @@ from django.db.models.functions import Now
 
 from agents.models import AgentPool
 from agents.outcome import AttemptKind
-from scheduler.models import Attempt, Job, Step, StepKind, StepStatus
-from scheduler.services.locking import JOB_FORWARD, JobState
-from scheduler.unit import unit_of_work
+from scheduler.models import Attempt, Step, StepKind, StepStatus
+from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
+from scheduler.unit import Unit, unit_of_work
 
 logger = logging.getLogger("scheduler.capacity")
 
@@ -57,6 +61,15 @@ LIMITED_POOL = Q(pool__max_in_flight__isnull=False) | Q(pool__max_per_second__is
 
 _limited_at = 0.0
 _limited = False
+
+
+class StepDispatcher(Protocol):
+    """What dispatches a waiting step once its pool has room: `step_dispatch` (with
+    `capacity_checked=True`, so the step is not parked again)."""
+
+    def __call__(
+        self, unit: Unit, state: JobState, step: Step, /, *, source: str, reason: str, capacity_checked: bool
+    ) -> Attempt | None: ...
 
 
 def any_pool_limited() -> bool:
@@ -80,14 +93,15 @@ class _PoolPump:
     """One pool's pump, to run when the transaction that registered it commits."""
 
     pool_id: int
+    dispatch: StepDispatcher
     ran: bool = False
 
     def __call__(self) -> None:
         self.ran = True
-        pump([self.pool_id])
+        pump([self.pool_id], dispatch=self.dispatch)
 
 
-def pump_after_commit(pool_id: int) -> None:
+def pump_after_commit(pool_id: int, *, dispatch: StepDispatcher) -> None:
     """Pump the pool once the current transaction commits (at once outside one): once per
     transaction, however many of the pool's steps it parks or frees.
 
@@ -100,17 +114,17 @@ def pump_after_commit(pool_id: int) -> None:
         for entry in connection.run_on_commit
     ):
         return
-    transaction.on_commit(_PoolPump(pool_id))
+    transaction.on_commit(_PoolPump(pool_id, dispatch))
 
 
-def pump_job_after_commit(job_id: Any) -> None:
+def pump_job_after_commit(job_id: Any, *, dispatch: StepDispatcher) -> None:
     """Pump, once this commits, the pools where the job's steps wait (what a submission parked)."""
     pools = Step.objects.filter(job_id=job_id, status=S.WAITING).order_by().values_list("pool_id", flat=True)
     for pool_id in sorted(set(pools)):
-        pump_after_commit(pool_id)
+        pump_after_commit(pool_id, dispatch=dispatch)
 
 
-def pump_after_outcome(step_id: int, number: int) -> None:
+def pump_after_outcome(step_id: int, number: int, *, dispatch: StepDispatcher) -> None:
     """Pump, once this commits, the pools an outcome concerns: the pool of the call that ended,
     if it is limited (a slot freed), and the pools where the job's steps wait (the steps the
     outcome made ready may have been parked). Other pools are none of its business."""
@@ -127,7 +141,7 @@ def pump_after_outcome(step_id: int, number: int) -> None:
         .values_list("pool_id", flat=True)
     )
     for pool_id in sorted(set(freed.union(parked))):
-        pump_after_commit(pool_id)
+        pump_after_commit(pool_id, dispatch=dispatch)
 
 
 def free_slots(pool: AgentPool) -> tuple[int, float | None]:
@@ -177,23 +191,21 @@ def _waiting_pools(pool_ids: list[int] | None) -> list[int]:
     return list(query.order_by("pool_id").values_list("pool_id", flat=True).distinct())
 
 
-def pump(pool_ids: list[int] | None = None) -> tuple[int, float | None]:
+def pump(pool_ids: list[int] | None = None, *, dispatch: StepDispatcher) -> tuple[int, float | None]:
     """Dispatch waiting steps of the given pools (all with waiting steps by default) as their
-    capacity allows. Returns how many were dispatched and the soonest a rate-limited pool frees a
-    slot (seconds), if one is waiting on its rate."""
+    capacity allows, each through `dispatch`. Returns how many were dispatched and the soonest a
+    rate-limited pool frees a slot (seconds), if one is waiting on its rate."""
     dispatched = 0
     soonest: float | None = None
     for pool_id in _waiting_pools(pool_ids):
-        count, wait = _pump_pool(pool_id)
+        count, wait = _pump_pool(pool_id, dispatch)
         dispatched += count
         if wait is not None:
             soonest = wait if soonest is None else min(soonest, wait)
     return dispatched, soonest
 
 
-def _pump_pool(pool_id: int) -> tuple[int, float | None]:
-    from scheduler.services.dispatch import step_dispatch
-
+def _pump_pool(pool_id: int, dispatch: StepDispatcher) -> tuple[int, float | None]:
     dispatched = 0
     with transaction.atomic():
         # NO KEY: the pump excludes other pumps only, never a submission or a dispatch inserting
@@ -215,28 +227,13 @@ def _pump_pool(pool_id: int) -> tuple[int, float | None]:
             if dispatched >= slots:
                 break
             with unit_of_work() as unit:
-                job = (
-                    Job.objects.select_for_update(of=("self",), skip_locked=True)
-                    .select_related("workflow")
-                    .annotate(db_now=Now())
-                    .filter(pk=job_id)
-                    .first()
-                )
-                if job is None:
+                state = lock_job(unit, job_id, skip_locked=True)
+                if state is None:
                     continue  # its job is being written: that writer pumps again after it commits
-                unit.now = job.db_now  # type: ignore[attr-defined]
-                steps = list(
-                    Step.objects.filter(job_id=job.pk)
-                    .select_related("definition__policy", "pool")
-                    .order_by("id")
-                )
-                for s in steps:
-                    s.job = job
-                state = JobState(job=job, steps=steps)
                 step = state.step(step_id)
                 if step.status != S.WAITING or not _may_dispatch(state, step):
                     continue
-                step_dispatch(
+                dispatch(
                     unit,
                     state,
                     step,
@@ -265,7 +262,7 @@ def _may_dispatch(state: JobState, step: Step) -> bool:
     return bool(job.compensation_reason)
 
 
-def run_capacity(should_stop: Callable[[], bool], *, idle: float = 0.5) -> int:
+def run_capacity(should_stop: Callable[[], bool], *, dispatch: StepDispatcher, idle: float = 0.5) -> int:
     """The pump's loop in `qcluster`: pump every `idle` seconds (sooner when a rate-limited pool
     frees a slot), one query while nothing waits. It pumps whether or not a pool is limited now:
     steps parked in a pool whose limits were since removed are dispatched too (the pumps on
@@ -275,7 +272,7 @@ def run_capacity(should_stop: Callable[[], bool], *, idle: float = 0.5) -> int:
         pause = idle
         try:
             close_old_connections()
-            count, soonest = pump()
+            count, soonest = pump(dispatch=dispatch)
             total += count
             if soonest is not None:
                 pause = min(idle, max(soonest, 0.01))

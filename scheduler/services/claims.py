@@ -17,6 +17,7 @@ from django.db.models.functions import Now
 
 from agents.models import AgentKind
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
+from sas_project.database import is_postgresql
 from scheduler.callback_tokens import callback_url
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import Attempt, EventKind, Step, StepKind, StepStatus
@@ -73,7 +74,7 @@ def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
     On PostgreSQL one statement does both (its own transaction: one commit); elsewhere a short
     transaction with the ORM. `claimed` is 0 for a duplicate or superseded delivery.
     """
-    if connection.vendor == "postgresql":
+    if is_postgresql():
         with connection.cursor() as cursor:
             cursor.execute(CLAIM_SQL, {"step": step_id, "number": number})
             row = cursor.fetchone()

@@ -70,7 +70,7 @@ def step_dispatch(
             deadline=None,
             not_before=None,
         )
-        pump_after_commit(pool.pk)
+        pump_after_commit(pool.pk, dispatch=step_dispatch)
         return None
     endpoint = choose_endpoint(pool, now=unit.now, avoid_id=avoid_endpoint_id, spread=step.pk)
     number = step.attempt + 1

@@ -28,6 +28,7 @@ from django_q.conf import Conf
 
 from agents.broker import ClaimByDeleteORM
 from agents.outcome import CallResult
+from sas_project.database import is_postgresql
 from sas_project.dbcode import Json, function_call
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.services.dispatch import AGENT_TASK
@@ -88,7 +89,7 @@ def enabled() -> bool:
     """On PostgreSQL with the project's broker (the function enqueues compact rows into its
     table), unless SAS_FAST_PATH is off."""
     return (
-        connection.vendor == "postgresql"
+        is_postgresql()
         and bool(getattr(settings, "SAS_FAST_PATH", True))
         and isinstance(_broker(), ClaimByDeleteORM)
     )

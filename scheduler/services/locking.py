@@ -7,7 +7,7 @@ dispatched exactly once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from django.db.models.functions import Now
 
@@ -43,19 +43,35 @@ class JobState:
         return {s.compensates_id: s for s in self.steps if s.compensates_id is not None}
 
 
-def lock_job(unit: Unit, job_id: Any) -> JobState:
+@overload
+def lock_job(unit: Unit, job_id: Any, *, skip_locked: Literal[False] = False) -> JobState: ...
+
+
+@overload
+def lock_job(unit: Unit, job_id: Any, *, skip_locked: bool) -> JobState | None: ...
+
+
+def lock_job(unit: Unit, job_id: Any, *, skip_locked: bool = False) -> JobState | None:
     """Take the job's row lock (reading the database clock with it), then load its steps.
 
     Two statements on purpose: under READ COMMITTED a single `SELECT ... JOIN ... FOR UPDATE OF
     job` that waited for the lock would return the steps as they were before the transaction it
     waited for committed. The second statement reads them after the lock is held.
+
+    With `skip_locked`, a job whose row another transaction holds (or that is gone) is not waited
+    for: the answer is None, and nothing was read.
     """
-    job = (
-        Job.objects.select_for_update(of=("self",))
+    jobs = (
+        Job.objects.select_for_update(of=("self",), skip_locked=skip_locked)
         .select_related("workflow")
         .annotate(db_now=Now())
-        .get(pk=job_id)
     )
+    if skip_locked:
+        job = jobs.filter(pk=job_id).first()
+        if job is None:
+            return None
+    else:
+        job = jobs.get(pk=job_id)
     unit.now = job.db_now  # type: ignore[attr-defined]
     steps = list(
         Step.objects.filter(job_id=job.pk).select_related("definition__policy", "pool").order_by("id")

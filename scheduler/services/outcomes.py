@@ -23,6 +23,7 @@ from scheduler.models import STEP_SETTLED, Attempt, EventKind, Job, Step, StepKi
 from scheduler.services import hotpath
 from scheduler.services.capacity import any_pool_limited, pump_after_outcome
 from scheduler.services.claims import AGENT, NOT_CALLED
+from scheduler.services.dispatch import step_dispatch
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
 from scheduler.services.saga import job_advance
 from scheduler.transitions import (
@@ -61,7 +62,7 @@ def step_record_outcome(
     if any_pool_limited():
         # A call of a limited pool ending frees a slot, and the steps this outcome made ready may
         # have been parked: the pump looks at those pools once this commits.
-        pump_after_outcome(step_id, number)
+        pump_after_outcome(step_id, number, dispatch=step_dispatch)
 
 
 def _step_record_outcome(

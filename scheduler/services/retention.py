@@ -48,6 +48,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from sas_project.conf import sas_settings
+from sas_project.database import is_postgresql
 from scheduler import archive, partitions
 from scheduler.models import (
     JOB_SETTLED,
@@ -327,7 +328,7 @@ def _delete(ids: list[uuid.UUID]) -> dict[str, int]:
     due-job rules guarantee that nothing outside the batch points at these rows, and the
     foreign keys, checked at commit, would refuse the batch if something did). Events go by
     their job id: they have no constraint to check (migration 0015)."""
-    if connection.vendor == "postgresql":
+    if is_postgresql():
         with connection.cursor() as cursor:
             cursor.execute(DELETE_SQL, {"ids": ids})
             event, attempt, delivery, step, job, _ = cursor.fetchone()

@@ -27,6 +27,7 @@ from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, StepStatus, Workflow
 from scheduler.services import hotpath
 from scheduler.services.capacity import any_pool_limited, pump_job_after_commit
+from scheduler.services.dispatch import step_dispatch
 from scheduler.services.locking import JobState
 from scheduler.services.saga import job_advance
 from scheduler.transitions import step_reuse
@@ -205,7 +206,7 @@ def _submit_in_database(
     if any_pool_limited():
         # The function parks the steps of limited pools (the Python path's dispatch registers
         # its own pumps): the pump takes them once this commits.
-        pump_job_after_commit(job_id)
+        pump_job_after_commit(job_id, dispatch=step_dispatch)
     if outermost:
         maybe_fail_after_commit("a submission")
     return Submission(job_id=job_id, created=True)

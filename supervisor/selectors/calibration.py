@@ -9,9 +9,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
 from django.db.models import Aggregate, Count, F, FloatField, Max, Q
 
+from sas_project.database import supports_percentiles
 from scheduler.models import (
     Attempt,
     AttemptKind,
@@ -128,8 +128,8 @@ def calibration(now: dt.datetime | None = None) -> Calibration:
         "successes": Count("pk", filter=succeeded),
         "late": Count("pk", filter=Q(late_outcome=Outcome.SUCCEEDED)),
     }
-    postgres = connection.vendor == "postgresql"
-    if postgres:
+    in_database = supports_percentiles()
+    if in_database:
         for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
             aggregates[name] = PercentileCont("latency_ms", fraction, filter=succeeded)
     rows = list(
@@ -139,7 +139,7 @@ def calibration(now: dt.datetime | None = None) -> Calibration:
         .order_by("workflow", "step_name", "step_kind", "pool_name")
     )
     latencies: dict[tuple[Any, ...], list[int]] = defaultdict(list)
-    if not postgres:
+    if not in_database:
         for values in window.filter(succeeded).annotate(**key).values_list(*key, "latency_ms"):
             latencies[tuple(values[:-1])].append(values[-1])
     result = []
@@ -147,7 +147,7 @@ def calibration(now: dt.datetime | None = None) -> Calibration:
         group = tuple(r[k] for k in key)
         percentiles = (
             (r["p50"], r["p90"], r["p99"])
-            if postgres
+            if in_database
             else tuple(_percentile(latencies[group], f) for f in (0.5, 0.9, 0.99))
         )
         result.append(

@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import connection
 from django_q.models import OrmQ
 
+from sas_project.database import is_postgresql
 from scheduler.services import job_submit
 from supervisor.models import SupervisorLease
 from testbed.bench import db, history, workloads
@@ -103,7 +104,7 @@ def measured(
 def prepare_database(*, scratch: bool) -> bool:
     """Refuse anything but PostgreSQL and a database holding jobs the benchmark did not make (unless
     `scratch`), empty the task queue; returns whether statements can be counted."""
-    if connection.vendor != "postgresql":
+    if not is_postgresql():
         raise RuntimeError("the benchmark runs on PostgreSQL (set DATABASE_URL)")
     refuse_foreign_jobs("bench", OWN_WORKFLOWS, scratch=scratch)
     OrmQ.objects.all().delete()

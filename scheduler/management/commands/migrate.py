@@ -21,8 +21,8 @@ class Command(migrate.Command):
     def handle(self, *args: Any, **options: Any) -> None:
         connection = connections[options["database"]]
         inspecting = options.get("plan") or options.get("check_unapplied")
-        if not inspecting and connection.vendor == "sqlite":
-            dbcode.sqlite_drop_triggers(connection)
+        if not inspecting:
+            dbcode.before_migrations(connection)
         super().handle(*args, **options)
         if inspecting:
             return

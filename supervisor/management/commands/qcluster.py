@@ -35,6 +35,7 @@ from django_q.management.commands.qcluster import Command as DjangoQClusterComma
 from sas_project.conf import sas_settings
 from scheduler.replies import run_replies
 from scheduler.services.capacity import run_capacity
+from scheduler.services.dispatch import step_dispatch
 from supervisor.loop import holder_name, run_loop
 
 logger = logging.getLogger("supervisor")
@@ -78,7 +79,13 @@ class Command(DjangoQClusterCommand):
             )
             replies.start()
         # The capacity pump of limited pools (idle while no pool has a limit).
-        pump = threading.Thread(target=run_capacity, args=(stopping.is_set,), name="capacity", daemon=True)
+        pump = threading.Thread(
+            target=run_capacity,
+            args=(stopping.is_set,),
+            kwargs={"dispatch": step_dispatch},
+            name="capacity",
+            daemon=True,
+        )
         pump.start()
         if sas_settings.supervisor_in_cluster:
             # The sentinel is forked before the loop opens any database connection.

@@ -1,4 +1,4 @@
-"""`manage.py sandbox_remote`: run the sandbox remote (testbed/sandbox.py) until SIGTERM or SIGINT.
+"""`manage.py sandbox_remote`: run the sandbox remote (testbed/sandbox/) until SIGTERM or SIGINT.
 
 Prints `sandbox remote listening on http://HOST:PORT` once requests are being served; `--port 0`
 takes a free port and the line names it.
@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from testbed.sandbox import ConfigError, SandboxConfig, SandboxRemote, serve_until_signalled
+from testbed.sandbox import ConfigError, QueueConsumer, SandboxConfig, SandboxRemote, serve_until_signalled
 
 
 def default_db_path(port: int) -> Path:
@@ -96,8 +96,6 @@ class Command(BaseCommand):
 
         consumer = None
         if options["broker"]:
-            from testbed.sandbox_queue import QueueConsumer
-
             consumer = QueueConsumer(remote, options["broker"])
 
         def announce(url: str) -> None:

@@ -8,7 +8,7 @@ reported later.
 * A message queue (`sandbox_remote --broker redis://...`): a consumer takes requests from one
   queue per route (`payments.charge`, `payments.refund`, ...; status queries on
   `<service>.status`) and replies on the message's `reply_to` queue with
-  `{"operation_id", "attempt", "outcome", "output", "error"}` (testbed.sandbox_queue).
+  `{"operation_id", "attempt", "outcome", "output", "error"}` (testbed.sandbox.queue).
 
 The faults of the synchronous routes apply to the request (503, slow, dropped), and these apply
 to the report: lost (`reply_loss_rate`), sent twice (`reply_duplicate_rate`), sent late
@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.sandbox import Answer, FaultPlan, OperationRequest, SandboxConfig, SandboxRemote
+from testbed.sandbox.core import Answer, FaultPlan, OperationRequest, SandboxConfig
+from testbed.sandbox.state import SandboxState
 
 Report = Callable[[dict[str, Any]], None]
 
@@ -46,7 +47,7 @@ class ReplyPlan:
 FIRST_FAULTS = ("lost", "duplicate", "late", "unknown")
 
 
-def plan_reply(remote: SandboxRemote, config: SandboxConfig) -> ReplyPlan:
+def plan_reply(remote: SandboxState, config: SandboxConfig) -> ReplyPlan:
     """Decide what happens to one report, from the live rates and the remote's seeded RNG.
 
     The first reports made while a fault's rate is above 0 get that fault for sure, one kind
@@ -87,7 +88,7 @@ def result_of(answer: Answer) -> dict[str, Any]:
 
 
 def perform_later(
-    remote: SandboxRemote,
+    remote: SandboxState,
     request: OperationRequest,
     config: SandboxConfig,
     plan: FaultPlan,
@@ -115,7 +116,7 @@ def perform_later(
 
 
 def deliver(
-    remote: SandboxRemote,
+    remote: SandboxState,
     config: SandboxConfig,
     result: dict[str, Any],
     *,

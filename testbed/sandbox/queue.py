@@ -5,7 +5,7 @@ One request queue per route: the route's path with dots (`inventory.reserve`, `p
 the service's message (agents.queue): it is performed after `async_delay_ms`, once per
 `operation_id` (the same store as the HTTP routes), and its result published on its `reply_to`
 queue; a status query is answered at once. The faults of the HTTP routes and of the asynchronous
-reports apply (testbed.sandbox_async): an injected error replies `failed` without doing anything,
+reports apply (testbed.sandbox.async_): an injected error replies `failed` without doing anything,
 a dropped request is done and never replied to.
 """
 
@@ -18,15 +18,11 @@ import threading
 import uuid
 from typing import Any
 
-from testbed.sandbox import (
-    ROUTES,
-    BadRequest,
-    SandboxRemote,
-    read_operation_request,
-)
-from testbed.sandbox_async import deliver, perform_later
+from testbed.sandbox.async_ import deliver, perform_later
+from testbed.sandbox.core import ROUTES, BadRequest, read_operation_request
+from testbed.sandbox.state import SandboxState
 
-logger = logging.getLogger("testbed.sandbox_queue")
+logger = logging.getLogger("testbed.sandbox.queue")
 
 #: Queue name -> route path.
 REQUEST_QUEUES = {path.strip("/").replace("/", "."): path for path in ROUTES}
@@ -37,7 +33,7 @@ STATUS_QUEUES = {f"{route.service}.status": route.service for route in ROUTES.va
 class QueueConsumer:
     """Consumes the sandbox's request queues on one broker, in a thread, until `stop()`."""
 
-    def __init__(self, remote: SandboxRemote, broker_url: str) -> None:
+    def __init__(self, remote: SandboxState, broker_url: str) -> None:
         self.remote = remote
         self.broker_url = broker_url
         self._stop = threading.Event()

@@ -1,0 +1,301 @@
+"""The sandbox's vocabulary, shared by all its modes: its configuration and faults, its routes,
+the requests it accepts and the answers it gives. No I/O here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+from urllib.parse import unquote
+
+#: Upper bound for any configured delay, so a typo cannot park a server thread for hours.
+MAX_DELAY_MS = 600_000
+#: Body fields left out of the request fingerprint: they legitimately change across retries of
+#: one operation, and a retry must still count as the same request.
+VOLATILE_FIELDS = frozenset({"attempt"})
+FAULT_KINDS = ("error", "drop", "slow", "decline")
+SCRIPT_ACTIONS = ("ok", "error", "drop", "decline", "slow:<ms>")
+RATE_FIELDS = (
+    "error_rate",
+    "latency_rate",
+    "drop_rate",
+    "reply_loss_rate",
+    "reply_duplicate_rate",
+    "reply_late_rate",
+    "reply_unknown_rate",
+)
+DELAY_FIELDS = ("latency_ms", "drop_hold_ms", "async_delay_ms", "reply_late_ms")
+#: Faults of the asynchronous modes (a result reported later, by callback or reply message).
+REPLY_FAULTS = ("reply_lost", "reply_duplicate", "reply_late", "reply_unknown")
+
+
+class ConfigError(ValueError):
+    """A configuration value or script outside what the sandbox accepts; the message names it."""
+
+
+class BadRequest(ValueError):
+    """A request the sandbox refuses with 400 before processing it; nothing is stored."""
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """The live fault and behaviour settings. Immutable: a change replaces the whole value, so a
+    request always sees one consistent configuration."""
+
+    #: Share of POSTs answered 503 without processing.
+    error_rate: float = 0.0
+    #: Delay before processing, applied to a `latency_rate` share of POSTs (0 = none).
+    latency_ms: int = 0
+    latency_rate: float = 1.0
+    #: Share of POSTs processed and committed whose answer is then never sent.
+    drop_rate: float = 0.0
+    #: How long a dropped request holds the connection open before closing it.
+    drop_hold_ms: int = 0
+    #: Payments decline charges whose amount is above this; None = no limit.
+    decline_over: float | None = None
+    #: False = process every request anew, ignoring stored keys (duplicates become visible).
+    honor_keys: bool = True
+    #: Asynchronous modes (POST /async/<route> answers 202 and calls back; the queue consumer
+    #: replies on the reply queue): how long the work takes before its result is reported.
+    async_delay_ms: int = 0
+    #: Share of results never reported (the work is done; the caller must ask or retry).
+    reply_loss_rate: float = 0.0
+    #: Share of results reported twice.
+    reply_duplicate_rate: float = 0.0
+    #: Share of results reported `reply_late_ms` later than the work finished.
+    reply_late_rate: float = 0.0
+    reply_late_ms: int = 0
+    #: Share of results followed by a result for an operation nobody asked for.
+    reply_unknown_rate: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def merged(self, patch: Mapping[str, Any]) -> SandboxConfig:
+        """A copy with `patch` applied, all fields validated.
+
+        Raises ConfigError naming the first bad field. Unknown fields are refused rather than
+        ignored, so that a misspelt fault cannot silently stay switched off.
+        """
+        known = {f.name for f in fields(self)}
+        values = self.to_dict()
+        for name, value in patch.items():
+            if name not in known:
+                raise ConfigError(f"unknown config field {name!r}")
+            values[name] = _validated_field(name, value)
+        return SandboxConfig(**values)
+
+
+def _is_number(value: object) -> bool:
+    # bool is an int subclass, but `true` is never meant as a number here.
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _validated_field(name: str, value: Any) -> Any:
+    if name in RATE_FIELDS:
+        if not _is_number(value) or not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{name} must be a number between 0 and 1")
+        return float(value)
+    if name in DELAY_FIELDS:
+        if not _is_number(value) or not 0 <= value <= MAX_DELAY_MS:
+            raise ConfigError(f"{name} must be a number of milliseconds between 0 and {MAX_DELAY_MS}")
+        return int(value)
+    if name == "decline_over":
+        if value is not None and (not _is_number(value) or not math.isfinite(value)):
+            raise ConfigError("decline_over must be a finite number or null")
+        return value
+    if name == "honor_keys":
+        if not isinstance(value, bool):
+            raise ConfigError("honor_keys must be true or false")
+        return value
+    raise ConfigError(f"unknown config field {name!r}")
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """What happens to one POST besides being processed."""
+
+    #: Answer 503 and do nothing else.
+    error: bool = False
+    #: Sleep this long before processing.
+    delay_ms: int = 0
+    #: Commit, then hold the connection this long and close it without answering.
+    drop: bool = False
+    hold_ms: int = 0
+    #: Refuse with the route's stored business failure (402) whatever the input.
+    decline: bool = False
+
+
+def parse_script_action(action: object) -> str:
+    """Validate one script entry ("ok", "error", "drop", "decline" or "slow:<ms>") and return it."""
+    if action in ("ok", "error", "drop", "decline"):
+        return str(action)
+    if isinstance(action, str) and action.startswith("slow:"):
+        digits = action.removeprefix("slow:")
+        if digits.isascii() and digits.isdigit() and int(digits) <= MAX_DELAY_MS:
+            return action
+    raise ConfigError(f"script action {action!r} is not one of {', '.join(SCRIPT_ACTIONS)}")
+
+
+def parse_script(script: object) -> dict[str, list[str]]:
+    """Validate a `script` config value: an object mapping a path to a list of actions."""
+    if not isinstance(script, dict):
+        raise ConfigError("script must be an object mapping a path to a list of actions")
+    parsed: dict[str, list[str]] = {}
+    for path, actions in script.items():
+        if not path.startswith("/"):
+            raise ConfigError(f"script path {path!r} must start with '/'")
+        if not isinstance(actions, list):
+            raise ConfigError(f"script for {path!r} must be a list of actions")
+        parsed[path] = [parse_script_action(a) for a in actions]
+    return parsed
+
+
+def plan_for_action(action: str, config: SandboxConfig) -> FaultPlan:
+    if action == "error":
+        return FaultPlan(error=True)
+    if action == "drop":
+        return FaultPlan(drop=True, hold_ms=config.drop_hold_ms)
+    if action == "decline":
+        return FaultPlan(decline=True)
+    if action.startswith("slow:"):
+        return FaultPlan(delay_ms=int(action.removeprefix("slow:")))
+    return FaultPlan()
+
+
+# --- routes -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    """One POST route of one service: an action, or the compensation of one (`undoes` set)."""
+
+    service: str
+    kind: str
+    #: The business failure a declined request answers with.
+    refusal: str
+    #: For a compensation, the kind of the action it undoes.
+    undoes: str | None = None
+
+
+ROUTES: dict[str, Route] = {
+    "/inventory/reserve": Route("inventory", "reserve", refusal="out of stock"),
+    "/inventory/release": Route("inventory", "release", refusal="release refused", undoes="reserve"),
+    "/payments/charge": Route("payments", "charge", refusal="card declined"),
+    "/payments/refund": Route("payments", "refund", refusal="refund refused", undoes="charge"),
+    "/shipping/schedule": Route("shipping", "schedule", refusal="no shipping slot available"),
+    "/shipping/cancel": Route("shipping", "cancel", refusal="cancellation refused", undoes="schedule"),
+}
+
+#: GET `<prefix><operation_id>` asks a service about one of its operations.
+STATUS_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("/inventory/reservations/", "inventory"),
+    ("/shipping/shipments/", "shipping"),
+    ("/payments/", "payments"),
+)
+
+
+def status_route(path: str) -> tuple[str, str] | None:
+    """(service, operation id) for a status query path, or None if `path` is not one."""
+    for prefix, service in STATUS_PREFIXES:
+        if path.startswith(prefix):
+            op_id = unquote(path.removeprefix(prefix))
+            if op_id and "/" not in op_id:
+                return service, op_id
+    return None
+
+
+def request_fingerprint(body: Mapping[str, Any]) -> str:
+    """Hash of a request body that is equal for every retry of one request (see VOLATILE_FIELDS)."""
+    stable = {k: v for k, v in body.items() if k not in VOLATILE_FIELDS}
+    canonical = json.dumps(stable, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json(raw: bytes) -> Any:
+    """Strict JSON (no NaN or Infinity, which would make amount comparisons meaningless).
+
+    Raises BadRequest.
+    """
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest("body is not valid JSON") from exc
+
+
+@dataclass(frozen=True)
+class OperationRequest:
+    """A validated POST to a service route."""
+
+    route: Route
+    path: str
+    key: str
+    fingerprint: str
+    sku: str
+    quantity: int
+    amount: float
+    #: For a compensation: the operation it undoes (None = nothing identified, so nothing to undo).
+    compensates: str | None
+
+
+def read_operation_request(route: Route, path: str, key: str, body: object) -> OperationRequest:
+    """Validate a service POST body. Missing fields take defaults; wrong types raise BadRequest."""
+    if not isinstance(body, dict):
+        raise BadRequest("body must be a JSON object")
+    job_input = body.get("input")
+    if job_input is None:
+        job_input = {}
+    if not isinstance(job_input, dict):
+        raise BadRequest("input must be a JSON object")
+    sku = job_input.get("sku", "unknown")
+    if not isinstance(sku, str):
+        raise BadRequest("input.sku must be a string")
+    quantity = job_input.get("quantity", 1)
+    if not isinstance(quantity, int) or isinstance(quantity, bool):
+        raise BadRequest("input.quantity must be an integer")
+    amount = job_input.get("amount", 0)
+    if not _is_number(amount):
+        raise BadRequest("input.amount must be a number")
+    compensates = body.get("compensates")
+    if compensates is not None and not isinstance(compensates, str):
+        raise BadRequest("compensates must be an operation id")
+    return OperationRequest(
+        route=route,
+        path=path,
+        key=key,
+        fingerprint=request_fingerprint(body),
+        sku=sku,
+        quantity=quantity,
+        amount=amount,
+        compensates=compensates or None,
+    )
+
+
+# --- answers ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer: status, JSON body bytes, and whether it is a stored one replayed."""
+
+    status: int
+    body: bytes
+    replayed: bool = False
+
+    @classmethod
+    def json(cls, status: int, payload: Any) -> Answer:
+        return cls(status, json.dumps(payload).encode())
+
+
+KEY_REUSED = Answer.json(422, {"error": "idempotency key reused with a different request"})
+UNKNOWN_OPERATION = Answer.json(404, {"error": "unknown operation"})

@@ -1,0 +1,128 @@
+"""What every mode of the sandbox shares: its store, its live configuration and scripts, its
+fault RNG, and the operations in progress. The HTTP server (testbed.sandbox.http) serves it, and
+the asynchronous modes (testbed.sandbox.async_, testbed.sandbox.queue) report through it."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+from collections import deque
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from testbed.sandbox.core import FaultPlan, SandboxConfig, parse_script, plan_for_action
+from testbed.sandbox.store import SandboxStore
+
+
+class SandboxState:
+    """The sandbox's store, live config, scripts and fault RNG.
+
+    Config, scripts and the RNG are shared by the request threads and guarded by one lock.
+    """
+
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        config: SandboxConfig | None = None,
+        seed: int = 0,
+        reset: bool = False,
+    ) -> None:
+        self.store = SandboxStore(db_path)
+        self.initial_config = config or SandboxConfig()
+        self.seed = seed
+        self._config = self.initial_config
+        self._scripts: dict[str, deque[str]] = {}
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._in_progress: dict[str, int] = {}
+        #: Requests being processed now, and the most at once, per path.
+        self._concurrent: dict[str, int] = {}
+        self.max_concurrent: dict[str, int] = {}
+        self.store.initialise(wipe=reset)
+
+    @property
+    def config(self) -> SandboxConfig:
+        return self._config
+
+    @contextlib.contextmanager
+    def in_progress(self, key: str) -> Iterator[None]:
+        """Mark `key` as being processed (status queries answer 409 meanwhile)."""
+        with self._lock:
+            self._in_progress[key] = self._in_progress.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_progress[key] -= 1
+                if not self._in_progress[key]:
+                    del self._in_progress[key]
+
+    @contextlib.contextmanager
+    def concurrent(self, path: str) -> Iterator[None]:
+        """Count the requests to `path` being processed at once (GET /stats: max_concurrent)."""
+        with self._lock:
+            self._concurrent[path] = self._concurrent.get(path, 0) + 1
+            self.max_concurrent[path] = max(self.max_concurrent.get(path, 0), self._concurrent[path])
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._concurrent[path] -= 1
+
+    def is_in_progress(self, key: str) -> bool:
+        with self._lock:
+            return key in self._in_progress
+
+    def config_snapshot(self) -> dict[str, Any]:
+        """The full live config, including what remains of each script."""
+        with self._lock:
+            return {**self._config.to_dict(), "script": {p: list(q) for p, q in self._scripts.items()}}
+
+    def configure(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge `patch` into the live config; `script` replaces the scripts of the paths it names.
+
+        All or nothing: raises ConfigError and changes nothing if any part is invalid.
+        """
+        settings = dict(patch)
+        scripts = parse_script(settings.pop("script")) if "script" in settings else {}
+        with self._lock:
+            self._config = self._config.merged(settings)
+            for path, actions in scripts.items():
+                self._scripts[path] = deque(actions)
+        return self.config_snapshot()
+
+    def reset(self, *, config: bool = False) -> None:
+        """Forget all stored requests, effects, deliveries, counters and scripts; reseed the RNG so a
+        run after a reset is as reproducible as one after a start. With `config`, also return to
+        the configuration the server started with."""
+        with self._lock:
+            self._scripts.clear()
+            self._rng.seed(self.seed)
+            self.max_concurrent.clear()
+            if config:
+                self._config = self.initial_config
+        self.store.wipe()
+
+    def plan_faults(self, path: str) -> tuple[FaultPlan, SandboxConfig]:
+        """Decide what happens to one POST to `path`: its script's next action if any, else the
+        rates. Returns the config it was decided under, for processing to use the same one."""
+        with self._lock:
+            config = self._config
+            script = self._scripts.get(path)
+            if script:
+                return plan_for_action(script.popleft(), config), config
+            if config.error_rate and self._rng.random() < config.error_rate:
+                return FaultPlan(error=True), config
+            slow = config.latency_ms > 0 and self._rng.random() < config.latency_rate
+            drop = config.drop_rate > 0 and self._rng.random() < config.drop_rate
+        return (
+            FaultPlan(
+                delay_ms=config.latency_ms if slow else 0,
+                drop=drop,
+                hold_ms=config.drop_hold_ms,
+            ),
+            config,
+        )
