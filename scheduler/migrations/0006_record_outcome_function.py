@@ -8,8 +8,9 @@ as a compact task, an announcement when the queue was otherwise empty) or comple
 the same events the Python services write. Anything else (a late or superseded attempt, a
 compensation, a reconcile, a job that is paused or not running) answers 'fallback' before writing
 anything, and the caller takes the general path (scheduler.services.outcomes). The moves it makes
-are listed in scheduler.services.hotpath.FAST_PATH_MOVES and checked against the state machines'
-tables by the tests, which also run the same scenarios through both paths and compare every row.
+were then listed in Python and checked against the state machines' tables (today the database
+refuses any move the tables do not allow), and the tests run the same scenarios through both paths
+and compare every row.
 
 SQLite has no such function: the general path serves it.
 """
