@@ -23,7 +23,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """The suite's remotes (the sandbox, webhook receivers, the fake HTTP servers) listen on
     loopback, which outbound requests reach only when SAS_OUTBOUND_INTERNAL_HOSTS names it: the
     suite names it, for itself and the processes it starts, as `make run` names its sandbox. The
-    guard's own tests (tests/test_security_outbound.py) set the list themselves."""
+    guard's own tests (tests/security/test_outbound.py) set the list themselves."""
     allow_loopback_remotes()
 
 

@@ -28,9 +28,9 @@ from scheduler.replies import record_reply, run_replies
 from scheduler.services import job_submit
 from scheduler.tasks import run_attempt
 from testbed.processes import RedisProcess, free_port
+from tests.agents.test_http import Remote, _reply
+from tests.api.support import V1, client_for, make_user
 from tests.factories import make_policy, make_pool, make_workflow, step
-from tests.test_agent_http import Remote, _reply
-from tests.test_api_support import V1, client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from rest_framework.test import APIClient
 
 from agents.fake import FakeRemote
 from scheduler.models import Attempt, Event, Job, JobStatus, StepStatus
+from tests.api.support import V1, client_for, held_step, make_user, submit
 from tests.factories import chain, make_pool
-from tests.test_api_support import V1, client_for, held_step, make_user, submit
 
 pytestmark = pytest.mark.django_db
 

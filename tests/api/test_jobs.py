@@ -18,8 +18,8 @@ from agents.fake import FakeRemote
 from scheduler import selectors
 from scheduler.models import Event, Job, JobStatus, Outcome
 from scheduler.services import job_submit
+from tests.api.support import V1, client_for, make_user, submit
 from tests.factories import chain, diamond
-from tests.test_api_support import V1, client_for, make_user, submit
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ from rest_framework.test import APIClient
 from scheduler.models import Job
 from scheduler.services import job_submit
 from supervisor.models import AlertSubscription
+from tests.api.support import V1, client_for, make_user
 from tests.factories import chain
-from tests.test_api_support import V1, client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,8 @@ from agents.models import AgentEndpoint, AgentPool
 from scheduler.models import Attempt, Event, Job, Step, StepDefinition, Workflow
 from scheduler.services import job_submit
 from supervisor.models import PolicyRevision, RemediationPolicy
+from tests.api.support import V1, client_for, make_user
 from tests.factories import chain
-from tests.test_api_support import V1, client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

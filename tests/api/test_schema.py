@@ -31,8 +31,8 @@ from scheduler.callback_tokens import token_for as token_for_attempt
 from scheduler.models import Schedule
 from scheduler.services import job_submit
 from supervisor.models import AlertSubscription
+from tests.api.support import make_user, token_for
 from tests.factories import chain, make_pool
-from tests.test_api_support import make_user, token_for
 
 pytestmark = pytest.mark.django_db
 

@@ -33,8 +33,8 @@ from supervisor.models import MetricsCheckpoint, SupervisorLease
 from supervisor.subscriptions import subscription_create
 from testbed.bench.definitions import api_token
 from testbed.processes import ClusterProcess, ReceiverProcess, WebProcess
+from tests.e2e.test_qcluster import TERMINAL, load_demo
 from tests.processes import ARTIFACTS, Sandbox, child_env, free_port, wait_until
-from tests.test_e2e import TERMINAL, load_demo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -23,7 +23,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 READY_PREFIX = "sandbox remote listening on "

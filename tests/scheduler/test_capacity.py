@@ -17,9 +17,9 @@ from scheduler.models import Step, StepStatus
 from scheduler.services import capacity, job_submit
 from scheduler.services.capacity import forget_limits_cache, pump, run_capacity
 from supervisor.services import job_pause
+from tests.api.support import make_user
 from tests.conftest import run_queued_tasks
 from tests.factories import make_pool, make_workflow, step
-from tests.test_api_support import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -39,8 +39,8 @@ from scheduler.models import (
 from scheduler.schedules import schedule_create
 from scheduler.services import job_submit
 from scheduler.services.retention import archive_settled, history_prune, history_prune_if_due
+from tests.api.support import V1, client_for, make_user
 from tests.factories import chain, make_policy, make_workflow, step
-from tests.test_api_support import V1, client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

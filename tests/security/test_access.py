@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from sas_project.throttling import AnonThrottle, UserThrottle
-from tests.test_api_support import V1, client_for, make_user
+from tests.api.support import V1, client_for, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
 

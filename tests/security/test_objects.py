@@ -21,9 +21,9 @@ from scheduler.models import Delivery, Job
 from scheduler.services import job_submit
 from supervisor.deliveries import send_due
 from supervisor.subscriptions import subscription_create
+from tests.api.support import V1, client_for, make_user
 from tests.factories import make_policy, make_pool, make_workflow, step
-from tests.test_api_support import V1, client_for, make_user
-from tests.test_security_outbound import Canary, hang_up
+from tests.security.test_outbound import Canary, hang_up
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from rest_framework.test import APIClient
 from sas_project.errors import InvalidInput
 from sas_project.tokens.models import ApiToken
 from sas_project.tokens.services import digest_of, token_create
-from tests.test_api_support import V1, make_user
+from tests.api.support import V1, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
 

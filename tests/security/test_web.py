@@ -15,7 +15,7 @@ from scheduler.models import Job, Schedule, StepStatus
 from scheduler.schedules import schedule_create
 from supervisor.urls import urlpatterns as ops_urls
 from testbed.processes import ROOT
-from tests.test_api_support import make_user
+from tests.api.support import make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
 

@@ -12,7 +12,7 @@ from django.test import Client
 from agents.fake import FakeRemote
 from sas_project.permissions import role_groups_ensure
 from scheduler.models import Attempt, Event, Job, Step
-from tests.test_console import held_job, held_step
+from tests.supervisor.test_console import held_job, held_step
 
 pytestmark = pytest.mark.django_db
 

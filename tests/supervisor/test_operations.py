@@ -1,6 +1,6 @@
 """Running it in production, in-process: health and readiness probes, Prometheus metrics against
 the database, completion callbacks and alerts through the outbox, tracing with the in-memory
-exporter, structured log lines. The whole stack in real processes is tests/test_production.py."""
+exporter, structured log lines. The whole stack in real processes is tests/e2e/test_production.py."""
 
 from __future__ import annotations
 
@@ -43,9 +43,9 @@ from supervisor.scan import ScanReport
 from supervisor.services import job_cancel
 from supervisor.subscriptions import subscription_create
 from testbed.processes import ReceiverProcess, free_port, wait_until
+from tests.api.support import V1, client_for, make_user
 from tests.factories import chain, failing_endpoint_history, make_policy, make_pool, make_workflow, step
 from tests.processes import ARTIFACTS
-from tests.test_api_support import V1, client_for, make_user
 
 pytestmark = pytest.mark.django_db
 Supervise = Callable[..., ScanReport]

@@ -20,8 +20,8 @@ from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Outcome,
 from scheduler.schedules import next_fire, schedule_create, schedule_update, schedules_fire
 from scheduler.services import job_submit
 from scheduler.services.capacity import forget_limits_cache, pump
+from tests.api.support import V1, client_for, make_user
 from tests.factories import chain, make_policy, make_pool, make_workflow, step
-from tests.test_api_support import V1, client_for, make_user
 
 pytestmark = pytest.mark.django_db
 Supervise = Callable[..., Any]

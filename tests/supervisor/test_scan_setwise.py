@@ -1,7 +1,7 @@
 """The scan's set-wise path and its per-step path decide and write the same.
 
 Each scenario runs twice on jobs of the same shape, once with the set-wise path (SAS_FAST_PATH on)
-and once per step, and the rows they leave are compared (tests/test_hotpath.py's snapshot).
+and once per step, and the rows they leave are compared (tests/scheduler/test_hotpath.py's snapshot).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from scheduler.services import job_submit
 from supervisor import setwise
 from supervisor.scan import ScanReport
 from tests.factories import make_policy, make_pool, make_workflow, step
-from tests.test_hotpath import snapshot
+from tests.scheduler.test_hotpath import snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -152,7 +152,7 @@ def test_a_compensation_overdue_is_retried_alike(
     settings: Any, supervise: Supervise, fake_remote: Any, drain: Callable[[], int]
 ) -> None:
     from supervisor.services import job_compensate
-    from tests.test_api_support import make_user
+    from tests.api.support import make_user
 
     make_policy("patient", backoff_initial_seconds=30, backoff_max_seconds=60)
     make_policy("strict", retry_on=["transient_failure"], on_exhausted="hold")
