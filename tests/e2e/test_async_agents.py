@@ -108,6 +108,7 @@ def test_a_job_mixing_every_agent_kind_succeeds_with_one_effect_per_operation(
         sandbox.stop()
 
 
+@pytest.mark.timeout(600)  # waits up to 240 s for the jobs to settle
 def test_lost_repeated_late_and_unknown_replies_and_a_broker_restart_lose_nothing_and_do_nothing_twice(
     tmp_path: Path, redis: RedisProcess, web: WebProcess
 ) -> None:
@@ -152,6 +153,7 @@ def test_lost_repeated_late_and_unknown_replies_and_a_broker_restart_lose_nothin
         sandbox.stop()
 
 
+@pytest.mark.timeout(600)  # waits up to 300 s for the jobs to settle
 def test_calls_the_remote_answers_later_hold_no_worker(
     tmp_path: Path, redis: RedisProcess, web: WebProcess
 ) -> None:

@@ -11,6 +11,8 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.serial,
     pytest.mark.django_db(transaction=True),
+    # Above the campaign runner's own 600 s limit, so that its report is what a slow run shows.
+    pytest.mark.timeout(900),
 ]
 
 

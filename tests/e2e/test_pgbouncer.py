@@ -170,6 +170,7 @@ def test_server_sessions_opened_by_pgbouncer_get_the_services_session_limits(
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.serial
+@pytest.mark.timeout(900)  # above the campaign runner's own 600 s limit
 @pytest.mark.django_db(transaction=True)
 def test_three_clusters_behind_pgbouncer_settle_300_faulty_jobs_once_each_under_one_supervisor() -> None:
     # PostgreSQL is restarted behind the pooler too (make test controls the server): PgBouncer
