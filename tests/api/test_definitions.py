@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
-from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -283,8 +282,8 @@ def test_a_bad_pool_is_a_400_naming_the_field_and_creates_nothing(
     assert AgentPool.objects.count() == 0 and AgentEndpoint.objects.count() == 0
 
 
-@override_settings(SAS_AGENT_ALLOWED_HOSTS=["agents.internal"])
-def test_an_endpoint_host_outside_the_allowed_hosts_is_refused(ada: APIClient) -> None:
+def test_an_endpoint_host_outside_the_allowed_hosts_is_refused(ada: APIClient, settings: Any) -> None:
+    settings.SAS_AGENT_ALLOWED_HOSTS = ["agents.internal"]
     response = ada.post(f"{V1}/pools/", {"name": "p", "endpoints": ["http://evil.example"]}, format="json")
     assert response.status_code == 400 and "SAS_AGENT_ALLOWED_HOSTS" in response.json()["detail"]
     ok = ada.post(f"{V1}/pools/", {"name": "p", "endpoints": ["http://agents.internal:8000"]}, format="json")

@@ -113,8 +113,6 @@ def snapshot(job: Job) -> dict[str, Any]:
 
 
 def run_both(settings: Any, scenario: Callable[[], Job]) -> tuple[dict[str, Any], dict[str, Any]]:
-    import scheduler.services.outcomes as outcomes
-
     settings.SAS_FAST_PATH = True
     assert hotpath.enabled()
     taken: list[bool] = []
@@ -131,13 +129,10 @@ def run_both(settings: Any, scenario: Callable[[], Job]) -> tuple[dict[str, Any]
         submitted.append(real_submit(*args, **kwargs))
         return submitted[-1]
 
-    outcomes.hotpath.record_outcome = counting  # type: ignore[method-assign]
-    hotpath.submit = counting_submit  # type: ignore[assignment]
-    try:
+    with pytest.MonkeyPatch.context() as patch:  # the fast run only
+        patch.setattr(hotpath, "record_outcome", counting)
+        patch.setattr(hotpath, "submit", counting_submit)
         fast = snapshot(scenario())
-    finally:
-        outcomes.hotpath.record_outcome = real  # type: ignore[method-assign]
-        hotpath.submit = real_submit  # type: ignore[assignment]
     assert submitted and all(submitted), "the fast run must have submitted through sas_submit"
     assert taken and all(taken), "the function must have recorded every outcome of the fast run"
     settings.SAS_FAST_PATH = False
@@ -160,7 +155,7 @@ def test_the_function_makes_only_moves_the_state_machines_allow() -> None:
         assert to in tables[machine][frm], (machine, frm, to)
 
 
-def test_the_function_is_installed_and_used(fake_remote: Any) -> None:
+def test_the_function_is_installed_and_used(fake_remote: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     chain("one", n=1)
     job = job_submit(workflow="one", input={}).job
     with connection.cursor() as cursor:
@@ -174,13 +169,8 @@ def test_the_function_is_installed_and_used(fake_remote: Any) -> None:
         calls.append(taken)
         return taken
 
-    import scheduler.services.outcomes as outcomes
-
-    outcomes.hotpath.record_outcome = spy  # type: ignore[method-assign]
-    try:
-        run_queue()
-    finally:
-        outcomes.hotpath.record_outcome = real  # type: ignore[method-assign]
+    monkeypatch.setattr(hotpath, "record_outcome", spy)
+    run_queue()
     assert calls == [True]
     job.refresh_from_db()
     assert job.status == "succeeded"

@@ -64,13 +64,11 @@ def both(settings: Any, supervise: Supervise, scenario: Callable[[], list[Job]])
         real(plan, now, source=source)
 
     settings.SAS_FAST_PATH = True
-    setwise.apply = counting  # type: ignore[assignment]
-    try:
+    with pytest.MonkeyPatch.context() as patch:  # the set-wise run only
+        patch.setattr(setwise, "apply", counting)
         jobs = scenario()
         supervise()
         fast = [timeless(snapshot(job)) for job in jobs]
-    finally:
-        setwise.apply = real  # type: ignore[assignment]
     settings.SAS_FAST_PATH = False
     jobs = scenario()
     supervise()
