@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from django.core import signing
 from django.test import Client
+from django.utils import timezone
 from django_q.models import OrmQ
 
 from agents.outcome import ACCEPTED, AttemptKind, CallSpec, Outcome
@@ -27,7 +28,7 @@ from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Step, St
 from scheduler.replies import record_reply, run_replies
 from scheduler.services import job_submit
 from scheduler.tasks import run_attempt
-from testbed.processes import RedisProcess, free_port
+from testbed.processes import RedisProcess, free_port, wait_until
 from tests.agents.test_http import Remote, _reply
 from tests.api.support import V1, client_for, make_user
 from tests.factories import make_policy, make_pool, make_workflow, step
@@ -95,9 +96,7 @@ def run_tasks() -> None:
 def test_a_queue_step_publishes_its_message_and_frees_the_worker(redis: RedisProcess) -> None:
     queue_workflow(redis.url)
     job = job_submit(workflow="queued", input={"sku": "A1"}).job
-    started = time.monotonic()
-    run_tasks()
-    assert time.monotonic() - started < 5  # published, not waited for
+    run_tasks()  # returns with the call still open: published, not waited for
     ship = job.steps.get(kind="action")
     assert (ship.status, ship.attempt) == (StepStatus.DISPATCHED, 1)
     attempt = Attempt.objects.get(step=ship)
@@ -151,7 +150,9 @@ def test_a_reply_after_the_supervisor_gave_up_is_late_evidence(
     job = job_submit(workflow="queued", input={}).job
     run_tasks()
     ship = job.steps.get(kind="action")
-    time.sleep(0.7)
+    assert ship.deadline is not None
+    # The scan comes once the deadline has passed, however long that took on this machine.
+    wait_until(lambda: timezone.now() > ship.deadline, timeout=30, message="the step's deadline passed")
     supervise()  # no reply in time: no answer; the policy retries with the same operation ID
     first = Attempt.objects.get(step=ship, number=1)
     assert first.outcome == Outcome.NO_ANSWER

