@@ -1,5 +1,5 @@
 """Helpers shared by the REST API tests (this module holds no tests): users in role groups, API
-clients authenticated with a token, and a job held for an operator."""
+clients authenticated with a token, a job held for an operator and one failed at its second step."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from agents.fake import FakeRemote
 from sas_project.permissions import role_groups_ensure
 from sas_project.tokens.services import token_create
 from scheduler.models import Job, JobStatus, Outcome, Step, StepStatus
+from scheduler.services import job_submit
 from tests.factories import make_policy, make_workflow, step
 
 V1 = "/api/v1"
@@ -64,3 +65,17 @@ def held_step(
     held = job.steps.get(name="s1")
     assert held.status == StepStatus.HELD
     return held
+
+
+def failed_at_s2(drain: Callable, fake_remote: FakeRemote, supervise: Callable[..., Any]) -> Job:
+    """A three-step job that failed at s2 (refused, no retry, `on_exhausted="fail"`)."""
+    make_policy("once", max_attempts=1, on_exhausted="fail")
+    make_workflow("three", step("s1"), step("s2", "s1", policy="once"), step("s3", "s2"))
+    fake_remote.script("s2", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="three", input={"order": 1}).job
+    drain()
+    supervise()
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+    return job

@@ -1,5 +1,6 @@
 """REST API: operator actions on jobs and steps. Each answers the updated job (or step), refuses
-with a 409 what the state does not allow, and names the operator in the job's history."""
+with a 409 what the state does not allow, and names the operator in the job's history. Also a
+rerun from a step, a retry with an edited input, and the attention list with its bulk actions."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from agents.fake import FakeRemote
-from scheduler.models import Attempt, Event, Job, JobStatus, StepStatus
-from tests.api.support import V1, client_for, held_step, make_user, submit
-from tests.factories import chain, make_pool
+from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Outcome, Step, StepStatus
+from scheduler.services import job_submit
+from tests.api.support import V1, client_for, failed_at_s2, held_step, make_user, submit
+from tests.factories import chain, make_policy, make_pool, make_workflow, step
 
 pytestmark = pytest.mark.django_db
 
@@ -228,3 +230,206 @@ def test_an_action_on_an_unknown_step_is_a_404(olga: APIClient, step_id: str, ve
 def test_a_malformed_step_id_is_a_json_404(olga: APIClient) -> None:
     response = olga.post(f"{V1}/steps/abc/retry/")
     assert response.status_code == 404 and response.json()["code"] == "not_found"
+
+
+# --- rerun ----------------------------------------------------------------------------------------
+
+
+Supervise = Callable[..., Any]
+
+
+def steps_of(job: Job) -> dict[str, Step]:
+    return {s.name: s for s in Step.objects.filter(job=job, kind="action")}
+
+
+@pytest.mark.sqlite
+def test_a_rerun_reuses_what_came_before_and_runs_the_rest_with_new_operation_ids(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    original = failed_at_s2(drain, fake_remote, supervise)
+    before = steps_of(original)
+    ops = client_for(make_user("olga", "operators"))
+    response = ops.post(
+        f"{V1}/jobs/{original.pk}/rerun/",
+        {"from_step": "s2", "input": {"order": 1, "card": "new"}, "reason": "card replaced"},
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["rerun_of"] == str(original.pk) and response["Location"] == f"{V1}/jobs/{body['id']}/"
+    rerun = Job.objects.get(pk=body["id"])
+    assert rerun.input == {"order": 1, "card": "new"}
+    drain()
+    rerun.refresh_from_db()
+    assert rerun.status == JobStatus.SUCCEEDED
+    after = steps_of(rerun)
+    # s1 was reused: not called again, its output kept; s2 and s3 ran with new operation IDs.
+    assert after["s1"].reused_from_id == before["s1"].pk and after["s1"].output == before["s1"].output
+    assert after["s1"].attempt == 0
+    assert [c.payload["step"] for c in fake_remote.calls].count("s1") == 1
+    assert after["s2"].operation_id != before["s2"].operation_id
+    assert {after["s2"].operation_id, after["s3"].operation_id}.isdisjoint(
+        {s.operation_id for s in before.values()}
+    )
+    # Both jobs record who and why; the original lists its rerun.
+    submitted = Event.objects.get(job=rerun, kind=EventKind.JOB_SUBMITTED)
+    assert submitted.actor.username == "olga" and submitted.reason == "card replaced"
+    assert submitted.data["rerun_of"] == str(original.pk) and submitted.data["reused"] == ["s1"]
+    noted = Event.objects.get(job=original, kind=EventKind.OPERATOR_RERUN)
+    assert noted.actor.username == "olga" and noted.data["rerun_job"] == str(rerun.pk)
+    assert ops.get(f"{V1}/jobs/{original.pk}/").json()["reruns"] == [str(rerun.pk)]
+
+
+def test_a_rerun_does_not_compensate_what_it_reused(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    original = failed_at_s2(drain, fake_remote, supervise)
+    from supervisor.services import job_compensate, job_rerun
+
+    olga = make_user("olga", "operators")
+    fake_remote.script("s2", Outcome.BUSINESS_FAILURE)
+    rerun = job_rerun(actor=olga, job_id=original.pk, from_step="s2")
+    drain()
+    job_compensate(actor=olga, job_id=rerun.pk, reason="give up")
+    drain()
+    rerun.refresh_from_db()
+    assert rerun.status == JobStatus.COMPENSATED
+    assert fake_remote.compensations() == []  # s1's effect is the original job's
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [({"from_step": "nope"}, 400), ({}, 400), ({"from_step": "s2", "input": [1]}, 400)],
+)
+def test_a_bad_rerun_is_refused_and_changes_nothing(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise, body: dict[str, Any], status: int
+) -> None:
+    original = failed_at_s2(drain, fake_remote, supervise)
+    ops = client_for(make_user("olga", "operators"))
+    jobs = Job.objects.count()
+    assert ops.post(f"{V1}/jobs/{original.pk}/rerun/", body, format="json").status_code == status
+    assert Job.objects.count() == jobs
+
+
+def test_a_live_job_is_not_rerun(fake_remote: FakeRemote) -> None:
+    chain(n=2)
+    job = job_submit(workflow="chain", input={}).job
+    ops = client_for(make_user("olga", "operators"))
+    response = ops.post(f"{V1}/jobs/{job.pk}/rerun/", {"from_step": "s1"}, format="json")
+    assert response.status_code == 409 and "settled" in response.json()["detail"]
+
+
+def test_only_operators_rerun(drain: Callable, fake_remote: FakeRemote, supervise: Supervise) -> None:
+    original = failed_at_s2(drain, fake_remote, supervise)
+    for role in ("submitters", "viewers"):
+        client = client_for(make_user(f"u-{role}", role))
+        assert (
+            client.post(f"{V1}/jobs/{original.pk}/rerun/", {"from_step": "s2"}, format="json").status_code
+            == 403
+        )
+
+
+# --- retry with an edited input -------------------------------------------------------------------
+
+
+@pytest.mark.sqlite
+def test_a_refused_step_is_retried_with_an_edited_input_and_a_new_operation_id(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    make_policy("holding", max_attempts=1, on_exhausted="hold", retry_on=["transient_failure"])
+    make_workflow("pay", step("charge", policy="holding"))
+    fake_remote.script("charge", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="pay", input={"card": "old"}).job
+    drain()
+    supervise()
+    charge = job.steps.get()
+    assert charge.status == StepStatus.HELD
+    old_operation = charge.operation_id
+    ops = client_for(make_user("olga", "operators"))
+    response = ops.post(
+        f"{V1}/steps/{charge.pk}/retry/", {"input": {"card": "new"}, "reason": "card updated"}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    drain()
+    charge.refresh_from_db()
+    assert charge.status == StepStatus.SUCCEEDED and charge.operation_id != old_operation
+    assert fake_remote.calls[-1].payload["input"] == {"card": "new"}
+    assert fake_remote.calls[-1].operation_id == charge.operation_id
+    event = Event.objects.get(step=charge, kind=EventKind.OPERATOR_RETRY)
+    assert event.data["input"] == {"old": {"card": "old"}, "new": {"card": "new"}}
+    assert event.data["operation_id"]["old"] == old_operation and event.actor.username == "olga"
+
+
+def test_the_undo_of_a_step_retried_with_an_edited_input_gets_that_input(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    make_policy("holding", max_attempts=1, on_exhausted="hold", retry_on=["transient_failure"])
+    make_workflow("pay", step("charge", policy="holding"), step("ship", "charge"))
+    fake_remote.script("charge", Outcome.BUSINESS_FAILURE)
+    fake_remote.script("ship", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="pay", input={"card": "old"}).job
+    drain()
+    supervise()
+    charge = job.steps.get(name="charge")
+    ops = client_for(make_user("olga", "operators"))
+    ops.post(f"{V1}/steps/{charge.pk}/retry/", {"input": {"card": "new"}}, format="json")
+    drain()
+    assert job.steps.get(name="charge").status == StepStatus.SUCCEEDED
+    for _ in range(3):  # ship is refused: the job is compensated
+        supervise()
+        drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPENSATED
+    refund = [c for c in fake_remote.calls if c.payload.get("compensates")]
+    assert refund and refund[-1].payload["input"] == {"card": "new"}  # what was charged is undone
+
+
+def test_an_edited_retry_is_refused_when_the_old_request_may_have_happened(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    make_policy("holding", max_attempts=1, on_exhausted="hold")
+    make_workflow("pay", step("charge", policy="holding"))
+    fake_remote.script("charge", Outcome.NO_ANSWER)
+    job = job_submit(workflow="pay", input={}).job
+    drain()
+    supervise()
+    charge = job.steps.get()
+    ops = client_for(make_user("olga", "operators"))
+    response = ops.post(f"{V1}/steps/{charge.pk}/retry/", {"input": {"x": 1}}, format="json")
+    assert response.status_code == 409 and "may have taken effect" in response.json()["detail"]
+    charge.refresh_from_db()
+    assert charge.input_override is None and charge.status == StepStatus.HELD
+
+
+# --- the console's lists and actions in the API ---------------------------------------------------
+
+
+def test_attention_supervisor_and_bulk_actions_in_the_api(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    make_policy("holding", on_exhausted="hold", max_attempts=1)
+    make_workflow("h", step("s1", policy="holding"))
+    fake_remote.script("s1", Outcome.TRANSIENT_FAILURE, Outcome.TRANSIENT_FAILURE)
+    jobs = [job_submit(workflow="h", input={"n": n}).job for n in range(2)]
+    drain()
+    supervise()
+    ops = client_for(make_user("olga", "operators"))
+    listed = ops.get(f"{V1}/attention/?workflow=h").json()
+    assert listed["count"] == 2
+    item = listed["results"][0]
+    assert item["step"]["status"] == "held" and item["why"] and item["can_retry"] is True
+    assert ops.get(f"{V1}/attention/?workflow=nothing").json()["count"] == 0
+    status = ops.get(f"{V1}/supervisor/").json()
+    assert status["lease"]["holder"] == "test-supervisor" and status["stale"] is False
+    step_ids = [i["step"]["id"] for i in listed["results"]]
+    preview = ops.post(
+        f"{V1}/attention/bulk/", {"action": "retry", "step_ids": step_ids, "dry_run": True}, format="json"
+    ).json()
+    assert preview["dry_run"] is True and preview["done"] == 2
+    assert set(Step.objects.filter(pk__in=step_ids).values_list("status", flat=True)) == {"held"}
+    ran = ops.post(f"{V1}/attention/bulk/", {"action": "cancel", "step_ids": step_ids}, format="json").json()
+    assert ran["done"] == 2 and {i["detail"] for i in ran["items"]} == {"cancelled"}
+    drain()
+    assert set(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("status", flat=True)) == {
+        "cancelled"
+    }

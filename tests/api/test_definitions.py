@@ -11,8 +11,15 @@ from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from agents.fake import FakeRemote
 from agents.models import AgentEndpoint, AgentPool
-from scheduler.models import Attempt, Job, StepDefinition, Workflow
+from scheduler.models import (
+    Attempt,
+    Job,
+    StepDefinition,
+    Workflow,
+)
+from scheduler.services import job_submit
 from supervisor.models import PolicyRevision, RemediationPolicy
 from tests.api.support import V1, client_for, make_user, submit
 from tests.factories import chain, make_policy, make_pool, make_workflow, step
@@ -439,3 +446,59 @@ def test_the_error_names_the_step_in_error(ada: APIClient) -> None:
     assert response.json()["detail"] == "steps[1].pool: This field may not be null."
     assert response.json()["steps"]["1"] == {"pool": ["This field may not be null."]}
     assert json.loads(response.content)["code"] == "invalid"
+
+
+# --- deleting definitions, and optional fields ----------------------------------------------------
+
+
+def test_definitions_no_job_uses_are_deleted_and_used_ones_name_a_job(fake_remote: FakeRemote) -> None:
+    chain(n=1)
+    make_workflow("unused", step("a"))
+    make_policy("spare")
+    admin = client_for(make_user("ada", "administrators"))
+    job = job_submit(workflow="chain", input={}).job
+    assert admin.delete(f"{V1}/workflows/unused/").status_code == 204
+    refused = admin.delete(f"{V1}/workflows/chain/")
+    assert refused.status_code == 409 and str(job.pk) in refused.json()["detail"]
+    assert admin.delete(f"{V1}/policies/spare/").status_code == 204
+    assert admin.delete(f"{V1}/policies/default/").status_code == 409
+    pool = admin.delete(f"{V1}/pools/local/")
+    assert pool.status_code == 409 and "job" in pool.json()["detail"]
+    admin.post(f"{V1}/pools/", {"name": "spare", "kind": "python"}, format="json")
+    assert admin.delete(f"{V1}/pools/spare/").status_code == 204
+
+
+@pytest.mark.sqlite
+def test_optional_definition_fields_accept_null(fake_remote: FakeRemote) -> None:
+    make_pool()
+    make_policy()
+    admin = client_for(make_user("ada", "administrators"))
+    body = {
+        "name": "nulls",
+        "description": None,
+        "deadline_seconds": None,
+        "steps": [
+            {
+                "name": "a",
+                "pool": "local",
+                "path": "agents.builtin.noop",
+                "policy": "default",
+                "status_path": None,
+                "compensation_path": None,
+                "depends_on": None,
+            }
+        ],
+    }
+    response = admin.post(f"{V1}/workflows/", body, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["steps"][0]["status_path"] == ""
+    assert (
+        admin.post(
+            f"{V1}/pools/",
+            {"name": "p2", "kind": "python", "alternate": None, "endpoints": None},
+            format="json",
+        ).status_code
+        == 201
+    )
+    # A required field is still required.
+    assert admin.post(f"{V1}/workflows/", {**body, "name": None}, format="json").status_code == 400

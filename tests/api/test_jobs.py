@@ -19,7 +19,7 @@ from scheduler import selectors
 from scheduler.models import Event, Job, JobStatus, Outcome
 from scheduler.services import job_submit
 from tests.api.support import V1, client_for, make_user, submit
-from tests.factories import chain, diamond
+from tests.factories import chain, diamond, make_workflow
 
 pytestmark = pytest.mark.django_db
 
@@ -446,3 +446,38 @@ def test_the_light_read_keeps_another_submitters_job_hidden() -> None:
         selectors.job_for_reading(user=other, job_id=job.pk)
     with pytest.raises(NotFound):
         selectors.job_for_reading(user=owner, job_id="not-a-uuid")
+
+
+# --- search ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.sqlite
+def test_jobs_are_found_by_business_key_idempotency_key_and_input_field(fake_remote: FakeRemote) -> None:
+    from tests.factories import step  # the module's loops name their own `step`
+
+    chain(n=1)
+    make_workflow("other", step("a"))
+    sam = make_user("sam", "submitters")
+    client = client_for(sam)
+    one = client.post(
+        f"{V1}/jobs/",
+        {"workflow": "chain", "input": {"customer": 42, "tier": "gold"}, "business_key": "order 1001"},
+        format="json",
+        headers={"Idempotency-Key": "k-1"},
+    ).json()
+    client.post(f"{V1}/jobs/", {"workflow": "chain", "input": {"customer": 7}}, format="json")
+    client.post(f"{V1}/jobs/", {"workflow": "other", "input": {"customer": 42}}, format="json")
+
+    def ids(query: str) -> list[str]:
+        response = client.get(f"{V1}/jobs/?{query}")
+        assert response.status_code == 200, response.json()
+        return [j["id"] for j in response.json()["results"]]
+
+    assert ids("business_key=order%201001") == [one["id"]]
+    assert ids("idempotency_key=k-1") == [one["id"]]
+    assert ids("workflow=chain&input.customer=42") == [one["id"]]
+    assert ids("workflow=chain&input.tier=gold") == [one["id"]]
+    assert ids("workflow=chain&input.customer=8") == []
+    assert one["business_key"] == "order 1001"
+    assert client.get(f"{V1}/jobs/?input.customer=42").status_code == 400  # needs a workflow
+    assert client.get(f"{V1}/jobs/?workflow=chain&input.a__b=1").status_code == 400

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from agents.fake import FakeRemote
 from scheduler.models import Job
 from scheduler.services import job_submit
 from supervisor.models import AlertSubscription
@@ -133,3 +135,34 @@ def test_a_superuser_may_do_everything() -> None:
     client = client_for(root)
     assert client.post(f"{V1}/policies/", {"name": "p"}, format="json").status_code == 201
     assert client.get(f"{V1}/jobs/").status_code == 200
+
+
+# --- the viewer role ------------------------------------------------------------------------------
+
+
+@pytest.mark.sqlite
+def test_a_viewer_reads_everything_and_changes_nothing(fake_remote: FakeRemote, drain: Callable) -> None:
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}, submitter=make_user("sam", "submitters")).job
+    viewer = client_for(make_user("vic", "viewers"))
+    for path in (
+        "/jobs/",
+        f"/jobs/{job.pk}/",
+        f"/jobs/{job.pk}/events/",
+        "/workflows/",
+        "/pools/",
+        "/policies/",
+        "/attention/",
+        "/supervisor/",
+    ):
+        assert viewer.get(f"{V1}{path}").status_code == 200, path
+    assert viewer.get(f"{V1}/jobs/").json()["count"] == 1
+    for method, path, body in [
+        ("post", "/jobs/", {"workflow": "chain", "input": {}}),
+        ("post", f"/jobs/{job.pk}/cancel/", {}),
+        ("post", f"/steps/{job.steps.get().pk}/retry/", {}),
+        ("post", "/attention/bulk/", {"action": "retry", "step_ids": [1], "dry_run": True}),
+        ("post", "/policies/", {"name": "p"}),
+    ]:
+        assert getattr(viewer, method)(f"{V1}{path}", body, format="json").status_code == 403, path
+    assert Job.objects.count() == 1

@@ -194,3 +194,32 @@ def test_two_clusters_have_one_acting_supervisor_and_remediate_each_step_once(
         assert dispatches == step.attempt
         assert len(set(Attempt.objects.filter(step=step).values_list("number", flat=True))) == step.attempt
     assert sandbox.stats()["duplicates"] == 0
+
+
+# --- a pool limit against a real remote, through a real cluster -----------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_never_has_more_calls_in_flight_than_the_pools_limit(
+    sandbox: Any, clusters: Callable[..., Any]
+) -> None:
+    from testbed.definitions import ensure_policy, ensure_pool, ensure_workflow
+    from tests.processes import wait_until
+
+    ensure_pool("limited", kind="http", endpoints=[sandbox.url], max_in_flight=5)
+    ensure_policy("plain", timeout_seconds=30, max_attempts=3)
+    ensure_workflow(
+        "burst", [{"name": "reserve", "pool": "limited", "path": "/inventory/reserve", "policy": "plain"}]
+    )
+    sandbox.config(latency_ms=50)
+    clusters("c1", SAS_Q_WORKERS=8)
+    ids = [job_submit(workflow="burst", input={"n": n}, priority=n % 2).job_id for n in range(200)]
+
+    def done() -> bool:
+        return Job.objects.filter(pk__in=ids, status=JobStatus.SUCCEEDED).count() == len(ids)
+
+    wait_until(done, timeout=180, interval=0.5, message="every job of the burst succeeded")
+    stats = sandbox.stats()
+    assert stats["max_concurrent"]["/inventory/reserve"] == 5  # the limit was reached, never passed
+    assert stats["duplicates"] == 0

@@ -1,23 +1,26 @@
 """The capacity pump (scheduler.services.capacity): which waiting steps it dispatches, which pools
-it looks at and when, and what its pool lock lets through."""
+it looks at and when, and what its pool lock lets through; pool limits (in flight, per second) and
+job priorities, in-process and over the API."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.db import OperationalError, connection, transaction
+from django.utils import timezone
 
 from agents.fake import FakeRemote
 from agents.models import AgentPool
 from agents.services import pool_save
-from scheduler.models import Step, StepStatus
+from scheduler.models import Attempt, Event, EventKind, Job, Step, StepStatus
 from scheduler.services import capacity, job_submit
 from scheduler.services.capacity import forget_limits_cache, pump, run_capacity
 from supervisor.services import job_pause
-from tests.api.support import make_user
+from tests.api.support import V1, client_for, make_user
 from tests.conftest import run_queued_tasks
 from tests.factories import make_pool, make_workflow, step
 
@@ -214,3 +217,88 @@ def test_new_steps_of_a_pool_are_not_blocked_while_a_pump_holds_it(
             cursor.execute("RESET lock_timeout")
     assert not errors
     assert Step.objects.count() == 3
+
+
+# --- limits and priorities ------------------------------------------------------------------------
+
+
+@pytest.mark.sqlite
+def test_steps_beyond_a_pools_limit_wait_and_go_out_highest_priority_first(
+    fake_remote: FakeRemote, drain: Callable, settings: Any
+) -> None:
+    make_pool("slow", kind="python")
+    AgentPool.objects.filter(name="slow").update(max_in_flight=2)
+    forget_limits_cache()
+    make_workflow("one", step("s1", pool="slow"))
+    jobs = [job_submit(workflow="one", input={"n": n}, priority=n % 3).job for n in range(6)]
+    assert set(Step.objects.values_list("status", flat=True)) == {StepStatus.WAITING}
+    pump()  # what each submission's commit starts
+    # Nothing was dispatched where it became ready; the pump took two, the rest wait.
+    statuses = sorted(Step.objects.values_list("status", flat=True))
+    assert statuses.count(StepStatus.DISPATCHED) == 2 and statuses.count(StepStatus.WAITING) == 4
+    waiting = Step.objects.filter(status=StepStatus.WAITING)
+    assert all(s.deadline is None and s.attempt == 0 for s in waiting)  # no attempt, no deadline
+    first = set(Step.objects.filter(status=StepStatus.DISPATCHED).values_list("job__priority", flat=True))
+    assert first == {2}  # the two jobs of priority 2 went first
+    assert Event.objects.filter(kind=EventKind.STEP_WAITING).count() == 6
+    drain()
+    pump()
+    drain()
+    pump()
+    drain()
+    assert set(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("status", flat=True)) == {
+        "succeeded"
+    }
+
+
+def test_a_rate_limited_pool_starts_at_most_its_rate(fake_remote: FakeRemote) -> None:
+    make_pool("rated", kind="python")
+    AgentPool.objects.filter(name="rated").update(max_per_second=2)
+    forget_limits_cache()
+    make_workflow("one", step("s1", pool="rated"))
+    for n in range(5):
+        job_submit(workflow="one", input={"n": n})
+    assert pump()[0] == 2
+    assert Step.objects.filter(status=StepStatus.DISPATCHED).count() == 2
+    # The two calls started just now (set again: the first pump's own time does not count).
+    Attempt.objects.update(dispatched_at=timezone.now())
+    count, wait = pump()
+    assert count == 0 and wait is not None and 0 < wait <= 1
+    # A second later the window has moved on: two more go.
+    Attempt.objects.update(dispatched_at=timezone.now() - dt.timedelta(seconds=1.1))
+    assert pump()[0] == 2
+
+
+def test_a_paused_or_stopped_job_takes_no_slot(fake_remote: FakeRemote, drain: Callable) -> None:
+    from supervisor.services import job_cancel, job_pause
+
+    make_pool("slow", kind="python")
+    AgentPool.objects.filter(name="slow").update(max_in_flight=1)
+    forget_limits_cache()
+    make_workflow("one", step("s1", pool="slow"))
+    _first, second, third = (job_submit(workflow="one", input={"n": n}).job for n in range(3))
+    pump()
+    olga = make_user("olga", "operators")
+    job_pause(actor=olga, job_id=second.pk)
+    job_cancel(actor=olga, job_id=third.pk)
+    assert Step.objects.get(job=third).status == StepStatus.SKIPPED
+    drain()
+    pump()
+    assert Step.objects.get(job=second).status == StepStatus.WAITING  # paused: still waiting
+
+
+def test_pool_limits_over_the_api(fake_remote: FakeRemote) -> None:
+    admin = client_for(make_user("ada", "administrators"))
+    created = admin.post(
+        f"{V1}/pools/",
+        {"name": "limited", "kind": "python", "max_in_flight": 5, "max_per_second": 2.5},
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    assert (created.json()["max_in_flight"], created.json()["max_per_second"]) == (5, 2.5)
+    assert (
+        admin.patch(f"{V1}/pools/limited/", {"max_in_flight": None}, format="json").json()["max_in_flight"]
+        is None
+    )
+    assert admin.patch(f"{V1}/pools/limited/", {"max_in_flight": 0}, format="json").status_code == 400
+    assert admin.patch(f"{V1}/pools/limited/", {"max_per_second": -1}, format="json").status_code == 400

@@ -3,6 +3,7 @@ secrets, and read-only jobs and steps whose actions go through the operator serv
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,10 +17,12 @@ from django_q.models import Failure
 from agents.fake import FakeRemote
 from agents.models import AgentEndpoint, AgentPool
 from sas_project.permissions import role_groups_ensure
-from scheduler.models import Event, Job, JobStatus, Outcome, Step, StepStatus, Workflow
+from scheduler.models import Event, Job, JobStatus, Outcome, Schedule, Step, StepStatus, Workflow
 from scheduler.services import job_submit
 from supervisor.models import PolicyRevision, RemediationPolicy
+from tests.api.support import make_user
 from tests.factories import chain, make_policy, make_pool, make_workflow, step
+from tests.supervisor.test_console import console_for
 
 pytestmark = pytest.mark.django_db
 
@@ -399,3 +402,33 @@ def test_the_step_changelist_filters_by_status(
     page = admin_client.get("/admin/scheduler/step/?status__exact=held").content.decode()
     assert f"/ops/jobs/{job.pk}/" in page
     assert Step.objects.filter(status=StepStatus.HELD).count() == 1
+
+
+# --- schedules ------------------------------------------------------------------------------------
+
+
+def test_schedules_are_administered_through_the_same_rules(fake_remote: FakeRemote) -> None:
+    chain(n=1)
+    ada = make_user("ada", "administrators")
+    ada.is_staff = True
+    ada.save(update_fields=["is_staff"])
+    admin = console_for(ada)
+    form = {
+        "name": "nightly",
+        "workflow": "chain",
+        "input": "{}",
+        "business_key": "",
+        "priority": "0",
+        "cron": "61 * * * *",
+        "timezone": "UTC",
+        "catch_up": "once",
+    }
+    refused = admin.post("/admin/scheduler/schedule/add/", form)
+    errors = re.findall(r"errorlist[^>]*>(.*?)</ul>", refused.content.decode(), re.S)
+    assert refused.status_code == 200 and any("is not a cron expression" in e for e in errors), errors
+    assert not Schedule.objects.exists()
+    saved = admin.post("/admin/scheduler/schedule/add/", {**form, "cron": "0 3 * * *"})
+    assert saved.status_code == 302, saved.content[:2000]
+    schedule = Schedule.objects.get(name="nightly")
+    assert schedule.next_fire_at is not None and schedule.created_by.username == "ada"
+    assert LogEntry.objects.filter(object_repr="nightly").count() == 1

@@ -1,5 +1,6 @@
-"""The operator console (/ops/): access, pages, htmx fragments, actions and their events, and query
-counts that do not grow with the data."""
+"""The operator console (/ops/): access, pages, htmx fragments, actions and their events, query
+counts that do not grow with the data, bad input to every action (a clear 4xx, never a 500, and
+nothing changes), and what viewers, reruns and key searches look like there."""
 
 from __future__ import annotations
 
@@ -16,9 +17,22 @@ from django.utils import timezone
 from agents.fake import FakeRemote
 from agents.outcome import CallResult
 from sas_project.permissions import role_groups_ensure
-from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Outcome, Step, StepStatus, Workflow
+from scheduler.models import (
+    Attempt,
+    Event,
+    EventKind,
+    Job,
+    JobStatus,
+    Outcome,
+    Schedule,
+    Step,
+    StepStatus,
+    Workflow,
+)
+from scheduler.schedules import schedule_create
 from scheduler.services import job_submit
 from supervisor.models import SupervisorLease
+from tests.api.support import failed_at_s2, make_user
 from tests.conftest import run_queued_tasks
 from tests.factories import chain, diamond, make_policy, make_pool, make_workflow, step
 
@@ -831,3 +845,159 @@ def test_calibration_percentiles_match_the_python_fallback() -> None:
     assert _percentile(values, 0.5) == 1200
     assert _percentile(values, 0.99) == pytest.approx(2470)
     assert _percentile([], 0.5) is None
+
+
+# --- bad input: a clear 4xx, never a 500, and nothing changes -------------------------------------
+
+
+def counts() -> tuple[int, int, int, int]:
+    return Job.objects.count(), Step.objects.count(), Attempt.objects.count(), Event.objects.count()
+
+
+@pytest.mark.parametrize(
+    ("path", "data"),
+    [
+        ("/ops/steps/999999999/retry/", {}),
+        ("/ops/steps/999999999/resolve/", {"output": "{}", "reason": "checked by phone"}),
+        ("/ops/steps/99999999999999999999999/retry/", {}),
+        ("/ops/jobs/0b8a1c3e-5d7f-4e21-9a6b-2c4d6e8f0a1b/act/", {"action": "cancel"}),
+        ("/ops/jobs/not-a-uuid/act/", {"action": "cancel"}),
+        ("/ops/steps/abc/retry/", {}),
+    ],
+)
+def test_unknown_ids_are_404_and_change_nothing(ops: Client, path: str, data: dict) -> None:
+    before = counts()
+    response = ops.post(path, data, **HTMX)
+    assert response.status_code == 404
+    assert ops.post(path, data).status_code in (302, 404)
+    assert counts() == before
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"output": "[1, 2]", "reason": "r"},
+        {"output": "not json", "reason": "r"},
+        {"output": '{"a": "\\u0000"}', "reason": "r"},
+        {"output": "[" * 5000 + "]" * 5000, "reason": "r"},
+        {"output": "{}", "reason": "x" * 100_000},
+        {"output": "{}"},
+    ],
+)
+def test_a_bad_resolve_is_a_clear_400_and_changes_nothing(
+    ops: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable, data: dict
+) -> None:
+    step = held_step(held_job(drain, fake_remote, supervise))
+    before = counts()
+    response = ops.post(f"/ops/steps/{step.pk}/resolve/", data, **HTMX)
+    assert 400 <= response.status_code < 500
+    assert ops.post(f"/ops/steps/{step.pk}/resolve/", data).status_code in (302, 400)
+    assert counts() == before
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"action": "explode"},
+        {"action": "retry", "stage": "run", "step": "abc"},
+        {"action": "retry", "stage": "nonsense", "step": "1"},
+        {},
+    ],
+)
+def test_a_bad_bulk_request_is_a_clear_400_and_changes_nothing(ops: Client, data: dict) -> None:
+    before = counts()
+    response = ops.post("/ops/attention/bulk/", data)
+    assert response.status_code == 400
+    assert counts() == before
+
+
+def test_an_unknown_job_action_is_400(
+    ops: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    job = held_job(drain, fake_remote, supervise)
+    before = counts()
+    response = ops.post(f"/ops/jobs/{job.pk}/act/", {"action": "delete_everything"}, **HTMX)
+    assert response.status_code == 400
+    assert counts() == before
+
+
+def test_a_body_over_the_limit_is_refused_without_a_500(ops: Client, settings: Any) -> None:
+    response = ops.post("/ops/attention/bulk/", {"reason": "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 10)})
+    assert 400 <= response.status_code < 500
+
+
+@pytest.mark.parametrize(
+    "query", ["?older_than=abc", "?older_than=-5", "?workflow=" + "x" * 5000, "?page=999999", "?page=abc"]
+)
+def test_bad_filters_never_break_the_lists(ops: Client, query: str) -> None:
+    assert ops.get("/ops/attention/" + query).status_code in (200, 400)
+    assert ops.get("/ops/jobs/" + query).status_code in (200, 400, 404)
+
+
+# --- the console's operator features (the browser tests drive the same views) ---------------------
+
+
+Supervise = Callable[..., Any]
+
+
+def console_for(user: Any) -> Any:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_console_is_read_by_viewers_and_its_actions_refuse_them(
+    fake_remote: FakeRemote, drain: Callable, supervise: Supervise
+) -> None:
+    job = failed_at_s2(drain, fake_remote, supervise)
+    schedule_create(name="s", actor=None, workflow="three", cron="* * * * *")
+    viewer = console_for(make_user("vera", "viewers"))
+    for path in ("/ops/", "/ops/attention/", "/ops/jobs/", f"/ops/jobs/{job.pk}/", "/ops/schedules/"):
+        page = viewer.get(path)
+        assert page.status_code == 200, path
+        assert b'method="post" action="/ops/' not in page.content, path
+    s2 = Step.objects.get(job=job, name="s2")
+    for path, body in (
+        (f"/ops/jobs/{job.pk}/rerun/", {"from_step": "s2"}),
+        (f"/ops/steps/{s2.pk}/retry/", {}),
+        (f"/ops/jobs/{job.pk}/act/", {"action": "compensate"}),
+        ("/ops/schedules/s/act/", {"action": "pause"}),
+    ):
+        assert viewer.post(path, body).status_code == 403, path
+    assert not Job.objects.filter(rerun_of=job).exists()
+    assert Schedule.objects.get(name="s").paused_at is None
+    # A user with no role reads nothing.
+    assert console_for(make_user("nobody")).get("/ops/jobs/").status_code == 403
+
+
+def test_a_console_rerun_with_bad_input_or_of_a_live_job_changes_nothing(
+    fake_remote: FakeRemote, drain: Callable, supervise: Supervise
+) -> None:
+    job = failed_at_s2(drain, fake_remote, supervise)
+    ops = console_for(make_user("olga", "operators"))
+    bad_json = ops.post(
+        f"/ops/jobs/{job.pk}/rerun/", {"from_step": "s2", "input": "{nope"}, HTTP_HX_REQUEST="true"
+    )
+    assert bad_json.status_code == 400 and b"input is not valid JSON" in bad_json.content
+    unknown = ops.post(f"/ops/jobs/{job.pk}/rerun/", {"from_step": "zz"}, HTTP_HX_REQUEST="true")
+    assert unknown.status_code == 400
+    live = job_submit(workflow="three", input={"order": 2}).job
+    refused = ops.post(f"/ops/jobs/{live.pk}/rerun/", {"from_step": "s1"}, HTTP_HX_REQUEST="true")
+    assert refused.status_code == 409 and b"once it has settled" in refused.content
+    assert not Job.objects.filter(rerun_of__isnull=False).exists()
+    done = ops.post(f"/ops/jobs/{job.pk}/rerun/", {"from_step": "s2", "reason": "again"})
+    rerun = Job.objects.get(rerun_of=job)
+    assert done.status_code == 302 and done["Location"] == f"/ops/jobs/{rerun.pk}/"
+
+
+def test_the_console_finds_jobs_by_business_or_idempotency_key(fake_remote: FakeRemote) -> None:
+    chain(n=1)
+    one = job_submit(workflow="chain", input={}, business_key="order-1001").job
+    two = job_submit(workflow="chain", input={}, idempotency_key="client-key-7").job
+    ops = console_for(make_user("olga", "operators"))
+    page = ops.get("/ops/jobs/", {"key": "order-1001"}).content.decode()
+    assert str(one.pk) in page and str(two.pk) not in page
+    page = ops.get("/ops/jobs/", {"key": "client-key-7"}).content.decode()
+    assert str(two.pk) in page and str(one.pk) not in page
