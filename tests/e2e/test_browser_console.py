@@ -65,6 +65,9 @@ def watched_context(browser: Browser) -> BrowserContext:
     """A browser context whose pages report every CSP violation to CSP_VIOLATIONS."""
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     context.set_default_timeout(TIMEOUT)
+    # expect() waits 5 s unless told otherwise: a bound a busy machine can miss. Wait as long as
+    # the actions do for what the page must come to show.
+    expect.set_options(timeout=TIMEOUT)
     context.expose_binding("__reportCsp", lambda source, text: CSP_VIOLATIONS.append(text))
     context.add_init_script(REPORT_VIOLATIONS)
 
