@@ -1,5 +1,6 @@
 """The Django admin: audited policy edits, validated and versioned workflows, pools with write-only
-secrets, and read-only jobs and steps whose actions go through the operator services."""
+secrets, read-only jobs and steps whose actions go through the operator services, and schedules
+held to the same rules as the API."""
 
 from __future__ import annotations
 
