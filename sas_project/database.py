@@ -2,7 +2,7 @@
 
 The service runs on PostgreSQL (production, the test suite) and on SQLite (the embedded default of
 `make run`). Code with a PostgreSQL statement and a portable fallback asks one of these questions,
-named by what it needs, and never the vendor itself (tests/test_database_questions.py holds the
+named by what it needs, and never the vendor itself (tests/structure/test_database_questions.py holds the
 line; migrations may still ask the vendor, as they are frozen history). Each question takes the
 connection to ask about, the default database's by default.
 """

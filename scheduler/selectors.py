@@ -154,7 +154,7 @@ def job_detail(*, user: Any, job_id: uuid.UUID | str) -> Job:
 # The job as the API shows it, read at speed on PostgreSQL: three prepared statements into light
 # rows with the attributes the representation reads (scheduler.serializers.job_data), instead of
 # three ORM queries compiled and turned into model instances on every submission and job read.
-# tests/test_api_jobs.py checks that both reads render the same.
+# tests/api/test_jobs.py checks that both reads render the same.
 
 JOB_SQL = """
 SELECT j.id, j.status, j.input, j.result, j.compensation_reason, j.paused_at, j.deadline,

@@ -92,7 +92,7 @@ class JobFilterSerializer(serializers.Serializer):
 # DRF builds a ModelSerializer's fields from the model's metadata on each use, which costs more
 # than the rest of the request. These serializers keep their declared fields (the schema and
 # the documentation come from them) but render with the plain functions below, which give the
-# same output field for field (tests/test_api_jobs.py compares them with DRF's own rendering).
+# same output field for field (tests/api/test_jobs.py compares them with DRF's own rendering).
 
 
 def drf_datetime(value: Any) -> str | None:

@@ -6,7 +6,7 @@ after a backoff (time it out, schedule the retry). This module reads the facts o
 steps in one statement (locking their jobs, skipping locked ones), lets the policy decide
 (supervisor.policies.decide, the same pure function), and applies those two decisions to the
 whole batch in one statement: the attempts closed, the steps moved, and their events, exactly as
-the per-step path writes them (tests/test_scan_setwise.py compares the two). Every other due step,
+the per-step path writes them (tests/supervisor/test_scan_setwise.py compares the two). Every other due step,
 and every step of a job that has one, goes back to the per-step path (supervisor.scan.remediate)
 in the same transaction.
 """

@@ -14,6 +14,7 @@ from django_q.models import OrmQ
 from agents.broker import task_of
 from agents.fake import FakeRemote
 from agents.validation import clear_resolution_cache
+from scheduler.services.capacity import forget_limits_cache
 from supervisor.scan import ScanReport, scan
 from testbed.processes import allow_loopback_remotes
 from tests.processes import Cluster, Sandbox, free_port
@@ -23,16 +24,17 @@ def pytest_configure(config: pytest.Config) -> None:
     """The suite's remotes (the sandbox, webhook receivers, the fake HTTP servers) listen on
     loopback, which outbound requests reach only when SAS_OUTBOUND_INTERNAL_HOSTS names it: the
     suite names it, for itself and the processes it starts, as `make run` names its sandbox. The
-    guard's own tests (tests/test_security_outbound.py) set the list themselves."""
+    guard's own tests (tests/security/test_outbound.py) set the list themselves."""
     allow_loopback_remotes()
 
 
 @pytest.fixture(autouse=True)
 def _fresh_caches() -> None:
-    """The guard's save-time answers and the API's request counts live in this process's memory;
-    no test sees another test's."""
+    """The guard's save-time answers, the API's request counts and the pools' limits live in this
+    process's memory; no test sees another test's."""
     clear_resolution_cache()
     caches["throttle"].clear()
+    forget_limits_cache()
 
 
 def on_sqlite() -> bool:

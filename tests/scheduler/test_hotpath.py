@@ -1,0 +1,299 @@
+"""The outcome's PostgreSQL function and the general path leave the same rows behind.
+
+Each scenario runs twice, once with the function (SAS_FAST_PATH on) and once through the Python
+services alone, on jobs of the same shape; the jobs, steps, attempts and events they leave are
+compared field by field (timestamps as their offsets from the job's creation).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.models import F
+from django_q.models import OrmQ
+
+from agents.broker import task_of
+from agents.health import choose_endpoint
+from agents.models import AgentEndpoint, AgentPool
+from agents.outcome import CallResult, Outcome
+from scheduler.models import Attempt, Event, Job, Step
+from scheduler.services import hotpath, job_submit, step_record_outcome
+from scheduler.tasks import run_attempt
+from tests.factories import chain, diamond, make_pool, make_workflow, step
+
+pytestmark = pytest.mark.django_db
+
+
+def _offset(value: dt.datetime | None, origin: dt.datetime) -> Any:
+    return None if value is None else value >= origin
+
+
+def snapshot(job: Job) -> dict[str, Any]:
+    """What a job left behind, without ids, times or queue rows (they differ between runs)."""
+    job.refresh_from_db()
+    origin = job.created_at
+    names = {s.pk: s.name for s in Step.objects.filter(job=job)}
+    steps = [
+        {
+            "name": s.name,
+            "kind": s.kind,
+            "status": s.status,
+            "attempt": s.attempt,
+            "calls": s.calls,
+            "last_outcome": s.last_outcome,
+            "output": s.output,
+            "error": s.error,
+            "pool": s.pool.name,
+            "endpoint": s.endpoint.url if s.endpoint else None,
+            "deadline_after_dispatch": (s.deadline - s.first_dispatched_at) if s.deadline else None,
+            "first_dispatched": _offset(s.first_dispatched_at, origin),
+            "finished": s.finished_at is not None,
+        }
+        for s in Step.objects.filter(job=job).select_related("pool", "endpoint").order_by("id")
+    ]
+    attempts = [
+        {
+            "step": names[a.step_id],
+            "number": a.number,
+            "kind": a.kind,
+            "pool": a.pool.name,
+            "endpoint_url": a.endpoint_url,
+            "policy_version": a.policy_version,
+            "timeout": a.deadline - a.dispatched_at,
+            "started": a.started_at is not None,
+            "queued": a.queue_row is not None,
+            "finished": a.finished_at is not None,
+            "outcome": a.outcome,
+            "decided_by": a.decided_by,
+            "status_code": a.status_code,
+            "latency_ms": a.latency_ms,
+            "response_excerpt": a.response_excerpt,
+            "error": a.error,
+            "late_outcome": a.late_outcome,
+            "late": a.late_at is not None,
+        }
+        for a in Attempt.objects.filter(step__job=job).select_related("pool").order_by("step_id", "number")
+    ]
+    events = []
+    for e in Event.objects.filter(job=job).order_by("id"):
+        data = dict(e.data)
+        if "deadline" in data:
+            data["deadline"] = dt.datetime.fromisoformat(data["deadline"]) - e.created_at
+        events.append(
+            {
+                "kind": e.kind,
+                "step": names.get(e.step_id),
+                "from": e.from_status,
+                "to": e.to_status,
+                "attempt": e.attempt,
+                "source": e.source,
+                "reason": e.reason,
+                "data": data,
+                "actor": e.actor_id,
+            }
+        )
+    return {
+        "job": {
+            "status": job.status,
+            "result": job.result,
+            "finished": job.finished_at is not None,
+            "deadline_after_creation": (job.deadline - origin) if job.deadline else None,
+            "input": job.input,
+            "request_hash": job.request_hash,
+        },
+        "steps": steps,
+        "attempts": attempts,
+        "events": events,
+    }
+
+
+def run_both(settings: Any, scenario: Callable[[], Job]) -> tuple[dict[str, Any], dict[str, Any]]:
+    settings.SAS_FAST_PATH = True
+    assert hotpath.enabled()
+    taken: list[bool] = []
+    real = hotpath.record_outcome
+
+    def counting(*args: Any, **kwargs: Any) -> bool:
+        taken.append(real(*args, **kwargs))
+        return taken[-1]
+
+    submitted: list[Any] = []
+    real_submit = hotpath.submit
+
+    def counting_submit(*args: Any, **kwargs: Any) -> Any:
+        submitted.append(real_submit(*args, **kwargs))
+        return submitted[-1]
+
+    with pytest.MonkeyPatch.context() as patch:  # the fast run only
+        patch.setattr(hotpath, "record_outcome", counting)
+        patch.setattr(hotpath, "submit", counting_submit)
+        fast = snapshot(scenario())
+    assert submitted and all(submitted), "the fast run must have submitted through sas_submit"
+    assert taken and all(taken), "the function must have recorded every outcome of the fast run"
+    settings.SAS_FAST_PATH = False
+    assert not hotpath.enabled()
+    general = snapshot(scenario())
+    return fast, general
+
+
+def run_queue() -> None:
+    """Run the queued agent tasks in this process until none is left."""
+    while (row := OrmQ.objects.order_by("id").first()) is not None:
+        row.delete()
+        task = task_of(row.payload)
+        run_attempt(*task["args"])
+
+
+def test_the_function_is_installed_and_used(fake_remote: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    chain("one", n=1)
+    job = job_submit(workflow="one", input={}).job
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_proc WHERE proname = 'sas_record_outcome'")
+        assert cursor.fetchone()[0] == 1
+    calls: list[int] = []
+    real = hotpath.record_outcome
+
+    def spy(*args: Any, **kwargs: Any) -> bool:
+        taken = real(*args, **kwargs)
+        calls.append(taken)
+        return taken
+
+    monkeypatch.setattr(hotpath, "record_outcome", spy)
+    run_queue()
+    assert calls == [True]
+    job.refresh_from_db()
+    assert job.status == "succeeded"
+
+
+@pytest.mark.parametrize("shape", ["chain", "diamond"])
+def test_a_job_that_succeeds_leaves_the_same_rows(settings: Any, fake_remote: Any, shape: str) -> None:
+    chain("c", n=3)
+    diamond("d")
+
+    def scenario() -> Job:
+        job = job_submit(workflow={"chain": "c", "diamond": "d"}[shape], input={"n": 1}).job
+        run_queue()
+        return job
+
+    fast, general = run_both(settings, scenario)
+    assert fast["job"]["status"] == "succeeded"
+    assert fast == general
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        CallResult(
+            Outcome.TRANSIENT_FAILURE, status_code=503, latency_ms=12, excerpt="busy", error="HTTP 503"
+        ),
+        CallResult(Outcome.BUSINESS_FAILURE, status_code=409, latency_ms=3, excerpt="{}", error="HTTP 409"),
+        CallResult(Outcome.NO_ANSWER, latency_ms=5000, error="no answer in time"),
+    ],
+    ids=["transient", "business", "no-answer"],
+)
+def test_a_failed_call_leaves_the_same_rows(settings: Any, fake_remote: Any, result: CallResult) -> None:
+    chain("c", n=2)
+
+    def scenario() -> Job:
+        job = job_submit(workflow="c", input={}).job
+        fake_remote.script("s1", result)
+        run_queue()
+        return job
+
+    fast, general = run_both(settings, scenario)
+    assert fast["steps"][0]["status"] in ("attempt_failed", "unknown")
+    assert fast == general
+
+
+def test_a_submission_with_a_deadline_and_an_http_root_leaves_the_same_rows(
+    settings: Any, fake_remote: Any
+) -> None:
+    make_pool("web", kind="http", endpoints=["http://a.example:1", "http://b.example:1"])
+    make_workflow(
+        "timed",
+        step("root", pool="web", path="/r", compensation="/undo"),
+        step("local"),
+        step("after", "root", "local"),
+        deadline_seconds=600,
+    )
+
+    def scenario() -> Job:
+        return job_submit(workflow="timed", input={"order": 7}).job
+
+    settings.SAS_FAST_PATH = True
+    fast = snapshot(scenario())
+    settings.SAS_FAST_PATH = False
+    general = snapshot(scenario())
+    # The endpoint follows the step's id (spread): compare where each run's choice rule sends it.
+    for run in (fast, general):
+        for row in run["steps"] + run["attempts"]:
+            row.pop("endpoint", None)
+            row.pop("endpoint_url", None)
+        for event in run["events"]:
+            event["data"].pop("endpoint", None)
+    assert fast["steps"][0]["status"] == fast["steps"][1]["status"] == "dispatched"
+    assert fast == general
+
+
+def test_a_success_after_the_deadline_is_noted_alike(settings: Any, fake_remote: Any) -> None:
+    chain("c", n=2)
+
+    def scenario() -> Job:
+        job = job_submit(workflow="c", input={}).job
+        first = job.steps.get(name="s1")
+        Attempt.objects.filter(step=first).update(deadline=F("deadline") - dt.timedelta(hours=1))
+        step_record_outcome(first.pk, 1, CallResult(Outcome.SUCCEEDED, output={"late": 1}, latency_ms=7))
+        OrmQ.objects.all().delete()
+        return job
+
+    fast, general = run_both(settings, scenario)
+    assert fast["attempts"][0]["late_outcome"] == "succeeded"
+    assert fast["events"][2]["data"] == {"latency_ms": 7, "status_code": None, "late": True}
+    assert fast == general
+
+
+def test_the_function_declines_what_it_does_not_cover_and_writes_nothing(settings: Any) -> None:
+    """A paused job: the function answers 'fallback' without a write; the general path records."""
+    chain("c", n=1)
+    job = job_submit(workflow="c", input={}).job
+    Job.objects.filter(pk=job.pk).update(paused_at=F("created_at"))
+    first = job.steps.get()
+    before = (Event.objects.count(), Attempt.objects.filter(finished_at__isnull=False).count())
+    assert not hotpath.record_outcome(first.pk, 1, CallResult(Outcome.SUCCEEDED, output={}), source="agent")
+    assert (Event.objects.count(), Attempt.objects.filter(finished_at__isnull=False).count()) == before
+    step_record_outcome(first.pk, 1, CallResult(Outcome.SUCCEEDED, output={}))
+    first.refresh_from_db()
+    assert first.status == "succeeded"
+
+
+def test_the_function_picks_the_endpoint_the_python_choice_picks(settings: Any, fake_remote: Any) -> None:
+    """Three endpoints, one cooling down: each dispatch by the function lands where
+    agents.health.choose_endpoint would have sent it."""
+    make_pool(
+        "web",
+        kind="http",
+        endpoints=["http://a.example:1", "http://b.example:1", "http://c.example:1"],
+    )
+    AgentEndpoint.objects.filter(url="http://b.example:1").update(
+        circuit_open_until=F("created_at") + dt.timedelta(days=3650)
+    )
+    make_workflow(
+        "fan",
+        step("root"),
+        *[step(f"leaf{i}", "root", pool="web", path="/x", compensation="/undo") for i in range(6)],
+    )
+    settings.SAS_FAST_PATH = True
+    job = job_submit(workflow="fan", input={}).job
+    run_attempt(job.steps.get(name="root").pk, 1)
+    pool = AgentPool.objects.get(name="web")
+    leaves = Step.objects.filter(job=job, name__startswith="leaf").select_related("endpoint")
+    from django.utils import timezone
+
+    for leaf in leaves:
+        expected = choose_endpoint(pool, now=timezone.now(), spread=leaf.pk)
+        assert leaf.endpoint == expected
+    assert {leaf.endpoint.url for leaf in leaves} == {"http://a.example:1", "http://c.example:1"}

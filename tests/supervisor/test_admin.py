@@ -1,0 +1,435 @@
+"""The Django admin: audited policy edits, validated and versioned workflows, pools with write-only
+secrets, read-only jobs and steps whose actions go through the operator services, and schedules
+held to the same rules as the API."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Group, User
+from django.test import Client, RequestFactory
+from django_q.models import Failure
+
+from agents.fake import FakeRemote
+from agents.models import AgentEndpoint, AgentPool
+from sas_project.permissions import role_groups_ensure
+from scheduler.models import Event, Job, JobStatus, Outcome, Schedule, Step, StepStatus, Workflow
+from scheduler.services import job_submit
+from supervisor.models import PolicyRevision, RemediationPolicy
+from tests.api.support import make_user
+from tests.factories import chain, make_policy, make_pool, make_workflow, step
+from tests.supervisor.test_console import console_for
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "s3cr3t-token-value-XYZ"
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def root() -> User:
+    return User.objects.create_superuser("root", "root@example.invalid", "root-password-1")
+
+
+@pytest.fixture
+def admin_client(client: Client, root: User) -> Client:
+    client.force_login(root)
+    return client
+
+
+def policy_form(policy: RemediationPolicy, **changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "timeout_seconds": policy.timeout_seconds,
+        "max_attempts": policy.max_attempts,
+        "backoff_initial_seconds": policy.backoff_initial_seconds,
+        "backoff_multiplier": policy.backoff_multiplier,
+        "backoff_max_seconds": policy.backoff_max_seconds,
+        "backoff_jitter": policy.backoff_jitter,
+        "retry_on": list(policy.retry_on),
+        "reassign_after_attempts": policy.reassign_after_attempts or "",
+        "on_exhausted": policy.on_exhausted,
+        "step_budget_seconds": policy.step_budget_seconds or "",
+        "revisions-TOTAL_FORMS": "0",
+        "revisions-INITIAL_FORMS": str(policy.revisions.count()),
+        "revisions-MIN_NUM_FORMS": "0",
+        "revisions-MAX_NUM_FORMS": "1000",
+    }
+    if policy.reconcile_before_retry:
+        data["reconcile_before_retry"] = "on"
+    data.update(changes)
+    return data
+
+
+def steps_formset(*steps: dict[str, Any], prefix: str = "steps") -> dict[str, Any]:
+    data = {
+        f"{prefix}-TOTAL_FORMS": str(len(steps)),
+        f"{prefix}-INITIAL_FORMS": "0",
+        f"{prefix}-MIN_NUM_FORMS": "0",
+        f"{prefix}-MAX_NUM_FORMS": "1000",
+    }
+    for i, spec in enumerate(steps):
+        for key, value in spec.items():
+            data[f"{prefix}-{i}-{key}"] = value
+    return data
+
+
+def step_row(
+    name: str, depends_on: str = "", pool: AgentPool | None = None, policy: Any = None
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "pool": (pool or make_pool()).pk,
+        "path": "agents.builtin.noop",
+        "status_path": "",
+        "compensation_path": "",
+        "depends_on": depends_on,
+        "policy": (policy or make_policy()).pk,
+    }
+
+
+# --- policies -------------------------------------------------------------------------------------
+
+
+def test_a_policy_edit_in_the_admin_makes_a_revision_naming_the_user(
+    admin_client: Client, root: User
+) -> None:
+    policy = make_policy("pay", max_attempts=3)
+    response = admin_client.post(
+        f"/admin/supervisor/remediationpolicy/{policy.pk}/change/", policy_form(policy, max_attempts=5)
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    policy.refresh_from_db()
+    assert policy.version == 2 and policy.max_attempts == 5
+    revision = PolicyRevision.objects.get(policy=policy, version=2)
+    assert revision.changed_by == root and revision.changes == {"max_attempts": [3, 5]}
+    # One log entry for the change (the service's), not a second one from the admin.
+    entries = LogEntry.objects.filter(object_id=str(policy.pk), content_type__model="remediationpolicy")
+    assert entries.count() == 1 and entries.get().user == root
+    page = admin_client.get(f"/admin/supervisor/remediationpolicy/{policy.pk}/change/").content.decode()
+    assert "change history" in page.lower() and "max_attempts" in page
+
+
+def test_an_invalid_policy_edit_is_refused_with_a_message(admin_client: Client) -> None:
+    policy = make_policy("pay")
+    response = admin_client.post(
+        f"/admin/supervisor/remediationpolicy/{policy.pk}/change/",
+        policy_form(policy, backoff_max_seconds=-1),
+    )
+    assert response.status_code == 200
+    assert "backoff_max_seconds must be at least backoff_initial_seconds" in response.content.decode()
+    policy.refresh_from_db()
+    assert policy.version == 1
+
+
+# --- workflows ------------------------------------------------------------------------------------
+
+
+def test_a_workflow_with_a_cycle_is_refused_with_a_message(admin_client: Client) -> None:
+    data = {
+        "name": "loop",
+        "description": "",
+        "deadline_seconds": "",
+        **steps_formset(step_row("a", "b"), step_row("b", "a")),
+    }
+    response = admin_client.post("/admin/scheduler/workflow/add/", data)
+    assert response.status_code == 200
+    assert "the steps form a cycle" in response.content.decode()
+    assert not Workflow.objects.filter(name="loop").exists()
+
+
+def test_a_workflow_with_an_unknown_dependency_is_refused(admin_client: Client) -> None:
+    data = {"name": "w", "description": "", "deadline_seconds": "", **steps_formset(step_row("a", "ghost"))}
+    response = admin_client.post("/admin/scheduler/workflow/add/", data)
+    assert response.status_code == 200
+    assert "depends on unknown step &#x27;ghost&#x27;" in response.content.decode()
+
+
+def test_saving_a_workflow_creates_a_version_and_saving_again_the_next(
+    admin_client: Client, root: User
+) -> None:
+    data = {
+        "name": "ship",
+        "description": "first",
+        "deadline_seconds": "60",
+        **steps_formset(step_row("a"), step_row("b", "a"), step_row("c", "a, b")),
+    }
+    response = admin_client.post("/admin/scheduler/workflow/add/", data)
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    first = Workflow.objects.get(name="ship")
+    assert first.version == 1 and first.created_by == root and first.deadline_seconds == 60
+    assert list(first.steps.order_by("position").values_list("name", "depends_on")) == [
+        ("a", []),
+        ("b", ["a"]),
+        ("c", ["a", "b"]),
+    ]
+    assert LogEntry.objects.filter(content_type__model="workflow", object_id=str(first.pk)).count() == 1
+    # The change page of a version is read-only and offers the next version.
+    page = admin_client.get(f"/admin/scheduler/workflow/{first.pk}/change/").content.decode()
+    assert 'name="_save"' not in page and f"?from={first.pk}" in page
+    assert admin_client.post(f"/admin/scheduler/workflow/{first.pk}/change/", data).status_code == 403
+    prefilled = admin_client.get(f"/admin/scheduler/workflow/add/?from={first.pk}").content.decode()
+    assert 'value="ship"' in prefilled and 'value="a, b"' in prefilled
+    data["description"] = "second"
+    assert admin_client.post(f"/admin/scheduler/workflow/add/?from={first.pk}", data).status_code == 302
+    second = Workflow.objects.get(name="ship", version=2)
+    assert second.description == "second" and second.steps.count() == 3
+    first.refresh_from_db()
+    assert first.description == "first"
+
+
+def test_workflows_are_for_administrators(client: Client) -> None:
+    role_groups_ensure()
+    user = User.objects.create_user("opal", is_staff=True)
+    user.groups.add(Group.objects.get(name="operators"))
+    client.force_login(user)
+    assert client.get("/admin/scheduler/workflow/add/").status_code == 403
+    manager = User.objects.create_user("ada", is_staff=True)
+    manager.groups.add(Group.objects.get(name="administrators"))
+    client.force_login(manager)
+    assert client.get("/admin/scheduler/workflow/add/").status_code == 200
+
+
+# --- pools and endpoints ----------------------------------------------------------------------------
+
+
+def pool_form(
+    name: str, kind: str = "http", alternate: str = "", *endpoints: dict[str, Any], initial: int = 0
+) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": name, "kind": kind, "alternate": alternate}
+    data.update(
+        {
+            "endpoints-TOTAL_FORMS": str(len(endpoints)),
+            "endpoints-INITIAL_FORMS": str(initial),
+            "endpoints-MIN_NUM_FORMS": "0",
+            "endpoints-MAX_NUM_FORMS": "1000",
+        }
+    )
+    for i, spec in enumerate(endpoints):
+        for key, value in spec.items():
+            data[f"endpoints-{i}-{key}"] = value
+    return data
+
+
+def test_an_endpoint_secret_is_stored_but_never_shown_back(admin_client: Client) -> None:
+    response = admin_client.post(
+        "/admin/agents/agentpool/add/",
+        pool_form(
+            "pay",
+            "http",
+            "",
+            {
+                "url": "http://pay.example/",
+                "enabled": "on",
+                "secret_header_name": "Authorization",
+                "secret_header_value": SECRET,
+            },
+        ),
+    )
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    pool = AgentPool.objects.get(name="pay")
+    endpoint = pool.endpoints.get()
+    assert endpoint.url == "http://pay.example" and endpoint.secret_header_value == SECRET
+    page = admin_client.get(f"/admin/agents/agentpool/{pool.pk}/change/").content.decode()
+    assert SECRET not in page and "stored" in page
+    # Saving again with the field left empty keeps the stored secret.
+    response = admin_client.post(
+        f"/admin/agents/agentpool/{pool.pk}/change/",
+        pool_form(
+            "pay",
+            "http",
+            "",
+            {
+                "id": endpoint.pk,
+                "pool": pool.pk,
+                "url": "http://pay.example",
+                "enabled": "on",
+                "secret_header_name": "Authorization",
+                "secret_header_value": "",
+            },
+            {
+                "url": "http://pay2.example",
+                "enabled": "on",
+                "secret_header_name": "",
+                "secret_header_value": "",
+            },
+            initial=1,
+        ),
+    )
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    assert AgentEndpoint.objects.get(url="http://pay.example").secret_header_value == SECRET
+    assert pool.endpoints.count() == 2
+    assert SECRET not in admin_client.get(f"/admin/agents/agentpool/{pool.pk}/change/").content.decode()
+
+
+def test_an_endpoint_url_is_validated(admin_client: Client) -> None:
+    response = admin_client.post(
+        "/admin/agents/agentpool/add/",
+        pool_form(
+            "bad",
+            "http",
+            "",
+            {
+                "url": "ftp://files.example",
+                "enabled": "on",
+                "secret_header_name": "",
+                "secret_header_value": "",
+            },
+        ),
+    )
+    assert response.status_code == 200
+    assert "must use http or https" in response.content.decode()
+    assert not AgentPool.objects.filter(name="bad").exists()
+
+
+def test_a_python_pool_has_no_endpoints_and_an_alternate_must_match_its_kind(admin_client: Client) -> None:
+    web = make_pool("web", kind="http", endpoints=["http://web.example"])
+    response = admin_client.post(
+        "/admin/agents/agentpool/add/",
+        pool_form(
+            "py",
+            "python",
+            str(web.pk),
+            {"url": "http://x.example", "enabled": "on", "secret_header_name": "", "secret_header_value": ""},
+        ),
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "The alternate pool must be of the same kind." in html
+
+
+# --- jobs and steps -------------------------------------------------------------------------------
+
+
+def held_job(drain: Callable, fake_remote: FakeRemote, supervise: Callable) -> Job:
+    make_policy("holding", on_exhausted="hold", max_attempts=1)
+    if not Workflow.objects.filter(name="h").exists():
+        make_workflow("h", step("s1", policy="holding"), step("s2", "s1"))
+    fake_remote.script("s1", Outcome.TRANSIENT_FAILURE)
+    job = job_submit(workflow="h", input={}).job
+    drain()
+    supervise()
+    return job
+
+
+def test_jobs_and_steps_are_read_only(admin_client: Client) -> None:
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    assert admin_client.get("/admin/scheduler/job/add/").status_code == 403
+    assert admin_client.get(f"/admin/scheduler/job/{job.pk}/delete/").status_code == 403
+    page = admin_client.get(f"/admin/scheduler/job/{job.pk}/change/").content.decode()
+    assert 'name="_save"' not in page and "s1" in page
+    assert admin_client.get(f"/admin/scheduler/job/?q={job.pk}").status_code == 200
+    assert admin_client.get("/admin/scheduler/job/?q=not-a-uuid").status_code == 200
+    assert admin_client.get("/admin/scheduler/step/").status_code == 200
+
+
+def test_the_compensate_and_cancel_actions_call_the_operator_services(
+    admin_client: Client, root: User, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    held, other = held_job(drain, fake_remote, supervise), held_job(drain, fake_remote, supervise)
+    chain(n=1)
+    finished = job_submit(workflow="chain", input={}).job
+    drain()
+    response = admin_client.post(
+        "/admin/scheduler/job/",
+        {"action": "compensate_jobs", "index": "0", "_selected_action": [str(held.pk), str(finished.pk)]},
+        follow=True,
+    )
+    html = response.content.decode()
+    assert f"Job {held.pk}: compensating" in html
+    assert f"Job {finished.pk}: refused: job {finished.pk} is succeeded" in html
+    assert Event.objects.get(job=held, kind="operator_compensate").actor == root
+    admin_client.post(
+        "/admin/scheduler/job/", {"action": "cancel_jobs", "index": "0", "_selected_action": [str(other.pk)]}
+    )
+    drain()
+    held.refresh_from_db()
+    other.refresh_from_db()
+    assert (held.status, other.status) == (JobStatus.COMPENSATED, JobStatus.CANCELLED)
+    assert Event.objects.get(job=other, kind="operator_cancel").actor == root
+
+
+def test_the_retry_action_on_steps_calls_the_operator_service(
+    admin_client: Client, root: User, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    job = held_job(drain, fake_remote, supervise)
+    s1, s2 = job.steps.get(name="s1"), job.steps.get(name="s2")
+    response = admin_client.post(
+        "/admin/scheduler/step/",
+        {"action": "retry_steps", "index": "0", "_selected_action": [str(s1.pk), str(s2.pk)]},
+        follow=True,
+    )
+    html = response.content.decode()
+    assert f"Step s1 #{s1.pk}: retried" in html
+    assert f"Step s2 #{s2.pk}: refused: step s2 is pending: nothing to retry" in html
+    assert Event.objects.get(step=s1, kind="operator_retry").actor == root
+    s1.refresh_from_db()
+    assert s1.status == StepStatus.DISPATCHED
+
+
+def test_operators_see_jobs_but_cannot_act_without_the_permission(client: Client) -> None:
+    role_groups_ensure()
+    clerk = User.objects.create_user("clerk", is_staff=True)
+    clerk.groups.add(Group.objects.get(name="submitters"))
+    client.force_login(clerk)
+    assert client.get("/admin/scheduler/job/").status_code == 403
+    operator = User.objects.create_user("opal", is_staff=True)
+    operator.groups.add(Group.objects.get(name="operators"))
+    client.force_login(operator)
+    page = client.get("/admin/scheduler/job/").content.decode()
+    assert "Compensate the selected jobs" in page
+
+
+def test_django_q_resubmit_is_not_offered(root: User) -> None:
+    request = RequestFactory().get("/admin/django_q/failure/")
+    request.user = root
+    actions = admin.site.get_model_admin(Failure).get_actions(request)
+    assert "resubmit_task" not in actions
+
+
+def test_the_step_changelist_filters_by_status(
+    admin_client: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    job = held_job(drain, fake_remote, supervise)
+    page = admin_client.get("/admin/scheduler/step/?status__exact=held").content.decode()
+    assert f"/ops/jobs/{job.pk}/" in page
+    assert Step.objects.filter(status=StepStatus.HELD).count() == 1
+
+
+# --- schedules ------------------------------------------------------------------------------------
+
+
+def test_schedules_are_administered_through_the_same_rules(fake_remote: FakeRemote) -> None:
+    chain(n=1)
+    ada = make_user("ada", "administrators")
+    ada.is_staff = True
+    ada.save(update_fields=["is_staff"])
+    admin = console_for(ada)
+    form = {
+        "name": "nightly",
+        "workflow": "chain",
+        "input": "{}",
+        "business_key": "",
+        "priority": "0",
+        "cron": "61 * * * *",
+        "timezone": "UTC",
+        "catch_up": "once",
+    }
+    refused = admin.post("/admin/scheduler/schedule/add/", form)
+    errors = re.findall(r"errorlist[^>]*>(.*?)</ul>", refused.content.decode(), re.S)
+    assert refused.status_code == 200 and any("is not a cron expression" in e for e in errors), errors
+    assert not Schedule.objects.exists()
+    saved = admin.post("/admin/scheduler/schedule/add/", {**form, "cron": "0 3 * * *"})
+    assert saved.status_code == 302, saved.content[:2000]
+    schedule = Schedule.objects.get(name="nightly")
+    assert schedule.next_fire_at is not None and schedule.created_by.username == "ada"
+    assert LogEntry.objects.filter(object_repr="nightly").count() == 1
