@@ -20,8 +20,10 @@ recreated. On SQLite the triggers are dropped before the migrations (a migration
 table would trip on a trigger naming it) and created again after.
 
 `drift` lists what differs between the database and the files; the system check `sas.E010`
-(`manage.py check --database default`) and `/readyz` refuse such a database. `migrate` itself
-skips that check (`installing`): it is about to install the files.
+(`manage.py check --database default`) refuses such a database, and so does `/readyz`, except
+for the code of the release installed over this one (each stamp remembers the file digest it
+replaced): during a rolling deploy, the previous release's processes stay ready. `migrate` itself
+skips the check (`installing`): it is about to install the files.
 """
 
 from __future__ import annotations
@@ -158,11 +160,25 @@ def _pg_functions(cursor: Any) -> list[tuple[str, str, str]]:
     return [(signature, name, f"{comment}|{definition}") for signature, name, comment, definition in cursor]
 
 
-def _stamp(source: Source, definition: str = "") -> str:
-    return f"{STAMP}{source.digest} definition md5:{definition}"
+def _stamp(source: Source, definition: str, previous: str) -> str:
+    return f"{STAMP}{source.digest} definition md5:{definition} previous sha256:{previous}"
 
 
-def _pg_drift(connection: BaseDatabaseWrapper, files: list[Source]) -> list[str]:
+_STAMP_RE = re.compile(r"^sas-source sha256:(\w+) definition md5:(\w+) previous sha256:(\w*)$")
+
+
+def _parse(found: str) -> tuple[str, str, str] | None:
+    """(file digest, definition digest as stamped, previous file digest) of a stamp, with the
+    definition the database holds now checked against the stamped one: None for a function
+    without a stamp or changed since it was stamped."""
+    comment, _, definition = found.rpartition("|")
+    match = _STAMP_RE.match(comment)
+    if match is None or match.group(2) != definition:
+        return None
+    return match.group(1), match.group(2), match.group(3)
+
+
+def _pg_drift(connection: BaseDatabaseWrapper, files: list[Source], *, lenient: bool = False) -> list[str]:
     problems: list[str] = []
     with connection.cursor() as cursor:
         functions = _pg_functions(cursor)
@@ -177,20 +193,28 @@ def _pg_drift(connection: BaseDatabaseWrapper, files: list[Source]) -> list[str]
             problems.append(f"function {source.name} ({source.path.name}) is not installed")
         elif len(found) > 1:
             problems.append(f"function {source.name} has {len(found)} overloads: {[s for s, _ in found]}")
-        elif not _stamp_matches(found[0][1], source):
+        elif not _stamp_matches(found[0][1], source, lenient=lenient):
             where = f"{source.app}/sql/postgresql/{source.path.name}"
             problems.append(f"function {source.name} differs from its file {where}")
         for trigger, table in source.triggers:
             if triggers.get((trigger, table)) != source.name:
                 problems.append(f"trigger {trigger} on {table} ({source.path.name}) is not installed")
     for _, found in sorted(by_name.items()):
-        problems.extend(f"function {signature} has no source file" for signature, _ in found)
+        problems.extend(
+            f"function {signature} has no source file"
+            for signature, comment in found
+            # Lenient: a function the installed release added (no previous text) is not ours to judge.
+            if not (lenient and (stamp := _parse(comment)) is not None and stamp[2] == "")
+        )
     return problems
 
 
-def _stamp_matches(found: str, source: Source) -> bool:
-    comment, _, definition = found.rpartition("|")
-    return comment == _stamp(source, definition)
+def _stamp_matches(found: str, source: Source, *, lenient: bool = False) -> bool:
+    """The function is the file's text (lenient: or the text the installed release replaced)."""
+    stamp = _parse(found)
+    if stamp is None:
+        return False
+    return stamp[0] == source.digest or (lenient and stamp[2] == source.digest)
 
 
 def _pg_install(connection: BaseDatabaseWrapper, files: list[Source]) -> list[str]:
@@ -199,14 +223,21 @@ def _pg_install(connection: BaseDatabaseWrapper, files: list[Source]) -> list[st
         cursor.execute("SELECT pg_advisory_xact_lock(hashtext('sas_dbcode'))")
         if not _pg_drift(connection, files):
             return []
-        for signature, _, _ in _pg_functions(cursor):
+        # What each function was (its file's digest), kept in the new stamp: a process of that
+        # release still finds the database acceptable during a rolling deploy (drift(lenient=True)).
+        previous: dict[str, str] = {}
+        for signature, name, found in _pg_functions(cursor):
+            stamp = _parse(found)
+            if stamp is not None:
+                previous[name] = stamp[0]
             cursor.execute(f"DROP FUNCTION IF EXISTS {signature} CASCADE")
         for source in files:
             cursor.execute(source.text)
             cursor.execute("SELECT md5(pg_get_functiondef(%s::regproc))", [source.name])
             definition = cursor.fetchone()[0]
-            # A literal, not a parameter: COMMENT takes none (the digests are hexadecimal).
-            cursor.execute(f"COMMENT ON FUNCTION {source.name} IS '{_stamp(source, definition)}'")
+            stamp = _stamp(source, definition, previous.get(source.name, ""))
+            # A literal, not a parameter: COMMENT takes none (the stamp is hexadecimal digests).
+            cursor.execute(f"COMMENT ON FUNCTION {source.name} IS '{stamp}'")
     return [source.name for source in files]
 
 
@@ -271,12 +302,15 @@ def install(connection: BaseDatabaseWrapper) -> list[str]:
     return []
 
 
-def drift(connection: BaseDatabaseWrapper) -> list[str]:
-    """What differs between the database and the files (empty: they match)."""
+def drift(connection: BaseDatabaseWrapper, *, lenient: bool = False) -> list[str]:
+    """What differs between the database and the files (empty: they match). `lenient`: a
+    database whose code is the next release's, installed over this one's, is accepted too (a
+    rolling deploy: the next release's functions keep this release's calls working, by name), as
+    are the functions that release added; anything else differs, a hand edit included."""
     dialect = code_dialect(connection)
     files = list(_cached_sources(dialect))
     if dialect == "postgresql":
-        return _pg_drift(connection, files)
+        return _pg_drift(connection, files, lenient=lenient)
     if dialect == "sqlite":
         return _sqlite_drift(connection, files)
     return []

@@ -46,10 +46,12 @@ def _migrations_applied() -> bool:
 
 
 def _database_code_current() -> bool:
-    """The database's functions and triggers are those of this code's files (sas_project.dbcode).
-    Read at every probe, unlike the migrations: a migrate of another release may replace them
-    while this process runs, and then this process is the one out of date."""
-    return not dbcode.drift(connection)
+    """The database's functions and triggers are those of this code's files, or those of the
+    release that was installed over them (sas_project.dbcode, lenient): during a rolling deploy the
+    processes of the previous release stay ready, since the new functions keep their calls working;
+    a database two releases apart, or edited by hand, is refused. Read at every probe, unlike the
+    migrations: a migrate of another release may replace the code while this process runs."""
+    return not dbcode.drift(connection, lenient=True)
 
 
 def _supervisor_fresh() -> str | None:

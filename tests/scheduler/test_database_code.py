@@ -132,16 +132,23 @@ def test_no_function_of_the_service_has_a_second_overload() -> None:
 
 
 @contextmanager
-def _function_replaced(name: str, text: str) -> Iterator[None]:
-    """Replace one function's text inside a savepoint that is rolled back."""
+def _rolled_back() -> Iterator[None]:
+    """A savepoint rolled back at the end of the block, whatever the block did."""
     try:
         with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(text)
             yield
             raise _Rollback
     except _Rollback:
         pass
+
+
+@contextmanager
+def _function_replaced(name: str, text: str) -> Iterator[None]:
+    """Replace one function's text inside a savepoint that is rolled back."""
+    with _rolled_back():
+        with connection.cursor() as cursor:
+            cursor.execute(text)
+        yield
 
 
 class _Rollback(Exception):
@@ -170,6 +177,41 @@ def test_a_function_left_without_a_file_is_reported() -> None:
     extra = "CREATE FUNCTION sas_left_behind() RETURNS int LANGUAGE sql AS 'SELECT 1'"
     with _function_replaced("sas_left_behind", extra):
         assert dbcode.drift(connection) == ["function sas_left_behind() has no source file"]
+
+
+@postgresql
+@pytest.mark.django_db
+def test_readyz_accepts_the_next_releases_code_but_not_a_later_one_nor_a_hand_edit() -> None:
+    """A rolling deploy: the next release's migrate replaces the code under this release's
+    processes, which stay ready; the release after that, or a hand edit, is refused."""
+    this = dbcode.sources("postgresql")
+
+    def release(tag: str) -> list[dbcode.Source]:
+        changed = [
+            dbcode.Source(s.app, s.path, s.name, f"-- {tag}\n{s.text}") if s.name == "sas_move_allowed" else s
+            for s in this
+        ]
+        added = dbcode.Source("scheduler", this[0].path, "sas_added", "CREATE FUNCTION sas_added() "
+                              f"RETURNS int LANGUAGE sql AS 'SELECT 1'; -- {tag}")
+        return [added, *changed]
+
+    with _rolled_back():
+        assert dbcode._pg_install(connection, release("next"))
+        assert dbcode._pg_drift(connection, this, lenient=True) == []
+        strict = dbcode._pg_drift(connection, this)
+        assert "function sas_move_allowed differs from its file" in " ".join(strict)
+        assert "function sas_added() has no source file" in strict
+        assert Client().get("/readyz").json()["checks"]["database_code"] == "ok"
+        assert dbcode._pg_install(connection, release("after next"))
+        assert dbcode._pg_drift(connection, this, lenient=True) == [
+            "function sas_move_allowed differs from its file scheduler/sql/postgresql/sas_move_allowed.sql",
+            "function sas_added() has no source file",  # two releases old by now
+        ]
+        assert dbcode._pg_install(connection, release("next"))
+        with connection.cursor() as cursor:  # a hand edit keeps the comment, not the definition
+            cursor.execute(release("edited")[1 + [s.name for s in this].index("sas_move_allowed")].text)
+        assert dbcode._pg_drift(connection, this, lenient=True) != []
+        assert Client().get("/readyz").status_code == 503
 
 
 @pytest.mark.sqlite
