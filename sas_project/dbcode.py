@@ -227,9 +227,9 @@ def _pg_install(connection: BaseDatabaseWrapper, files: list[Source]) -> list[st
         # release still finds the database acceptable during a rolling deploy (drift(lenient=True)).
         previous: dict[str, str] = {}
         for signature, name, found in _pg_functions(cursor):
-            stamp = _parse(found)
-            if stamp is not None:
-                previous[name] = stamp[0]
+            parsed = _parse(found)
+            if parsed is not None:
+                previous[name] = parsed[0]
             cursor.execute(f"DROP FUNCTION IF EXISTS {signature} CASCADE")
         for source in files:
             cursor.execute(source.text)
