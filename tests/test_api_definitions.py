@@ -13,8 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agents.models import AgentEndpoint, AgentPool
-from scheduler.models import Attempt, Job, StepDefinition, Workflow
-from supervisor.models import PolicyRevision, RemediationPolicy
+from scheduler.models import Attempt, Job, PolicyRevision, RemediationPolicy, StepDefinition, Workflow
 from tests.factories import chain, make_policy, make_pool, make_workflow, step
 from tests.test_api_support import V1, client_for, make_user, submit
 
