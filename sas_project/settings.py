@@ -307,7 +307,7 @@ SPECTACULAR_SETTINGS = {
         "AttemptKindEnum": "agents.outcome.AttemptKind",
         "OutcomeEnum": "agents.outcome.Outcome",
         "AgentKindEnum": "agents.models.AgentKind",
-        "OnExhaustedEnum": "supervisor.models.OnExhausted",
+        "OnExhaustedEnum": "scheduler.models.OnExhausted",
     },
 }
 

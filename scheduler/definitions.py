@@ -17,16 +17,10 @@ from agents.validation import validate_operation_path, validate_python_agent, va
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
 from sas_project.validation import valid_name
-from scheduler.models import Job, Schedule, StepDefinition, Workflow
+from scheduler.models import Job, RemediationPolicy, Schedule, StepDefinition, Workflow
 from scheduler.unit import User
 
 STEP_KEYS = {"name", "pool", "path", "status_path", "compensation_path", "depends_on", "policy"}
-
-
-def _policy_model() -> Any:
-    """The remediation policy model. The supervisor owns policies; a step definition points at
-    one by a string reference, so the scheduler never imports the supervisor."""
-    return StepDefinition._meta.get_field("policy").related_model
 
 
 def _path_for(kind: str, value: Any) -> str:
@@ -62,7 +56,7 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
         raise InvalidInput("a workflow has at most 100 steps", field="steps")
     cleaned: dict[str, dict[str, Any]] = {}
     pools = {p.name: p for p in AgentPool.objects.all()}
-    policies = {p.name: p for p in _policy_model().objects.all()}
+    policies = {p.name: p for p in RemediationPolicy.objects.all()}
     for index, spec in enumerate(steps):
         where = f"steps[{index}]"
         if not isinstance(spec, dict):

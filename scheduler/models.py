@@ -1,5 +1,5 @@
-"""Durable state of the scheduler: workflows, jobs, steps, attempts, the event history, the
-outbox and schedules.
+"""Durable state of the scheduler: workflows, remediation policies, jobs, steps, attempts, the
+event history, the outbox and schedules.
 
 Status fields are written only by scheduler.transitions (the state machines); everything else
 reads them. Over 500 lines because each table sits next to its vocabulary (statuses, event kinds)
@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.conf import settings as django_settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -42,6 +43,105 @@ class Workflow(models.Model):
         return f"{self.name} v{self.version}"
 
 
+class OnExhausted(models.TextChoices):
+    #: Undo what the job's steps did, in reverse dependency order.
+    COMPENSATE = "compensate", "Compensate the job"
+    #: End the job `failed` and leave side effects as they are.
+    FAIL = "fail", "Fail the job"
+    #: Park the step for an operator; the job shows `needs_attention`.
+    HOLD = "hold", "Hold for an operator"
+
+
+RETRYABLE_OUTCOMES = ("transient_failure", "no_answer", "business_failure")
+
+
+def default_retry_on() -> list[str]:
+    return ["transient_failure", "no_answer"]
+
+
+class RemediationPolicy(models.Model):
+    """How a step that failed or did not answer is treated: its deadline, retries, backoff and
+    what happens when they run out.
+
+    Data the dispatch reads (the attempt's deadline) and the supervisor decides with
+    (supervisor.policies.decide), so it lives here, below both; the supervisor owns the editing.
+    Read at decision time, so an edit applies to in-flight steps at their next decision. Every
+    edit bumps `version` and writes a PolicyRevision (supervisor.policies.policy_update).
+    """
+
+    name = models.SlugField(max_length=100, unique=True)
+    version = models.PositiveIntegerField(default=1)
+    timeout_seconds = models.FloatField(default=10.0, help_text="Deadline of one attempt.")
+    max_attempts = models.PositiveIntegerField(default=3, help_text="Calls in total, first included.")
+    backoff_initial_seconds = models.FloatField(default=1.0)
+    backoff_multiplier = models.FloatField(default=2.0)
+    backoff_max_seconds = models.FloatField(default=60.0)
+    backoff_jitter = models.FloatField(
+        default=0.5,
+        help_text="Fraction of the delay drawn at random: 0 = none, 1 = full jitter.",
+    )
+    retry_on = models.JSONField(default=default_retry_on, help_text="Outcomes that are retried.")
+    reassign_after_attempts = models.PositiveIntegerField(
+        null=True, blank=True, help_text="After this many failed calls move to the alternate pool."
+    )
+    on_exhausted = models.CharField(
+        max_length=16, choices=OnExhausted.choices, default=OnExhausted.COMPENSATE
+    )
+    reconcile_before_retry = models.BooleanField(
+        default=False,
+        help_text="For an unknown outcome, ask the remote (status path) before calling again.",
+    )
+    step_budget_seconds = models.FloatField(
+        null=True, blank=True, help_text="Total time across all attempts of a step."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        # The tables keep the names they were created with: the database code joins them by name.
+        db_table = "supervisor_remediationpolicy"
+        verbose_name_plural = "remediation policies"
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(on_exhausted__in=OnExhausted.values),
+                name="policy_on_exhausted_valid",
+            ),
+            models.CheckConstraint(condition=models.Q(timeout_seconds__gt=0), name="policy_timeout_positive"),
+            models.CheckConstraint(condition=models.Q(max_attempts__gte=1), name="policy_max_attempts_min"),
+            models.CheckConstraint(
+                condition=models.Q(backoff_jitter__gte=0, backoff_jitter__lte=1),
+                name="policy_jitter_fraction",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+class PolicyRevision(models.Model):
+    """Append-only: the full settings of each version of a policy, who made it and what changed."""
+
+    policy = models.ForeignKey(RemediationPolicy, on_delete=models.CASCADE, related_name="revisions")
+    version = models.PositiveIntegerField()
+    settings = models.JSONField(help_text="All fields of the policy at this version.")
+    changes = models.JSONField(default=dict, help_text="{field: [old, new]} against the previous version.")
+    # `settings` is the row's own field in this class body, hence the project's settings by alias.
+    changed_by = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "supervisor_policyrevision"
+        ordering = ["policy_id", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["policy", "version"], name="policyrevision_unique_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy_id} v{self.version}"
+
+
 class StepDefinition(models.Model):
     """One step of a workflow version: its action, compensation, dependencies and policy."""
 
@@ -56,9 +156,7 @@ class StepDefinition(models.Model):
     #: Optional: the action that undoes this one. Empty means nothing to undo.
     compensation_path = models.CharField(max_length=300, blank=True, default="")
     depends_on = models.JSONField(default=list, blank=True, help_text="Names of earlier steps.")
-    policy = models.ForeignKey(
-        "supervisor.RemediationPolicy", on_delete=models.PROTECT, related_name="step_definitions"
-    )
+    policy = models.ForeignKey(RemediationPolicy, on_delete=models.PROTECT, related_name="step_definitions")
 
     class Meta:
         ordering = ["workflow_id", "position"]

@@ -17,9 +17,18 @@ from django.db.models import ProtectedError
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
 from sas_project.validation import valid_name
-from scheduler.models import AttemptKind, Outcome, StepDefinition, StepKind, StepStatus
+from scheduler.models import (
+    RETRYABLE_OUTCOMES,
+    AttemptKind,
+    OnExhausted,
+    Outcome,
+    PolicyRevision,
+    RemediationPolicy,
+    StepDefinition,
+    StepKind,
+    StepStatus,
+)
 from scheduler.unit import User
-from supervisor.models import RETRYABLE_OUTCOMES, OnExhausted, PolicyRevision, RemediationPolicy
 
 # --- the decision -----------------------------------------------------------------------------
 

@@ -9,8 +9,7 @@ from typing import Any
 from agents.models import AgentPool
 from agents.services import pool_save
 from scheduler.definitions import workflow_create, workflow_latest
-from scheduler.models import Job, Workflow
-from supervisor.models import RemediationPolicy
+from scheduler.models import Job, RemediationPolicy, Workflow
 from supervisor.policies import policy_create, policy_update
 
 

@@ -13,8 +13,7 @@ from agents.services import pool_save
 from sas_project import dbcode
 from sas_project.database import is_postgresql
 from scheduler.definitions import workflow_create
-from scheduler.models import Step, Workflow
-from supervisor.models import RemediationPolicy
+from scheduler.models import RemediationPolicy, Step, Workflow
 from supervisor.policies import policy_create
 
 FAST = {

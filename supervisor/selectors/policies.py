@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from sas_project.errors import NotFound
-from supervisor.models import PolicyRevision, RemediationPolicy
+from scheduler.models import PolicyRevision, RemediationPolicy
 
 # --- policies ---------------------------------------------------------------------------------
 

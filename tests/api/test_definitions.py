@@ -13,14 +13,8 @@ from rest_framework.test import APIClient
 
 from agents.fake import FakeRemote
 from agents.models import AgentEndpoint, AgentPool
-from scheduler.models import (
-    Attempt,
-    Job,
-    StepDefinition,
-    Workflow,
-)
+from scheduler.models import Attempt, Job, PolicyRevision, RemediationPolicy, StepDefinition, Workflow
 from scheduler.services import job_submit
-from supervisor.models import PolicyRevision, RemediationPolicy
 from tests.api.support import V1, client_for, make_user, submit
 from tests.factories import chain, make_policy, make_pool, make_workflow, step
 

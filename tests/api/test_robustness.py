@@ -11,9 +11,17 @@ from django.contrib.admin.models import LogEntry
 from rest_framework.test import APIClient
 
 from agents.models import AgentEndpoint, AgentPool
-from scheduler.models import Attempt, Event, Job, Step, StepDefinition, Workflow
+from scheduler.models import (
+    Attempt,
+    Event,
+    Job,
+    PolicyRevision,
+    RemediationPolicy,
+    Step,
+    StepDefinition,
+    Workflow,
+)
 from scheduler.services import job_submit
-from supervisor.models import PolicyRevision, RemediationPolicy
 from tests.api.support import V1, client_for, make_user
 from tests.factories import chain
 

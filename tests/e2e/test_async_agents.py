@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Step
+from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, RemediationPolicy, Step
 from scheduler.services import job_submit
-from supervisor.models import RemediationPolicy
 from supervisor.policies import policy_update
 from testbed.definitions import ensure_policy, ensure_pool, ensure_workflow
 from testbed.processes import RedisProcess, WebProcess

@@ -27,9 +27,8 @@ from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, e
 from agents.fake import FakeRemote
 from agents.models import AgentEndpoint, AgentPool
 from sas_project.permissions import role_groups_ensure
-from scheduler.models import Job, JobStatus, Outcome, Step, StepStatus, Workflow
+from scheduler.models import Job, JobStatus, Outcome, RemediationPolicy, Step, StepStatus, Workflow
 from scheduler.services import job_submit
-from supervisor.models import RemediationPolicy
 from supervisor.policies import policy_update
 from supervisor.services import job_pause
 from tests.conftest import run_queued_tasks
@@ -218,7 +217,7 @@ def test_an_operator_sees_a_held_step_appear_retries_it_and_the_job_succeeds(
     admin = sign_in(browser, base, "root", PASSWORD, "/admin/", login="/admin/login/")
     expect(admin.locator("#content")).to_contain_text("Remediation policies")
     policy = RemediationPolicy.objects.get(name="shipping")
-    admin.goto(f"{base}/admin/supervisor/remediationpolicy/{policy.pk}/change/")
+    admin.goto(f"{base}/admin/scheduler/remediationpolicy/{policy.pk}/change/")
     expect(admin.locator("body")).to_contain_text("change history", ignore_case=True)
     shot(admin, "admin-policy")
     admin.goto(f"{base}/admin/scheduler/workflow/")

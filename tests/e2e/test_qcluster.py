@@ -13,9 +13,9 @@ import pytest
 from django.core.management import call_command
 
 from agents.models import AgentEndpoint, AgentPool
-from scheduler.models import Attempt, Event, Job, JobStatus, Step, StepStatus
+from scheduler.models import Attempt, Event, Job, JobStatus, RemediationPolicy, Step, StepStatus
 from scheduler.services import job_submit
-from supervisor.models import RemediationPolicy, SupervisorLease
+from supervisor.models import SupervisorLease
 from supervisor.policies import policy_update
 from tests.processes import Cluster, Sandbox, free_port, wait_until
 

@@ -18,9 +18,19 @@ from django_q.models import Failure
 from agents.fake import FakeRemote
 from agents.models import AgentEndpoint, AgentPool
 from sas_project.permissions import role_groups_ensure
-from scheduler.models import Event, Job, JobStatus, Outcome, Schedule, Step, StepStatus, Workflow
+from scheduler.models import (
+    Event,
+    Job,
+    JobStatus,
+    Outcome,
+    PolicyRevision,
+    RemediationPolicy,
+    Schedule,
+    Step,
+    StepStatus,
+    Workflow,
+)
 from scheduler.services import job_submit
-from supervisor.models import PolicyRevision, RemediationPolicy
 from tests.api.support import make_user
 from tests.factories import chain, make_policy, make_pool, make_workflow, step
 from tests.supervisor.test_console import console_for
@@ -104,7 +114,7 @@ def test_a_policy_edit_in_the_admin_makes_a_revision_naming_the_user(
 ) -> None:
     policy = make_policy("pay", max_attempts=3)
     response = admin_client.post(
-        f"/admin/supervisor/remediationpolicy/{policy.pk}/change/", policy_form(policy, max_attempts=5)
+        f"/admin/scheduler/remediationpolicy/{policy.pk}/change/", policy_form(policy, max_attempts=5)
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     policy.refresh_from_db()
@@ -114,14 +124,14 @@ def test_a_policy_edit_in_the_admin_makes_a_revision_naming_the_user(
     # One log entry for the change (the service's), not a second one from the admin.
     entries = LogEntry.objects.filter(object_id=str(policy.pk), content_type__model="remediationpolicy")
     assert entries.count() == 1 and entries.get().user == root
-    page = admin_client.get(f"/admin/supervisor/remediationpolicy/{policy.pk}/change/").content.decode()
+    page = admin_client.get(f"/admin/scheduler/remediationpolicy/{policy.pk}/change/").content.decode()
     assert "change history" in page.lower() and "max_attempts" in page
 
 
 def test_an_invalid_policy_edit_is_refused_with_a_message(admin_client: Client) -> None:
     policy = make_policy("pay")
     response = admin_client.post(
-        f"/admin/supervisor/remediationpolicy/{policy.pk}/change/",
+        f"/admin/scheduler/remediationpolicy/{policy.pk}/change/",
         policy_form(policy, backoff_max_seconds=-1),
     )
     assert response.status_code == 200

@@ -9,8 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from sas_project.errors import InvalidInput
-from scheduler.models import AttemptKind, Outcome, StepKind, StepStatus
-from supervisor.models import PolicyRevision
+from scheduler.models import AttemptKind, Outcome, PolicyRevision, StepKind, StepStatus
 from supervisor.policies import (
     GiveUp,
     PolicySnapshot,

@@ -11,7 +11,7 @@ from agents.models import AgentPool
 from agents.services import pool_save
 from sas_project.permissions import role_groups_ensure
 from scheduler.definitions import workflow_create, workflow_latest
-from supervisor.models import RemediationPolicy
+from scheduler.models import RemediationPolicy
 from supervisor.policies import policy_create
 
 DEMO_ADMIN = ("admin", "admin-demo-password")
