@@ -60,3 +60,21 @@ def role_groups_ensure() -> None:
         group.permissions.add(
             *Permission.objects.filter(content_type__app_label="scheduler", codename__in=codenames)
         )
+
+
+def grant_in_migration(apps: Any, groups: dict[str, list[str]]) -> None:
+    """From a migration: give each group (created if missing) these `scheduler` permissions,
+    creating the permissions first (Django creates them only after the last migration)."""
+    from django.contrib.auth.management import create_permissions
+
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    group_model = apps.get_model("auth", "Group")
+    permission_model = apps.get_model("auth", "Permission")
+    for name, codenames in groups.items():
+        group, _ = group_model.objects.get_or_create(name=name)
+        group.permissions.add(
+            *permission_model.objects.filter(content_type__app_label="scheduler", codename__in=codenames)
+        )

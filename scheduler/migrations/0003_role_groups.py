@@ -1,7 +1,8 @@
 """The three role groups and their permissions (see scheduler/permissions.py)."""
 
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
+
+from sas_project.permissions import grant_in_migration
 
 ROLE_GROUPS = {
     "submitters": ["submit_job"],
@@ -11,18 +12,7 @@ ROLE_GROUPS = {
 
 
 def create_groups(apps, schema_editor):
-    # Permissions are normally created after all migrations ran; this one needs them now.
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    for name, codenames in ROLE_GROUPS.items():
-        group, _ = Group.objects.get_or_create(name=name)
-        group.permissions.add(
-            *Permission.objects.filter(content_type__app_label="scheduler", codename__in=codenames)
-        )
+    grant_in_migration(apps, ROLE_GROUPS)
 
 
 def remove_groups(apps, schema_editor):

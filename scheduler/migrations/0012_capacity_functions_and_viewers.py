@@ -9,8 +9,9 @@
 - On PostgreSQL, a GIN index on the jobs' input serves the search by an input field.
 """
 
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
+
+from sas_project.permissions import grant_in_migration
 
 # The function bodies this migration once held live in scheduler/sql/postgresql/ as their
 # current text; `migrate` installs them after the migrations (sas_project.dbcode).
@@ -24,18 +25,7 @@ VIEWERS = {"viewers": ["view_all_jobs"], "operators": ["view_all_jobs"], "admini
 def create(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(INPUT_INDEX, params=None)
-    # Permissions are normally created after all migrations ran; this one needs its own now.
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    for name, codenames in VIEWERS.items():
-        group, _ = Group.objects.get_or_create(name=name)
-        group.permissions.add(
-            *Permission.objects.filter(content_type__app_label="scheduler", codename__in=codenames)
-        )
+    grant_in_migration(apps, VIEWERS)
 
 
 def restore(apps, schema_editor):

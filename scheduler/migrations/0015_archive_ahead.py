@@ -17,7 +17,7 @@ renamed: `migrate` drops the project's SQLite triggers before the migrations and
 after (sas_project.dbcode).
 """
 
-import django.db.models.deletion
+from django.db.models.deletion import CASCADE, SET_NULL
 from django.conf import settings
 from django.db import migrations, models
 
@@ -33,6 +33,21 @@ def drop_trigger(apps, schema_editor):
         schema_editor.execute("DROP FUNCTION IF EXISTS sas_event_job_guard()")
     elif connection.vendor == "sqlite":
         schema_editor.execute("DROP TRIGGER IF EXISTS event_job_guard")
+
+
+def _loose(model_name, name, to, on_delete, related_name, *, optional=False, db_index=True, one_to_one=False):
+    """A pointer that stops being a database constraint (db_constraint=False), as generated."""
+    field_class = models.OneToOneField if one_to_one else models.ForeignKey
+    extra = {"blank": True, "null": True} if optional else {}
+    if not db_index:
+        extra["db_index"] = False
+    return migrations.AlterField(
+        model_name=model_name,
+        name=name,
+        field=field_class(
+            db_constraint=False, on_delete=on_delete, related_name=related_name, to=to, **extra
+        ),
+    )
 
 
 class Migration(migrations.Migration):
@@ -57,29 +72,8 @@ class Migration(migrations.Migration):
             name="jobs",
             field=models.PositiveIntegerField(default=0, verbose_name="jobs deleted"),
         ),
-        migrations.AlterField(
-            model_name="event",
-            name="job",
-            field=models.ForeignKey(
-                db_constraint=False,
-                db_index=False,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="events",
-                to="scheduler.job",
-            ),
-        ),
-        migrations.AlterField(
-            model_name="event",
-            name="step",
-            field=models.ForeignKey(
-                blank=True,
-                db_constraint=False,
-                null=True,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="events",
-                to="scheduler.step",
-            ),
-        ),
+        _loose("event", "job", "scheduler.job", CASCADE, "events", db_index=False),
+        _loose("event", "step", "scheduler.step", CASCADE, "events", optional=True),
         migrations.AddIndex(
             model_name="job",
             index=models.Index(
@@ -88,55 +82,9 @@ class Migration(migrations.Migration):
                 name="job_unarchived_idx",
             ),
         ),
-        migrations.AlterField(
-            model_name="job",
-            name="rerun_of",
-            field=models.ForeignKey(
-                blank=True,
-                db_constraint=False,
-                db_index=False,
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="reruns",
-                to="scheduler.job",
-            ),
-        ),
-        migrations.AlterField(
-            model_name="schedule",
-            name="last_job",
-            field=models.ForeignKey(
-                blank=True,
-                db_constraint=False,
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="+",
-                to="scheduler.job",
-            ),
-        ),
-        migrations.AlterField(
-            model_name="step",
-            name="compensates",
-            field=models.OneToOneField(
-                blank=True,
-                db_constraint=False,
-                null=True,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="compensation",
-                to="scheduler.step",
-            ),
-        ),
-        migrations.AlterField(
-            model_name="step",
-            name="reused_from",
-            field=models.ForeignKey(
-                blank=True,
-                db_constraint=False,
-                db_index=False,
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="+",
-                to="scheduler.step",
-            ),
-        ),
+        _loose("job", "rerun_of", "scheduler.job", SET_NULL, "reruns", optional=True, db_index=False),
+        _loose("schedule", "last_job", "scheduler.job", SET_NULL, "+", optional=True),
+        _loose("step", "compensates", "scheduler.step", CASCADE, "compensation", optional=True, one_to_one=True),
+        _loose("step", "reused_from", "scheduler.step", SET_NULL, "+", optional=True, db_index=False),
         migrations.RunPython(migrations.RunPython.noop, drop_trigger),
     ]
