@@ -1,5 +1,5 @@
 """Durable state of the scheduler: workflows, remediation policies, jobs, steps, attempts, the
-event history, the outbox and schedules.
+event history, the outbox and the alert subscriptions it delivers to, and schedules.
 
 Status fields are written only by scheduler.transitions (the state machines); everything else
 reads them. Over 500 lines because each table sits next to its vocabulary (statuses, event kinds)
@@ -683,6 +683,56 @@ class DeliveryStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
+class AlertKind(models.TextChoices):
+    #: A step is held for an operator (the job needs attention).
+    STEP_NEEDS_ATTENTION = "step_needs_attention", "A step needs attention"
+    #: A job failed.
+    JOB_FAILED = "job_failed", "A job failed"
+    #: A job was compensated.
+    JOB_COMPENSATED = "job_compensated", "A job was compensated"
+    #: The supervisor's last scan is older than three intervals.
+    SUPERVISOR_STALE = "supervisor_stale", "The supervisor stopped scanning"
+    #: An endpoint's circuit opened (most of its recent calls failed).
+    CIRCUIT_OPENED = "circuit_opened", "An endpoint's circuit opened"
+
+
+def all_alert_kinds() -> list[str]:
+    return list(AlertKind.values)
+
+
+class AlertSubscription(models.Model):
+    """Who is told when something needs a person: a webhook (signed, like completion callbacks)
+    and/or an email address, for some kinds of alert.
+
+    Data the outbox points at (Delivery.subscription), so it lives here, below the supervisor,
+    which writes the alerts (supervisor.alerts) and owns the editing (supervisor.subscriptions)."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    webhook_url = models.CharField(max_length=500, blank=True, default="")
+    email = models.EmailField(blank=True, default="")
+    kinds = models.JSONField(default=all_alert_kinds, help_text="The alert kinds this subscription wants.")
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        # The table keeps the name it was created with (docs/decisions/0021).
+        db_table = "supervisor_alertsubscription"
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~(models.Q(webhook_url="") & models.Q(email="")),
+                name="alertsubscription_has_target",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Delivery(models.Model):
     """The outbox: a message to send to a receiver outside the service, written in the same
     transaction as what it tells, then sent (and retried with backoff) by the supervisor loop.
@@ -701,7 +751,7 @@ class Delivery(models.Model):
         Job, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries", db_index=False
     )
     subscription = models.ForeignKey(
-        "supervisor.AlertSubscription",
+        AlertSubscription,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,

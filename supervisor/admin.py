@@ -29,10 +29,19 @@ from django_q.models import Failure, Success
 from sas_project.admin_access import ManagersOnly, WrittenByTheService
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage, can_operate
-from scheduler.models import RETRYABLE_OUTCOMES, Delivery, Job, PolicyRevision, RemediationPolicy, Step
+from scheduler.models import (
+    RETRYABLE_OUTCOMES,
+    AlertKind,
+    AlertSubscription,
+    Delivery,
+    Job,
+    PolicyRevision,
+    RemediationPolicy,
+    Step,
+)
 from supervisor import services
 from supervisor.deliveries import delivery_retry
-from supervisor.models import AlertKind, AlertSubscription, SupervisorLease
+from supervisor.models import SupervisorLease
 from supervisor.policies import POLICY_FIELDS, policy_create, policy_update, policy_validate
 from supervisor.subscriptions import (
     SUBSCRIPTION_FIELDS,

@@ -1,6 +1,6 @@
 """Alerts: tell the subscribed people when something needs one.
 
-Kinds (supervisor.models.AlertKind): a step needs attention (held), a job failed, a job was
+Kinds (scheduler.models.AlertKind): a step needs attention (held), a job failed, a job was
 compensated (each from its event, whoever wrote it: the database queues those events for
 `reactions_handle`, which every supervisor loop runs), an endpoint's circuit opened (when the
 scan opens it), and the supervisor stopped (its last scan is older than three intervals; every
@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from agents.health import endpoint_assess
 from agents.models import AgentEndpoint
-from scheduler.models import Delivery, DeliveryKind, EventKind, EventReaction
+from scheduler.models import AlertKind, AlertSubscription, Delivery, DeliveryKind, EventKind, EventReaction
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
-from supervisor.models import AlertKind, AlertSubscription, SupervisorLease
+from supervisor.models import SupervisorLease
 
 #: The events that are alerts, and their kind.
 EVENT_ALERTS: dict[str, AlertKind] = {

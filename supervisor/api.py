@@ -28,11 +28,10 @@ from sas_project.api import (
     validated,
 )
 from scheduler import selectors as job_selectors
-from scheduler.models import Job
+from scheduler.models import AlertSubscription, Job
 from scheduler.serializers import JobSerializer, drf_datetime
 from scheduler.unit import db_now
 from supervisor import selectors
-from supervisor.models import AlertSubscription
 from supervisor.policies import POLICY_FIELDS, policy_create, policy_delete, policy_update
 from supervisor.selectors.attention import AttentionFilters, needs_attention
 from supervisor.selectors.overview import endpoint_health, supervisor_health

@@ -1,11 +1,12 @@
-"""The supervisor lease and its terms, alert subscriptions and the metrics checkpoint.
+"""The supervisor lease and its terms and the metrics checkpoint.
 
-Remediation policies are data the scheduler reads on every dispatch, so their models live below,
-in scheduler.models; the supervisor decides with them (supervisor.policies)."""
+Remediation policies and alert subscriptions are data the scheduler reads (on every dispatch; for
+every alert delivery in its outbox), so their models live below, in scheduler.models; the
+supervisor decides with the policies (supervisor.policies) and writes the alerts
+(supervisor.alerts)."""
 
 from __future__ import annotations
 
-from django.conf import settings as django_settings
 from django.db import models
 
 
@@ -52,51 +53,6 @@ class LeaseTerm(models.Model):
 
     def __str__(self) -> str:
         return f"{self.lease} term {self.token} of {self.holder}"
-
-
-class AlertKind(models.TextChoices):
-    #: A step is held for an operator (the job needs attention).
-    STEP_NEEDS_ATTENTION = "step_needs_attention", "A step needs attention"
-    #: A job failed.
-    JOB_FAILED = "job_failed", "A job failed"
-    #: A job was compensated.
-    JOB_COMPENSATED = "job_compensated", "A job was compensated"
-    #: The supervisor's last scan is older than three intervals.
-    SUPERVISOR_STALE = "supervisor_stale", "The supervisor stopped scanning"
-    #: An endpoint's circuit opened (most of its recent calls failed).
-    CIRCUIT_OPENED = "circuit_opened", "An endpoint's circuit opened"
-
-
-def all_alert_kinds() -> list[str]:
-    return list(AlertKind.values)
-
-
-class AlertSubscription(models.Model):
-    """Who is told when something needs a person: a webhook (signed, like completion callbacks)
-    and/or an email address, for some kinds of alert."""
-
-    name = models.SlugField(max_length=100, unique=True)
-    webhook_url = models.CharField(max_length=500, blank=True, default="")
-    email = models.EmailField(blank=True, default="")
-    kinds = models.JSONField(default=all_alert_kinds, help_text="The alert kinds this subscription wants.")
-    enabled = models.BooleanField(default=True)
-    created_by = models.ForeignKey(
-        django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.CheckConstraint(
-                condition=~(models.Q(webhook_url="") & models.Q(email="")),
-                name="alertsubscription_has_target",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class MetricsCheckpoint(models.Model):

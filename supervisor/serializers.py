@@ -11,9 +11,16 @@ from rest_framework import serializers
 
 from sas_project.api import MAX_INT, NAME_PATTERN, ReplaceMixin, StrictSerializer
 from sas_project.permissions import can_manage
-from scheduler.models import RETRYABLE_OUTCOMES, OnExhausted, PolicyRevision, RemediationPolicy, Step
+from scheduler.models import (
+    RETRYABLE_OUTCOMES,
+    AlertKind,
+    AlertSubscription,
+    OnExhausted,
+    PolicyRevision,
+    RemediationPolicy,
+    Step,
+)
 from scheduler.serializers import StepSerializer, step_data
-from supervisor.models import AlertKind, AlertSubscription
 from supervisor.policies import POLICY_FIELDS
 from supervisor.services import BULK_ACTIONS, BULK_LIMIT
 

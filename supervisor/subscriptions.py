@@ -13,7 +13,7 @@ from agents.validation import validate_endpoint_url
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import InvalidInput, NotFound, StaleWrite
 from sas_project.validation import valid_name
-from supervisor.models import AlertKind, AlertSubscription
+from scheduler.models import AlertKind, AlertSubscription
 
 #: What a subscription holds besides its name.
 SUBSCRIPTION_FIELDS = ("webhook_url", "email", "kinds", "enabled")

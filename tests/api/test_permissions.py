@@ -11,9 +11,8 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from agents.fake import FakeRemote
-from scheduler.models import Job
+from scheduler.models import AlertSubscription, Job
 from scheduler.services import job_submit
-from supervisor.models import AlertSubscription
 from tests.api.support import V1, client_for, make_user
 from tests.factories import chain
 

@@ -28,9 +28,8 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from sas_project.tokens.services import token_create
 from scheduler.callback_tokens import token_for as token_for_attempt
-from scheduler.models import Schedule
+from scheduler.models import AlertSubscription, Schedule
 from scheduler.services import job_submit
-from supervisor.models import AlertSubscription
 from tests.api.support import make_user, token_for
 from tests.factories import chain, make_pool
 

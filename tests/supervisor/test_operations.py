@@ -26,6 +26,7 @@ from agents.fake import FakeRemote
 from agents.models import AgentEndpoint
 from agents.outcome import Outcome
 from scheduler.models import (
+    AlertSubscription,
     Attempt,
     Delivery,
     DeliveryKind,
@@ -39,7 +40,7 @@ from scheduler.models import (
 from scheduler.services import job_submit
 from supervisor import deliveries, probes
 from supervisor.alerts import endpoint_assess_and_alert, reactions_handle, supervisor_stale_check
-from supervisor.models import AlertSubscription, MetricsCheckpoint, SupervisorLease
+from supervisor.models import MetricsCheckpoint, SupervisorLease
 from supervisor.scan import ScanReport
 from supervisor.services import job_cancel
 from supervisor.subscriptions import subscription_create
@@ -487,11 +488,11 @@ def test_only_administrators_read_a_webhook_url_whole() -> None:
         # Nor does the admin show it to them (it lists subscriptions to administrators only).
         browser = Client()
         browser.force_login(staff(f"{group}-reader"))
-        page = browser.get("/admin/supervisor/alertsubscription/")
+        page = browser.get("/admin/scheduler/alertsubscription/")
         assert page.status_code != 200 and url not in page.content.decode(), group
     ada_browser = Client()
     ada_browser.force_login(staff("ada"))
-    page = ada_browser.get("/admin/supervisor/alertsubscription/")
+    page = ada_browser.get("/admin/scheduler/alertsubscription/")
     assert page.status_code == 200 and url in page.content.decode()
     assert AlertSubscription.objects.get().webhook_url == url
 
@@ -590,7 +591,7 @@ def test_an_admin_adds_a_subscription_and_sees_the_outbox(
     client = Client()
     client.force_login(ada)
     response = client.post(
-        "/admin/supervisor/alertsubscription/add/",
+        "/admin/scheduler/alertsubscription/add/",
         {
             "name": "pager",
             "webhook_url": "https://hooks.example.com/p",
@@ -606,7 +607,7 @@ def test_an_admin_adds_a_subscription_and_sees_the_outbox(
         LogEntry.objects.filter(object_id=str(subscription.pk), user=ada, action_flag=ADDITION).count() == 1
     )
     refused = client.post(
-        "/admin/supervisor/alertsubscription/add/",
+        "/admin/scheduler/alertsubscription/add/",
         {"name": "nothing", "webhook_url": "", "email": "", "kinds": ["job_failed"]},
     )
     assert refused.status_code == 200 and not AlertSubscription.objects.filter(name="nothing").exists()
