@@ -78,3 +78,18 @@ def grant_in_migration(apps: Any, groups: dict[str, list[str]]) -> None:
         group.permissions.add(
             *permission_model.objects.filter(content_type__app_label="scheduler", codename__in=codenames)
         )
+
+
+def content_types_relabel(models: tuple[str, ...], old: str, new: str) -> Any:
+    """From a migration that moves models between apps in Django's state only: a RunPython step
+    that relabels their content types from app `old` to `new` in place, so the permissions that
+    point at them (held by users and groups) and the admin's log entries follow. A row already
+    under the new label (only after a partial migrate) is left as it is."""
+
+    def relabel(apps: Any, schema_editor: Any) -> None:
+        content_type = apps.get_model("contenttypes", "ContentType")
+        rows = content_type.objects.using(schema_editor.connection.alias)
+        taken = set(rows.filter(app_label=new, model__in=models).values_list("model", flat=True))
+        rows.filter(app_label=old, model__in=set(models) - taken).update(app_label=new)
+
+    return relabel

@@ -11,26 +11,14 @@ permissions that point at them (held by users and groups) and the admin's log en
 
 from __future__ import annotations
 
-from typing import Any
-
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
 import scheduler.models
+from sas_project.permissions import content_types_relabel
 
 MODELS = ("remediationpolicy", "policyrevision")
-
-
-def _relabel(old: str, new: str) -> Any:
-    def relabel(apps: Any, schema_editor: Any) -> None:
-        ContentType = apps.get_model("contenttypes", "ContentType")
-        rows = ContentType.objects.using(schema_editor.connection.alias)
-        # A row already under the new label (only after a partial migrate) is left as it is.
-        taken = set(rows.filter(app_label=new, model__in=MODELS).values_list("model", flat=True))
-        rows.filter(app_label=old, model__in=set(MODELS) - taken).update(app_label=new)
-
-    return relabel
 
 
 class Migration(migrations.Migration):
@@ -99,5 +87,8 @@ class Migration(migrations.Migration):
             ],
             database_operations=[],
         ),
-        migrations.RunPython(_relabel("supervisor", "scheduler"), _relabel("scheduler", "supervisor")),
+        migrations.RunPython(
+            content_types_relabel(MODELS, "supervisor", "scheduler"),
+            content_types_relabel(MODELS, "scheduler", "supervisor"),
+        ),
     ]
