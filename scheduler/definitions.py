@@ -6,9 +6,11 @@ a workflow under an existing name creates the next version.
 
 from __future__ import annotations
 
+import re
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, cast
 
+from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 
@@ -16,11 +18,47 @@ from agents.models import AgentKind, AgentPool
 from agents.validation import validate_operation_path, validate_python_agent, validate_queue_name
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
-from sas_project.validation import valid_name
-from scheduler.models import Job, RemediationPolicy, Schedule, StepDefinition, Workflow
+from sas_project.validation import json_storable, valid_name
+from scheduler.models import (
+    Job,
+    OnTimeout,
+    RemediationPolicy,
+    Schedule,
+    StepDefinition,
+    StepDefinitionKind,
+    Workflow,
+)
 from scheduler.unit import User
 
-STEP_KEYS = {"name", "pool", "path", "status_path", "compensation_path", "depends_on", "policy"}
+#: The fields each kind of step takes (`kind` absent means a call, as before wait steps).
+CALL_KEYS = {"name", "kind", "pool", "path", "status_path", "compensation_path", "depends_on", "policy"}
+WAIT_KEYS: dict[str, set[str]] = {
+    StepDefinitionKind.SIGNAL: {
+        "name",
+        "kind",
+        "signal",
+        "timeout_seconds",
+        "on_timeout",
+        "default_output",
+        "depends_on",
+        "policy",
+    },
+    StepDefinitionKind.APPROVAL: {
+        "name",
+        "kind",
+        "group",
+        "timeout_seconds",
+        "on_timeout",
+        "default_output",
+        "depends_on",
+        "policy",
+    },
+    StepDefinitionKind.TIMER: {"name", "kind", "wait_seconds", "until", "depends_on"},
+}
+#: A timer's `until`: `input.<path>` or `<step>.<path>`, dotted names (no expressions).
+UNTIL_PATTERN = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+")
+#: The longest wait or timeout a definition may name (ten years): beyond it, say none.
+MAX_WAIT_SECONDS = 10 * 366 * 24 * 3600.0
 
 
 def _path_for(kind: str, value: Any) -> str:
@@ -44,11 +82,98 @@ def _optional_path(value: Any, field: str, *, kind: str) -> str:
         raise InvalidInput(f"{field}: {exc.message}", field=field) from exc
 
 
+def _seconds(value: Any, field: str, *, zero: bool = False) -> float | None:
+    """An optional number of seconds: above 0 (or at least 0 with `zero`), at most ten years."""
+    if value is None:
+        return None
+    low_ok = value >= 0 if zero else value > 0
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not low_ok
+        or value > MAX_WAIT_SECONDS
+    ):
+        bound = "at least 0" if zero else "greater than 0"
+        raise InvalidInput(
+            f"{field} must be a number {bound} and at most {int(MAX_WAIT_SECONDS)}", field="steps"
+        )
+    return float(value)
+
+
+def _call_spec(name: str, spec: dict[str, Any], pools: dict[str, AgentPool], policy: Any) -> dict[str, Any]:
+    pool = pools.get(str(spec.get("pool"))) if isinstance(spec.get("pool"), str) else None
+    if pool is None:
+        raise InvalidInput(f"step {name!r}: unknown pool {spec.get('pool')!r}", field="steps")
+    if policy is None:
+        raise InvalidInput(f"step {name!r}: unknown policy {spec.get('policy')!r}", field="steps")
+    try:
+        path = _path_for(pool.kind, spec.get("path", ""))
+    except InvalidInput as exc:
+        raise InvalidInput(f"step {name!r}: {exc.message}", field="steps") from exc
+    return {
+        "pool": pool,
+        "policy": policy,
+        "path": path,
+        "status_path": _optional_path(spec.get("status_path"), f"step {name!r} status_path", kind=pool.kind),
+        "compensation_path": _optional_path(
+            spec.get("compensation_path"), f"step {name!r} compensation_path", kind=pool.kind
+        ),
+    }
+
+
+def _wait_spec(name: str, kind: str, spec: dict[str, Any], groups: set[str], policy: Any) -> dict[str, Any]:
+    """The fields of a signal, approval or timer step, checked."""
+    if spec.get("policy") is not None and policy is None:
+        raise InvalidInput(f"step {name!r}: unknown policy {spec.get('policy')!r}", field="steps")
+    cleaned: dict[str, Any] = {"pool": None, "policy": policy, "path": ""}
+    if kind == StepDefinitionKind.TIMER:
+        wait_seconds = _seconds(spec.get("wait_seconds"), f"step {name!r} wait_seconds", zero=True)
+        until = spec.get("until")
+        if (wait_seconds is None) == (until in (None, "")):
+            raise InvalidInput(
+                f"step {name!r}: a timer names either wait_seconds or until "
+                "(a field holding an ISO 8601 time)",
+                field="steps",
+            )
+        if until not in (None, "") and (not isinstance(until, str) or not UNTIL_PATTERN.fullmatch(until)):
+            raise InvalidInput(
+                f"step {name!r}: until must be input.<field> or <earlier step>.<field> (dotted), "
+                f"not {until!r}",
+                field="steps",
+            )
+        return {**cleaned, "wait_seconds": wait_seconds, "until": until or ""}
+    if kind == StepDefinitionKind.SIGNAL:
+        cleaned["signal"] = valid_name(spec.get("signal"), f"step {name!r} signal", "steps")
+    else:
+        group = spec.get("group") or ""
+        if not isinstance(group, str) or (group and group not in groups):
+            raise InvalidInput(f"step {name!r}: unknown group {spec.get('group')!r}", field="steps")
+        cleaned["group"] = group
+    timeout = _seconds(spec.get("timeout_seconds"), f"step {name!r} timeout_seconds")
+    on_timeout = spec.get("on_timeout") or ""
+    if on_timeout and on_timeout not in OnTimeout.values:
+        raise InvalidInput(
+            f"step {name!r}: on_timeout must be one of {', '.join(OnTimeout.values)}", field="steps"
+        )
+    if on_timeout and timeout is None:
+        raise InvalidInput(f"step {name!r}: on_timeout needs timeout_seconds", field="steps")
+    if timeout is not None and not on_timeout:
+        on_timeout = OnTimeout.HOLD
+    default_output = spec.get("default_output")
+    if default_output is not None and on_timeout != OnTimeout.CONTINUE:
+        raise InvalidInput(
+            f"step {name!r}: default_output is the output of on_timeout continue", field="steps"
+        )
+    json_storable(default_output, "default_output")
+    return {**cleaned, "timeout_seconds": timeout, "on_timeout": on_timeout, "default_output": default_output}
+
+
 def validate_steps(steps: Any) -> list[dict[str, Any]]:
     """Check a list of step specs; returns them cleaned, in a dependency-respecting order.
 
-    Raises InvalidInput naming the step and the problem: an unknown pool, policy or dependency,
-    a duplicate name, a bad path, or a cycle.
+    Raises InvalidInput naming the step and the problem: an unknown kind, pool, policy, group or
+    dependency, a field the step's kind does not take, a duplicate name, a bad path, a timer's
+    `until` that reads no ancestor, or a cycle.
     """
     if not isinstance(steps, list) or not steps:
         raise InvalidInput("a workflow needs a non-empty list of steps", field="steps")
@@ -57,44 +182,37 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
     cleaned: dict[str, dict[str, Any]] = {}
     pools = {p.name: p for p in AgentPool.objects.all()}
     policies = {p.name: p for p in RemediationPolicy.objects.all()}
+    groups = set(Group.objects.values_list("name", flat=True))
     for index, spec in enumerate(steps):
         where = f"steps[{index}]"
         if not isinstance(spec, dict):
             raise InvalidInput(f"{where} must be an object", field="steps")
-        extra = set(spec) - STEP_KEYS
+        kind = spec.get("kind") or StepDefinitionKind.CALL
+        if kind not in StepDefinitionKind.values:
+            raise InvalidInput(
+                f"{where}: kind must be one of {', '.join(StepDefinitionKind.values)}", field="steps"
+            )
+        allowed = CALL_KEYS if kind == StepDefinitionKind.CALL else WAIT_KEYS[kind]
+        # A null is an absent value (a representation read back states every field).
+        extra = {key for key in set(spec) - allowed if spec[key] not in (None, "")}
         if extra:
-            raise InvalidInput(f"{where}: unknown fields {', '.join(sorted(extra))}", field="steps")
+            raise InvalidInput(
+                f"{where}: a {kind} step does not take {', '.join(sorted(extra))}", field="steps"
+            )
         name = valid_name(spec.get("name"), f"{where}.name", "steps")
         if name in cleaned:
             raise InvalidInput(f"step {name!r} appears twice", field="steps")
-        pool = pools.get(str(spec.get("pool"))) if isinstance(spec.get("pool"), str) else None
-        if pool is None:
-            raise InvalidInput(f"step {name!r}: unknown pool {spec.get('pool')!r}", field="steps")
         policy = policies.get(str(spec.get("policy"))) if isinstance(spec.get("policy"), str) else None
-        if policy is None:
-            raise InvalidInput(f"step {name!r}: unknown policy {spec.get('policy')!r}", field="steps")
-        try:
-            path = _path_for(pool.kind, spec.get("path", ""))
-        except InvalidInput as exc:
-            raise InvalidInput(f"step {name!r}: {exc.message}", field="steps") from exc
+        if kind == StepDefinitionKind.CALL:
+            fields = _call_spec(name, spec, pools, policy)
+        else:
+            fields = _wait_spec(name, kind, spec, groups, policy)
         depends_on = spec.get("depends_on", [])
         if depends_on is None:
             depends_on = []
         if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
             raise InvalidInput(f"step {name!r}: depends_on must be a list of step names", field="steps")
-        cleaned[name] = {
-            "name": name,
-            "pool": pool,
-            "policy": policy,
-            "path": path,
-            "status_path": _optional_path(
-                spec.get("status_path"), f"step {name!r} status_path", kind=pool.kind
-            ),
-            "compensation_path": _optional_path(
-                spec.get("compensation_path"), f"step {name!r} compensation_path", kind=pool.kind
-            ),
-            "depends_on": list(dict.fromkeys(depends_on)),
-        }
+        cleaned[name] = {"name": name, "kind": kind, **fields, "depends_on": list(dict.fromkeys(depends_on))}
     for name, spec in cleaned.items():
         for dep in spec["depends_on"]:
             if dep not in cleaned:
@@ -106,7 +224,29 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
     except CycleError as exc:
         cycle = " -> ".join(exc.args[1]) if len(exc.args) > 1 else "?"
         raise InvalidInput(f"the steps form a cycle: {cycle}", field="steps") from exc
+    for name, spec in cleaned.items():
+        until = spec.get("until")
+        if until and until.split(".", 1)[0] != "input":
+            source = until.split(".", 1)[0]
+            if source not in ancestors(cleaned, name):
+                raise InvalidInput(
+                    f"step {name!r}: until reads {source!r}, which is not a step it depends on "
+                    "(directly or not)",
+                    field="steps",
+                )
     return [cleaned[name] for name in order]
+
+
+def ancestors(specs: dict[str, dict[str, Any]], name: str) -> set[str]:
+    """Every step `name` depends on, directly or not."""
+    seen: set[str] = set()
+    todo = list(specs[name]["depends_on"])
+    while todo:
+        dep = todo.pop()
+        if dep not in seen:
+            seen.add(dep)
+            todo.extend(specs[dep]["depends_on"])
+    return seen
 
 
 @transaction.atomic

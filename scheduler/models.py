@@ -10,6 +10,7 @@ what a row may hold.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.conf import settings as django_settings
@@ -18,6 +19,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents.outcome import AttemptKind, Outcome
+
+if TYPE_CHECKING:
+    from agents.models import AgentPool
 
 
 class Workflow(models.Model):
@@ -94,6 +98,12 @@ class RemediationPolicy(models.Model):
     step_budget_seconds = models.FloatField(
         null=True, blank=True, help_text="Total time across all attempts of a step."
     )
+    heartbeat_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="A call that answers later (HTTP 202, queue) must report progress at least this "
+        "often: silence for longer is no answer. Each heartbeat moves the deadline this far ahead.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -111,6 +121,10 @@ class RemediationPolicy(models.Model):
             models.CheckConstraint(
                 condition=models.Q(backoff_jitter__gte=0, backoff_jitter__lte=1),
                 name="policy_jitter_fraction",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(heartbeat_seconds__isnull=True) | models.Q(heartbeat_seconds__gt=0),
+                name="policy_heartbeat_positive",
             ),
         ]
 
@@ -142,30 +156,100 @@ class PolicyRevision(models.Model):
         return f"{self.policy_id} v{self.version}"
 
 
+class StepDefinitionKind(models.TextChoices):
+    #: A call of a remote through a pool's agent (every step before wait steps existed).
+    CALL = "call", "Call"
+    #: Waits for a named signal sent to the job (POST /api/v1/jobs/{id}/signals/).
+    SIGNAL = "signal", "Wait for a signal"
+    #: Waits for an operator's Approve or Reject.
+    APPROVAL = "approval", "Wait for an approval"
+    #: Waits for a duration, or until a time read from the input or an ancestor's output.
+    TIMER = "timer", "Wait for a time"
+
+
+#: The kinds that wait instead of calling: no pool, no attempt, no worker while they wait.
+WAIT_KINDS = frozenset({StepDefinitionKind.SIGNAL, StepDefinitionKind.APPROVAL, StepDefinitionKind.TIMER})
+
+
+class OnTimeout(models.TextChoices):
+    #: Park the step for an operator (the job needs attention).
+    HOLD = "hold", "Hold for an operator"
+    #: The step fails; its policy's on_exhausted decides the job (compensate by default).
+    FAIL = "fail", "Fail the step"
+    #: The step succeeds with the definition's default output.
+    CONTINUE = "continue", "Continue with the default output"
+
+
 class StepDefinition(models.Model):
-    """One step of a workflow version: its action, compensation, dependencies and policy."""
+    """One step of a workflow version: a call (its action, compensation, dependencies and
+    policy) or a wait (for a signal, an approval or a time; scheduler.services.waits)."""
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="steps")
     name = models.SlugField(max_length=100)
     position = models.PositiveIntegerField(default=0)
-    pool = models.ForeignKey("agents.AgentPool", on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(
+        max_length=16, choices=StepDefinitionKind.choices, default=StepDefinitionKind.CALL, db_default="call"
+    )
+    #: The pool of a call; a wait has none.
+    pool = models.ForeignKey(
+        "agents.AgentPool", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     #: HTTP: the path POSTed under the endpoint's base URL. Python: the callable's dotted path.
-    path = models.CharField(max_length=300)
+    path = models.CharField(max_length=300, blank=True, default="")
     #: Optional: where to ask whether operation `{operation_id}` happened (GET, 200/404).
     status_path = models.CharField(max_length=300, blank=True, default="")
     #: Optional: the action that undoes this one. Empty means nothing to undo.
     compensation_path = models.CharField(max_length=300, blank=True, default="")
     depends_on = models.JSONField(default=list, blank=True, help_text="Names of earlier steps.")
-    policy = models.ForeignKey(RemediationPolicy, on_delete=models.PROTECT, related_name="step_definitions")
+    #: A call's remediation policy; a wait's (optional) says what its failure does to the job.
+    policy = models.ForeignKey(
+        RemediationPolicy, null=True, blank=True, on_delete=models.PROTECT, related_name="step_definitions"
+    )
+    #: signal: the name of the signal the step waits for.
+    signal = models.CharField(max_length=100, blank=True, default="", db_default="")
+    #: approval: the group whose members may decide (empty: the operators).
+    group = models.CharField(max_length=150, blank=True, default="", db_default="")
+    #: signal, approval: how long the wait may last (none: for ever).
+    timeout_seconds = models.FloatField(null=True, blank=True)
+    #: signal, approval: what the timeout does.
+    on_timeout = models.CharField(
+        max_length=8, choices=OnTimeout.choices, blank=True, default="", db_default=""
+    )
+    #: signal, approval with on_timeout `continue`: the step's output after a timeout.
+    default_output = models.JSONField(null=True, blank=True)
+    #: timer: wait this long after the step becomes ready; or...
+    wait_seconds = models.FloatField(null=True, blank=True)
+    #: ... until the ISO 8601 time at this field: `input.<path>` or `<ancestor step>.<path>`.
+    until = models.CharField(max_length=300, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["workflow_id", "position"]
         constraints = [
             models.UniqueConstraint(fields=["workflow", "name"], name="stepdefinition_unique_name"),
+            models.CheckConstraint(
+                condition=Q(kind__in=StepDefinitionKind.values), name="stepdefinition_kind_valid"
+            ),
+            # A call has a pool and a policy; a wait has no pool.
+            models.CheckConstraint(
+                condition=(Q(kind="call") & Q(pool__isnull=False) & Q(policy__isnull=False))
+                | (~Q(kind="call") & Q(pool__isnull=True)),
+                name="stepdefinition_call_has_pool",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.workflow_id}:{self.name}"
+
+    @property
+    def waits(self) -> bool:
+        return self.kind in WAIT_KINDS
+
+    @property
+    def call_policy(self) -> RemediationPolicy:
+        """The policy of a call step (every call has one; the constraint holds it)."""
+        if self.policy is None:
+            raise ValueError(f"step {self.name} is a {self.kind} step: it has no call policy")
+        return self.policy
 
 
 class JobStatus(models.TextChoices):
@@ -329,9 +413,11 @@ class StepKind(models.TextChoices):
 class StepStatus(models.TextChoices):
     #: Waiting on its dependencies.
     PENDING = "pending", "Pending"
-    #: Ready, but its pool is at its limit (max_in_flight, max_per_second): dispatched as capacity
-    #: frees, highest job priority first. Holds no worker and has no deadline.
-    WAITING = "waiting", "Waiting for capacity"
+    #: Holds no worker and no queue row while it waits: a call whose pool is at its limit
+    #: (max_in_flight, max_per_second; no deadline), dispatched as capacity frees, highest job
+    #: priority first; or a wait step (signal, approval, timer), whose `deadline` is its timeout
+    #: or its timer's time.
+    WAITING = "waiting", "Waiting"
     #: An attempt is in flight; `deadline` says when it is overdue.
     DISPATCHED = "dispatched", "Dispatched"
     #: The last attempt failed; the supervisor decides what next.
@@ -400,7 +486,10 @@ class Step(models.Model):
     #: Calls made (reconcile queries not counted); what max_attempts limits.
     calls = models.PositiveIntegerField(default=0)
     last_outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, default="")
-    pool = models.ForeignKey("agents.AgentPool", on_delete=models.PROTECT, related_name="+", db_index=False)
+    #: The pool it calls (a wait step has none).
+    pool = models.ForeignKey(
+        "agents.AgentPool", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     endpoint = models.ForeignKey(
         "agents.AgentEndpoint",
         null=True,
@@ -461,6 +550,13 @@ class Step(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"
 
+    @property
+    def call_pool(self) -> AgentPool:
+        """The pool a call step calls (a wait step has none, and is never dispatched)."""
+        if self.pool is None:
+            raise ValueError(f"step {self.name} waits: it has no pool")
+        return self.pool
+
 
 class Attempt(models.Model):
     """One dispatch of a step. History: the outcome is never rewritten once set.
@@ -501,6 +597,10 @@ class Attempt(models.Model):
     error = models.TextField(blank=True, default="")
     late_outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, default="")
     late_at = models.DateTimeField(null=True, blank=True)
+    #: The last progress report of a call that answers later, and what it said (sent on to the
+    #: next attempt of the same operation, so that the remote can resume).
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_details = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["step_id", "number"]
@@ -590,8 +690,22 @@ class EventKind(models.TextChoices):
     STEP_COMPENSATED = "step_compensated", "Step compensated"
     #: The remote took the call and reports its result later (an HTTP 202, a queued message).
     CALL_ACCEPTED = "call_accepted", "Call accepted"
-    #: The step is ready but its pool is at its limit: it waits for capacity.
-    STEP_WAITING = "step_waiting", "Waiting for capacity"
+    #: The step waits: for capacity (its pool is at its limit), a signal, an approval or a time.
+    STEP_WAITING = "step_waiting", "Step waiting"
+    #: An approval step began waiting for an operator's decision (an alert kind).
+    APPROVAL_REQUESTED = "approval_requested", "Approval requested"
+    #: A signal was sent to the job (kept until a step consumes it); its sender is the actor.
+    SIGNAL_RECEIVED = "signal_received", "Signal received"
+    #: A waiting step consumed a signal: its payload is the step's output.
+    STEP_SIGNALLED = "step_signalled", "Step signalled"
+    #: An operator approved the waiting step.
+    STEP_APPROVED = "step_approved", "Step approved"
+    #: An operator rejected the waiting step: it failed.
+    STEP_REJECTED = "step_rejected", "Step rejected"
+    #: A timer step's time came: it succeeded.
+    TIMER_FIRED = "timer_fired", "Timer fired"
+    #: A signal or approval was not given before the step's timeout.
+    WAIT_TIMED_OUT = "wait_timed_out", "Wait timed out"
     #: An operator ran the job again from a step, as a new job (named in the event's data).
     OPERATOR_RERUN = "operator_rerun", "Operator rerun"
     #: A schedule submitted the job.
@@ -613,7 +727,15 @@ EVENT_KINDS = frozenset(EventKind.values)
 
 #: Every way a step comes to succeed: counted as "steps succeeded" wherever throughput is shown.
 STEP_SUCCESS_KINDS = frozenset(
-    {EventKind.STEP_SUCCEEDED, EventKind.STEP_RECONCILED, EventKind.STEP_RESOLVED, EventKind.LATE_SUCCESS}
+    {
+        EventKind.STEP_SUCCEEDED,
+        EventKind.STEP_RECONCILED,
+        EventKind.STEP_RESOLVED,
+        EventKind.LATE_SUCCESS,
+        EventKind.STEP_SIGNALLED,
+        EventKind.STEP_APPROVED,
+        EventKind.TIMER_FIRED,
+    }
 )
 
 
@@ -665,6 +787,50 @@ class Event(models.Model):
         return f"{self.kind} {self.from_status}->{self.to_status}"
 
 
+class Signal(models.Model):
+    """A message sent to a running job (POST /api/v1/jobs/{id}/signals/), kept until a step
+    waiting for its name consumes it: a signal that comes before its step waits is buffered.
+
+    Written in the transaction of its `signal_received` event; consumed by a guarded write
+    (`consumed_at` still null) in the transaction that completes the waiting step, so each signal
+    is consumed at most once. With an idempotency key, one key makes one signal per job.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="signals", db_index=False)
+    name = models.CharField(max_length=100)
+    payload = models.JSONField(null=True, blank=True)
+    # NULL, not "": the unique constraint must only bind signals that were given a key.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    #: Hash of the name and payload, to tell a replay from a conflicting reuse of a key.
+    request_hash = models.CharField(max_length=64, blank=True, default="")
+    sender = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    #: The step that consumed it (of the same job), and when.
+    consumed_by = models.ForeignKey(
+        Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    consumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="signal_unique_idempotency_key",
+            ),
+        ]
+        indexes = [
+            # A job's signals (API, job page, retention) and the buffered ones a step consumes.
+            models.Index(fields=["job", "name", "id"], name="signal_job_name_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} -> {self.job_id}"
+
+
 class DeliveryKind(models.TextChoices):
     #: A job's completion callback, POSTed to the URL its submitter gave.
     CALLBACK = "callback", "Completion callback"
@@ -694,6 +860,8 @@ class AlertKind(models.TextChoices):
     SUPERVISOR_STALE = "supervisor_stale", "The supervisor stopped scanning"
     #: An endpoint's circuit opened (most of its recent calls failed).
     CIRCUIT_OPENED = "circuit_opened", "An endpoint's circuit opened"
+    #: An approval step waits for an operator's decision.
+    APPROVAL_REQUESTED = "approval_requested", "An approval is requested"
 
 
 def all_alert_kinds() -> list[str]:

@@ -22,7 +22,7 @@ from scheduler.models import Delivery, DeliveryKind, EventKind, Job
 #: The event kinds something reacts to (the supervisor's alert kinds read these): each is queued
 #: for its reader by the database (scheduler/sql/*/..._reactions.sql, generated from this set).
 REACTION_KINDS: frozenset[str] = frozenset(
-    {EventKind.STEP_HELD, EventKind.JOB_FAILED, EventKind.JOB_COMPENSATED}
+    {EventKind.STEP_HELD, EventKind.JOB_FAILED, EventKind.JOB_COMPENSATED, EventKind.APPROVAL_REQUESTED}
 )
 
 

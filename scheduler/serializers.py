@@ -24,9 +24,12 @@ from scheduler.models import (
     Event,
     Job,
     JobStatus,
+    OnTimeout,
     Schedule,
     Step,
     StepDefinition,
+    StepDefinitionKind,
+    StepStatus,
 )
 
 # --- jobs -------------------------------------------------------------------------------------
@@ -125,6 +128,23 @@ def attempt_data(attempt: Attempt) -> dict[str, Any]:
     }
 
 
+def waiting_for(step: Step) -> dict[str, Any] | None:
+    """What a waiting step waits for, as the API shows it (`waiting_for`), or None when it does
+    not wait: `{"kind": "signal", "signal", "timeout_at"}`, `{"kind": "approval", "group",
+    "timeout_at"}`, `{"kind": "timer", "until"}` or `{"kind": "capacity", "pool"}`."""
+    if step.status != StepStatus.WAITING:
+        return None
+    definition = step.definition
+    at = drf_datetime(step.deadline)
+    if definition.kind == StepDefinitionKind.SIGNAL:
+        return {"kind": "signal", "signal": definition.signal, "timeout_at": at}
+    if definition.kind == StepDefinitionKind.APPROVAL:
+        return {"kind": "approval", "group": definition.group or None, "timeout_at": at}
+    if definition.kind == StepDefinitionKind.TIMER:
+        return {"kind": "timer", "until": at}
+    return {"kind": "capacity", "pool": step.pool.name if step.pool is not None else None}
+
+
 def step_data(step: Step) -> dict[str, Any]:
     return {
         "id": step.pk,
@@ -136,7 +156,9 @@ def step_data(step: Step) -> dict[str, Any]:
         "attempt_count": step.attempt,
         "calls": step.calls,
         "last_outcome": step.last_outcome,
-        "pool": step.pool.name,
+        "type": step.definition.kind,
+        "pool": step.pool.name if step.pool is not None else None,
+        "waiting_for": waiting_for(step),
         "deadline": drf_datetime(step.deadline),
         "not_before": drf_datetime(step.not_before),
         "output": step.output,
@@ -416,36 +438,102 @@ class EventSerializer(serializers.ModelSerializer):
 
 
 class StepDefinitionSerializer(StrictSerializer):
-    """One step of a workflow (the same shape is read and written)."""
+    """One step of a workflow (the same shape is read and written): a call (no `kind`, or
+    `call`), or a wait: `signal`, `approval` or `timer`."""
 
     name = serializers.CharField(max_length=100)
-    pool = serializers.CharField(max_length=100, help_text="Pool name.")
+    kind = serializers.ChoiceField(
+        choices=StepDefinitionKind.choices,
+        required=False,
+        help_text="call (default): a remote call through a pool; signal: waits for a named signal sent "
+        "to the job; approval: waits for an operator's Approve or Reject; timer: waits for a time.",
+    )
+    pool = serializers.CharField(max_length=100, required=False, help_text="call: the pool's name.")
     path = serializers.CharField(
-        max_length=300, help_text="HTTP: the path POSTed under the endpoint. Python: a dotted path."
+        max_length=300,
+        required=False,
+        help_text="call: the path POSTed under the endpoint (HTTP), a queue name, or a registered callable.",
     )
     status_path = serializers.CharField(
         max_length=300,
         required=False,
         allow_blank=True,
-        help_text="Where to ask whether operation {operation_id} happened (GET: 200 yes, 404 no).",
+        help_text="call: where to ask whether operation {operation_id} happened (GET: 200 yes, 404 no).",
     )
     compensation_path = serializers.CharField(
-        max_length=300, required=False, allow_blank=True, help_text="The action that undoes this one."
+        max_length=300, required=False, allow_blank=True, help_text="call: the action that undoes this one."
     )
     depends_on = serializers.ListField(
         child=serializers.CharField(max_length=100), required=False, max_length=100
     )
-    policy = serializers.CharField(max_length=100, help_text="Remediation policy name.")
+    policy = serializers.CharField(
+        max_length=100,
+        required=False,
+        help_text="Remediation policy name (required for a call; for a signal or approval, its "
+        "on_exhausted decides what a rejection or a failing timeout does to the job).",
+    )
+    signal = serializers.CharField(max_length=100, required=False, help_text="signal: the name it waits for.")
+    group = serializers.CharField(
+        max_length=150,
+        required=False,
+        allow_blank=True,
+        help_text="approval: the group whose members may decide (default: operators).",
+    )
+    timeout_seconds = serializers.FloatField(
+        required=False, allow_null=True, help_text="signal, approval: how long to wait (default: for ever)."
+    )
+    on_timeout = serializers.ChoiceField(
+        choices=OnTimeout.choices,
+        required=False,
+        allow_blank=True,
+        help_text="signal, approval: hold (default) for an operator, fail the step (its policy then "
+        "decides the job), or continue with default_output.",
+    )
+    default_output = serializers.JSONField(
+        required=False, allow_null=True, help_text="The step's output when on_timeout is continue."
+    )
+    wait_seconds = serializers.FloatField(
+        required=False, allow_null=True, help_text="timer: wait this long once the step is ready."
+    )
+    until = serializers.CharField(
+        max_length=300,
+        required=False,
+        allow_blank=True,
+        help_text="timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>.",
+    )
 
     def to_representation(self, instance: StepDefinition) -> Any:
+        base: dict[str, Any] = {"name": instance.name, "kind": instance.kind}
+        if instance.kind == StepDefinitionKind.CALL:
+            return {
+                **base,
+                "pool": instance.pool.name if instance.pool is not None else None,
+                "path": instance.path,
+                "status_path": instance.status_path,
+                "compensation_path": instance.compensation_path,
+                "depends_on": list(instance.depends_on or []),
+                "policy": instance.call_policy.name,
+            }
+        if instance.kind == StepDefinitionKind.TIMER:
+            return {
+                **base,
+                "wait_seconds": instance.wait_seconds,
+                "until": instance.until,
+                "depends_on": list(instance.depends_on or []),
+            }
+        wait: dict[str, Any] = (
+            {"signal": instance.signal}
+            if instance.kind == StepDefinitionKind.SIGNAL
+            else {"group": instance.group}
+        )
         return {
-            "name": instance.name,
-            "pool": instance.pool.name,
-            "path": instance.path,
-            "status_path": instance.status_path,
-            "compensation_path": instance.compensation_path,
+            **base,
+            **wait,
+            "timeout_seconds": instance.timeout_seconds,
+            "on_timeout": instance.on_timeout,
+            "default_output": instance.default_output,
             "depends_on": list(instance.depends_on or []),
-            "policy": instance.policy.name,
+            "policy": instance.policy.name if instance.policy is not None else None,
         }
 
 

@@ -44,8 +44,9 @@ E = EventKind
 STEP_TRANSITIONS: dict[str, frozenset[str]] = {
     # To succeeded without a call: a rerun's step that reuses the original's output (step_reuse).
     S.PENDING: frozenset({S.DISPATCHED, S.WAITING, S.SKIPPED, S.SUCCEEDED}),
-    # A pool at its limit: the capacity pump dispatches the step; its job stopping skips it.
-    S.WAITING: frozenset({S.DISPATCHED, S.SKIPPED, S.FAILED, S.SUCCEEDED}),
+    # A pool at its limit: the capacity pump dispatches the step; its job stopping skips it. A wait
+    # step: its signal, approval or time completes it; a rejection or a timeout fails or holds it.
+    S.WAITING: frozenset({S.DISPATCHED, S.SKIPPED, S.FAILED, S.SUCCEEDED, S.HELD}),
     S.DISPATCHED: frozenset({S.SUCCEEDED, S.ATTEMPT_FAILED, S.UNKNOWN}),
     S.ATTEMPT_FAILED: frozenset({S.DISPATCHED, S.WAITING, S.RETRY_WAIT, S.FAILED, S.HELD, S.SUCCEEDED}),
     S.UNKNOWN: frozenset({S.DISPATCHED, S.WAITING, S.RETRY_WAIT, S.FAILED, S.HELD, S.SUCCEEDED}),
@@ -70,6 +71,12 @@ STEP_OPERATOR_ONLY: frozenset[tuple[str, str]] = frozenset(
         (S.WAITING, S.SUCCEEDED),
     }
 )
+
+#: Operator-only moves that a wait step makes on its own, as the events named here: its signal,
+#: approval (the approver is named), timer or timeout completes it (scheduler.services.waits).
+STEP_WAIT_COMPLETIONS: dict[tuple[str, str], frozenset[EventKind]] = {
+    (S.WAITING, S.SUCCEEDED): frozenset({E.STEP_SIGNALLED, E.STEP_APPROVED, E.TIMER_FIRED, E.WAIT_TIMED_OUT}),
+}
 
 #: The event a move to each step status writes unless the caller names a more precise one.
 #: `attempt_failed` and `unknown` have none: their event says which outcome brought the step there.
@@ -158,9 +165,12 @@ def _check(
     frm: str,
     to: str,
     actor: User | None,
+    kind: EventKind | None = None,
 ) -> None:
     if to not in table[frm]:
         raise InvalidTransition(f"{what} cannot go from {frm} to {to}", frm=frm, to=to)
+    if what == "step" and kind is not None and kind in STEP_WAIT_COMPLETIONS.get((frm, to), ()):
+        return
     if (frm, to) in operator_only and (actor is None or not actor.is_authenticated):
         raise InvalidTransition(f"only an operator may move a {what} from {frm} to {to}", frm=frm, to=to)
 
@@ -188,7 +198,7 @@ def step_transition(
     clears it.
     """
     frm = step.status
-    _check(STEP_TRANSITIONS, STEP_OPERATOR_ONLY, "step", frm, to, actor)
+    _check(STEP_TRANSITIONS, STEP_OPERATOR_ONLY, "step", frm, to, actor, kind)
     kind = kind or STEP_EVENTS.get(to)
     if kind is None:
         raise ValueError(f"a move to {to} must name its event kind")

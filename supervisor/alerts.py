@@ -26,6 +26,7 @@ EVENT_ALERTS: dict[str, AlertKind] = {
     EventKind.STEP_HELD: AlertKind.STEP_NEEDS_ATTENTION,
     EventKind.JOB_FAILED: AlertKind.JOB_FAILED,
     EventKind.JOB_COMPENSATED: AlertKind.JOB_COMPENSATED,
+    EventKind.APPROVAL_REQUESTED: AlertKind.APPROVAL_REQUESTED,
 }
 
 

@@ -213,7 +213,7 @@ def job_dag(actions: Sequence[StepRow], *, title: str = "Workflow") -> SafeStrin
     for row in actions:
         step = row.step
         detail = f"attempt {step.attempt}" if step.attempt else ""
-        if step.pool_id != step.definition.pool_id:
+        if step.pool is not None and step.pool_id != step.definition.pool_id:
             detail = f"{detail} \u00b7 {step.pool.name}".strip(" \u00b7")
         nodes.append(
             DagNode(

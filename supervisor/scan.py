@@ -39,6 +39,7 @@ from scheduler.services import (
     step_time_out,
     steps_still_queued,
 )
+from scheduler.services.wakeups import waits_due, waits_expire
 from scheduler.transitions import attempts_time_out
 from scheduler.unit import Unit, unit_of_work
 from supervisor import setwise
@@ -128,6 +129,7 @@ def scan(
     seen: set[int] = set()
     cache = ScanCache()
     _sweep_job_deadlines(grant, report, size)
+    _sweep_waits(grant, report, size)
     while max_batches is None or report.batches < max_batches:
         with unit_of_work() as unit:
             if not lease_fence(grant):
@@ -267,6 +269,26 @@ def _sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> No
             _count(report, "job_deadline")
 
 
+def _sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
+    """Waits whose time came: timers fire, timeouts apply their on_timeout. In batches of jobs
+    locked together (skipping those another transaction holds: the next scan takes them)."""
+    while True:
+        with unit_of_work() as unit:
+            if not lease_fence(grant):
+                report.lost_lease = True
+                return
+            job_ids = waits_due(unit.now, limit=size)
+            if not job_ids:
+                return
+            done = waits_expire(unit, job_ids, source=_source(grant))
+        for what, count in done.items():
+            report.examined += count
+            report.remediated += count
+            report.decisions[what] = report.decisions.get(what, 0) + count
+        if len(job_ids) < size or not done:
+            return
+
+
 def _source(grant: LeaseGrant) -> str:
     return f"supervisor:{grant.holder}"
 
@@ -321,13 +343,13 @@ def remediate(
     if step.status not in (S.ATTEMPT_FAILED, S.UNKNOWN):
         return False
     facts = step_facts(unit, step, job, cache or ScanCache())
-    policy = PolicySnapshot.of(step.definition.policy)
+    policy = PolicySnapshot.of(step.definition.call_policy)
     decision = decide(facts, policy, unit.now, draw())
     if isinstance(decision, Reconcile):
         step_reconcile(unit, state, step, source=source, reason=decision.reason)
         _count(report, "reconcile")
     elif isinstance(decision, Retry):
-        pool = step.pool.alternate if decision.reassign else None
+        pool = step.call_pool.alternate if decision.reassign else None
         step_retry_later(
             unit,
             state,
@@ -361,7 +383,7 @@ def step_facts(unit: Unit, step: Step, job: Job, cache: ScanCache) -> StepFacts:
         if endpoint_assess_and_alert(endpoint_id, unit.now):
             # Health changed: forget what this scan knew about the pools.
             cache.pool_healthy.clear()
-    pool = step.pool
+    pool = step.call_pool
     alternate = pool.alternate
 
     def healthy(p: AgentPool) -> bool:

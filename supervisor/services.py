@@ -171,9 +171,9 @@ def step_retry(
             target = AgentPool.objects.filter(name=pool).first()
             if target is None:
                 raise InvalidInput(f"unknown pool {pool!r}", field="pool")
-            if target.kind != step.pool.kind:
+            if target.kind != step.call_pool.kind:
                 raise InvalidInput(
-                    f"pool {pool!r} is a {target.kind} pool, not {step.pool.kind}", field="pool"
+                    f"pool {pool!r} is a {target.kind} pool, not {step.call_pool.kind}", field="pool"
                 )
         note: dict[str, Any] = {"pool": pool} if pool else {}
         if edit is not None:

@@ -53,8 +53,8 @@ def step_dispatch(
     dispatch (scheduler.services.capacity), unless the pump itself is the caller
     (`capacity_checked`).
     """
-    policy = step.definition.policy
-    pool = pool or step.pool
+    policy = step.definition.call_policy
+    pool = pool or step.call_pool
     if kind == AttemptKind.CALL and not capacity_checked and pool.limited:
         waiting = f"pool {pool.name} has a limit: waiting for capacity"
         step_transition(

@@ -46,7 +46,7 @@ def step_keep_waiting(unit: Unit, state: JobState, step: Step, *, source: str) -
     Calling again would only queue a second task behind the first (under load, a retry storm of
     stale tasks); the task keeps its place, and the attempt counts as made only once it runs.
     """
-    deadline = unit.now + dt.timedelta(seconds=step.definition.policy.timeout_seconds)
+    deadline = unit.now + dt.timedelta(seconds=step.definition.call_policy.timeout_seconds)
     step_postpone(
         unit,
         step,

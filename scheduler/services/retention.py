@@ -60,6 +60,7 @@ from scheduler.models import (
     Job,
     PruneRun,
     Schedule,
+    Signal,
     Step,
 )
 
@@ -313,13 +314,16 @@ WITH schedules AS (
     WHERE a.step_id = s.id AND s.job_id = ANY(%(ids)s::uuid[]) RETURNING 1
 ), deliveries AS (
     DELETE FROM scheduler_delivery WHERE job_id = ANY(%(ids)s::uuid[]) RETURNING 1
+), signals AS (
+    DELETE FROM scheduler_signal WHERE job_id = ANY(%(ids)s::uuid[]) RETURNING 1
 ), steps AS (
     DELETE FROM scheduler_step WHERE job_id = ANY(%(ids)s::uuid[]) RETURNING 1
 ), jobs AS (
     DELETE FROM scheduler_job WHERE id = ANY(%(ids)s::uuid[]) RETURNING 1
 )
 SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM attempts), (SELECT count(*) FROM deliveries),
-       (SELECT count(*) FROM steps), (SELECT count(*) FROM jobs), (SELECT count(*) FROM schedules)
+       (SELECT count(*) FROM steps), (SELECT count(*) FROM jobs), (SELECT count(*) FROM schedules),
+       (SELECT count(*) FROM signals)
 """
 
 
@@ -331,14 +335,22 @@ def _delete(ids: list[uuid.UUID]) -> dict[str, int]:
     if is_postgresql():
         with connection.cursor() as cursor:
             cursor.execute(DELETE_SQL, {"ids": ids})
-            event, attempt, delivery, step, job, _ = cursor.fetchone()
-        return {"event": event, "attempt": attempt, "delivery": delivery, "step": step, "job": job}
+            event, attempt, delivery, step, job, _, signal = cursor.fetchone()
+        return {
+            "event": event,
+            "attempt": attempt,
+            "delivery": delivery,
+            "signal": signal,
+            "step": step,
+            "job": job,
+        }
     using = "default"
     Schedule.objects.filter(last_job_id__in=ids).update(last_job=None)
     return {
         "event": Event.objects.filter(job_id__in=ids)._raw_delete(using),
         "attempt": Attempt.objects.filter(step__job_id__in=ids)._raw_delete(using),
         "delivery": Delivery.objects.filter(job_id__in=ids)._raw_delete(using),
+        "signal": Signal.objects.filter(job_id__in=ids)._raw_delete(using),
         "step": Step.objects.filter(job_id__in=ids)._raw_delete(using),
         "job": Job.objects.filter(pk__in=ids)._raw_delete(using),
     }

@@ -13,6 +13,7 @@ from agents.outcome import AttemptKind, Outcome
 from scheduler.models import STEP_SETTLED, Attempt, EventKind, JobStatus, Step, StepKind, StepStatus
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.locking import JOB_FORWARD, JobState
+from scheduler.services.waits import step_begin_wait
 from scheduler.transitions import job_transition, step_transition
 from scheduler.unit import Unit, User
 
@@ -45,7 +46,10 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
             ):
                 deps = step.definition.depends_on
                 reason = f"{', '.join(deps)} succeeded" if deps else "ready: no dependencies"
-                step_dispatch(unit, state, step, source=source, reason=reason)
+                if step.definition.waits:
+                    step_begin_wait(unit, state, step, source=source, reason=reason)
+                else:
+                    step_dispatch(unit, state, step, source=source, reason=reason)
     if all(s.status == S.SUCCEEDED for s in actions):
         job_transition(
             unit, job, J.SUCCEEDED, source=source, actor=actor, result={s.name: s.output for s in actions}

@@ -202,7 +202,8 @@ def _submit_in_database(
             workflow, payload, user, None, request_hash, source=SCHEDULER, **asdict(extra)
         )
     if job_id is None:
-        raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
+        # An unknown workflow, or one with wait steps (which the function leaves to this path).
+        return _submit_in_python(workflow, payload, user, key, request_hash, extra)
     if any_pool_limited():
         # The function parks the steps of limited pools (the Python path's dispatch registers
         # its own pumps): the pump takes them once this commits.

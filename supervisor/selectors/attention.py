@@ -195,7 +195,7 @@ def _attention_items(now: dt.datetime, steps: list[Step], pools: list[AgentPool]
             why=_why(s, now),
             last_event=events.get(s.last_event_id),  # type: ignore[attr-defined]
             age=now - s.updated_at,
-            other_pools=[p for p in by_kind[s.pool.kind] if p != s.pool.name],
+            other_pools=[p for p in by_kind[s.pool.kind] if p != s.pool.name] if s.pool is not None else [],
         )
         for s in steps
     ]
@@ -234,7 +234,7 @@ def attention_item(step_id: int, *, now: dt.datetime | None = None) -> Attention
     step = _with_last_event(_attention_queryset(now, AttentionFilters()).filter(pk=step_id)).first()
     if step is None:
         return None
-    return _attention_items(now, [step], list(AgentPool.objects.filter(kind=step.pool.kind)))[0]
+    return _attention_items(now, [step], list(AgentPool.objects.filter(kind=step.call_pool.kind)))[0]
 
 
 def attention_step_ids(filters: AttentionFilters, *, now: dt.datetime | None = None) -> list[int]:

@@ -141,7 +141,11 @@ def job_detail(job_id: Any) -> JobDetail | None:
             s,
             attempts[s.pk],
             compensation_of.get(s.pk),
-            [name for name, kind in pools if kind == s.pool.kind and name != s.pool.name],
+            [
+                name
+                for name, kind in pools
+                if s.pool is not None and (kind, name) != (s.pool.kind, s.pool.name) and kind == s.pool.kind
+            ],
         )
         for s in steps
     ]

@@ -39,6 +39,7 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
         'step:unknown>waiting',
         'step:waiting>dispatched',
         'step:waiting>failed',
+        'step:waiting>held',
         'step:waiting>skipped',
         'step:waiting>succeeded',
         'job:compensating>cancelled',

@@ -1,4 +1,4 @@
--- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath.
+-- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath, scheduler.services.waits.
 -- The common outcomes of a live call, as step_record_outcome records them, the DAG advance, and
 -- the job's completion with its callback (callback_summary); anything else answers 'fallback'.
 CREATE OR REPLACE FUNCTION sas_record_outcome(
@@ -28,6 +28,12 @@ BEGIN
     IF v_step.kind <> 'action' OR v_step.status <> 'dispatched' OR v_step.attempt <> p_number
        OR v_job.status <> 'running' OR v_job.paused_at IS NOT NULL
        OR p_outcome NOT IN ('succeeded', 'business_failure', 'transient_failure', 'no_answer') THEN
+        RETURN 'fallback';
+    END IF;
+    -- A job with a wait step still to come: the general path starts the wait
+    -- (scheduler.services.waits), which this function does not restate.
+    IF EXISTS (SELECT 1 FROM scheduler_step s JOIN scheduler_stepdefinition d ON d.id = s.definition_id
+               WHERE s.job_id = v_job_id AND s.status = 'pending' AND d.kind <> 'call') THEN
         RETURN 'fallback';
     END IF;
     SELECT id, kind, deadline INTO v_attempt FROM scheduler_attempt

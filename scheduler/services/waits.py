@@ -1,0 +1,171 @@
+"""Wait steps: a step that waits for a signal, an approval or a time instead of calling a remote.
+
+A wait is a status with a reason, not a sleeping worker (docs/architecture.md, "Steps that
+wait"): the step is `waiting`, holds no worker and no queue row, and its `deadline` is when the
+wait ends by itself (the timeout of a signal or approval, the time of a timer; none: for ever).
+The supervisor's scan reads only the waits that are due, through the live-step index, and ends
+them (`waits_expire`) with ordinary guarded moves.
+
+- Entering (`step_begin_wait`, from the DAG advance when the step is ready): pending -> waiting.
+  A signal step consumes at once a signal the job already received (signals are buffered), and
+  a timer whose time has passed fires at once.
+- A signal (`signal_send`) is stored with its event, then consumed by the waiting step that
+  names it, if there is one: a guarded write of the signal (`consumed_at` still empty) in the
+  transaction that completes the step, so each signal is consumed at most once. Its payload is
+  the step's output.
+- An approval (`approval_decide`): Approve completes the step with the decision as its output;
+  Reject fails it, and its policy's on_exhausted (compensate when it has none) decides the job.
+- A timeout does what the definition says: hold for an operator, fail (as a rejection does), or
+  continue with the definition's default output.
+
+The hot path's functions (`scheduler/sql/postgresql/sas_submit.sql`,
+`scheduler/sql/postgresql/sas_record_outcome.sql`) leave a job with a wait still to come to the
+general path, which starts its waits here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+from scheduler.models import (
+    EventKind,
+    Signal,
+    Step,
+    StepDefinition,
+    StepDefinitionKind,
+    StepStatus,
+)
+from scheduler.services.locking import JobState
+from scheduler.transitions import step_transition
+from scheduler.unit import Unit, User
+
+S = StepStatus
+K = StepDefinitionKind
+E = EventKind
+
+
+# --- entering a wait ------------------------------------------------------------------------------
+
+
+class NoTime(Exception):
+    """A timer's `until` field is missing or holds no ISO 8601 time."""
+
+
+def timer_due(state: JobState, step: Step, now: dt.datetime) -> dt.datetime:
+    """When the timer fires: `wait_seconds` after now, or the time at its `until` field (the job's
+    input, or an ancestor's output); a time without an offset is UTC. Raises NoTime."""
+    definition = step.definition
+    if not definition.until:
+        return now + dt.timedelta(seconds=definition.wait_seconds or 0)
+    source, *path = definition.until.split(".")
+    if source == "input":
+        value: Any = step.input_override if step.input_override is not None else state.job.input
+    else:
+        value = next((s.output for s in state.actions if s.name == source), None)
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            raise NoTime(f"{definition.until} is missing")
+        value = value[key]
+    parsed = parse_datetime(value) if isinstance(value, str) else None
+    if parsed is None:
+        raise NoTime(f"{definition.until} holds no ISO 8601 time: {str(value)[:100]!r}")
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
+
+
+def step_begin_wait(
+    unit: Unit, state: JobState, step: Step, *, source: str, reason: str, actor: User | None = None
+) -> None:
+    """A ready wait step starts waiting (pending, or held/failed when an operator retries it)."""
+    definition = step.definition
+    data: dict[str, Any] = {"for": definition.kind}
+    kind = E.STEP_WAITING
+    if definition.kind == K.TIMER:
+        try:
+            deadline: dt.datetime | None = timer_due(state, step, unit.now)
+        except NoTime as exc:
+            # The job's own data holds no time: an operator decides (resolve, retry, compensate).
+            step_transition(
+                unit, step, S.HELD, source=source, kind=E.STEP_HELD, actor=actor, reason=f"timer: {exc}"
+            )
+            return
+        data["until"] = deadline.isoformat() if deadline else None
+    else:
+        timeout = definition.timeout_seconds
+        deadline = unit.now + dt.timedelta(seconds=timeout) if timeout else None
+        data["timeout_at"] = deadline.isoformat() if deadline else None
+        if definition.kind == K.SIGNAL:
+            data["signal"] = definition.signal
+        else:
+            data["group"] = definition.group or None
+            kind = E.APPROVAL_REQUESTED
+    what = describe(definition)
+    step_transition(
+        unit,
+        step,
+        S.WAITING,
+        source=source,
+        kind=kind,
+        actor=actor,
+        reason=f"{reason}; waiting for {what}" if reason else f"waiting for {what}",
+        data=data,
+        deadline=deadline,
+        not_before=None,
+    )
+    if definition.kind == K.SIGNAL:
+        signal = (
+            Signal.objects.filter(job_id=state.job.pk, name=definition.signal, consumed_at__isnull=True)
+            .order_by("id")
+            .first()
+        )
+        if signal is not None:
+            signal_consume(unit, step, signal, source=source)
+    elif definition.kind == K.TIMER and deadline is not None and deadline <= unit.now:
+        timer_fire(unit, step, source=source)
+
+
+def describe(definition: StepDefinition) -> str:
+    if definition.kind == K.SIGNAL:
+        return f"signal {definition.signal!r}"
+    if definition.kind == K.APPROVAL:
+        return f"an approval by {definition.group or 'an operator'}"
+    return "its time"
+
+
+def signal_consume(unit: Unit, step: Step, signal: Signal, *, source: str, actor: User | None = None) -> None:
+    """The waiting step takes the signal: guarded on the signal not being consumed yet, so a
+    signal completes one step once, whoever else tries."""
+    taken = Signal.objects.filter(pk=signal.pk, consumed_at__isnull=True).update(
+        consumed_at=unit.now, consumed_by=step
+    )
+    if taken != 1:
+        return
+    signal.consumed_at, signal.consumed_by = unit.now, step
+    step_transition(
+        unit,
+        step,
+        S.SUCCEEDED,
+        source=source,
+        kind=E.STEP_SIGNALLED,
+        actor=actor,
+        reason=f"signal {signal.name!r} received",
+        data={"signal_id": signal.pk},
+        output=signal.payload,
+        error="",
+    )
+
+
+def timer_fire(unit: Unit, step: Step, *, source: str) -> None:
+    step_transition(
+        unit,
+        step,
+        S.SUCCEEDED,
+        source=source,
+        kind=E.TIMER_FIRED,
+        reason="its time came",
+        data={"due": step.deadline.isoformat() if step.deadline else None},
+        output={"fired_at": unit.now.isoformat()},
+        error="",
+    )

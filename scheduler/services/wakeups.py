@@ -1,0 +1,331 @@
+"""How a wait ends (scheduler.services.waits has how it starts): a signal sent to the job, an
+operator's approval or rejection, or the scan finding its time come (a timer fires, a timeout
+applies its on_timeout). Each is a guarded move under the job's lock, and moves the job on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, cast
+
+from django.contrib.auth.models import Group
+from django.db import IntegrityError
+
+from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInput, NotFound, SasError
+from sas_project.validation import json_storable, valid_name
+from scheduler.models import (
+    JOB_SETTLED,
+    EventKind,
+    Job,
+    OnExhausted,
+    OnTimeout,
+    Signal,
+    Step,
+    StepDefinition,
+    StepDefinitionKind,
+    StepKind,
+    StepStatus,
+)
+from scheduler.services.locking import JOB_FORWARD, JobState, load_locked_jobs, lock_job
+from scheduler.services.saga import job_advance, job_fail, job_start_compensation
+from scheduler.services.waits import describe, signal_consume, timer_fire
+from scheduler.transitions import step_transition
+from scheduler.unit import Unit, User, unit_of_work
+
+S = StepStatus
+K = StepDefinitionKind
+E = EventKind
+
+
+class NotPermitted(SasError):
+    """The user may not decide this approval (not in the group it names, nor an operator)."""
+
+    http_status = 403
+    code = "permission_denied"
+
+
+# --- signals ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SignalReceipt:
+    """A signal as stored, and whether this request created it (False: a replay of its key)."""
+
+    signal: Signal
+    created: bool
+
+
+def _signal_hash(name: str, payload: Any) -> str:
+    canonical = json.dumps({"name": name, "payload": payload}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def signal_send(
+    *, job_id: Any, name: Any, payload: Any, sender: User, idempotency_key: str | None = None
+) -> SignalReceipt:
+    """Send signal `name` to a job: stored with its event, and consumed at once by the step that
+    waits for it, if one does (otherwise kept until one does).
+
+    Raises InvalidInput when no signal step of the job's workflow takes `name`, ActionNotAllowed
+    (409) when the job no longer runs forward (settled or compensating), IdempotencyConflict
+    when the key was used for another signal. The same key again is the same signal.
+    """
+    name = valid_name(name, "name", "name")
+    json_storable(payload, "payload")
+    if idempotency_key is not None and not (0 < len(idempotency_key) <= 255):
+        raise InvalidInput("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
+    request_hash = _signal_hash(name, payload)
+    try:
+        with unit_of_work() as unit:
+            state = lock_job(unit, job_id)
+            job = state.job
+            if idempotency_key:
+                replay = _signal_replay(job, idempotency_key, request_hash)
+                if replay is not None:
+                    return replay
+            if not any(s.definition.kind == K.SIGNAL and s.definition.signal == name for s in state.actions):
+                takes = sorted({s.definition.signal for s in state.actions if s.definition.kind == K.SIGNAL})
+                raise InvalidInput(
+                    f"no step of job {job.pk} waits for signal {name!r}"
+                    + (f" (it takes: {', '.join(takes)})" if takes else " (it takes no signals)"),
+                    field="name",
+                )
+            if job.status not in JOB_FORWARD:
+                raise ActionNotAllowed(f"job {job.pk} is {job.status}: it takes no more signals")
+            signal = Signal.objects.create(
+                job=job,
+                name=name,
+                payload=payload,
+                idempotency_key=idempotency_key or None,
+                request_hash=request_hash,
+                sender=cast(Any, sender) if sender.is_authenticated else None,
+                created_at=unit.now,
+            )
+            source = f"api:{sender.get_username()}"
+            unit.event(
+                job_id=job.pk,
+                kind=E.SIGNAL_RECEIVED,
+                source=source,
+                actor=sender,
+                reason=f"signal {name!r}",
+                data={"signal_id": signal.pk, "name": name, "idempotency_key": idempotency_key},
+            )
+            step = next(
+                (
+                    s
+                    for s in state.actions
+                    if s.status == S.WAITING and s.definition.kind == K.SIGNAL and s.definition.signal == name
+                ),
+                None,
+            )
+            if step is not None:
+                signal_consume(unit, step, signal, source=source, actor=sender)
+                job_advance(unit, state, source=source, actor=sender)
+            return SignalReceipt(signal=signal, created=True)
+    except IntegrityError:
+        # A concurrent request with the same key won the insert: answer with its signal.
+        if not idempotency_key:
+            raise
+        job = Job.objects.get(pk=job_id)
+        replay = _signal_replay(job, idempotency_key, request_hash)
+        if replay is None:
+            raise
+        return replay
+
+
+def _signal_replay(job: Job, key: str, request_hash: str) -> SignalReceipt | None:
+    existing = Signal.objects.filter(job=job, idempotency_key=key).first()
+    if existing is None:
+        return None
+    if existing.request_hash != request_hash:
+        raise IdempotencyConflict(
+            f"Idempotency-Key {key!r} was already used for a different signal to job {job.pk}"
+        )
+    return SignalReceipt(signal=existing, created=False)
+
+
+# --- approvals -----------------------------------------------------------------------------------------
+
+
+def may_decide(user: User, definition: StepDefinition) -> bool:
+    """Whether `user` may approve or reject this step: a member of the group it names, or, when
+    it names none, an operator (the `operate_job` permission)."""
+    if not user.is_authenticated:
+        return False
+    if definition.group:
+        return (
+            bool(cast(Any, user).is_superuser)
+            or Group.objects.filter(name=definition.group, user=cast(Any, user)).exists()
+        )
+    return bool(cast(Any, user).has_perm("scheduler.operate_job"))
+
+
+def approval_decide(*, job_id: Any, step_name: str, actor: User, approve: bool, comment: Any = "") -> Step:
+    """Approve (the step succeeds with the decision as its output) or reject (it fails, and its
+    policy decides the job) a step waiting for an approval. Raises NotFound, NotPermitted (403),
+    ActionNotAllowed (409) when the step is not waiting for an approval."""
+    if comment is None:
+        comment = ""
+    if not isinstance(comment, str) or len(comment) > 2000 or "\x00" in comment:
+        raise InvalidInput("comment must be text of at most 2000 characters", field="comment")
+    with unit_of_work() as unit:
+        state = lock_job(unit, job_id)
+        step = next((s for s in state.actions if s.name == step_name), None)
+        if step is None:
+            raise NotFound(f"job {state.job.pk} has no step {step_name!r}")
+        if step.definition.kind != K.APPROVAL:
+            raise ActionNotAllowed(f"step {step_name} is a {step.definition.kind} step: nothing to approve")
+        if not may_decide(actor, step.definition):
+            who = f"members of {step.definition.group}" if step.definition.group else "operators"
+            raise NotPermitted(f"only {who} may decide step {step_name}")
+        if step.status != S.WAITING:
+            raise ActionNotAllowed(f"step {step_name} is {step.status}: it waits for no approval")
+        source = f"operator:{actor.get_username()}"
+        decision = {
+            "approved": approve,
+            "by": actor.get_username(),
+            "comment": comment,
+            "at": unit.now.isoformat(),
+        }
+        if approve:
+            step_transition(
+                unit,
+                step,
+                S.SUCCEEDED,
+                source=source,
+                kind=E.STEP_APPROVED,
+                actor=actor,
+                reason=comment or "approved",
+                data={"comment": comment},
+                output=decision,
+                error="",
+            )
+            job_advance(unit, state, source=source, actor=actor)
+        else:
+            _wait_failed(
+                unit,
+                state,
+                step,
+                kind=E.STEP_REJECTED,
+                source=source,
+                reason=f"rejected by {actor.get_username()}" + (f": {comment}" if comment else ""),
+                actor=actor,
+                output=decision,
+            )
+        return step
+
+
+# --- failing, timeouts, timers -------------------------------------------------------------------------
+
+
+def _wait_failed(
+    unit: Unit,
+    state: JobState,
+    step: Step,
+    *,
+    kind: EventKind,
+    source: str,
+    reason: str,
+    actor: User | None = None,
+    output: Any = None,
+) -> None:
+    """A wait that ends without its success (a rejection, a failing timeout, a timer without a
+    time): the step's policy decides, as when a call's attempts run out (compensate when it has
+    no policy); hold parks the step for an operator."""
+    policy = step.definition.policy
+    action = policy.on_exhausted if policy is not None else OnExhausted.COMPENSATE
+    if action == OnExhausted.HOLD:
+        step_transition(unit, step, S.HELD, source=source, kind=E.STEP_HELD, actor=actor, reason=reason)
+        job_advance(unit, state, source=source)
+        return
+    step_transition(
+        unit,
+        step,
+        S.FAILED,
+        source=source,
+        kind=kind,
+        actor=actor,
+        reason=reason,
+        error=reason,
+        output=output,
+    )
+    if state.job.status not in JOB_FORWARD:
+        job_advance(unit, state, source=source)
+    elif action == OnExhausted.FAIL:
+        job_fail(unit, state, source=source, reason=f"step {step.name} failed: {reason}", actor=actor)
+    else:
+        job_start_compensation(
+            unit,
+            state,
+            reason_code="failure",
+            source=source,
+            reason=f"step {step.name} failed: {reason}",
+            actor=actor,
+        )
+
+
+def wait_expire(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
+    """End a due wait (the caller holds the job's lock): fire a timer, or apply a signal's or
+    approval's on_timeout. Returns what it did ("" when the step no longer waits or is not due)."""
+    if step.status != S.WAITING or step.deadline is None or step.deadline > unit.now:
+        return ""
+    definition = step.definition
+    if not definition.waits:
+        return ""
+    if definition.kind == K.TIMER:
+        timer_fire(unit, step, source=source)
+        job_advance(unit, state, source=source)
+        return "timer_fired"
+    reason = f"no {describe(definition).removeprefix('an ')} within {definition.timeout_seconds:g} s"
+    if definition.on_timeout == OnTimeout.CONTINUE:
+        step_transition(
+            unit,
+            step,
+            S.SUCCEEDED,
+            source=source,
+            kind=E.WAIT_TIMED_OUT,
+            reason=f"{reason}: continued with the default output",
+            output=definition.default_output,
+            error="",
+        )
+        job_advance(unit, state, source=source)
+    elif definition.on_timeout == OnTimeout.FAIL:
+        _wait_failed(unit, state, step, kind=E.WAIT_TIMED_OUT, source=source, reason=reason)
+    else:
+        step_transition(
+            unit, step, S.HELD, source=source, kind=E.STEP_HELD, reason=f"{reason}: held for an operator"
+        )
+        job_advance(unit, state, source=source)
+    return "wait_timed_out"
+
+
+def waits_due(now: dt.datetime, *, limit: int) -> list[Any]:
+    """The jobs of up to `limit` waits whose time came, earliest first (read through the live
+    steps' index: a wait that is not due costs nothing)."""
+    rows = (
+        Step.objects.filter(status=S.WAITING, deadline__lte=now, pool__isnull=True, kind=StepKind.ACTION)
+        .order_by("deadline")
+        .values_list("job_id", flat=True)[:limit]
+    )
+    return list(dict.fromkeys(rows))
+
+
+def waits_expire(unit: Unit, job_ids: list[Any], *, source: str) -> dict[str, int]:
+    """Lock these jobs (skipping those locked elsewhere: the next scan takes them) and end their
+    due waits. Returns the counts of what was done."""
+    done: dict[str, int] = {}
+    jobs = list(
+        Job.objects.filter(pk__in=job_ids)
+        .exclude(status__in=sorted(JOB_SETTLED))
+        .select_for_update(skip_locked=True)
+        .select_related("workflow")
+    )
+    for state in load_locked_jobs(jobs).values():
+        for step in list(state.actions):
+            what = wait_expire(unit, state, step, source=source)
+            if what:
+                done[what] = done.get(what, 0) + 1
+    return done
