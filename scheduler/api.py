@@ -13,6 +13,7 @@ from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -34,7 +35,7 @@ from sas_project.validation import json_storable
 from scheduler import selectors
 from scheduler.callbacks import callback_record
 from scheduler.definitions import workflow_create, workflow_delete
-from scheduler.models import Schedule
+from scheduler.models import Job, Schedule, Signal
 from scheduler.schedules import (
     SCHEDULE_FIELDS,
     schedule_create,
@@ -43,6 +44,7 @@ from scheduler.schedules import (
     schedule_update,
 )
 from scheduler.serializers import (
+    ApprovalDecisionSerializer,
     AttemptCallbackResultSerializer,
     AttemptCallbackSerializer,
     EventSerializer,
@@ -53,12 +55,17 @@ from scheduler.serializers import (
     ScheduleReplaceSerializer,
     ScheduleSerializer,
     ScheduleWriteSerializer,
+    SignalSendSerializer,
+    SignalSerializer,
     StepDefinitionSerializer,
+    StepSerializer,
     WorkflowReplaceSerializer,
     WorkflowSerializer,
     WorkflowVersionSerializer,
+    step_data,
 )
 from scheduler.services import job_submit
+from scheduler.services.wakeups import NotPermitted, approval_decide, signal_send
 
 # --- jobs -------------------------------------------------------------------------------------
 
@@ -185,6 +192,153 @@ class JobEventsView(ApiView):
     )
     def get(self, request: Request, job_id: uuid.UUID) -> Response:
         return self.paginated(selectors.job_events(user=request.user, job_id=job_id), EventSerializer)
+
+
+# --- signals and approvals ----------------------------------------------------------------------
+
+SIGNAL_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    pattern=r"^[ -~]{1,255}$",
+    description="Sending the same key and body again to the same job is the same signal (200); the "
+    "same key with a different body is a 409.",
+)
+
+
+def _job_signallable(user: Any, job_id: uuid.UUID) -> None:
+    """Submitters signal their own jobs, operators any: 404 for a job the user cannot see (410
+    when archived), 403 for one they see without the right to signal it (a viewer's)."""
+    if not selectors.jobs_visible_to(user).filter(pk=job_id).exists():
+        raise selectors.job_missing(user=user, job_id=job_id)
+    if not can_operate(user) and not Job.objects.filter(pk=job_id, submitter_id=user.pk).exists():
+        raise PermissionDenied("only the job's submitter or an operator may signal it")
+
+
+class JobSignalsView(ApiView):
+    permission_classes = [SubmitterAccess]
+
+    @extend_schema(
+        operation_id="jobs_signals_list",
+        tags=["jobs"],
+        summary="The signals sent to a job, oldest first",
+        responses={200: SignalSerializer(many=True), **errors(401, 403, 404, 410)},
+    )
+    def get(self, request: Request, job_id: uuid.UUID) -> Response:
+        if not selectors.jobs_visible_to(request.user).filter(pk=job_id).exists():
+            raise selectors.job_missing(user=request.user, job_id=job_id)
+        signals = Signal.objects.filter(job_id=job_id).select_related("sender", "consumed_by").order_by("id")
+        return self.paginated(signals, SignalSerializer)
+
+    @extend_schema(
+        operation_id="jobs_signals_send",
+        tags=["jobs"],
+        summary="Send a signal to a job",
+        description=(
+            "A step of the job that waits for this signal's name takes it, now or as soon as it starts "
+            "waiting (a signal that comes early is kept); its payload becomes that step's output. "
+            "202: accepted (`consumed_by` names the step if one took it at once). 400: no step of the "
+            "job's workflow waits for this name. 409: the job is settled or compensating (nothing "
+            "changes), or the Idempotency-Key was used for another signal."
+        ),
+        parameters=[SIGNAL_KEY],
+        request=SignalSendSerializer,
+        responses={
+            202: SignalSerializer,
+            200: OpenApiResponse(SignalSerializer, description="A replay: the signal sent with this key."),
+            **WRITE_ERRORS,
+            **errors(404, 409, 410),
+        },
+    )
+    def post(self, request: Request, job_id: uuid.UUID) -> Response:
+        body = validated(SignalSendSerializer, request.data)
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not all(" " <= ch <= "~" for ch in key):
+            raise InvalidInput("Idempotency-Key must be printable ASCII", field="Idempotency-Key")
+        _job_signallable(request.user, job_id)
+        receipt = signal_send(
+            job_id=job_id,
+            name=body["name"],
+            payload=body.get("payload"),
+            sender=request.user,
+            idempotency_key=key,
+        )
+        signal = Signal.objects.select_related("sender", "consumed_by").get(pk=receipt.signal.pk)
+        return Response(
+            SignalSerializer(signal).data,
+            status=status.HTTP_202_ACCEPTED if receipt.created else status.HTTP_200_OK,
+        )
+
+
+STEP_NAME = OpenApiParameter("step_name", str, OpenApiParameter.PATH, description="The step's name.")
+
+
+class StepApprovalView(ApiView):
+    """Approve or reject a step waiting for an approval (`approve` is set by the subclass)."""
+
+    permission_classes = [IsAuthenticated]
+    approve: ClassVar[bool] = True
+
+    def post(self, request: Request, job_id: uuid.UUID, step_name: str) -> Response:
+        body = validated(ApprovalDecisionSerializer, request.data)
+        visible = selectors.jobs_visible_to(request.user).filter(pk=job_id).exists()
+        try:
+            step = approval_decide(
+                job_id=job_id,
+                step_name=step_name,
+                actor=request.user,
+                approve=self.approve,
+                comment=body.get("comment") or "",
+            )
+        except (NotPermitted, NotFound, Job.DoesNotExist):
+            # A user who may not see the job learns nothing about it, not even that it exists.
+            if not visible:
+                raise selectors.job_missing(user=request.user, job_id=job_id) from None
+            raise
+        if not visible:
+            # A member of the step's group who may not read the job: the decision, not the job.
+            return Response({"name": step.name, "status": step.status, "output": step.output})
+        job = selectors.job_for_reading(user=request.user, job_id=job_id)
+        return Response(step_data(next(s for s in job.steps.all() if s.pk == step.pk)))
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="jobs_steps_approve",
+        tags=["jobs"],
+        summary="Approve a step waiting for an approval",
+        parameters=[STEP_NAME],
+        description=(
+            "The step succeeds; its output is the decision (`approved`, `by`, `comment`, `at`) and the "
+            "job moves on. Members of the group the step names may decide (operators when it names "
+            "none). 403: not one of them. 409: the step is not waiting for an approval."
+        ),
+        request=ApprovalDecisionSerializer,
+        responses={200: StepSerializer, **WRITE_ERRORS, **errors(404, 409, 410)},
+    )
+)
+class StepApproveView(StepApprovalView):
+    approve = True
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="jobs_steps_reject",
+        tags=["jobs"],
+        summary="Reject a step waiting for an approval",
+        parameters=[STEP_NAME],
+        description=(
+            "The step fails with the comment as its reason; the step's policy decides the job "
+            "(compensate when it names none; hold parks the step for an operator). 403: not a member "
+            "of the step's group (an operator when it names none). 409: the step is not waiting."
+        ),
+        request=ApprovalDecisionSerializer,
+        responses={200: StepSerializer, **WRITE_ERRORS, **errors(404, 409, 410)},
+    )
+)
+class StepRejectView(StepApprovalView):
+    approve = False
 
 
 # --- workflows --------------------------------------------------------------------------------

@@ -11,6 +11,17 @@ urlpatterns: list[URLPattern] = [
     path("jobs/", api.JobsView.as_view(), name="api-jobs"),
     path("jobs/<uuid:job_id>/", api.JobView.as_view(), name="api-job"),
     path("jobs/<uuid:job_id>/events/", api.JobEventsView.as_view(), name="api-job-events"),
+    path("jobs/<uuid:job_id>/signals/", api.JobSignalsView.as_view(), name="api-job-signals"),
+    path(
+        "jobs/<uuid:job_id>/steps/<slug:step_name>/approve/",
+        api.StepApproveView.as_view(),
+        name="api-job-step-approve",
+    ),
+    path(
+        "jobs/<uuid:job_id>/steps/<slug:step_name>/reject/",
+        api.StepRejectView.as_view(),
+        name="api-job-step-reject",
+    ),
     path("workflows/", api.WorkflowsView.as_view(), name="api-workflows"),
     path("workflows/<slug:name>/", api.WorkflowView.as_view(), name="api-workflow"),
     path("callbacks/<str:token>/", api.AttemptCallbackView.as_view(), name="api-attempt-callback"),

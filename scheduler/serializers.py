@@ -9,9 +9,11 @@ declare is an error, so a misspelt field is reported instead of silently ignored
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.outcome import Outcome
@@ -268,13 +270,41 @@ class AttemptSerializer(serializers.ModelSerializer):
         return attempt_data(instance)
 
 
+class WaitingForSerializer(serializers.Serializer):
+    """What a waiting step waits for (schema only; `waiting_for` renders it)."""
+
+    kind = serializers.ChoiceField(
+        choices=["signal", "approval", "timer", "capacity"],
+        help_text="capacity: a call whose pool is at its limit.",
+    )
+    signal = serializers.CharField(required=False, help_text="signal: its name.")
+    group = serializers.CharField(
+        required=False, allow_null=True, help_text="approval: who decides (null: operators)."
+    )
+    until = serializers.DateTimeField(required=False, help_text="timer: when it fires.")
+    timeout_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="signal, approval: when the wait times out (null: never)."
+    )
+    pool = serializers.CharField(required=False, help_text="capacity: the pool.")
+
+
 class StepSerializer(serializers.ModelSerializer):
     last_outcome = _outcome_field("Outcome of the last finished attempt.")
     attempt_count = serializers.IntegerField(
         source="attempt", help_text="Dispatches so far (the fencing number)."
     )
-    pool = serializers.CharField(source="pool.name")
+    type = serializers.CharField(
+        source="definition.kind", help_text="call, or what the step waits for: signal, approval, timer."
+    )
+    pool = serializers.CharField(source="pool.name", allow_null=True, help_text="null for a wait step.")
+    waiting_for = serializers.SerializerMethodField(
+        help_text="While the step is waiting: what for (null otherwise)."
+    )
     attempts = AttemptSerializer(many=True, read_only=True)
+
+    @extend_schema_field(WaitingForSerializer(allow_null=True))
+    def get_waiting_for(self, step: Step) -> dict[str, Any] | None:
+        return waiting_for(step)
 
     class Meta:
         model = Step
@@ -288,7 +318,9 @@ class StepSerializer(serializers.ModelSerializer):
             "attempt_count",
             "calls",
             "last_outcome",
+            "type",
             "pool",
+            "waiting_for",
             "deadline",
             "not_before",
             "output",
@@ -502,6 +534,18 @@ class StepDefinitionSerializer(StrictSerializer):
         help_text="timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>.",
     )
 
+    def to_internal_value(self, data: Any) -> Any:
+        # A call's pool, path and policy are required, as they were before steps had kinds.
+        if isinstance(data, Mapping) and data.get("kind") in (None, "", StepDefinitionKind.CALL):
+            missing = {
+                key: ["This field may not be null." if key in data else "This field is required."]
+                for key in ("pool", "path", "policy")
+                if data.get(key) is None
+            }
+            if missing:
+                raise serializers.ValidationError(missing)
+        return super().to_internal_value(data)
+
     def to_representation(self, instance: StepDefinition) -> Any:
         base: dict[str, Any] = {"name": instance.name, "kind": instance.kind}
         if instance.kind == StepDefinitionKind.CALL:
@@ -583,6 +627,48 @@ class AttemptCallbackResultSerializer(serializers.Serializer):
         choices=[("recorded", "recorded"), ("late", "late")],
         help_text="recorded: the attempt's result; late: evidence for an attempt already given up on "
         "(a success still completes its step if nothing else did).",
+    )
+
+
+# --- signals and approvals ------------------------------------------------------------------------
+
+
+class SignalSendSerializer(StrictSerializer):
+    """A signal sent to a job: a step waiting for its name takes it (now, or when it starts
+    waiting) and its payload becomes the step's output."""
+
+    name = serializers.RegexField(NAME_PATTERN, max_length=100, help_text="The signal's name.")
+    payload = serializers.JSONField(
+        required=False, allow_null=True, help_text="Any JSON: the output of the step that consumes it."
+    )
+
+
+class SignalSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    payload = serializers.JSONField(allow_null=True)
+    sender = serializers.CharField(allow_null=True, help_text="Who sent it.")
+    created_at = serializers.DateTimeField()
+    consumed_by = serializers.CharField(
+        allow_null=True, help_text="The step that consumed it; null while it waits for one."
+    )
+    consumed_at = serializers.DateTimeField(allow_null=True)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return {
+            "id": instance.pk,
+            "name": instance.name,
+            "payload": instance.payload,
+            "sender": instance.sender.username if instance.sender is not None else None,
+            "created_at": drf_datetime(instance.created_at),
+            "consumed_by": instance.consumed_by.name if instance.consumed_by is not None else None,
+            "consumed_at": drf_datetime(instance.consumed_at),
+        }
+
+
+class ApprovalDecisionSerializer(StrictSerializer):
+    comment = serializers.CharField(
+        required=False, allow_blank=True, max_length=2000, help_text="Why: recorded with the decision."
     )
 
 

@@ -274,11 +274,12 @@ def _sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
     locked together (skipping those another transaction holds: the next scan takes them)."""
     while True:
         with unit_of_work() as unit:
-            if not lease_fence(grant):
-                report.lost_lease = True
-                return
+            # The fence only when there is something to do: no transaction of its own per scan.
             job_ids = waits_due(unit.now, limit=size)
             if not job_ids:
+                return
+            if not lease_fence(grant):
+                report.lost_lease = True
                 return
             done = waits_expire(unit, job_ids, source=_source(grant))
         for what, count in done.items():

@@ -31,6 +31,7 @@ from scheduler.services import (
     step_dispatch,
     step_succeed,
 )
+from scheduler.services.waits import step_begin_wait
 from scheduler.transitions import job_set_paused, job_transition
 from scheduler.unit import Unit, User, unit_of_work
 
@@ -167,6 +168,10 @@ def step_retry(
         if input is not None:
             edit = _edit_input(unit, state, step, input)
         target = None
+        if pool and step.definition.waits:
+            raise InvalidInput(
+                f"step {step.name} waits for a {step.definition.kind}: it has no pool", field="pool"
+            )
         if pool:
             target = AgentPool.objects.filter(name=pool).first()
             if target is None:
@@ -180,6 +185,18 @@ def step_retry(
             note.update(edit)
         _note(unit, state, actor, EventKind.OPERATOR_RETRY, reason, step, note or None)
         _reopen_if_failed(unit, state, actor, reason)
+        if step.definition.waits:
+            # A wait is retried by waiting again (a new timeout, a timer's time read again).
+            step_begin_wait(
+                unit,
+                state,
+                step,
+                source=operator_source(actor),
+                actor=actor,
+                reason=reason or "retried by an operator",
+            )
+            job_advance(unit, state, source=operator_source(actor), actor=actor)
+            return step
         step_dispatch(
             unit,
             state,
@@ -245,7 +262,8 @@ def step_resolve(*, actor: User | None, step_id: Any, output: Any, reason: str =
     json_storable(output, "output")
     with unit_of_work() as unit:
         state, step = _lock_step(unit, step_id)
-        if step.status not in RESOLVABLE_BY_OPERATOR:
+        waiting = step.status == S.WAITING and step.definition.waits
+        if step.status not in RESOLVABLE_BY_OPERATOR and not waiting:
             raise ActionNotAllowed(f"step {step.name} is {step.status}: nothing to resolve")
         job = state.job
         if (

@@ -86,10 +86,12 @@ def step_begin_wait(
         try:
             deadline: dt.datetime | None = timer_due(state, step, unit.now)
         except NoTime as exc:
-            # The job's own data holds no time: an operator decides (resolve, retry, compensate).
+            # The job's own data holds no time: the wait starts, and is held at once for an
+            # operator to decide (resolve, retry, compensate).
             step_transition(
-                unit, step, S.HELD, source=source, kind=E.STEP_HELD, actor=actor, reason=f"timer: {exc}"
+                unit, step, S.WAITING, source=source, actor=actor, reason=reason, data=data, deadline=None
             )
+            step_transition(unit, step, S.HELD, source=source, kind=E.STEP_HELD, reason=f"timer: {exc}")
             return
         data["until"] = deadline.isoformat() if deadline else None
     else:

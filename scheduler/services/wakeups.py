@@ -15,6 +15,7 @@ from django.contrib.auth.models import Group
 from django.db import IntegrityError
 
 from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInput, NotFound, SasError
+from sas_project.permissions import can_operate
 from sas_project.validation import json_storable, valid_name
 from scheduler.models import (
     JOB_SETTLED,
@@ -80,7 +81,7 @@ def signal_send(
     request_hash = _signal_hash(name, payload)
     try:
         with unit_of_work() as unit:
-            state = lock_job(unit, job_id)
+            state = _lock(unit, job_id)
             job = state.job
             if idempotency_key:
                 replay = _signal_replay(job, idempotency_key, request_hash)
@@ -147,20 +148,24 @@ def _signal_replay(job: Job, key: str, request_hash: str) -> SignalReceipt | Non
     return SignalReceipt(signal=existing, created=False)
 
 
+def _lock(unit: Unit, job_id: Any) -> JobState:
+    if not Job.objects.filter(pk=job_id).exists():
+        raise NotFound(f"job {job_id} does not exist")
+    return lock_job(unit, job_id)
+
+
 # --- approvals -----------------------------------------------------------------------------------------
 
 
 def may_decide(user: User, definition: StepDefinition) -> bool:
     """Whether `user` may approve or reject this step: a member of the group it names, or, when
-    it names none, an operator (the `operate_job` permission)."""
+    it names none, an operator."""
     if not user.is_authenticated:
         return False
     if definition.group:
-        return (
-            bool(cast(Any, user).is_superuser)
-            or Group.objects.filter(name=definition.group, user=cast(Any, user)).exists()
-        )
-    return bool(cast(Any, user).has_perm("scheduler.operate_job"))
+        member = Group.objects.filter(name=definition.group, user=cast(Any, user)).exists()
+        return bool(cast(Any, user).is_superuser) or member
+    return can_operate(user)
 
 
 def approval_decide(*, job_id: Any, step_name: str, actor: User, approve: bool, comment: Any = "") -> Step:
@@ -172,7 +177,7 @@ def approval_decide(*, job_id: Any, step_name: str, actor: User, approve: bool, 
     if not isinstance(comment, str) or len(comment) > 2000 or "\x00" in comment:
         raise InvalidInput("comment must be text of at most 2000 characters", field="comment")
     with unit_of_work() as unit:
-        state = lock_job(unit, job_id)
+        state = _lock(unit, job_id)
         step = next((s for s in state.actions if s.name == step_name), None)
         if step is None:
             raise NotFound(f"job {state.job.pk} has no step {step_name!r}")

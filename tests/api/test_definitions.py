@@ -325,6 +325,7 @@ def test_creating_a_workflow_makes_version_1_by_its_author(ada: APIClient) -> No
     assert [s["name"] for s in created["steps"]] == ["reserve", "charge"]
     assert created["steps"][1] == {
         "name": "charge",
+        "kind": "call",
         "pool": "local",
         "path": "agents.builtin.noop",
         "status_path": "",

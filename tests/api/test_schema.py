@@ -117,6 +117,8 @@ def admin_token() -> str:
 def known_path_parameters(path: str) -> dict[str, Any]:
     if "{" not in path:
         return {}
+    if "{step_name}" in path:
+        return {"job_id": KNOWN["job_id"], "step_name": "s1"}
     if "{job_id}" in path:
         return {"job_id": KNOWN["job_id"]}
     if "{step_id}" in path:

@@ -124,9 +124,7 @@ def test_a_migrated_database_holds_exactly_the_files() -> None:
 @pytest.mark.django_db
 def test_no_function_of_the_service_has_a_second_overload() -> None:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT proname, count(*) FROM pg_proc WHERE proname LIKE 'sas\\_%%' GROUP BY proname"
-        )
+        cursor.execute("SELECT proname, count(*) FROM pg_proc WHERE proname LIKE 'sas\\_%%' GROUP BY proname")
         counts = dict(cursor.fetchall())
     assert counts == {source.name: 1 for source in dbcode.sources("postgresql")}
 
@@ -191,8 +189,12 @@ def test_readyz_accepts_the_next_releases_code_but_not_a_later_one_nor_a_hand_ed
             dbcode.Source(s.app, s.path, s.name, f"-- {tag}\n{s.text}") if s.name == "sas_move_allowed" else s
             for s in this
         ]
-        added = dbcode.Source("scheduler", this[0].path, "sas_added", "CREATE FUNCTION sas_added() "
-                              f"RETURNS int LANGUAGE sql AS 'SELECT 1'; -- {tag}")
+        added = dbcode.Source(
+            "scheduler",
+            this[0].path,
+            "sas_added",
+            f"CREATE FUNCTION sas_added() RETURNS int LANGUAGE sql AS 'SELECT 1'; -- {tag}",
+        )
         return [added, *changed]
 
     with _rolled_back():

@@ -107,6 +107,7 @@ def test_prune_archives_jobs_settled_before_the_retention_period_and_deletes_the
         "attempt": len(before["attempt"]),
         "event": len(before["event"]),
         "delivery": 0,
+        "signal": 0,
     }
     name = archive_name(old[0].finished_at or timezone.now())
     recent_name = archive_name(recent[0].finished_at or timezone.now())
