@@ -3,7 +3,8 @@
 Layered layout: a step's column is its dependency depth (the longest path from a step with no
 dependencies), and within a column steps are ordered by the mean row of their dependencies, which
 keeps most edges short and uncrossed for the small graphs workflows are. Nodes are coloured by
-the step's status; a step's compensation is drawn as a badge on its node. Every piece of text is
+the step's status; a wait step (signal, approval, timer) has a dashed border and names what it
+waits for; a step's compensation is drawn as a badge on its node. Every piece of text is
 escaped: step names come from definitions that operators type.
 """
 
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+
+from supervisor.selectors.waits import wait_kind_text, wait_of
 
 if TYPE_CHECKING:
     from supervisor.selectors import StepRow
@@ -55,6 +58,8 @@ class DagNode:
     href: str = ""
     #: A short second line under the status (for example "attempt 2 · payments").
     detail: str = ""
+    #: A wait step's kind ("signal", "approval", "timer"); empty for a call.
+    wait: str = ""
 
 
 def _depths(nodes: Sequence[DagNode]) -> dict[str, int]:
@@ -154,12 +159,16 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow") -> SafeStri
         x, y = where[node.name]
         fill, stroke, ink = COLOURS.get(node.status, FALLBACK)
         label = f"{node.name}: {_label(node.status)}"
+        if node.wait and node.detail:
+            label += f" ({node.detail})"
         if node.compensation_status:
             label += f" (compensation {_label(node.compensation_status)})"
+        # A wait step's border is dashed: it waits for the world, not for a call.
+        dashed = ' stroke-dasharray="7 3"' if node.wait else ""
         body = [
             f"<title>{escape(label)}</title>",
             f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="9" fill="{fill}" '
-            f'stroke="{stroke}" stroke-width="2"/>',
+            f'stroke="{stroke}" stroke-width="2"{dashed}/>',
             f'<text x="{x + 12}" y="{y + 21}" font-size="14" font-weight="600" fill="{ink}">'
             f"{escape(_short(node.name, NAME_CHARS))}</text>",
             f'<text x="{x + 12}" y="{y + 37}" font-size="12" fill="{ink}">'
@@ -183,8 +192,9 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow") -> SafeStri
         inner = "".join(body)
         if node.href:
             inner = f'<a href="{escape(node.href)}">{inner}</a>'
+        wait = f' data-wait="{escape(node.wait)}"' if node.wait else ""
         parts.append(
-            f'<g class="dag-node" data-step="{escape(node.name)}" data-status="{escape(node.status)}">'
+            f'<g class="dag-node" data-step="{escape(node.name)}" data-status="{escape(node.status)}"{wait}>'
             f"{inner}</g>"
         )
     parts.append(legend)
@@ -208,13 +218,20 @@ def _legend(statuses: list[str], y: int) -> tuple[str, int]:
 
 
 def job_dag(actions: Sequence[StepRow], *, title: str = "Workflow") -> SafeString:
-    """The DAG of a job's action steps, each node linking to the step's row on the job page."""
+    """The DAG of a job's action steps, each node linking to the step's row on the job page. A
+    wait step's detail is what it waits for ("approval: finance", "timer 14:05" while waiting);
+    a call's, its attempt and any pool it was moved to."""
     nodes = []
     for row in actions:
         step = row.step
-        detail = f"attempt {step.attempt}" if step.attempt else ""
-        if step.pool is not None and step.pool_id != step.definition.pool_id:
-            detail = f"{detail} \u00b7 {step.pool.name}".strip(" \u00b7")
+        wait_kind = step.definition.kind if step.definition.waits else ""
+        if wait_kind:
+            waiting = wait_of(step)
+            detail = waiting.short if waiting is not None else wait_kind_text(step.definition)
+        else:
+            detail = f"attempt {step.attempt}" if step.attempt else ""
+            if step.pool is not None and step.pool_id != step.definition.pool_id:
+                detail = f"{detail} \u00b7 {step.pool.name}".strip(" \u00b7")
         nodes.append(
             DagNode(
                 name=step.name,
@@ -223,6 +240,7 @@ def job_dag(actions: Sequence[StepRow], *, title: str = "Workflow") -> SafeStrin
                 compensation_status=row.compensation.status if row.compensation else None,
                 href=f"#step-{step.pk}",
                 detail=detail,
+                wait=str(wait_kind),
             )
         )
     return render_dag(nodes, title=title)

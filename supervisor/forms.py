@@ -103,6 +103,13 @@ class ResolveForm(forms.Form):
         return json_object(self.cleaned_data.get("output"), "output")
 
 
+class ApprovalForm(forms.Form):
+    """Approve or reject a step waiting for an approval, with a comment for the history."""
+
+    decision = forms.ChoiceField(choices=[("approve", "approve"), ("reject", "reject")])
+    comment = forms.CharField(required=False, max_length=2000, strip=True)
+
+
 class RerunForm(forms.Form):
     from_step = forms.CharField(max_length=120, strip=True)
     #: A new input for the whole job (JSON object); empty: the original input.

@@ -14,6 +14,7 @@ urlpatterns = [
     path("attention/bulk/", views.attention_bulk, name="attention_bulk"),
     path("steps/<int:step_id>/retry/", views.step_retry, name="step_retry"),
     path("steps/<int:step_id>/resolve/", views.step_resolve, name="step_resolve"),
+    path("steps/<int:step_id>/decide/", views.step_decide, name="step_decide"),
     path("jobs/", views.jobs, name="jobs"),
     path("jobs/<uuid:job_id>/", views.job, name="job"),
     path("jobs/<uuid:job_id>/act/", views.job_action, name="job_action"),

@@ -7,6 +7,10 @@ with `actor=request.user`, and answers an htmx request with the updated fragment
 Needs-attention list, or a job's live panel) plus a message event, or a plain POST with a
 redirect and a flash message. A refusal by the service (somebody else acted first, or the state
 no longer allows it) is answered 409 with the same fragment, re-read, and the reason.
+
+Approvals are the one action not reserved to operators: whoever the step's definition names (the
+members of its group, or the operators when it names none: `may_decide`) decides, from the same
+pages; the pages show Approve and Reject to them only, and the service refuses anyone else (403).
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ from sas_project.errors import SasError
 from sas_project.permissions import can_operate, can_view
 from scheduler.schedules import schedule_set_paused
 from scheduler.selectors import archived_job
+from scheduler.services.wakeups import NotPermitted, approval_decide
 from supervisor import selectors, services
 from supervisor.dag import job_dag
 from supervisor.forms import (
+    ApprovalForm,
     AttentionFilterForm,
     BulkForm,
     JobActionForm,
@@ -150,6 +156,7 @@ def attention(request: HttpRequest) -> HttpResponse:
     context = {
         "section": "attention",
         "a": data,
+        "decidable": selectors.decidable_steps(request.user, (i.step for i in data.items)),
         "form": form,
         "back": reverse("ops:attention"),
         "poll_url": _poll_url(request.path, request.GET, data.signature),
@@ -178,7 +185,7 @@ def jobs(request: HttpRequest) -> HttpResponse:
 @viewer_required
 def job(request: HttpRequest, job_id: Any) -> HttpResponse:
     try:
-        context = _job_context(job_id)
+        context = _job_context(request, job_id)
     except Http404:
         # The console is read by viewers and operators, who see every job.
         archived = archived_job(user=None, job_id=job_id, every_job=True)
@@ -199,13 +206,14 @@ def calibration(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _job_context(job_id: Any) -> dict[str, Any]:
+def _job_context(request: HttpRequest, job_id: Any) -> dict[str, Any]:
     detail = selectors.job_detail(job_id)
     if detail is None:
         raise Http404("no such job")
     return {
         "section": "jobs",
         "d": detail,
+        "decidable": selectors.decidable_steps(request.user, (r.step for r in detail.actions)),
         "dag": job_dag(detail.actions, title=str(detail.job.workflow)),
         "poll_url": _poll_url(reverse("ops:job", args=[detail.job.pk]), QueryDict(), detail.signature),
     }
@@ -248,12 +256,13 @@ def _answer(
         )
         return redirect(_safe_next(request, default))
     if fragment == "job" and job_id is not None:
-        context = {**_job_context(job_id), "message": message, "ok": ok}
+        context = {**_job_context(request, job_id), "message": message, "ok": ok}
         response = render(request, "ops/_job_live.html", context, status=status)
     elif step_id is not None:
         item = selectors.attention_item(step_id)
         context = {
             "item": item,
+            "decidable": selectors.decidable_steps(request.user, [item.step] if item else []),
             "step_id": step_id,
             "message": message,
             "ok": ok,
@@ -322,6 +331,39 @@ def step_resolve(request: HttpRequest, step_id: int) -> HttpResponse:
         return _answer(request, ok=False, message=message, status=status, step_id=step_id)
     message = f"Resolved {step.name} by hand: it counts as succeeded."
     return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=step.job_id)
+
+
+@require_POST
+@viewer_required
+def step_decide(request: HttpRequest, step_id: int) -> HttpResponse:
+    """Approve or reject a step waiting for an approval. Whoever may not decide it gets 403 and
+    nothing changes, however the request was made."""
+    form = ApprovalForm(request.POST)
+    if not form.is_valid():
+        return _answer(request, ok=False, message=_form_errors(form), status=400, step_id=step_id)
+    target = selectors.step_job_and_name(step_id)
+    if target is None:
+        raise Http404("no such step")
+    job_id, name = target
+    approve = form.cleaned_data["decision"] == "approve"
+    try:
+        step = approval_decide(
+            job_id=job_id,
+            step_name=name,
+            actor=request.user,
+            approve=approve,
+            comment=form.cleaned_data["comment"],
+        )
+    except NotPermitted as exc:
+        raise PermissionDenied(exc.message) from exc
+    except SasError as exc:
+        message, status = _refusal(exc)
+        return _answer(request, ok=False, message=message, status=status, step_id=step_id, job_id=job_id)
+    if approve:
+        message = f"Approved {step.name}: the job moves on."
+    else:
+        message = f"Rejected {step.name}: the step failed and its policy decides the job."
+    return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=job_id)
 
 
 @require_POST

@@ -18,6 +18,7 @@ from supervisor.selectors.attention import (
     attention_item,
     attention_step_ids,
     needs_attention,
+    step_job_and_name,
     step_job_id,
 )
 from supervisor.selectors.calibration import Calibration, CalibrationRow, calibration
@@ -34,6 +35,7 @@ from supervisor.selectors.jobs import (
 from supervisor.selectors.overview import Overview, overview, signature
 from supervisor.selectors.policies import policy_get, policy_list, policy_revisions
 from supervisor.selectors.schedules import ScheduleRow, schedule_rows
+from supervisor.selectors.waits import Wait, decidable_steps, wait_kind_text, wait_of
 
 __all__ = [
     "AttentionFilters",
@@ -47,9 +49,11 @@ __all__ = [
     "Progress",
     "ScheduleRow",
     "StepRow",
+    "Wait",
     "attention_item",
     "attention_step_ids",
     "calibration",
+    "decidable_steps",
     "job_detail",
     "jobs_search",
     "needs_attention",
@@ -59,7 +63,10 @@ __all__ = [
     "policy_revisions",
     "schedule_rows",
     "signature",
+    "step_job_and_name",
     "step_job_id",
     "step_progress",
+    "wait_kind_text",
+    "wait_of",
     "workflow_names",
 ]

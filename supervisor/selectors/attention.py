@@ -1,5 +1,6 @@
 """The Needs-attention list: live steps that need a person or the supervisor, oldest first, with
-the reason and the actions each allows (read through `step_live_idx`)."""
+the reason and the actions each allows (read through `step_live_idx`): calls the supervisor could
+not settle, steps held for an operator, and waits for a person (approvals) or about to time out."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from agents.models import AgentPool
 from scheduler.models import (
     Event,
+    OnTimeout,
     Step,
+    StepDefinitionKind,
     StepKind,
     StepStatus,
     Workflow,
 )
 from scheduler.unit import db_now
 from supervisor.selectors.overview import signature
+from supervisor.selectors.waits import Wait, wait_kind_text, wait_of
 from supervisor.services import BULK_LIMIT, RESOLVABLE_BY_OPERATOR, RETRYABLE_BY_OPERATOR
 
 S = StepStatus
@@ -31,7 +35,10 @@ ATTENTION_ROWS = 50
 # --- needs attention ----------------------------------------------------------------------------
 
 #: The statuses the Needs-attention list reads (all live: step_live_idx serves the query).
-ATTENTION_STATUSES = (S.DISPATCHED, S.UNKNOWN, S.ATTEMPT_FAILED, S.HELD, S.RETRY_WAIT)
+ATTENTION_STATUSES = (S.DISPATCHED, S.UNKNOWN, S.ATTEMPT_FAILED, S.HELD, S.RETRY_WAIT, S.WAITING)
+
+#: A wait for a signal that times out within this long is listed (unless its timeout continues).
+TIMING_OUT_SOON = dt.timedelta(minutes=15)
 
 
 def attention_condition(now: dt.datetime) -> Q:
@@ -41,14 +48,24 @@ def attention_condition(now: dt.datetime) -> Q:
     - an unknown outcome or a failed attempt awaiting the supervisor's decision;
     - held for an operator;
     - a compensation that keeps failing (dispatched again, or waiting to retry, after its first
-      attempt).
+      attempt);
+    - a step waiting for an approval (a person decides it);
+    - a step waiting for a signal whose timeout comes within TIMING_OUT_SOON and does not just
+      continue (a held or failed step would follow).
     """
     overdue = Q(status=S.DISPATCHED) & (Q(deadline__lt=now) | Q(deadline__isnull=True))
     deciding = Q(status__in=[S.UNKNOWN, S.ATTEMPT_FAILED, S.HELD])
     failing_compensation = (
         Q(kind=StepKind.COMPENSATION) & Q(status__in=[S.DISPATCHED, S.RETRY_WAIT]) & Q(attempt__gt=1)
     )
-    return overdue | deciding | failing_compensation
+    waits = Q(status=S.WAITING, pool__isnull=True)
+    approval = waits & Q(definition__kind=StepDefinitionKind.APPROVAL)
+    timing_out = (
+        waits
+        & Q(definition__kind=StepDefinitionKind.SIGNAL, deadline__lt=now + TIMING_OUT_SOON)
+        & ~Q(definition__on_timeout=OnTimeout.CONTINUE)
+    )
+    return overdue | deciding | failing_compensation | approval | timing_out
 
 
 class _StepActions:
@@ -58,7 +75,24 @@ class _StepActions:
 
     @property
     def can_retry(self) -> bool:
-        return self.step.status in RETRYABLE_BY_OPERATOR
+        # A wait step is not offered Retry: the operator services dispatch a retried step as a
+        # call, and a wait has nothing to call.
+        return self.step.status in RETRYABLE_BY_OPERATOR and not self.step.definition.waits
+
+    @property
+    def wait(self) -> Wait | None:
+        """What the step waits for, when it is waiting."""
+        return wait_of(self.step)
+
+    @property
+    def wait_text(self) -> str:
+        """A wait step's kind and what it waits for ("approval: finance"); "" for a call."""
+        return wait_kind_text(self.step.definition)
+
+    @property
+    def wait_kind(self) -> str:
+        """The kind of a wait step ("signal", "approval", "timer"); "" for a call."""
+        return str(self.step.definition.kind) if self.step.definition.waits else ""
 
     @property
     def can_resolve(self) -> bool:
@@ -166,6 +200,12 @@ def _attention_queryset(now: dt.datetime, filters: AttentionFilters) -> QuerySet
 
 
 def _why(step: Step, now: dt.datetime) -> str:
+    wait = wait_of(step)
+    if wait is not None:
+        until = wait.until_text
+        if wait.for_person:
+            return f"waiting for {wait.what}: {until}"
+        return f"{wait.what} not received yet: {until}"
     if step.kind == StepKind.COMPENSATION and step.status != S.HELD and step.attempt > 1:
         return f"compensation failing: attempt {step.attempt} is {step.get_status_display().lower()}"
     if step.status == S.DISPATCHED:
@@ -203,7 +243,9 @@ def _attention_items(now: dt.datetime, steps: list[Step], pools: list[AgentPool]
 
 def _with_last_event(query: QuerySet[Step]) -> QuerySet[Step]:
     last = Event.objects.filter(step_id=OuterRef("pk")).order_by("-id").values("id")[:1]
-    return query.select_related("job__workflow", "pool", "endpoint").annotate(last_event_id=Subquery(last))
+    return query.select_related("job__workflow", "definition", "pool", "endpoint").annotate(
+        last_event_id=Subquery(last)
+    )
 
 
 def needs_attention(
@@ -234,7 +276,8 @@ def attention_item(step_id: int, *, now: dt.datetime | None = None) -> Attention
     step = _with_last_event(_attention_queryset(now, AttentionFilters()).filter(pk=step_id)).first()
     if step is None:
         return None
-    return _attention_items(now, [step], list(AgentPool.objects.filter(kind=step.call_pool.kind)))[0]
+    pools = list(AgentPool.objects.filter(kind=step.pool.kind)) if step.pool is not None else []
+    return _attention_items(now, [step], pools)[0]
 
 
 def attention_step_ids(filters: AttentionFilters, *, now: dt.datetime | None = None) -> list[int]:
@@ -247,3 +290,9 @@ def attention_step_ids(filters: AttentionFilters, *, now: dt.datetime | None = N
 def step_job_id(step_id: int) -> Any:
     """The job a step belongs to, or None."""
     return Step.objects.filter(pk=step_id).values_list("job_id", flat=True).first()
+
+
+def step_job_and_name(step_id: int) -> tuple[Any, str] | None:
+    """The job a step belongs to and the step's name (how the scheduler's services name a step),
+    or None."""
+    return Step.objects.filter(pk=step_id).values_list("job_id", "name").first()

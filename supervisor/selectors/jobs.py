@@ -51,9 +51,9 @@ class StepRow(_StepActions):
 
     @property
     def can_edit_input(self) -> bool:
-        """Whether a retry may carry a new input: a held or failed action whose last call had no
+        """Whether a retry may carry a new input: a held or failed call whose last call had no
         effect (the services decide for real)."""
-        return input_edit_refusal(self.step) is None
+        return self.can_retry and input_edit_refusal(self.step) is None
 
     @property
     def input_text(self) -> str:
@@ -86,6 +86,11 @@ class JobDetail:
     callbacks: list[Delivery] = field(default_factory=list)
     #: The jobs that reran this one (newest last).
     reruns: list[Job] = field(default_factory=list)
+
+    @property
+    def waits(self) -> list[StepRow]:
+        """The wait steps waiting now (for a signal, an approval or a time), in step order."""
+        return [r for r in self.actions if r.wait is not None and r.wait_kind]
 
     @property
     def can_rerun(self) -> bool:

@@ -490,3 +490,65 @@ def test_a_viewer_reads_every_page_and_sees_no_action(
     )
     assert refused.status == 403
     assert Step.objects.get(pk=step_id).status == StepStatus.HELD
+
+
+def test_an_operator_approves_a_waiting_step_with_a_comment_and_a_viewer_sees_no_button(
+    live_server: Any, browser: Browser, operator: User, fake_remote: FakeRemote
+) -> None:
+    from scheduler.models import Event, EventKind
+
+    viewer = User.objects.create_user("vera", password=PASSWORD)
+    viewer.groups.add(Group.objects.get(name="viewers"))
+    make_workflow(
+        "approve",
+        {"name": "ok", "kind": "approval", "timeout_seconds": 600},
+        step("ship", "ok"),
+    )
+    job = job_submit(workflow="approve", input={"amount": 12}, submitter=operator).job
+    ok = Step.objects.get(job=job, name="ok")
+    assert ok.status == StepStatus.WAITING
+    base = live_server.url
+
+    # The viewer sees what the step waits for, and no way to decide it.
+    seen = sign_in(browser, base, "vera", PASSWORD, f"/ops/jobs/{job.pk}/")
+    expect(seen.locator(f"#wait-{ok.pk}")).to_contain_text("Waiting for an approval by an operator")
+    expect(seen.locator('#job-waits li[data-step="ok"]')).to_be_visible()
+    expect(seen.locator('svg.dag g.dag-node[data-step="ok"][data-wait="approval"]')).to_contain_text(
+        "approval: operators"
+    )
+    expect(seen.get_by_role("button", name="Approve")).to_have_count(0)
+    expect(seen.locator("main form[method=post]")).to_have_count(0)
+    seen.goto(f"{base}/ops/attention/")
+    expect(seen.locator(f'tbody#attention-{ok.pk}[data-wait="approval"]')).to_contain_text(
+        "waiting for an approval by an operator"
+    )
+    expect(seen.get_by_role("button", name="Approve")).to_have_count(0)
+    token = next(c["value"] for c in seen.context.cookies() if c["name"] == "csrftoken")
+    forged = seen.request.post(
+        f"{base}/ops/steps/{ok.pk}/decide/",
+        form={"decision": "approve", "comment": "viewer"},
+        headers={"X-CSRFToken": token, "Referer": f"{base}/ops/"},
+    )
+    assert forged.status == 403
+    assert Step.objects.get(pk=ok.pk).status == StepStatus.WAITING
+
+    # The operator approves it with a comment; the job moves on.
+    page = sign_in(browser, base, "olga", PASSWORD, f"/ops/jobs/{job.pk}/")
+    expect(page.locator(f"#step-{ok.pk} .pill.s-waiting")).to_have_text("Waiting for approval")
+    shot(page, "job-waiting-for-approval")
+    page.fill(f"#job-comment-{ok.pk}", "budget checked")
+    page.locator(f"#job-approval-{ok.pk}").get_by_role("button", name="Approve").click()
+    expect(page.locator("#job-live .alert.success")).to_contain_text("Approved ok: the job moves on.")
+    expect(page.locator(f"#decision-{ok.pk}")).to_contain_text("Approved by olga: budget checked")
+    expect(page.get_by_role("button", name="Approve")).to_have_count(0)
+    ok.refresh_from_db()
+    assert ok.status == StepStatus.SUCCEEDED
+    approved = Event.objects.get(step=ok, kind=EventKind.STEP_APPROVED)
+    assert approved.actor == operator and approved.reason == "budget checked"
+    run_queued_tasks()
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    expect(page.locator("#job-status")).to_have_text("Succeeded")
+    expect(page.locator('#job-timeline li[data-kind="step_approved"]')).to_contain_text("olga")
+    expect(page.locator('svg.dag g.dag-node[data-step="ship"]')).to_have_attribute("data-status", "succeeded")
+    shot(page, "job-approved")

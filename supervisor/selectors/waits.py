@@ -1,0 +1,137 @@
+"""Waiting steps as the console shows them: what a step waits for (a signal, an approval, a time,
+or a free slot of its pool), since when and until when; and which approvals a user may give."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from scheduler.models import OnTimeout, Step, StepDefinition, StepDefinitionKind, StepStatus
+from scheduler.services.wakeups import may_decide
+from scheduler.unit import User
+
+K = StepDefinitionKind
+
+#: What a timeout does, in the words of the console.
+THEN = {
+    OnTimeout.HOLD: "then held for an operator",
+    OnTimeout.FAIL: "then the step fails",
+    OnTimeout.CONTINUE: "then it continues with the default output",
+}
+
+
+def _hm(moment: dt.datetime) -> str:
+    return f"{moment.astimezone(dt.UTC):%H:%M}"
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a waiting step waits for."""
+
+    #: "signal", "approval", "timer" (the step's kind), or "capacity": a call parked until its
+    #: pool has a free slot.
+    kind: str
+    #: The signal's name, the approval's group ("" for the operators), the pool's name.
+    name: str
+    #: When it began waiting (the step's last change: nothing else writes a waiting step).
+    since: dt.datetime
+    #: When the wait ends by itself: the timeout of a signal or approval, the timer's time; None
+    #: for ever (and for capacity, which has no deadline).
+    until: dt.datetime | None
+    #: What the timeout does (signal and approval only).
+    on_timeout: str = ""
+
+    @property
+    def for_person(self) -> bool:
+        return self.kind == K.APPROVAL
+
+    @property
+    def short(self) -> str:
+        """A few words, for a DAG node: "signal shipped", "approval: finance", "timer 14:05"."""
+        if self.kind == K.SIGNAL:
+            return f"signal {self.name}"
+        if self.kind == K.APPROVAL:
+            return f"approval: {self.name or 'operators'}"
+        if self.kind == K.TIMER:
+            return f"timer {_hm(self.until)}" if self.until else "timer"
+        return f"capacity of {self.name}"
+
+    @property
+    def label(self) -> str:
+        """The step's status as a pill reads it."""
+        labels: dict[str, str] = {
+            K.SIGNAL: "Waiting for a signal",
+            K.APPROVAL: "Waiting for approval",
+            K.TIMER: "Waiting for its time",
+        }
+        return labels.get(self.kind, "Waiting for capacity")
+
+    @property
+    def what(self) -> str:
+        """What it waits for, as a phrase."""
+        if self.kind == K.SIGNAL:
+            return f"signal {self.name!r}"
+        if self.kind == K.APPROVAL:
+            return f"an approval by {self.name or 'an operator'}"
+        if self.kind == K.TIMER:
+            return "its time"
+        return f"a free slot of pool {self.name}"
+
+    @property
+    def then(self) -> str:
+        return THEN.get(OnTimeout(self.on_timeout), "") if self.on_timeout else ""
+
+    @property
+    def until_text(self) -> str:
+        """When and how the wait ends by itself."""
+        if self.kind == K.TIMER:
+            return f"fires at {self.until:%H:%M:%S} UTC" if self.until else "fires when its time comes"
+        if self.until is None:
+            return "no timeout" if self.kind != "capacity" else "until a slot frees"
+        then = f", {self.then}" if self.then else ""
+        return f"times out at {self.until:%H:%M:%S} UTC{then}"
+
+
+def wait_of(step: Step) -> Wait | None:
+    """What `step` waits for, or None when it is not waiting. Reads the step's definition (load
+    it with the step) and its pool."""
+    if step.status != StepStatus.WAITING:
+        return None
+    definition = step.definition
+    if definition.kind == K.SIGNAL:
+        return Wait(K.SIGNAL, definition.signal, step.updated_at, step.deadline, definition.on_timeout)
+    if definition.kind == K.APPROVAL:
+        return Wait(K.APPROVAL, definition.group, step.updated_at, step.deadline, definition.on_timeout)
+    if definition.kind == K.TIMER:
+        return Wait(K.TIMER, "", step.updated_at, step.deadline)
+    return Wait("capacity", step.pool.name if step.pool is not None else "", step.updated_at, None)
+
+
+def wait_kind_text(definition: StepDefinition) -> str:
+    """A wait step's kind and what it waits for, whatever its status ("" for a call)."""
+    if definition.kind == K.SIGNAL:
+        return f"signal {definition.signal}"
+    if definition.kind == K.APPROVAL:
+        return f"approval: {definition.group or 'operators'}"
+    if definition.kind == K.TIMER:
+        if definition.until:
+            return f"timer until {definition.until}"
+        return f"timer {definition.wait_seconds or 0:g}s"
+    return ""
+
+
+def decidable_steps(user: User, steps: Iterable[Step]) -> frozenset[int]:
+    """The ids of the steps among `steps` that wait for an approval `user` may give
+    (`may_decide`, which the service checks again): at most one query per approval definition."""
+    allowed: dict[int, bool] = {}
+    ids = set()
+    for step in steps:
+        definition = step.definition
+        if step.status != StepStatus.WAITING or definition.kind != K.APPROVAL:
+            continue
+        if definition.pk not in allowed:
+            allowed[definition.pk] = may_decide(user, definition)
+        if allowed[definition.pk]:
+            ids.add(step.pk)
+    return frozenset(ids)
