@@ -22,7 +22,7 @@ from sas_project.admin_access import ManagersOnly, WrittenByTheService
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage
 from scheduler.definitions import validate_steps, workflow_create
-from scheduler.models import PruneRun, Schedule, StepDefinition, Workflow
+from scheduler.models import PruneRun, Schedule, StepDefinition, StepDefinitionKind, Workflow
 from scheduler.schedules import (
     SCHEDULE_FIELDS,
     schedule_create,
@@ -35,6 +35,26 @@ from scheduler.schedules import (
 # --- workflows ------------------------------------------------------------------------------------
 
 
+#: Every field of a step; each kind uses some (docs/architecture.md, "Steps that wait").
+STEP_FIELDS = [
+    "name",
+    "kind",
+    "pool",
+    "path",
+    "status_path",
+    "compensation_path",
+    "depends_on",
+    "policy",
+    "signal",
+    "group",
+    "timeout_seconds",
+    "on_timeout",
+    "default_output",
+    "wait_seconds",
+    "until",
+]
+
+
 class StepDefinitionForm(forms.ModelForm):
     depends_on = forms.CharField(
         required=False, help_text="Names of the steps this one waits for, separated by commas."
@@ -42,10 +62,11 @@ class StepDefinitionForm(forms.ModelForm):
 
     class Meta:
         model = StepDefinition
-        fields = ["name", "pool", "path", "status_path", "compensation_path", "depends_on", "policy"]
+        fields = STEP_FIELDS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["kind"].required = False  # empty: a call, as before steps had kinds
         if self.instance.pk and isinstance(self.instance.depends_on, list):
             self.initial["depends_on"] = ", ".join(self.instance.depends_on)
         elif isinstance(self.initial.get("depends_on"), list):
@@ -56,17 +77,28 @@ class StepDefinitionForm(forms.ModelForm):
         return [name.strip() for name in text.replace(";", ",").split(",") if name.strip()]
 
     def spec(self) -> dict[str, Any]:
-        """The step as `validate_steps` / `workflow_create` take it."""
+        """The step as `validate_steps` / `workflow_create` take it: the fields of its kind (the
+        others, left empty, are not sent; a value in one of them is refused by the validation)."""
         data = self.cleaned_data
-        return {
+        pool, policy = data.get("pool"), data.get("policy")
+        spec: dict[str, Any] = {
             "name": data["name"],
-            "pool": data["pool"].name,
-            "policy": data["policy"].name,
-            "path": data["path"],
+            "kind": data.get("kind") or StepDefinitionKind.CALL,
+            "pool": pool.name if pool is not None else None,
+            "policy": policy.name if policy is not None else None,
+            "path": data.get("path") or "",
             "status_path": data.get("status_path") or "",
             "compensation_path": data.get("compensation_path") or "",
             "depends_on": data.get("depends_on") or [],
+            "signal": data.get("signal") or "",
+            "group": data.get("group") or "",
+            "timeout_seconds": data.get("timeout_seconds"),
+            "on_timeout": data.get("on_timeout") or "",
+            "default_output": data.get("default_output"),
+            "wait_seconds": data.get("wait_seconds"),
+            "until": data.get("until") or "",
         }
+        return spec
 
 
 class StepDefinitionFormSet(BaseInlineFormSet):
@@ -93,7 +125,7 @@ class StepDefinitionInline(admin.TabularInline):
     model = StepDefinition
     form = StepDefinitionForm
     formset = StepDefinitionFormSet
-    fields = ["name", "pool", "path", "status_path", "compensation_path", "depends_on", "policy"]
+    fields = tuple(STEP_FIELDS)
     ordering = ["position"]
     extra = 1
 
@@ -188,13 +220,10 @@ class WorkflowAdmin(admin.ModelAdmin):
         if request.method == "GET" and source is not None and isinstance(inline, StepDefinitionInline):
             kwargs["initial"] = [
                 {
-                    "name": d.name,
+                    **{name: getattr(d, name) for name in STEP_FIELDS if name not in ("pool", "policy")},
                     "pool": d.pool_id,
-                    "path": d.path,
-                    "status_path": d.status_path,
-                    "compensation_path": d.compensation_path,
-                    "depends_on": ", ".join(d.depends_on or []),
                     "policy": d.policy_id,
+                    "depends_on": ", ".join(d.depends_on or []),
                 }
                 for d in source.steps.order_by("position")
             ]

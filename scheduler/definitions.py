@@ -197,7 +197,7 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
         extra = {key for key in set(spec) - allowed if spec[key] not in (None, "")}
         if extra:
             raise InvalidInput(
-                f"{where}: unknown fields for a {kind} step: {', '.join(sorted(extra))}", field="steps"
+                f"{where}: unknown fields for {kind} steps: {', '.join(sorted(extra))}", field="steps"
             )
         name = valid_name(spec.get("name"), f"{where}.name", "steps")
         if name in cleaned:

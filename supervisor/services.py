@@ -216,6 +216,8 @@ def input_edit_refusal(step: Step) -> str | None:
     shows the form on None; _edit_input refuses with the reason)."""
     if step.kind != StepKind.ACTION:
         return "a compensation is retried as it is: its input is the step it undoes"
+    if step.definition.waits:
+        return f"a {step.definition.kind} step calls nothing: it has no input to edit"
     if step.status not in (S.HELD, S.FAILED):
         return f"only a held or failed step is retried with an edited input, not a {step.status} one"
     if step.attempt and step.last_outcome not in NO_EFFECT_FOR_EDIT:
@@ -418,13 +420,12 @@ def _preview_one(action: str, step: Step, job: Job) -> BulkItem:
             _check_step_actionable(JobState(job=job, steps=[step]), step, "retry")
         except ActionNotAllowed as exc:
             return BulkItem(step.pk, str(job.pk), step.name, False, exc.message)
-        return BulkItem(
-            step.pk,
-            str(job.pk),
-            step.name,
-            True,
-            f"dispatch attempt {step.attempt + 1} now (was {step.status})",
+        what = (
+            f"wait for its {step.definition.kind} again"
+            if step.definition.waits
+            else f"dispatch attempt {step.attempt + 1} now"
         )
+        return BulkItem(step.pk, str(job.pk), step.name, True, f"{what} (was {step.status})")
     if action == "cancel":
         if job.compensation_reason or job.status not in JOB_FORWARD:
             return BulkItem(step.pk, str(job.pk), step.name, False, f"job is {job.status}: cannot cancel")
@@ -441,7 +442,7 @@ def bulk_preview(*, action: str, step_ids: list[int]) -> list[BulkItem]:
         raise InvalidInput(f"unknown bulk action {action!r}", field="action")
     if len(step_ids) > BULK_LIMIT:
         raise InvalidInput(f"at most {BULK_LIMIT} items per bulk action", field="steps")
-    steps = Step.objects.filter(pk__in=step_ids).select_related("job").order_by("id")
+    steps = Step.objects.filter(pk__in=step_ids).select_related("job", "definition").order_by("id")
     return [_preview_one(action, step, step.job) for step in steps]
 
 

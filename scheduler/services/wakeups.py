@@ -243,8 +243,11 @@ def _wait_failed(
     policy = step.definition.policy
     action = policy.on_exhausted if policy is not None else OnExhausted.COMPENSATE
     if action == OnExhausted.HOLD:
+        if kind != E.STEP_HELD:
+            # What ended the wait (a rejection, a timeout) is recorded besides the hold.
+            unit.event(job_id=state.job.pk, step=step, kind=kind, source=source, actor=actor, reason=reason)
         step_transition(unit, step, S.HELD, source=source, kind=E.STEP_HELD, actor=actor, reason=reason)
-        job_advance(unit, state, source=source)
+        job_advance(unit, state, source=source, actor=actor)
         return
     step_transition(
         unit,
@@ -258,7 +261,7 @@ def _wait_failed(
         output=output,
     )
     if state.job.status not in JOB_FORWARD:
-        job_advance(unit, state, source=source)
+        job_advance(unit, state, source=source, actor=actor)
     elif action == OnExhausted.FAIL:
         job_fail(unit, state, source=source, reason=f"step {step.name} failed: {reason}", actor=actor)
     else:

@@ -75,9 +75,8 @@ class _StepActions:
 
     @property
     def can_retry(self) -> bool:
-        # A wait step is not offered Retry: the operator services dispatch a retried step as a
-        # call, and a wait has nothing to call.
-        return self.step.status in RETRYABLE_BY_OPERATOR and not self.step.definition.waits
+        # A retried wait waits again (supervisor.services.step_retry).
+        return self.step.status in RETRYABLE_BY_OPERATOR
 
     @property
     def wait(self) -> Wait | None:

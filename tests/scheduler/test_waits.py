@@ -96,7 +96,7 @@ def test_a_step_without_kind_is_a_call_and_wait_steps_have_no_pool() -> None:
     [
         ({"kind": "wait"}, "kind must be one of"),
         ({"kind": "signal"}, "signal must be"),
-        ({"kind": "signal", "signal": "go", "pool": "local"}, "unknown fields for a signal step: pool"),
+        ({"kind": "signal", "signal": "go", "pool": "local"}, "unknown fields for signal steps: pool"),
         ({"kind": "timer"}, "either wait_seconds or until"),
         ({"kind": "timer", "wait_seconds": 1, "until": "input.at"}, "either wait_seconds or until"),
         ({"kind": "timer", "wait_seconds": -1}, "at least 0"),
@@ -104,7 +104,7 @@ def test_a_step_without_kind_is_a_call_and_wait_steps_have_no_pool() -> None:
         ({"kind": "timer", "until": "other.at"}, "not a step it depends on"),
         (
             {"kind": "timer", "wait_seconds": 1, "timeout_seconds": 5},
-            "unknown fields for a timer step: timeout_seconds",
+            "unknown fields for timer steps: timeout_seconds",
         ),
         ({"kind": "approval", "group": "nobody"}, "unknown group"),
         ({"kind": "approval", "on_timeout": "fail"}, "on_timeout needs timeout_seconds"),
@@ -114,7 +114,7 @@ def test_a_step_without_kind_is_a_call_and_wait_steps_have_no_pool() -> None:
         ({"kind": "approval", "policy": "missing"}, "unknown policy"),
         (
             {"kind": "call", "signal": "go", "pool": "local", "path": "agents.builtin.noop"},
-            "for a call step: signal",
+            "for call steps: signal",
         ),
     ],
 )

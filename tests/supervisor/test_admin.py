@@ -443,3 +443,39 @@ def test_schedules_are_administered_through_the_same_rules(fake_remote: FakeRemo
     schedule = Schedule.objects.get(name="nightly")
     assert schedule.next_fire_at is not None and schedule.created_by.username == "ada"
     assert LogEntry.objects.filter(object_repr="nightly").count() == 1
+
+
+def test_a_workflow_with_wait_steps_is_saved_in_the_admin_and_prefills_the_next_version(
+    admin_client: Client,
+) -> None:
+    wait = {**step_row("ok", "a"), "kind": "approval", "pool": "", "path": "", "policy": ""}
+    wait.update(timeout_seconds="600", on_timeout="fail")
+    timer = {
+        **step_row("later", "ok"),
+        "kind": "timer",
+        "pool": "",
+        "path": "",
+        "policy": "",
+        "wait_seconds": "5",
+    }
+    data = {
+        "name": "gate",
+        "description": "",
+        "deadline_seconds": "",
+        **steps_formset(step_row("a"), wait, timer),
+    }
+    response = admin_client.post("/admin/scheduler/workflow/add/", data)
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    steps = {d.name: d for d in Workflow.objects.get(name="gate").steps.all()}
+    assert (steps["ok"].kind, steps["ok"].pool, steps["ok"].timeout_seconds) == ("approval", None, 600)
+    assert (steps["later"].kind, steps["later"].wait_seconds) == ("timer", 5)
+    prefilled = admin_client.get(
+        f"/admin/scheduler/workflow/add/?from={steps['ok'].workflow_id}"
+    ).content.decode()
+    assert 'value="600.0"' in prefilled or 'value="600"' in prefilled
+    # A wait step naming a pool is refused, as over the API.
+    bad = {**wait, "pool": str(make_pool().pk)}
+    refused = admin_client.post(
+        "/admin/scheduler/workflow/add/", {**data, "name": "bad", **steps_formset(step_row("a"), bad)}
+    )
+    assert refused.status_code == 200 and not Workflow.objects.filter(name="bad").exists()
