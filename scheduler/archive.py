@@ -6,7 +6,9 @@ belonged to it, each row as its table's columns (`{column: value}`, timestamps i
 their offset, UUIDs as strings, JSON columns as JSON):
 
     {"format": "sas-job-archive/1", "job": {...}, "steps": [...], "attempts": [...],
-     "events": [...], "deliveries": [...]}
+     "events": [...], "deliveries": [...], "signals": [...]}
+
+(`signals` came with wait steps; a record without it has none.)
 
 Each retention batch appends one complete gzip member (gzip allows concatenated members; `zcat`
 and Python's `gzip` read them as one stream), flushed and fsynced before the batch deletes
@@ -36,7 +38,7 @@ from typing import Any
 from django.db import connection, models, transaction
 
 from sas_project.database import is_postgresql
-from scheduler.models import ArchivedJob, Attempt, Delivery, Event, Job, Step
+from scheduler.models import ArchivedJob, Attempt, Delivery, Event, Job, Signal, Step
 
 FORMAT = "sas-job-archive/1"
 
@@ -47,6 +49,7 @@ PARTS: tuple[tuple[str, type[models.Model]], ...] = (
     ("attempts", Attempt),
     ("events", Event),
     ("deliveries", Delivery),
+    ("signals", Signal),
 )
 
 
@@ -89,6 +92,9 @@ steps AS (
 ), deliveries AS (
     SELECT d.job_id, array_to_json(array_agg(d ORDER BY d.id)) AS rows
     FROM scheduler_delivery d JOIN batch ON batch.id = d.job_id GROUP BY d.job_id
+), signals AS (
+    SELECT g.job_id, array_to_json(array_agg(g ORDER BY g.id)) AS rows
+    FROM scheduler_signal g JOIN batch ON batch.id = g.job_id GROUP BY g.job_id
 )
 SELECT j.id, json_build_object(
     'format', %s::text,
@@ -96,13 +102,15 @@ SELECT j.id, json_build_object(
     'steps', COALESCE(steps.rows, '[]'),
     'attempts', COALESCE(attempts.rows, '[]'),
     'events', COALESCE(events.rows, '[]'),
-    'deliveries', COALESCE(deliveries.rows, '[]')
+    'deliveries', COALESCE(deliveries.rows, '[]'),
+    'signals', COALESCE(signals.rows, '[]')
 )::text
 FROM scheduler_job j JOIN batch ON batch.id = j.id
 LEFT JOIN steps ON steps.job_id = j.id
 LEFT JOIN attempts ON attempts.job_id = j.id
 LEFT JOIN events ON events.job_id = j.id
 LEFT JOIN deliveries ON deliveries.job_id = j.id
+LEFT JOIN signals ON signals.job_id = j.id
 """
 
 
@@ -133,6 +141,10 @@ def job_records(job_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
         (
             "deliveries",
             Delivery.objects.filter(job_id__in=job_ids).values(*_columns(Delivery), owner=models.F("job_id")),
+        ),
+        (
+            "signals",
+            Signal.objects.filter(job_id__in=job_ids).values(*_columns(Signal), owner=models.F("job_id")),
         ),
     ]
     for name, rows in children:

@@ -35,11 +35,13 @@ from scheduler.models import (
     Outcome,
     PruneRun,
     Schedule,
+    Signal,
     Step,
 )
 from scheduler.schedules import schedule_create
 from scheduler.services import job_submit
 from scheduler.services.retention import archive_settled, history_prune, history_prune_if_due
+from scheduler.services.wakeups import signal_send
 from tests.api.support import V1, client_for, make_user
 from tests.factories import chain, make_policy, make_workflow, step
 
@@ -52,6 +54,7 @@ TABLES: tuple[tuple[str, Any, str], ...] = (
     ("attempt", Attempt, "step__job_id"),
     ("event", Event, "job_id"),
     ("delivery", Delivery, "job_id"),
+    ("signal", Signal, "job_id"),
 )
 
 
@@ -155,6 +158,26 @@ def test_an_archived_job_loads_back_with_every_row_as_it_was(
     assert rows_of(ids) == before
     assert not ArchivedJob.objects.filter(job_id__in=ids).exists()
     assert archive_restore(records) == []  # already there: loaded once
+
+
+@pytest.mark.sqlite
+def test_a_job_with_signals_is_archived_with_them_and_loads_back(
+    drain: Callable[[], int], fake_remote: Any, archive_dir: Path
+) -> None:
+    make_workflow("order", step("a"), {"name": "go", "kind": "signal", "signal": "go", "depends_on": ["a"]})
+    sam = make_user("sam")
+    job = job_submit(workflow="order", input={}).job
+    signal_send(job_id=job.pk, name="go", payload={"x": 1}, sender=sam, idempotency_key="k")
+    signal_send(job_id=job.pk, name="go", payload={"x": 2}, sender=sam)  # never consumed
+    drain()
+    Job.objects.filter(pk=job.pk).update(finished_at=timezone.now() - dt.timedelta(days=DAYS + 1))
+    before = rows_of([job.pk])
+    assert len(before["signal"]) == 2
+    report = history_prune(source="test")
+    assert report.rows["signal"] == 2 and not Signal.objects.filter(job_id=job.pk).exists()
+    records = [r for name in sorted(report.files) for r in read_archive(archive_dir / name)]
+    assert archive_restore(records) == [str(job.pk)]
+    assert rows_of([job.pk]) == before
 
 
 @pytest.mark.sqlite
