@@ -18,7 +18,10 @@ DEMO_ADMIN = ("admin", "admin-demo-password")
 
 
 class Command(BaseCommand):
-    help = "Load the demo: sandbox pools, remediation policies and the order_fulfilment workflow."
+    help = (
+        "Load the demo: sandbox pools, remediation policies and the order_fulfilment and order_approval "
+        "workflows."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--sandbox-url", default="http://127.0.0.1:8100")
@@ -144,7 +147,59 @@ class Command(BaseCommand):
                     },
                 ],
             )
-        loaded = ["order_fulfilment", "noop_chain"]
+        if workflow_latest("order_approval") is None:
+            workflow_create(
+                name="order_approval",
+                description=(
+                    "A long-running order: reserve, wait for an operator's approval of the charge "
+                    "(an hour at most, then compensate), charge, schedule the shipment, then wait for "
+                    "the warehouse's `shipped` signal (a day at most, then hold for an operator)."
+                ),
+                steps=[
+                    {
+                        "name": "reserve",
+                        "pool": "inventory",
+                        "path": "/inventory/reserve",
+                        "status_path": "/inventory/reservations/{operation_id}",
+                        "compensation_path": "/inventory/release",
+                        "policy": "standard",
+                    },
+                    {
+                        "name": "approve_charge",
+                        "kind": "approval",
+                        "timeout_seconds": 3600,
+                        "on_timeout": "fail",
+                        "depends_on": ["reserve"],
+                    },
+                    {
+                        "name": "charge",
+                        "pool": "payments",
+                        "path": "/payments/charge",
+                        "status_path": "/payments/{operation_id}",
+                        "compensation_path": "/payments/refund",
+                        "depends_on": ["approve_charge"],
+                        "policy": "payments",
+                    },
+                    {
+                        "name": "ship",
+                        "pool": "shipping",
+                        "path": "/shipping/schedule",
+                        "status_path": "/shipping/shipments/{operation_id}",
+                        "compensation_path": "/shipping/cancel",
+                        "depends_on": ["charge"],
+                        "policy": "shipping",
+                    },
+                    {
+                        "name": "shipped",
+                        "kind": "signal",
+                        "signal": "shipped",
+                        "timeout_seconds": 86400,
+                        "on_timeout": "hold",
+                        "depends_on": ["ship"],
+                    },
+                ],
+            )
+        loaded = ["order_fulfilment", "order_approval", "noop_chain"]
         if options["broker"]:
             self._mixed(options["broker"])
             loaded.append("order_fulfilment_mixed")
