@@ -15,7 +15,9 @@ Everything is measured in one run on one database, so the figures compare with e
 5. a sustained backlog through the API for minutes (past `CONN_MAX_AGE`, worker recycling and the
    lease period), steps per second in every 10-second window;
 6. the supervisor scan with 1,000 overdue steps among 10,000 and 1,000,000 settled steps, and
-   console and API pages and the /metrics scrape over that history.
+   console and API pages and the /metrics scrape over that history;
+7. the same scan beside 10,000 waiting jobs whose timers are not due (testbed.bench.waits), and
+   one scan firing 1,000 due timers.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from django_q.models import OrmQ
 from sas_project.database import is_postgresql
 from scheduler.services import job_submit
 from supervisor.models import SupervisorLease
-from testbed.bench import db, history, workloads
+from testbed.bench import db, history, waits, workloads
 from testbed.bench.definitions import OWN_WORKFLOWS, api_token, ensure_definitions
 from testbed.definitions import refuse_foreign_jobs
 from testbed.processes import ROOT, ClusterProcess, SandboxProcess, WebProcess, free_port, wait_until
@@ -124,6 +126,8 @@ def run(
     overdue: int,
     log: Callable[[str], None],
     scratch: bool = False,
+    waiting: int = 0,
+    due: int = 0,
 ) -> dict[str, Any]:
     statements = prepare_database(scratch=scratch)
     q = {k: settings.Q_CLUSTER.get(k) for k in Q_KEYS} | {"workers": workers, "queue_limit": workers}
@@ -257,7 +261,17 @@ def run(
         log("console and API with the large history...")
         history.make_held(100)
         results["pages"] = history.time_pages()
+    if waiting > 0:
+        log(f"scan beside {waiting} waiting jobs, then {due} due timers...")
+        results["waits"] = waits.run(waiting=waiting, due=due, overdue=overdue)
     return results
+
+
+def run_waits(*, waiting: int, due: int, overdue: int, scratch: bool = False) -> dict[str, Any]:
+    """Part 7 alone (`bench --waits-only`)."""
+    prepare_database(scratch=scratch)
+    ensure_definitions(3, "http://127.0.0.1:9")
+    return {"waits": waits.run(waiting=waiting, due=due, overdue=overdue)}
 
 
 def _ms(pair: dict[str, Any]) -> str:
@@ -346,4 +360,6 @@ def table(results: dict[str, Any]) -> str:
                 )
             else:
                 add(f"| {name} | HTTP {page['status']} |")
+    if "waits" in results:
+        lines.extend(waits.table_rows(results["waits"]))
     return "\n".join(lines)

@@ -14,6 +14,8 @@ HTTP_POOL = "bench-remote"
 POLICY = "bench"
 SCAN_POLICY = "bench-scan"
 SINGLE = "bench_single"
+#: One timer step (testbed.bench.waits).
+TIMER = "bench_timer"
 CLIENT = "bench-client"
 #: The sandbox's services, one per step of the HTTP chain (each has its own ledger of effects).
 HTTP_PATHS = ("/inventory/reserve", "/payments/charge", "/shipping/schedule")
@@ -29,7 +31,12 @@ def http_chain(steps: int) -> str:
 
 
 #: The workflows of the jobs the benchmark creates (and may delete or settle).
-OWN_WORKFLOWS = [SINGLE, *(python_chain(n) for n in range(1, 21)), *(http_chain(n) for n in range(1, 21))]
+OWN_WORKFLOWS = [
+    SINGLE,
+    TIMER,
+    *(python_chain(n) for n in range(1, 21)),
+    *(http_chain(n) for n in range(1, 21)),
+]
 
 
 def ensure_definitions(steps: int, remote_url: str) -> tuple[Workflow, Workflow]:

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from testbed import bench
-from testbed.bench import scale, scaleout
+from testbed.bench import scale, scaleout, waits
 from testbed.bench.definitions import OWN_WORKFLOWS
 from testbed.definitions import ForeignJobs, refuse_foreign_jobs
 from testbed.processes import allow_loopback_remotes
@@ -39,6 +39,18 @@ class Command(BaseCommand):
             "--small-history", type=int, default=10_000, help="Settled steps for the small scan."
         )
         parser.add_argument("--overdue", type=int, default=1000, help="Overdue steps per scan.")
+        parser.add_argument(
+            "--waiting",
+            type=int,
+            default=10_000,
+            help="Waiting jobs (timers not due) beside the overdue steps of a scan (0: skip).",
+        )
+        parser.add_argument("--due", type=int, default=1000, help="Of those, timers made due for one scan.")
+        parser.add_argument(
+            "--waits-only",
+            action="store_true",
+            help="Only the waiting-steps part (--waiting, --due, --overdue).",
+        )
         parser.add_argument(
             "--clusters",
             default="",
@@ -80,6 +92,22 @@ class Command(BaseCommand):
             if options["json"]:
                 options["json"].write_text(json.dumps(results, indent=2, default=str))
             return
+        if options["waits_only"]:
+            try:
+                results = bench.run_waits(
+                    waiting=options["waiting"],
+                    due=options["due"],
+                    overdue=options["overdue"],
+                    scratch=options["scratch"],
+                )
+            except (RuntimeError, ForeignJobs) as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(
+                "\n".join(["| measure | value |", "| --- | --- |", *waits.table_rows(results["waits"])])
+            )
+            if options["json"]:
+                options["json"].write_text(json.dumps(results, indent=2, default=str))
+            return
         if options["clusters"]:
             self.scaleout(options)
             return
@@ -96,6 +124,8 @@ class Command(BaseCommand):
                 history_steps=options["history"],
                 small_history=options["small_history"],
                 overdue=options["overdue"],
+                waiting=options["waiting"],
+                due=options["due"],
                 log=lambda line: self.stderr.write(line),
                 scratch=options["scratch"],
             )
