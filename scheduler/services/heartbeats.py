@@ -122,7 +122,7 @@ def attempt_heartbeat(step_id: int, number: int, details: Any, *, source: str) -
         step = state.step(step_id)
         attempt = (
             Attempt.objects.filter(step_id=step_id, number=number)
-            .values("finished_at", "dispatched_at", "deadline", "heartbeat_at")
+            .values("finished_at", "dispatched_at", "started_at", "deadline", "heartbeat_at")
             .first()
         )
         if attempt is None:
@@ -135,7 +135,9 @@ def attempt_heartbeat(step_id: int, number: int, details: Any, *, source: str) -
         data: dict[str, Any] = {"heartbeat": True, "heartbeat_seconds": policy.heartbeat_seconds}
         if silence is not None:
             before: dt.datetime = attempt["deadline"]
-            nominal = attempt["dispatched_at"] + dt.timedelta(seconds=policy.timeout_seconds)
+            # The call's own timeout runs from when it was made (a task may wait for a worker).
+            made = attempt["started_at"] or attempt["dispatched_at"]
+            nominal = made + dt.timedelta(seconds=policy.timeout_seconds)
             if attempt["heartbeat_at"] is None:
                 reasons.append(
                     f"first heartbeat of attempt {number}: each one moves its deadline "

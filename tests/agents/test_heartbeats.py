@@ -85,6 +85,7 @@ def time_passes(work: Step, seconds: float) -> None:
     Attempt.objects.filter(step=work).update(
         dispatched_at=F("dispatched_at") - back, deadline=F("deadline") - back
     )
+    Attempt.objects.filter(step=work, started_at__isnull=False).update(started_at=F("started_at") - back)
     Attempt.objects.filter(step=work, heartbeat_at__isnull=False).update(
         heartbeat_at=F("heartbeat_at") - back
     )
