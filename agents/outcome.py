@@ -34,6 +34,10 @@ class Outcome(models.TextChoices):
 #: callback URL (scheduler.replies, scheduler.callbacks).
 ACCEPTED = "accepted"
 
+#: The largest heartbeat details kept, as JSON bytes: they are stored on the attempt and sent with
+#: every later attempt of the operation, so a remote reports where it is, not what it made.
+HEARTBEAT_DETAILS_MAX_BYTES = 16 * 1024
+
 
 class AttemptKind(models.TextChoices):
     #: The step's action (or compensation) call.

@@ -11,7 +11,7 @@ the supervisor handles by policy as for HTTP.
 Request (JSON):
 
     {"operation_id", "job_id", "step", "attempt", "kind": "call" | "status",
-     "input", "results", "reply_to", ["compensates", "original_output"]}
+     "input", "results", "reply_to", ["compensates", "original_output"], ["heartbeat_details"]}
 
 Reply (JSON, on `reply_to`):
 
@@ -20,9 +20,18 @@ Reply (JSON, on `reply_to`):
 
 `refused` is a business failure, `failed` a transient one; a status query answers `succeeded`
 (with the operation's output) or `not_happened`. The remote de-duplicates on `operation_id`:
-every retry of a step carries the same one. Messages are persistent (delivery mode 2) and use
-kombu's JSON serialisation, so any kombu (or Celery-compatible) consumer reads them, and on
-AMQP they are plain messages with a JSON body.
+every retry of a step carries the same one.
+
+Heartbeat (JSON, on `reply_to`, as often as the remote likes while it works):
+
+    {"operation_id", "attempt", "heartbeat": true, ["details"]}
+
+It says the attempt is alive and, optionally, how far it got (`details`, any JSON up to
+HEARTBEAT_DETAILS_MAX_BYTES); it carries no outcome. A later attempt of the same operation finds
+the last details in its request (`heartbeat_details`), so that it can resume.
+
+Messages are persistent (delivery mode 2) and use kombu's JSON serialisation, so any kombu (or
+Celery-compatible) consumer reads them, and on AMQP they are plain messages with a JSON body.
 """
 
 from __future__ import annotations
@@ -35,10 +44,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agents.outcome import ACCEPTED, AttemptKind, CallResult, CallSpec, Outcome
+from agents.outcome import ACCEPTED, HEARTBEAT_DETAILS_MAX_BYTES, AttemptKind, CallResult, CallSpec, Outcome
 from agents.validation import OutboundRefused, pinned_broker_url, validate_broker_url, validate_queue_name
 from sas_project.conf import sas_settings
 from sas_project.errors import InvalidInput
+from sas_project.validation import json_storable
 
 logger = logging.getLogger("agents.queue")
 
@@ -112,7 +122,7 @@ def message_of(spec: CallSpec) -> dict[str, Any]:
         "results": spec.payload.get("results", {}),
         "reply_to": sas_settings.reply_queue,
     }
-    for extra in ("compensates", "original_output"):
+    for extra in ("compensates", "original_output", "heartbeat_details"):
         if extra in spec.payload:
             message[extra] = spec.payload[extra]
     return message
@@ -177,11 +187,21 @@ class Reply:
     result: CallResult
 
 
+@dataclass(frozen=True)
+class Heartbeat:
+    """A remote's heartbeat: the attempt it works on is alive; `details` (any JSON, or None)
+    say how far it got."""
+
+    operation_id: str
+    attempt: int
+    details: Any = None
+
+
 class BadReply(ValueError):
     """A reply that names no attempt or no known outcome; it is logged and dropped."""
 
 
-def parse_reply(body: Any) -> Reply:
+def parse_reply(body: Any) -> Reply | Heartbeat:
     if isinstance(body, bytes | str):
         try:
             body = json.loads(body)
@@ -196,6 +216,8 @@ def parse_reply(body: Any) -> Reply:
         raise BadReply("the reply has no operation_id")
     if not isinstance(attempt, int) or isinstance(attempt, bool) or not 0 < attempt < 2**31:
         raise BadReply("the reply has no attempt number")
+    if body.get("heartbeat") is True:
+        return Heartbeat(operation_id=operation_id, attempt=attempt, details=_details(body.get("details")))
     if outcome not in REPLY_OUTCOMES:
         raise BadReply(f"the reply's outcome {str(outcome)[:50]!r} is not one of {', '.join(REPLY_OUTCOMES)}")
     error = body.get("error") or ""
@@ -208,9 +230,21 @@ def parse_reply(body: Any) -> Reply:
     return Reply(operation_id=operation_id, attempt=attempt, result=result)
 
 
+def _details(details: Any) -> Any:
+    """A heartbeat's details, refused (BadReply) when the database could not keep them or they
+    are larger than HEARTBEAT_DETAILS_MAX_BYTES."""
+    try:
+        json_storable(details, "details")
+    except InvalidInput as exc:
+        raise BadReply(f"the heartbeat's {exc.message}") from exc
+    if len(json.dumps(details, ensure_ascii=False).encode()) > HEARTBEAT_DETAILS_MAX_BYTES:
+        raise BadReply(f"the heartbeat's details are larger than {HEARTBEAT_DETAILS_MAX_BYTES} bytes")
+    return details
+
+
 def consume_replies(
     brokers: list[tuple[str, tuple[str, str]]],
-    handle: Callable[[Reply], None],
+    handle: Callable[[Reply | Heartbeat], None],
     *,
     should_stop: Callable[[], bool],
     poll: float = 0.5,
@@ -221,8 +255,9 @@ def consume_replies(
 
     A reply is acknowledged once `handle` returns (after its transaction committed): a consumer
     that dies first leaves it to be delivered again, which is harmless (the first result of an
-    attempt wins). A reply that cannot be parsed is logged and dropped. When `handle` raises (the
-    database is away), the reply is put back and the consumer pauses.
+    attempt wins; a heartbeat only moves a deadline). Heartbeats come through `handle` too. A
+    reply that cannot be parsed is logged and dropped. When `handle` raises (the database is
+    away), the reply is put back and the consumer pauses.
     """
     from kombu import Consumer, Queue
 

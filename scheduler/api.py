@@ -33,7 +33,7 @@ from sas_project.errors import InvalidInput, NotFound
 from sas_project.permissions import can_operate, can_read_all_jobs
 from sas_project.validation import json_storable
 from scheduler import selectors
-from scheduler.callbacks import callback_record
+from scheduler.callbacks import callback_record, heartbeat_record
 from scheduler.definitions import workflow_create, workflow_delete
 from scheduler.models import Job, Schedule, Signal
 from scheduler.schedules import (
@@ -47,6 +47,8 @@ from scheduler.serializers import (
     ApprovalDecisionSerializer,
     AttemptCallbackResultSerializer,
     AttemptCallbackSerializer,
+    AttemptHeartbeatResultSerializer,
+    AttemptHeartbeatSerializer,
     EventSerializer,
     JobFilterSerializer,
     JobSerializer,
@@ -62,6 +64,7 @@ from scheduler.serializers import (
     WorkflowReplaceSerializer,
     WorkflowSerializer,
     WorkflowVersionSerializer,
+    drf_datetime,
     step_data,
 )
 from scheduler.services import job_submit
@@ -489,6 +492,36 @@ class AttemptCallbackView(ApiView):
         body = validated(AttemptCallbackSerializer, request.data)
         verdict = callback_record(token, body)
         return Response({"recorded": verdict})
+
+
+class AttemptHeartbeatView(ApiView):
+    """Where a remote that answered 202 reports, while it works, that the attempt is alive
+    (`<callback URL>heartbeat/`). Its credential is the callback's token, as for the result."""
+
+    authentication_classes: list[Any] = []
+    permission_classes: list[Any] = []
+    throttle_classes: list[Any] = []
+
+    @extend_schema(
+        operation_id="attempts_heartbeat",
+        tags=["callbacks"],
+        summary="Report that an accepted call is still being worked on",
+        description=(
+            "POST to the callback URL followed by `heartbeat/`, as often as the step's policy "
+            "asks (`heartbeat_seconds`): each heartbeat moves the attempt's deadline that far "
+            "ahead (never past the job's deadline or the step's budget) and records its details. "
+            "200 while the attempt is in flight; 410 once it was given up on (finished, "
+            "superseded, or its step moved on): nothing changes and the remote may stop. 403: an "
+            "invalid token; 410 `token_expired`: an expired one."
+        ),
+        request=AttemptHeartbeatSerializer,
+        responses={200: AttemptHeartbeatResultSerializer, **errors(400, 403, 410, 413)},
+        auth=[],
+    )
+    def post(self, request: Request, token: str) -> Response:
+        body = validated(AttemptHeartbeatSerializer, request.data)
+        verdict = heartbeat_record(token, body.get("details"))
+        return Response({"recorded": True, "deadline": drf_datetime(verdict.deadline)})
 
 
 # --- schedules ------------------------------------------------------------------------------------

@@ -25,6 +25,9 @@ urlpatterns: list[URLPattern] = [
     path("workflows/", api.WorkflowsView.as_view(), name="api-workflows"),
     path("workflows/<slug:name>/", api.WorkflowView.as_view(), name="api-workflow"),
     path("callbacks/<str:token>/", api.AttemptCallbackView.as_view(), name="api-attempt-callback"),
+    path(
+        "callbacks/<str:token>/heartbeat/", api.AttemptHeartbeatView.as_view(), name="api-attempt-heartbeat"
+    ),
     path("schedules/", api.SchedulesView.as_view(), name="api-schedules"),
     path("schedules/<slug:name>/", api.ScheduleView.as_view(), name="api-schedule"),
     path("schedules/<slug:name>/pause/", api.ScheduleStopView.as_view(), name="api-schedule-pause"),

@@ -1,5 +1,6 @@
 """Callback tokens: the signed credential in an HTTP attempt's callback URL
-(`<SAS_PUBLIC_URL>/api/v1/callbacks/<token>/`, sent as X-SAS-Callback-URL).
+(`<SAS_PUBLIC_URL>/api/v1/callbacks/<token>/`, sent as X-SAS-Callback-URL; its heartbeats go to
+`<callback URL>heartbeat/`).
 
 Signed with the service's secret key (django.core.signing, its own salt), a token names one
 attempt (step, attempt number and the step's operation ID) and carries the time it was made: it
@@ -33,6 +34,13 @@ class ExpiredToken(SasError):
 class AlreadyRecorded(SasError):
     http_status = 409
     code = "already_recorded"
+
+
+class AttemptGivenUp(SasError):
+    """A heartbeat for an attempt that is no longer in flight: the remote may stop its work."""
+
+    http_status = 410
+    code = "attempt_given_up"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,11 @@ into a token of another attempt or step, and expires after SAS_CALLBACK_TOKEN_MA
 result of an attempt wins: a second POST with the same token is refused and changes nothing. A
 result for an attempt the supervisor already gave up on (no answer in time) is late evidence,
 recorded as a late HTTP answer is (scheduler.services.outcomes).
+
+While it works, the remote may POST heartbeats to `<callback URL>heartbeat/` with the same token
+(scheduler.services.heartbeats): each says the attempt is alive and moves its deadline when the
+policy sets a heartbeat interval. One for an attempt already given up on changes nothing and is
+refused with 410, so that the remote can stop.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from typing import Any
 
 from agents.outcome import CallResult, Outcome
 from sas_project.validation import json_storable
-from scheduler.callback_tokens import AlreadyRecorded, BadToken, attempt_of
+from scheduler.callback_tokens import AlreadyRecorded, AttemptGivenUp, BadToken, attempt_of
+from scheduler.services.heartbeats import GONE, UNKNOWN, HeartbeatVerdict, attempt_heartbeat
 from scheduler.services.outcomes import async_result_record
 
 SOURCE = "agent:callback"
@@ -48,4 +54,20 @@ def callback_record(token: str, body: dict[str, Any]) -> str:
         raise AlreadyRecorded("this attempt's result was already recorded")
     if verdict == "unknown":
         raise BadToken("this callback token names no attempt of this service")
+    return verdict
+
+
+def heartbeat_record(token: str, details: Any) -> HeartbeatVerdict:
+    """Record a heartbeat (with optional `details`) of the attempt its token names. Raises
+    BadToken, ExpiredToken, AttemptGivenUp (the attempt is no longer in flight: nothing changes),
+    or InvalidInput (details that cannot be kept)."""
+    ref = attempt_of(token)
+    verdict = attempt_heartbeat(ref.step_id, ref.number, details, source=SOURCE)
+    if verdict.verdict == UNKNOWN:
+        raise BadToken("this callback token names no attempt of this service")
+    if verdict.verdict == GONE:
+        raise AttemptGivenUp(
+            f"attempt {ref.number} of operation {ref.operation_id} is no longer in flight: its "
+            "heartbeats change nothing"
+        )
     return verdict

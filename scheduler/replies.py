@@ -10,6 +10,11 @@ A reply names its attempt by operation ID and attempt number. The first result o
 wins: a duplicate changes nothing; a reply after the supervisor gave up on its attempt (no answer
 before the deadline) is late evidence, as a late HTTP answer is; a reply for an unknown operation
 is logged and dropped. Each reply is acknowledged after its transaction commits.
+
+A heartbeat message (`{"operation_id", "attempt", "heartbeat": true, "details"}`, agents.queue)
+on the same queue says the attempt is alive: it moves the attempt's deadline when the policy sets
+a heartbeat interval (scheduler.services.heartbeats); one for an attempt already given up on, or
+for an unknown operation, changes nothing.
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ from collections.abc import Callable
 from django.db import close_old_connections, connection
 
 from agents.models import AgentEndpoint, AgentKind
-from agents.queue import Reply, consume_replies
+from agents.queue import Heartbeat, Reply, consume_replies
 from scheduler.models import Step
-from scheduler.services import async_result_record
+from scheduler.services import async_result_record, attempt_heartbeat
 
 logger = logging.getLogger("scheduler.replies")
 
@@ -65,9 +70,31 @@ def record_reply(reply: Reply) -> str:
     return verdict
 
 
-def _record_or_reconnect(reply: Reply) -> None:
+def record_heartbeat(heartbeat: Heartbeat) -> str:
+    """Record one heartbeat message; returns "recorded", "gone" (the attempt was given up on) or
+    "unknown"."""
+    step_id = Step.objects.filter(operation_id=heartbeat.operation_id).values_list("pk", flat=True).first()
+    verdict = (
+        "unknown"
+        if step_id is None
+        else attempt_heartbeat(step_id, heartbeat.attempt, heartbeat.details, source=SOURCE).verdict
+    )
+    # A heartbeat is routine: only one that names nothing is worth a warning.
+    logger.log(
+        logging.WARNING if verdict == "unknown" else logging.DEBUG,
+        "heartbeat %s",
+        verdict,
+        extra={"operation_id": heartbeat.operation_id, "attempt": heartbeat.attempt, "verdict": verdict},
+    )
+    return verdict
+
+
+def _record_or_reconnect(reply: Reply | Heartbeat) -> None:
     try:
-        record_reply(reply)
+        if isinstance(reply, Heartbeat):
+            record_heartbeat(reply)
+        else:
+            record_reply(reply)
     except Exception:
         # The reply is put back; the next one starts on a fresh database connection.
         connection.close()

@@ -180,7 +180,8 @@ WHERE s.job_id = %s ORDER BY s.id
 ATTEMPTS_SQL = """
 SELECT a.step_id, a.number, a.kind, a.endpoint_url, p.name, a.policy_version, a.dispatched_at,
        a.deadline, a.started_at, a.finished_at, a.outcome, a.decided_by, a.status_code,
-       a.latency_ms, a.response_excerpt, a.error, a.late_outcome, a.late_at
+       a.latency_ms, a.response_excerpt, a.error, a.late_outcome, a.late_at, a.heartbeat_at,
+       a.heartbeat_details
 FROM scheduler_attempt a
 JOIN scheduler_step s ON s.id = a.step_id
 JOIN agents_agentpool p ON p.id = a.pool_id
@@ -250,6 +251,8 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
                 error=a[15],
                 late_outcome=a[16],
                 late_at=a[17],
+                heartbeat_at=a[18],
+                heartbeat_details=_json(a[19]),
             )
         )
     steps = Rows(

@@ -127,6 +127,8 @@ def attempt_data(attempt: Attempt) -> dict[str, Any]:
         "error": attempt.error,
         "late_outcome": attempt.late_outcome,
         "late_at": drf_datetime(attempt.late_at),
+        "heartbeat_at": drf_datetime(attempt.heartbeat_at),
+        "heartbeat_details": attempt.heartbeat_details,
     }
 
 
@@ -263,6 +265,8 @@ class AttemptSerializer(serializers.ModelSerializer):
             "error",
             "late_outcome",
             "late_at",
+            "heartbeat_at",
+            "heartbeat_details",
         ]
         read_only_fields = fields
 
@@ -627,6 +631,26 @@ class AttemptCallbackResultSerializer(serializers.Serializer):
         choices=[("recorded", "recorded"), ("late", "late")],
         help_text="recorded: the attempt's result; late: evidence for an attempt already given up on "
         "(a success still completes its step if nothing else did).",
+    )
+
+
+class AttemptHeartbeatSerializer(StrictSerializer):
+    """A heartbeat a remote POSTs while it works on an accepted call."""
+
+    details = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="Any JSON (at most 16 KiB): how far the work got. Kept on the attempt, and sent to "
+        "the next attempt of the same operation as `heartbeat_details`. Absent: the attempt keeps "
+        "the details of its last heartbeat that had some.",
+    )
+
+
+class AttemptHeartbeatResultSerializer(serializers.Serializer):
+    recorded = serializers.BooleanField(help_text="Always true: the attempt is alive.")
+    deadline = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When the attempt is overdue unless another heartbeat or its result comes.",
     )
 
 

@@ -250,23 +250,77 @@ def step_reuse(unit: Unit, step: Step, *, source: str, actor: User | None) -> No
     )
 
 
-def step_postpone(unit: Unit, step: Step, *, deadline: dt.datetime, source: str, reason: str) -> None:
+def step_postpone(
+    unit: Unit,
+    step: Step,
+    *,
+    deadline: dt.datetime,
+    source: str,
+    reason: str,
+    kind: EventKind = E.DEADLINE_EXTENDED,
+    data: dict[str, Any] | None = None,
+) -> None:
     """Move the deadline of a dispatched step and of its attempt in flight (no change of status),
-    fenced like a transition."""
+    fenced like a transition. The event is `kind` (a deadline extended, or a call accepted whose
+    deadline became the first heartbeat's)."""
+    _move_deadline(unit, step, deadline, {})
+    unit.event(
+        job_id=step.job_id,
+        step=step,
+        kind=kind,
+        source=source,
+        attempt=step.attempt or None,
+        reason=reason,
+        data={**(data or {}), "deadline": deadline.isoformat()},
+    )
+
+
+def step_heartbeat(
+    unit: Unit,
+    step: Step,
+    *,
+    details: Any,
+    deadline: dt.datetime | None,
+    source: str,
+    reason: str = "",
+    data: dict[str, Any] | None = None,
+) -> None:
+    """A heartbeat of the step's attempt in flight: its time, and its details when it sent some,
+    on the attempt; with `deadline`, the step's and the attempt's deadline moved there. No status
+    changes. Fenced like a transition: the attempt must still be in flight.
+
+    An event (`deadline_extended`) only when the caller gives a `reason`: a call that heartbeats
+    every few seconds for hours would otherwise bury the job's history.
+    """
+    fields: dict[str, Any] = {"heartbeat_at": unit.now}
+    if details is not None:
+        fields["heartbeat_details"] = details
+    if deadline is None:
+        if step.status != S.DISPATCHED:
+            raise InvalidTransition(f"only a dispatched step has a call in flight, not a {step.status} one")
+        unit.attempt_write(AttemptWrite(step.pk, step.attempt, fields, AttemptGuard.LIVE))
+    else:
+        _move_deadline(unit, step, deadline, fields)
+    if reason:
+        unit.event(
+            job_id=step.job_id,
+            step=step,
+            kind=E.DEADLINE_EXTENDED,
+            source=source,
+            attempt=step.attempt or None,
+            reason=reason,
+            data={**(data or {}), "deadline": deadline.isoformat() if deadline is not None else None},
+        )
+
+
+def _move_deadline(unit: Unit, step: Step, deadline: dt.datetime, attempt_fields: dict[str, Any]) -> None:
     if step.status != S.DISPATCHED:
         raise InvalidTransition(f"only a dispatched step has a deadline to move, not a {step.status} one")
     unit.step_changed(step)
     step.deadline = deadline
     step.updated_at = unit.now
-    unit.attempt_write(AttemptWrite(step.pk, step.attempt, {"deadline": deadline}, AttemptGuard.LIVE))
-    unit.event(
-        job_id=step.job_id,
-        step=step,
-        kind=E.DEADLINE_EXTENDED,
-        source=source,
-        attempt=step.attempt or None,
-        reason=reason,
-        data={"deadline": deadline.isoformat()},
+    unit.attempt_write(
+        AttemptWrite(step.pk, step.attempt, {**attempt_fields, "deadline": deadline}, AttemptGuard.LIVE)
     )
 
 

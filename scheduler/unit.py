@@ -74,6 +74,8 @@ ATTEMPT_WRITABLE = (
     "error",
     "late_outcome",
     "late_at",
+    "heartbeat_at",
+    "heartbeat_details",
 )
 
 

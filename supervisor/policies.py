@@ -48,6 +48,7 @@ class PolicySnapshot:
     on_exhausted: str
     reconcile_before_retry: bool
     step_budget_seconds: float | None
+    heartbeat_seconds: float | None = None
 
     @classmethod
     def of(cls, policy: RemediationPolicy) -> PolicySnapshot:
@@ -65,6 +66,7 @@ class PolicySnapshot:
             on_exhausted=policy.on_exhausted,
             reconcile_before_retry=policy.reconcile_before_retry,
             step_budget_seconds=policy.step_budget_seconds,
+            heartbeat_seconds=policy.heartbeat_seconds,
         )
 
     @property
@@ -188,7 +190,12 @@ POLICY_FIELDS = (
     "on_exhausted",
     "reconcile_before_retry",
     "step_budget_seconds",
+    "heartbeat_seconds",
 )
+
+
+#: The longest heartbeat interval a policy may set (a year).
+HEARTBEAT_SECONDS_MAX = 365 * 24 * 3600
 
 
 def policy_settings(policy: RemediationPolicy) -> dict[str, Any]:
@@ -244,6 +251,14 @@ def policy_validate(values: dict[str, Any]) -> None:
     budget = number("step_budget_seconds")
     if budget is not None and budget <= 0:
         raise InvalidInput("step_budget_seconds must be empty or greater than 0", field="step_budget_seconds")
+    heartbeat = number("heartbeat_seconds")
+    # At most a year: a deadline that far ahead is already "never", and one past the calendar's
+    # end could not be written.
+    if heartbeat is not None and not 0 < heartbeat <= HEARTBEAT_SECONDS_MAX:
+        raise InvalidInput(
+            f"heartbeat_seconds must be empty, or greater than 0 and at most {HEARTBEAT_SECONDS_MAX}",
+            field="heartbeat_seconds",
+        )
 
 
 def _defaults() -> dict[str, Any]:

@@ -27,6 +27,7 @@ from scheduler.models import STEP_SCANNED, Attempt, Job, JobStatus, Step, StepKi
 from scheduler.services import (
     JOB_FORWARD,
     JobState,
+    heartbeats_missed,
     job_start_compensation,
     load_locked_jobs,
     lock_job,
@@ -207,6 +208,7 @@ def _per_step(
     queued = steps_still_queued(overdue)
     overdue = [s for s in overdue if s.pk not in queued]
     overdue_ids = {s.pk for s in overdue}
+    missed = heartbeats_missed(overdue)
     attempts_time_out(unit, overdue, decided_by=_source(grant))
     cache.last_attempts = _last_attempts(steps)
     for step in steps:
@@ -225,6 +227,7 @@ def _per_step(
             draw=draw,
             cache=cache,
             attempt_closed=step.pk in overdue_ids,
+            missed_heartbeat=missed.get(step.pk),
         ):
             report.remediated += 1
 
@@ -308,8 +311,10 @@ def remediate(
     draw: Callable[[], float],
     cache: ScanCache | None = None,
     attempt_closed: bool = False,
+    missed_heartbeat: float | None = None,
 ) -> bool:
-    """Apply the step's policy to one due step. Returns whether anything changed."""
+    """Apply the step's policy to one due step. Returns whether anything changed.
+    `missed_heartbeat`: an overdue call held to heartbeats this often (its event says so)."""
     source = _source(grant)
     job = state.job
     if step.status not in STEP_SCANNED:
@@ -319,7 +324,9 @@ def remediate(
             return False  # an outcome or another decision moved it since the claim
         overdue_ms = int((unit.now - step.deadline).total_seconds() * 1000) if step.deadline else 0
         report.lag_ms = max(report.lag_ms, overdue_ms)
-        step_time_out(unit, state, step, source=source, attempt_closed=attempt_closed)
+        step_time_out(
+            unit, state, step, source=source, attempt_closed=attempt_closed, missed_heartbeat=missed_heartbeat
+        )
         report.timed_out += 1
         _count(report, "timed_out")
     if step.kind == StepKind.ACTION and job.status not in JOB_FORWARD:

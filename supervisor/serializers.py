@@ -131,6 +131,13 @@ class PolicyWriteSerializer(StrictSerializer):
     on_exhausted = serializers.ChoiceField(choices=OnExhausted.choices, required=False)
     reconcile_before_retry = serializers.BooleanField(required=False)
     step_budget_seconds = serializers.FloatField(required=False, allow_null=True)
+    heartbeat_seconds = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="A call that answers later (HTTP 202, queue) must send a heartbeat at least this "
+        "often (> 0): each one moves its deadline this far ahead, past timeout_seconds if need be. "
+        "Empty: no heartbeats needed.",
+    )
     updated_at = serializers.DateTimeField(read_only=True)
 
 

@@ -30,6 +30,7 @@ from sas_project.database import is_postgresql
 from sas_project.errors import StaleWrite
 from scheduler.models import EventKind, JobStatus, StepKind, StepStatus
 from scheduler.services import JOB_FORWARD
+from scheduler.services.heartbeats import timed_out_reason
 from supervisor.alerts import endpoint_assess_and_alert
 from supervisor.policies import PolicySnapshot, Retry, StepFacts, decide
 
@@ -42,7 +43,16 @@ SELECT s.id, s.job_id, s.kind, s.status, s.attempt, s.calls, s.last_outcome, s.d
        alt.name, j.status, j.paused_at, j.deadline, a.kind, a.endpoint_id, a.started_at, a.queue_row,
        p.name, p.version, p.timeout_seconds, p.max_attempts, p.backoff_initial_seconds,
        p.backoff_multiplier, p.backoff_max_seconds, p.backoff_jitter, p.retry_on,
-       p.reassign_after_attempts, p.on_exhausted, p.reconcile_before_retry, p.step_budget_seconds
+       p.reassign_after_attempts, p.on_exhausted, p.reconcile_before_retry, p.step_budget_seconds,
+       p.heartbeat_seconds,
+       -- Held to heartbeats: the remote accepted the call or already sent one (the scan's event
+       -- then says which heartbeat was missed). Looked up only for such policies' overdue calls.
+       CASE WHEN p.heartbeat_seconds IS NOT NULL AND s.status = 'dispatched' THEN
+           a.heartbeat_at IS NOT NULL OR EXISTS (
+               SELECT 1 FROM scheduler_event e
+               WHERE e.job_id = s.job_id AND e.step_id = s.id AND e.attempt = s.attempt
+                 AND e.kind = 'call_accepted')
+       ELSE false END
 FROM scheduler_step s
 JOIN scheduler_job j ON j.id = s.job_id
 JOIN scheduler_stepdefinition d ON d.id = s.definition_id
@@ -52,7 +62,7 @@ LEFT JOIN agents_agentpool alt ON alt.id = pool.alternate_id
 -- One index probe per step (attempt_unique_number), whatever the statistics say about the
 -- table: LIMIT keeps the planner from folding this into a join it may misjudge.
 LEFT JOIN LATERAL (
-    SELECT kind, endpoint_id, started_at, queue_row FROM scheduler_attempt
+    SELECT kind, endpoint_id, started_at, queue_row, heartbeat_at FROM scheduler_attempt
     WHERE step_id = s.id AND number = s.attempt AND finished_at IS NULL LIMIT 1
 ) a ON true
 WHERE s.status IN ('dispatched', 'retry_wait', 'attempt_failed', 'unknown')
@@ -97,6 +107,13 @@ class Due:
     attempt_started: bool
     queue_row: int | None
     policy: PolicySnapshot
+    #: The call in flight is held to the policy's heartbeats (accepted, or one already came).
+    held_to_heartbeats: bool = False
+
+    @property
+    def missed_heartbeat(self) -> float | None:
+        """The heartbeat interval an overdue call missed, if it was held to heartbeats."""
+        return self.policy.heartbeat_seconds if self.held_to_heartbeats else None
 
 
 @dataclass
@@ -150,7 +167,9 @@ def due_batch(now: dt.datetime, *, limit: int, exclude: set[int]) -> list[Due]:
                 on_exhausted=r[32],
                 reconcile_before_retry=r[33],
                 step_budget_seconds=r[34],
+                heartbeat_seconds=r[35],
             ),
+            held_to_heartbeats=bool(r[36]),
         )
         for r in rows
     ]
@@ -341,13 +360,16 @@ def apply(plan: Plan, now: dt.datetime, *, source: str) -> None:
     pools = []
     for due, decision in plan.retry_later:
         overdue_ms = int((now - due.deadline).total_seconds() * 1000) if due.deadline is not None else None
+        timed_out: dict[str, Any] = {"overdue_ms": overdue_ms}
+        if due.missed_heartbeat is not None:
+            timed_out["heartbeat_seconds"] = due.missed_heartbeat
         event(
             due,
             EventKind.STEP_TIMED_OUT,
             S.DISPATCHED,
             S.UNKNOWN,
-            "no outcome before the deadline" if due.deadline is not None else "dispatched with no deadline",
-            {"overdue_ms": overdue_ms},
+            timed_out_reason(due.deadline, due.missed_heartbeat),
+            timed_out,
         )
         reassign = decision.reassign and due.alternate_id is not None
         event(

@@ -5,6 +5,7 @@
 - `dispatch`: write a step's intent (attempt, deadline, event) and enqueue its agent task;
 - `claims`: the agent's claim of one attempt, and what the call needs;
 - `outcomes`: record an attempt's outcome and move the job on;
+- `heartbeats`: a call that answers later reports it is alive, and its deadline moves;
 - `remediation`: the moves the supervisor's decisions are applied through;
 - `saga`: the job's way forward (the DAG advance) and back (compensation).
 
@@ -15,6 +16,7 @@ in one transaction; no remote is ever called inside a transaction.
 
 from scheduler.services.claims import NOT_CALLED, attempt_claim
 from scheduler.services.dispatch import step_dispatch
+from scheduler.services.heartbeats import attempt_heartbeat, heartbeats_missed
 from scheduler.services.locking import JOB_FORWARD, JobState, load_locked_jobs, lock_job
 from scheduler.services.outcomes import (
     async_result_record,
@@ -49,6 +51,8 @@ __all__ = [
     "async_result_record",
     "attempt_accepted",
     "attempt_claim",
+    "attempt_heartbeat",
+    "heartbeats_missed",
     "job_advance",
     "job_fail",
     "job_start_compensation",

@@ -52,7 +52,10 @@ SELECT (SELECT count(*) FROM claimed) AS claimed, statement_timestamp() AS db_no
            SELECT jsonb_agg(jsonb_build_array(s2.name, s2.status, s2.output, d2.depends_on))
            FROM scheduler_step s2 JOIN scheduler_stepdefinition d2 ON d2.id = s2.definition_id
            WHERE s2.job_id = s.job_id AND s2.kind = 'action'
-       ) END AS siblings
+       ) END AS siblings,
+       (SELECT h.heartbeat_details FROM scheduler_attempt h
+        WHERE h.step_id = a.step_id AND h.number < a.number AND h.heartbeat_details IS NOT NULL
+        ORDER BY h.number DESC LIMIT 1) AS heartbeat_details
 FROM scheduler_attempt a
 JOIN scheduler_step s ON s.id = a.step_id
 JOIN scheduler_job j ON j.id = s.job_id
@@ -62,6 +65,10 @@ LEFT JOIN agents_agentendpoint e ON e.id = a.endpoint_id
 LEFT JOIN scheduler_step c ON c.id = s.compensates_id
 WHERE a.step_id = %(step)s AND a.number = %(number)s
 """
+
+
+#: The claim's columns that PostgreSQL hands over as JSON text.
+JSON_COLUMNS = ("depends_on", "input", "input_override", "original_output", "siblings", "heartbeat_details")
 
 
 def _json(value: Any) -> Any:
@@ -82,7 +89,7 @@ def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
                 return None
             data = dict(zip([col.name for col in cursor.description], row, strict=True))
         maybe_fail_after_commit("the claim of an attempt")
-        for key in ("depends_on", "input", "input_override", "original_output", "siblings"):
+        for key in JSON_COLUMNS:
             data[key] = _json(data[key])
         return data
     with transaction.atomic():
@@ -109,6 +116,12 @@ def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
             ]
             if definition.depends_on
             else None
+        )
+        heartbeat_details = (
+            Attempt.objects.filter(step_id=step_id, number__lt=number, heartbeat_details__isnull=False)
+            .order_by("-number")
+            .values_list("heartbeat_details", flat=True)
+            .first()
         )
     endpoint = attempt.endpoint
     return {
@@ -142,6 +155,7 @@ def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
         "compensates": step.compensates.operation_id if step.compensates else None,
         "original_output": step.compensates.output if step.compensates else None,
         "siblings": siblings,
+        "heartbeat_details": heartbeat_details,
     }
 
 
@@ -180,6 +194,10 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
     if row["compensates"] is not None:
         payload["compensates"] = row["compensates"]
         payload["original_output"] = row["original_output"]
+    if row["heartbeat_details"] is not None:
+        # Where an earlier attempt of this operation got to, by its last heartbeat: the remote
+        # may resume from there. Absent until some attempt reported details.
+        payload["heartbeat_details"] = row["heartbeat_details"]
     if row["attempt_kind"] == AttemptKind.RECONCILE:
         path = row["status_path"]
     elif row["step_kind"] == StepKind.COMPENSATION:

@@ -24,12 +24,14 @@ from scheduler.services import hotpath
 from scheduler.services.capacity import any_pool_limited, pump_after_outcome
 from scheduler.services.claims import AGENT, NOT_CALLED
 from scheduler.services.dispatch import step_dispatch
+from scheduler.services.heartbeats import step_silence_deadline
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
 from scheduler.services.saga import job_advance
 from scheduler.transitions import (
     attempt_finish,
     attempt_note_late,
     attempt_supersede,
+    step_postpone,
     step_transition,
 )
 from scheduler.unit import Unit, User, unit_of_work
@@ -106,18 +108,48 @@ def _step_record_outcome(
 
 def attempt_accepted(step_id: int, number: int, result: CallResult, *, job_id: str, via: str) -> None:
     """The remote took the call and reports later (HTTP 202, a message on its queue): the attempt
-    stays in flight under its deadline; the event says so, unless its result is already in."""
+    stays in flight under its deadline; the event says so, unless its result is already in.
+
+    When the step's policy sets `heartbeat_seconds`, the deadline becomes the first heartbeat's:
+    that long after the acceptance (scheduler.services.heartbeats), under the job's lock and
+    guarded on the attempt being in flight."""
     with unit_of_work() as unit:
+        state = lock_job(unit, job_id)
+        step = state.step(step_id)
+        if step.status != S.DISPATCHED or step.attempt != number:
+            return
         if not Attempt.objects.filter(step_id=step_id, number=number, finished_at__isnull=True).exists():
             return
-        unit.event(
-            job_id=job_id,
-            step=Step(pk=step_id, job_id=job_id),
-            kind=E.CALL_ACCEPTED,
+        reason = f"the remote took the call ({via}); its result comes later"
+        data: dict[str, Any] = {
+            "latency_ms": result.latency_ms,
+            "status_code": result.status_code,
+            "via": via,
+        }
+        policy = step.definition.call_policy
+        silence = step_silence_deadline(unit.now, step, policy)
+        if silence is None:
+            unit.event(
+                job_id=job_id,
+                step=step,
+                kind=E.CALL_ACCEPTED,
+                source=AGENT,
+                attempt=number,
+                reason=reason,
+                data=data,
+            )
+            return
+        heard = f"; a heartbeat is due every {policy.heartbeat_seconds:g} s"
+        if silence.capped_by:
+            heard += f" (the deadline stops at {silence.capped_by})"
+        step_postpone(
+            unit,
+            step,
+            deadline=silence.at,
             source=AGENT,
-            attempt=number,
-            reason=f"the remote took the call ({via}); its result comes later",
-            data={"latency_ms": result.latency_ms, "status_code": result.status_code, "via": via},
+            reason=reason + heard,
+            kind=E.CALL_ACCEPTED,
+            data={**data, "heartbeat_seconds": policy.heartbeat_seconds},
         )
 
 

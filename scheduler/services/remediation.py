@@ -13,6 +13,7 @@ from agents.models import AgentPool
 from agents.outcome import AttemptKind, Outcome
 from scheduler.models import Attempt, EventKind, Step, StepKind, StepStatus
 from scheduler.services.dispatch import step_dispatch
+from scheduler.services.heartbeats import timed_out_reason
 from scheduler.services.locking import JOB_FORWARD, JobState
 from scheduler.services.saga import job_advance, job_fail, job_start_compensation
 from scheduler.transitions import attempts_time_out, step_postpone, step_transition
@@ -57,23 +58,32 @@ def step_keep_waiting(unit: Unit, state: JobState, step: Step, *, source: str) -
 
 
 def step_time_out(
-    unit: Unit, state: JobState, step: Step, *, source: str, attempt_closed: bool = False
+    unit: Unit,
+    state: JobState,
+    step: Step,
+    *,
+    source: str,
+    attempt_closed: bool = False,
+    missed_heartbeat: float | None = None,
 ) -> None:
     """The attempt in flight passed its deadline with no outcome: its outcome is unknown.
-    `attempt_closed`: the caller already closed the attempt (attempts_time_out)."""
+    `attempt_closed`: the caller already closed the attempt (attempts_time_out).
+    `missed_heartbeat`: the call was held to heartbeats this often and the last one is overdue
+    (scheduler.services.heartbeats.heartbeats_missed): the event says so."""
     overdue_ms = int((unit.now - step.deadline).total_seconds() * 1000) if step.deadline is not None else None
     if not attempt_closed:
         attempts_time_out(unit, [step], decided_by=source)
+    data: dict[str, Any] = {"overdue_ms": overdue_ms}
+    if missed_heartbeat is not None:
+        data["heartbeat_seconds"] = missed_heartbeat
     step_transition(
         unit,
         step,
         S.UNKNOWN,
         source=source,
         kind=E.STEP_TIMED_OUT,
-        reason="no outcome before the deadline"
-        if step.deadline is not None
-        else "dispatched with no deadline",
-        data={"overdue_ms": overdue_ms},
+        reason=timed_out_reason(step.deadline, missed_heartbeat),
+        data=data,
         last_outcome=Outcome.NO_ANSWER,
         error="no outcome reported before the deadline",
     )

@@ -15,6 +15,15 @@ to the report: lost (`reply_loss_rate`), sent twice (`reply_duplicate_rate`), se
 (`reply_late_rate`, `reply_late_ms`), followed by a report for an operation nobody asked for
 (`reply_unknown_rate`). While an operation waits to be performed, its status query answers 409
 (in progress), as during a synchronous request.
+
+A request whose input asks for a slow job (`input.slow`, testbed.sandbox.core.SlowJob) works
+for `duration_ms` and meanwhile sends a heartbeat every `heartbeat_ms`: HTTP POSTs `{"details"}`
+to `<X-SAS-Callback-URL>heartbeat/`, a queue publishes `{"operation_id", "attempt", "heartbeat":
+true, "details"}` on `reply_to`. The details are `{"done_ms", "of_ms", "attempt"}`; a retry that
+carries an earlier attempt's details resumes from `done_ms`, and its output says so
+(`resumed_from`). It may fall silent (`silent_after_ms`: the result still comes) or die
+(`die_after_ms`: nothing more comes), for the attempts `on_attempts` names. A heartbeat refused
+with 410 (the caller gave the attempt up) stops the work unreported.
 """
 
 from __future__ import annotations
@@ -29,10 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.sandbox.core import Answer, FaultPlan, OperationRequest, SandboxConfig
+from testbed.sandbox.core import Answer, FaultPlan, OperationRequest, SandboxConfig, SlowJob
 from testbed.sandbox.state import SandboxState
 
 Report = Callable[[dict[str, Any]], None]
+#: Sends one heartbeat with its details; False when the caller answered that it gave the attempt
+#: up (the work can stop).
+Beat = Callable[[dict[str, Any]], bool]
 
 
 @dataclass(frozen=True)
@@ -115,6 +127,60 @@ def perform_later(
     threading.Thread(target=work, name=f"sandbox-async-{request.key[:8]}", daemon=True).start()
 
 
+def perform_slowly(
+    remote: SandboxState,
+    request: OperationRequest,
+    slow: SlowJob,
+    attempt: int | None,
+    config: SandboxConfig,
+    plan: FaultPlan,
+    *,
+    beat: Beat,
+    report: Report,
+    report_unknown: Callable[[], None],
+) -> None:
+    """Work on `request` for what is left of `slow.duration_ms`, sending heartbeats, in a thread
+    of its own; then perform it and report the result, unless a fault or a refused heartbeat
+    stopped it first."""
+    marker = remote.in_progress(request.key)
+    marker.__enter__()  # released when the work ends, however it ends
+
+    def work() -> None:
+        started = time.monotonic()
+        done_before = slow.done_before(request.heartbeat_details)
+        left = slow.duration_ms - done_before
+        faulty = slow.faulty(attempt)
+        die = slow.die_after_ms if faulty else None
+        silent = slow.silent_after_ms if faulty else None
+        next_beat = 0.0
+        try:
+            while (elapsed := (time.monotonic() - started) * 1000) < left:
+                if die is not None and elapsed >= die:
+                    remote.store.bump("slow_died")
+                    return
+                if elapsed >= next_beat and (silent is None or elapsed < silent):
+                    done = done_before + int(elapsed)
+                    details = {"done_ms": done, "of_ms": slow.duration_ms, "attempt": attempt}
+                    remote.store.bump("heartbeats_sent")
+                    if not beat(details):
+                        remote.store.bump("heartbeats_refused")
+                        return
+                    next_beat = elapsed + slow.heartbeat_ms
+                time.sleep(max(min(next_beat - elapsed, left - elapsed, 50) / 1000, 0.005))
+            answer = remote.store.execute(request, config, force_decline=plan.decline)
+        except Exception:  # noqa: BLE001 - the store was busy: as a crashed worker, nothing reported
+            remote.store.bump("async_errors")
+            return
+        finally:
+            marker.__exit__(None, None, None)
+        result = result_of(answer)
+        if result["outcome"] == "succeeded" and isinstance(result["output"], dict):
+            result["output"] = {**result["output"], "resumed_from": request.heartbeat_details}
+        deliver(remote, config, result, report=report, report_unknown=report_unknown)
+
+    threading.Thread(target=work, name=f"sandbox-slow-{request.key[:8]}", daemon=True).start()
+
+
 def deliver(
     remote: SandboxState,
     config: SandboxConfig,
@@ -163,6 +229,16 @@ def post_json(url: str, payload: dict[str, Any], *, tries: int = 5) -> int | Non
             status = None
         time.sleep(0.5 * (attempt + 1))
     return status
+
+
+def callback_beat(callback_url: str) -> Beat:
+    """How an HTTP request's heartbeats are sent: POSTed to `<callback URL>heartbeat/`; a 410
+    says the caller gave the attempt up."""
+
+    def beat(details: dict[str, Any]) -> bool:
+        return post_json(f"{callback_url.rstrip('/')}/heartbeat/", {"details": details}, tries=1) != 410
+
+    return beat
 
 
 def callback_reporters(callback_url: str) -> tuple[Report, Callable[[], None]]:

@@ -14,8 +14,9 @@ from urllib.parse import unquote
 #: Upper bound for any configured delay, so a typo cannot park a server thread for hours.
 MAX_DELAY_MS = 600_000
 #: Body fields left out of the request fingerprint: they legitimately change across retries of
-#: one operation, and a retry must still count as the same request.
-VOLATILE_FIELDS = frozenset({"attempt"})
+#: one operation, and a retry must still count as the same request (a retry carries where the
+#: attempts before it got to, by their heartbeats).
+VOLATILE_FIELDS = frozenset({"attempt", "heartbeat_details"})
 FAULT_KINDS = ("error", "drop", "slow", "decline")
 SCRIPT_ACTIONS = ("ok", "error", "drop", "decline", "slow:<ms>")
 RATE_FIELDS = (
@@ -234,6 +235,68 @@ def parse_json(raw: bytes) -> Any:
 
 
 @dataclass(frozen=True)
+class SlowJob:
+    """A long job, asked for by the request's `input.slow` (an asynchronous route or a queue):
+    the work takes `duration_ms`, a heartbeat reports progress every `heartbeat_ms` meanwhile,
+    then the result is reported. Faults, for the attempts `on_attempts` names (all when absent):
+    `silent_after_ms` stops the heartbeats (the work goes on and its result still comes);
+    `die_after_ms` stops everything (no more heartbeats, no result), as a worker that died.
+
+    A request carrying `heartbeat_details` with `done_ms` (what an earlier attempt reported)
+    resumes from there: only the rest of the work is left.
+    """
+
+    duration_ms: int
+    heartbeat_ms: int = 1000
+    silent_after_ms: int | None = None
+    die_after_ms: int | None = None
+    on_attempts: frozenset[int] | None = None
+
+    def faulty(self, attempt: int | None) -> bool:
+        """Whether the faults apply to this attempt."""
+        return self.on_attempts is None or attempt in self.on_attempts
+
+    def done_before(self, heartbeat_details: Any) -> int:
+        """The work an earlier attempt reported done (`done_ms` of its details), at most all."""
+        done = heartbeat_details.get("done_ms") if isinstance(heartbeat_details, dict) else None
+        if not isinstance(done, int | float) or isinstance(done, bool) or not 0 < done < math.inf:
+            return 0
+        return min(int(done), self.duration_ms)
+
+
+def read_slow_job(value: object) -> SlowJob | None:
+    """Validate `input.slow`; None when absent. Raises BadRequest."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BadRequest("input.slow must be an object")
+    unknown = set(value) - {f.name for f in fields(SlowJob)}
+    if unknown:
+        raise BadRequest(f"input.slow has unknown fields: {', '.join(sorted(unknown))}")
+
+    def delay(name: str, *, required: bool = False, minimum: int = 0) -> int | None:
+        got = value.get(name)
+        if got is None and not required:
+            return None
+        if not isinstance(got, int | float) or isinstance(got, bool) or not minimum <= got <= MAX_DELAY_MS:
+            raise BadRequest(f"input.slow.{name} must be milliseconds between {minimum} and {MAX_DELAY_MS}")
+        return int(got)
+
+    attempts = value.get("on_attempts")
+    if attempts is not None and (
+        not isinstance(attempts, list) or not all(_is_number(a) and isinstance(a, int) for a in attempts)
+    ):
+        raise BadRequest("input.slow.on_attempts must be a list of attempt numbers")
+    return SlowJob(
+        duration_ms=delay("duration_ms", required=True) or 0,
+        heartbeat_ms=delay("heartbeat_ms", minimum=10) or 1000,
+        silent_after_ms=delay("silent_after_ms"),
+        die_after_ms=delay("die_after_ms"),
+        on_attempts=frozenset(attempts) if attempts is not None else None,
+    )
+
+
+@dataclass(frozen=True)
 class OperationRequest:
     """A validated POST to a service route."""
 
@@ -246,6 +309,10 @@ class OperationRequest:
     amount: float
     #: For a compensation: the operation it undoes (None = nothing identified, so nothing to undo).
     compensates: str | None
+    #: A long job with heartbeats (`input.slow`), on the asynchronous routes and the queues.
+    slow: SlowJob | None = None
+    #: Where earlier attempts of the operation got to, by their last heartbeat.
+    heartbeat_details: Any = None
 
 
 def read_operation_request(route: Route, path: str, key: str, body: object) -> OperationRequest:
@@ -269,6 +336,7 @@ def read_operation_request(route: Route, path: str, key: str, body: object) -> O
     compensates = body.get("compensates")
     if compensates is not None and not isinstance(compensates, str):
         raise BadRequest("compensates must be an operation id")
+    slow = read_slow_job(job_input.get("slow"))
     return OperationRequest(
         route=route,
         path=path,
@@ -278,6 +346,8 @@ def read_operation_request(route: Route, path: str, key: str, body: object) -> O
         quantity=quantity,
         amount=amount,
         compensates=compensates or None,
+        slow=slow,
+        heartbeat_details=body.get("heartbeat_details"),
     )
 
 

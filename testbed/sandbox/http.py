@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
-from testbed.sandbox.async_ import callback_reporters, perform_later
+from testbed.sandbox.async_ import callback_beat, callback_reporters, perform_later, perform_slowly
 from testbed.sandbox.core import (
     ROUTES,
     Answer,
@@ -284,7 +284,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(503, {"error": "injected failure"})
             return
         if later:
-            self._accept(request, config, plan)
+            self._accept(request, config, plan, attempt)
             return
         with self.remote.in_progress(key), self.remote.concurrent(path):
             if plan.delay_ms:
@@ -297,12 +297,29 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(answer)
 
-    def _accept(self, request: OperationRequest, config: SandboxConfig, plan: FaultPlan) -> None:
-        """The asynchronous mode: 202 now, the work and its callback later (testbed.sandbox.async_)."""
+    def _accept(
+        self, request: OperationRequest, config: SandboxConfig, plan: FaultPlan, attempt: int | None
+    ) -> None:
+        """The asynchronous mode: 202 now, the work and its callback later (testbed.sandbox.async_);
+        a slow job (`input.slow`) sends heartbeats meanwhile."""
         callback = self.headers.get("X-SAS-Callback-URL", "").strip()
         report, report_unknown = callback_reporters(callback) if callback else (_nothing, _nothing)
-        # The slowness fault delays the work, not the 202: what is slow is the remote's work.
-        perform_later(self.remote, request, config, plan, report=report, report_unknown=report_unknown)
+        if request.slow is not None:
+            beat = callback_beat(callback) if callback else _beating_nowhere
+            perform_slowly(
+                self.remote,
+                request,
+                request.slow,
+                attempt,
+                config,
+                plan,
+                beat=beat,
+                report=report,
+                report_unknown=report_unknown,
+            )
+        else:
+            # The slowness fault delays the work, not the 202: what is slow is the remote's work.
+            perform_later(self.remote, request, config, plan, report=report, report_unknown=report_unknown)
         if plan.drop:
             self.remote.store.bump("fault_drop")
             self._drop(plan.hold_ms)
@@ -312,6 +329,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _nothing(*args: Any) -> None:
     """A report with nowhere to go: the request carried no callback URL."""
+
+
+def _beating_nowhere(details: dict[str, Any]) -> bool:
+    """A heartbeat with nowhere to go: the request carried no callback URL."""
+    return True
 
 
 def _int_or_none(value: object) -> int | None:

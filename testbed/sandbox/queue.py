@@ -6,7 +6,8 @@ the service's message (agents.queue): it is performed after `async_delay_ms`, on
 `operation_id` (the same store as the HTTP routes), and its result published on its `reply_to`
 queue; a status query is answered at once. The faults of the HTTP routes and of the asynchronous
 reports apply (testbed.sandbox.async_): an injected error replies `failed` without doing anything,
-a dropped request is done and never replied to.
+a dropped request is done and never replied to. A slow job (`input.slow`) publishes heartbeats on
+`reply_to` while it works (testbed.sandbox.async_.perform_slowly).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import threading
 import uuid
 from typing import Any
 
-from testbed.sandbox.async_ import deliver, perform_later
+from testbed.sandbox.async_ import deliver, perform_later, perform_slowly
 from testbed.sandbox.core import ROUTES, BadRequest, read_operation_request
 from testbed.sandbox.state import SandboxState
 
@@ -133,6 +134,25 @@ class QueueConsumer:
             return
         if plan.delay_ms:
             self.remote.store.bump("fault_slow")
+        if request.slow is not None:
+
+            def beat(details: dict[str, Any]) -> bool:
+                heartbeat = {"operation_id": key, "attempt": attempt, "heartbeat": True, "details": details}
+                self.publish(reply_to, heartbeat)
+                return True  # a queue says nothing back: the work goes on
+
+            perform_slowly(
+                self.remote,
+                request,
+                request.slow,
+                attempt,
+                config,
+                plan,
+                beat=beat,
+                report=report,
+                report_unknown=report_unknown,
+            )
+            return
         perform_later(self.remote, request, config, plan, report=report, report_unknown=report_unknown)
 
     def _status(self, service: str, body: Any) -> None:

@@ -214,7 +214,12 @@ class SandboxStore:
             "voided": counters.get("voided", 0),
             "faults": {kind: counters.get(f"fault_{kind}", 0) for kind in (*FAULT_KINDS, *REPLY_FAULTS)},
             "results_reported": counters.get("results_reported", 0),
+            "slow_jobs": {name: counters.get(name, 0) for name in SLOW_JOB_COUNTERS},
         }
+
+
+#: What slow jobs (input.slow) count: heartbeats sent and refused (410), workers that died.
+SLOW_JOB_COUNTERS = ("heartbeats_sent", "heartbeats_refused", "slow_died")
 
 
 def _bump(conn: sqlite3.Connection, counter: str) -> None:

@@ -103,6 +103,27 @@ def test_patch_makes_a_new_version_and_records_who_changed_what(ada: APIClient) 
     assert logged(RemediationPolicy.objects.get(name="standard"), CHANGE) == ["ada"]
 
 
+def test_a_heartbeat_interval_is_a_setting_of_the_policy_and_of_its_revisions(ada: APIClient) -> None:
+    body = ada.post(f"{V1}/policies/", {**STANDARD, "heartbeat_seconds": 2}, format="json").json()
+    assert body["heartbeat_seconds"] == 2.0
+    response = ada.patch(f"{V1}/policies/standard/", {"heartbeat_seconds": None}, format="json")
+    assert response.status_code == 200 and response.json()["heartbeat_seconds"] is None
+    first, second = PolicyRevision.objects.filter(policy__name="standard").order_by("version")
+    assert first.settings["heartbeat_seconds"] == 2
+    assert second.settings["heartbeat_seconds"] is None and second.changes == {"heartbeat_seconds": [2, None]}
+
+
+def test_a_policy_needs_no_heartbeat_interval(ada: APIClient) -> None:
+    assert ada.post(f"{V1}/policies/", STANDARD, format="json").json()["heartbeat_seconds"] is None
+
+
+@pytest.mark.parametrize("value", [0, -1, 1e12])
+def test_a_heartbeat_interval_must_be_positive_and_sensible(ada: APIClient, value: float) -> None:
+    response = ada.post(f"{V1}/policies/", {**STANDARD, "heartbeat_seconds": value}, format="json")
+    assert response.status_code == 400 and response.json()["field"] == "heartbeat_seconds"
+    assert not RemediationPolicy.objects.filter(name="standard").exists()
+
+
 def test_a_patch_that_changes_nothing_makes_no_version(ada: APIClient) -> None:
     ada.post(f"{V1}/policies/", STANDARD, format="json")
     assert ada.patch(f"{V1}/policies/standard/", {"max_attempts": 4}, format="json").json()["version"] == 1

@@ -128,6 +128,17 @@ def test_a_policy_edit_in_the_admin_makes_a_revision_naming_the_user(
     assert "change history" in page.lower() and "max_attempts" in page
 
 
+def test_a_heartbeat_interval_is_edited_in_the_admin_and_must_be_positive(admin_client: Client) -> None:
+    policy = make_policy("pay")
+    url = f"/admin/scheduler/remediationpolicy/{policy.pk}/change/"
+    refused = admin_client.post(url, policy_form(policy, heartbeat_seconds=0))
+    assert refused.status_code == 200 and "heartbeat_seconds must be empty" in refused.content.decode()
+    assert admin_client.post(url, policy_form(policy, heartbeat_seconds=3)).status_code == 302
+    policy.refresh_from_db()
+    assert (policy.version, policy.heartbeat_seconds) == (2, 3)
+    assert PolicyRevision.objects.get(policy=policy, version=2).changes == {"heartbeat_seconds": [None, 3.0]}
+
+
 def test_an_invalid_policy_edit_is_refused_with_a_message(admin_client: Client) -> None:
     policy = make_policy("pay")
     response = admin_client.post(
