@@ -609,7 +609,8 @@ def test_a_month_still_holding_a_live_jobs_events_is_kept(
     Event.objects.update(created_at=ancient)
     Job.objects.update(finished_at=timezone.now())  # settled today: not due
     month = f"scheduler_event_y{ancient:%Y}m{ancient:%m}"
-    assert history_prune(source="test").partitions_dropped == []
+    # (Empty months other tests left behind may go; this one holds a job's events.)
+    assert month not in history_prune(source="test").partitions_dropped
     assert month in partitions.event_partitions()
 
 

@@ -19,6 +19,8 @@ from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInp
 from sas_project.permissions import role_groups_ensure
 from scheduler.definitions import workflow_create
 from scheduler.models import (
+    Delivery,
+    DeliveryKind,
     Event,
     EventKind,
     EventReaction,
@@ -31,8 +33,10 @@ from scheduler.models import (
 )
 from scheduler.services import job_submit
 from scheduler.services.wakeups import NotPermitted, approval_decide, signal_send
+from supervisor.alerts import reactions_handle
 from supervisor.scan import ScanReport
 from supervisor.services import step_resolve, step_retry
+from supervisor.subscriptions import subscription_create
 from tests.factories import make_policy, make_pool, make_workflow, step
 
 pytestmark = pytest.mark.django_db
@@ -419,3 +423,17 @@ def test_waits_that_are_not_due_cost_the_scan_one_index_read(
     touching = [q["sql"] for q in queries.captured_queries if '"scheduler_step"' in q["sql"]]
     # The due-wait read and the due-step read: nothing per waiting job.
     assert len(touching) <= 3, touching
+
+
+def test_an_approval_request_alerts_the_subscriptions_that_want_it(
+    drain: Callable[[], int], fake_remote: FakeRemote
+) -> None:
+    subscription_create(name="approvers", actor=None, email="a@example.com", kinds=["approval_requested"])
+    subscription_create(name="others", actor=None, email="o@example.com", kinds=["job_failed"])
+    approval_workflow()
+    job = job_submit(workflow="refund", input={}).job
+    drain()
+    assert reactions_handle() > 0
+    (alert,) = Delivery.objects.filter(kind=DeliveryKind.EMAIL)
+    assert alert.subscription is not None and alert.subscription.name == "approvers"
+    assert alert.payload["alert"] == "approval_requested" and alert.payload["job_id"] == str(job.pk)

@@ -35,6 +35,8 @@ OWNED_TOKEN = "the owner's tokens; administrators any; another's is a 404"
 OWNED_SCHEDULE = "a submitter's own schedules; operators every one; another's is a 404"
 SUPERVISOR_VIEW = "every job: operators and viewers read; actions operators only (403 otherwise)"
 SIGNED_ATTEMPT = "no user: the signed token names one attempt; forged, expired or reused is 4xx"
+SIGNAL_SENDER = "a submitter signals its own jobs; operators any; another's is a 404, a viewer's 403"
+APPROVER = "the step's group (operators when none); a job the user may not see is a 404"
 
 RULES = {
     "/api/v1/jobs/": OWNED_BY_SUBMITTER,
@@ -55,6 +57,10 @@ RULES = {
     "/api/v1/schedules/{name}/pause/": OWNED_SCHEDULE,
     "/api/v1/schedules/{name}/resume/": OWNED_SCHEDULE,
     "/api/v1/callbacks/{token}/": SIGNED_ATTEMPT,
+    "/api/v1/callbacks/{token}/heartbeat/": SIGNED_ATTEMPT,
+    "/api/v1/jobs/{job_id}/signals/": SIGNAL_SENDER,
+    "/api/v1/jobs/{job_id}/steps/{step_name}/approve/": APPROVER,
+    "/api/v1/jobs/{job_id}/steps/{step_name}/reject/": APPROVER,
     "/api/v1/policies/": DEFINITIONS,
     "/api/v1/policies/{name}/": DEFINITIONS,
     "/api/v1/policies/{name}/revisions/": DEFINITIONS,

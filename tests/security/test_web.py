@@ -91,6 +91,7 @@ def console_posts(job: Job) -> list[str]:
     return [
         f"/ops/steps/{step.pk}/retry/",
         f"/ops/steps/{step.pk}/resolve/",
+        f"/ops/steps/{step.pk}/decide/",
         f"/ops/jobs/{job.pk}/act/",
         f"/ops/jobs/{job.pk}/rerun/",
         "/ops/schedules/nightly/act/",

@@ -345,7 +345,7 @@ def test_needs_attention_lists_a_signal_about_to_time_out_not_one_far_off_or_tha
         assert f'data-step="{name}"' not in page, name
 
 
-def test_a_held_wait_is_listed_without_a_pool_and_offers_no_retry(supervise: Any) -> None:
+def test_a_held_wait_is_listed_without_a_pool_and_retried_by_waiting_again(supervise: Any) -> None:
     job = approval_job()
     ok = ok_step(job)
     with state_arranged():
@@ -356,7 +356,15 @@ def test_a_held_wait_is_listed_without_a_pool_and_offers_no_retry(supervise: Any
     page = ops.get("/ops/attention/").content.decode()
     row = re.search(rf'<tbody id="attention-{ok.pk}"(.*?)</tbody>', page, re.S)
     assert row and "held for an operator" in row.group(1)
-    assert ">Retry</button>" not in row.group(1) and "Resolve…" in row.group(1)
+    assert ">Retry</button>" in row.group(1) and "Resolve…" in row.group(1)
+    # A retry waits again, with a new timeout.
+    response = ops.post(f"/ops/steps/{ok.pk}/retry/", {"reason": "ask again", "fragment": "row"}, **HTMX)
+    assert response.status_code == 200
+    assert ok_step(job).status == StepStatus.WAITING
+    with state_arranged():
+        Step.objects.filter(pk=ok.pk).update(deadline=ok.created_at - dt.timedelta(minutes=1))
+    supervise()
+    assert ok_step(job).status == StepStatus.HELD
     # An action from the row re-renders it, with no pool to read.
     response = ops.post(
         f"/ops/steps/{ok.pk}/resolve/", {"reason": "approved by phone", "fragment": "row"}, **HTMX
