@@ -41,6 +41,10 @@ K = StepDefinitionKind
 E = EventKind
 
 
+#: A job's signals are rows of its own: a client looping on distinct keys stops here.
+MAX_SIGNALS_PER_JOB = 1000
+
+
 class NotPermitted(SasError):
     """The user may not decide this approval (not in the group it names, nor an operator)."""
 
@@ -96,6 +100,10 @@ def signal_send(
                 )
             if job.status not in JOB_FORWARD:
                 raise ActionNotAllowed(f"job {job.pk} is {job.status}: it takes no more signals")
+            if Signal.objects.filter(job=job).count() >= MAX_SIGNALS_PER_JOB:
+                raise ActionNotAllowed(
+                    f"job {job.pk} already holds {MAX_SIGNALS_PER_JOB} signals: it takes no more"
+                )
             signal = Signal.objects.create(
                 job=job,
                 name=name,

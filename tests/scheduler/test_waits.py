@@ -437,3 +437,19 @@ def test_an_approval_request_alerts_the_subscriptions_that_want_it(
     (alert,) = Delivery.objects.filter(kind=DeliveryKind.EMAIL)
     assert alert.subscription is not None and alert.subscription.name == "approvers"
     assert alert.payload["alert"] == "approval_requested" and alert.payload["job_id"] == str(job.pk)
+
+
+def test_a_job_takes_a_bounded_number_of_signals(
+    drain: Callable[[], int], fake_remote: FakeRemote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scheduler.services import wakeups
+
+    monkeypatch.setattr(wakeups, "MAX_SIGNALS_PER_JOB", 3)
+    order_workflow()
+    sam = submitter()
+    job = job_submit(workflow="order", input={}, submitter=sam).job
+    for n in range(3):
+        signal_send(job_id=job.pk, name="shipped", payload=n, sender=sam)
+    with pytest.raises(ActionNotAllowed, match="already holds 3 signals"):
+        signal_send(job_id=job.pk, name="shipped", payload=4, sender=sam)
+    assert Signal.objects.filter(job=job).count() == 3
