@@ -53,6 +53,7 @@ from scheduler.transitions import (
     JOB_TRANSITIONS,
     STEP_OPERATOR_ONLY,
     STEP_TRANSITIONS,
+    STEP_WAIT_COMPLETIONS,
 )
 from supervisor.lease import LEASE_NAME
 from supervisor.models import LeaseTerm, SupervisorLease
@@ -659,7 +660,9 @@ def check(
         frm, to = e["from_status"], e["to_status"]
         if not frm:
             continue  # creation
-        if to not in table.get(frm, ()) or ((frm, to) in operator_only and e["actor_id"] is None):
+        # A wait's own signal, approval, timer or timeout completes it without an operator.
+        own = key[0] == "step" and e["kind"] in STEP_WAIT_COMPLETIONS.get((frm, to), ())
+        if to not in table.get(frm, ()) or ((frm, to) in operator_only and e["actor_id"] is None and not own):
             backwards.append({"event": e["id"], "from": frm, "to": to})
     missing: list[str] = []
     current = {("step", s.pk): s.status for s in steps} | {("job", j.pk): j.status for j in jobs.values()}
