@@ -96,9 +96,6 @@ SETTLED = {
     JobStatus.NEEDS_ATTENTION,
 }
 APP_PREFIX = "sas-campaign"
-#: Seconds before every cluster stops during which the wait jobs submitted get a timer that comes
-#: due while they are down.
-BLACKOUT_LEAD = 12.0
 
 
 @dataclass
@@ -460,13 +457,13 @@ def _spread(index: int, share: float) -> bool:
     return share > 0 and int((index + 1) * share) > int(index * share)
 
 
-def _not_before(rng: random.Random, now: float, blackout_at: float, blackout_seconds: float) -> str:
-    """The time a wait job's timer waits for: inside the window when every cluster is down for a
-    job submitted in the BLACKOUT_LEAD seconds before it (its first call answered by then, so
-    that its timer waits when the clusters stop), otherwise 0.5 to 5 s from now. ISO 8601 with
+def _not_before(rng: random.Random, now: float, blackout: tuple[float, float] | None) -> str:
+    """The time a wait job's timer waits for: inside `blackout` (monotonic start and end of the
+    window when every cluster is down) when given, otherwise 0.5 to 5 s from now. ISO 8601 with
     its offset."""
-    if blackout_at - BLACKOUT_LEAD <= now < blackout_at:
-        ahead = blackout_at - now + rng.uniform(0.2, max(0.3, blackout_seconds - 0.5))
+    if blackout is not None:
+        start, end = blackout
+        ahead = start - now + rng.uniform(0.2, max(0.3, end - start - 0.5))
     else:
         ahead = rng.uniform(0.5, 5.0)
     return (timezone.now() + dt.timedelta(seconds=ahead)).isoformat()
@@ -603,7 +600,12 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                         and wait_submitter is not None
                         and _spread(submitted, cfg.wait_share)
                     ):
-                        payload["not_before"] = _not_before(rng, now, blackout_at, cfg.blackout_seconds)
+                        # Half the wait jobs submitted before every cluster stops wait for a time
+                        # while they are down: submitted early enough, their timers wait by then.
+                        aim = now < blackout_at and len(wait_job_ids) % 2 == 0
+                        payload["not_before"] = _not_before(
+                            rng, now, (blackout_at, blackout_end) if aim else None
+                        )
                         try:
                             job_id = wait_submitter.submit(
                                 WORKFLOW_WAITS, payload, key=f"{run_id}-{submitted}"
@@ -645,7 +647,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                     blackout.up_at = timezone.now()
                     for cluster in clusters:
                         cluster.start()
-                    next_kill = max(next_kill, now + cfg.kill_every)
+                    # The kills due meanwhile come soon after, not at once.
+                    next_kill = max(next_kill, now + 1.0)
                 for when, cluster in list(restart_queue):
                     if now >= when:
                         cluster.start()

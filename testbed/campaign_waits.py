@@ -10,9 +10,10 @@ continues as approved by the timeout); then `schedule` (a call).
 The driver (`WaitDriver`) plays the client system and the operators. Each job gets a plan:
 its signal sent when the step waits, sent early (right after the submission, before the step
 waits: buffered), sent three times at once under one Idempotency-Key, followed by a second signal
-under another key (which stays buffered), or never (the step times out; a late signal is
-refused); its approval approved, rejected, clicked twice at once (two approvals, or an approval
-racing a rejection), or left to time out; and, for some, a signal once the job has ended.
+under another key (which stays buffered), or never (the step times out; a late signal, sent
+while the job is compensated, is refused); its approval approved, rejected, clicked twice at
+once (two approvals, or an approval racing a rejection), or left to time out; and, for some, a
+signal once the job has ended.
 """
 
 from __future__ import annotations
@@ -208,7 +209,7 @@ class WaitTally:
     #: A second signal of the name under another key: 202, left for a step that never comes.
     extra_signals_buffered: int = 0
     extra_signals_taken_at_once: int = 0
-    #: Signals with a new key to jobs that had ended (late ones among them): 409 expected.
+    #: Signals with a new key to jobs going back or ended (late ones among them): 409 expected.
     signals_after_end: int = 0
     signals_after_end_refused: int = 0
     signals_after_end_accepted: int = 0
@@ -314,15 +315,22 @@ class WaitDriver:
                     for tracked in active:
                         if tracked.task is not None and not tracked.task.done():
                             continue
-                        action = self._next(tracked, *states.get(tracked.job_id, ("", "", "")))
+                        action = self._next(tracked, *states.get(tracked.job_id, ("", False, "", "")))
                         if action is not None:
                             tracked.task = self._pool.submit(self._guard, action, tracked)
                 time.sleep(0.2)
         finally:
             connection.close()
 
-    def _read(self, job_ids: list[str]) -> dict[str, tuple[str, str, str]]:
-        jobs = dict(Job.objects.filter(pk__in=job_ids).values_list("pk", "status"))
+    def _read(self, job_ids: list[str]) -> dict[str, tuple[str, bool, str, str]]:
+        """Per job: its status, whether it goes back (compensation), its signal and approval
+        steps' statuses."""
+        jobs = {
+            pk: (status, bool(reason))
+            for pk, status, reason in Job.objects.filter(pk__in=job_ids).values_list(
+                "pk", "status", "compensation_reason"
+            )
+        }
         steps: dict[tuple[str, str], str] = {
             (str(job_id), name): status
             for job_id, name, status in Step.objects.filter(
@@ -332,18 +340,25 @@ class WaitDriver:
         return {
             str(job_id): (
                 status,
+                back,
                 steps.get((str(job_id), CONFIRM), ""),
                 steps.get((str(job_id), SIGN_OFF), ""),
             )
-            for job_id, status in jobs.items()
+            for job_id, (status, back) in jobs.items()
         }
 
-    def _next(self, t: _Tracked, job: str, confirm: str, sign_off: str) -> Callable[[_Tracked], None] | None:
-        """The next thing to do for this job, given what its steps are now (marks it as done)."""
+    def _next(
+        self, t: _Tracked, job: str, back: bool, confirm: str, sign_off: str
+    ) -> Callable[[_Tracked], None] | None:
+        """The next thing to do for this job, given what it and its steps are now (marks it as
+        done). `back`: the job is being compensated, or was."""
         ended = job in JOB_SETTLED
         if not t.signal_done:
             if t.plan.signal == "never":
-                t.signal_done = True
+                if back or ended:
+                    # Late: the step timed out and the job goes back (or it stopped otherwise).
+                    t.signal_done = True
+                    return self._signal_refused
             elif confirm == S.WAITING:
                 t.signal_done = True
                 return self._signal_when_waiting
@@ -361,7 +376,7 @@ class WaitDriver:
                 t.approval_done = True
         if not t.after_done and ended and t.signal_done and t.approval_done:
             t.after_done = True
-            if t.plan.signal == "never" or t.plan.after_end or t.plan.signal == "duplicate":
+            if t.plan.after_end or t.plan.signal == "duplicate":
                 return self._after_end
         return None
 
@@ -496,17 +511,21 @@ class WaitDriver:
             response = self._signal(t, t.key, {"confirmed": True})
             if response is None or response.status_code != 200 or response.json()["id"] != t.signal_id:
                 self._count("replays_after_end_violating")
-        if t.plan.signal == "never" or t.plan.after_end:
-            self._count("signals_after_end")
-            response = self._signal(t, f"late-{uuid.uuid4().hex[:12]}", {"confirmed": True, "late": True})
-            if response is None:
-                return
-            if response.status_code == 409:
-                self._count("signals_after_end_refused")
-            elif response.status_code in (200, 202):
-                self._count("signals_after_end_accepted")
-            else:
-                self._count("unexpected_answers")
+        if t.plan.after_end:
+            self._signal_refused(t)
+
+    def _signal_refused(self, t: _Tracked) -> None:
+        """A new signal to a job that goes back or has ended: a 409 that writes nothing."""
+        self._count("signals_after_end")
+        response = self._signal(t, f"late-{uuid.uuid4().hex[:12]}", {"confirmed": True, "late": True})
+        if response is None:
+            return
+        if response.status_code == 409:
+            self._count("signals_after_end_refused")
+        elif response.status_code in (200, 202):
+            self._count("signals_after_end_accepted")
+        else:
+            self._count("unexpected_answers")
 
 
 # --- the checks -----------------------------------------------------------------------------------
@@ -772,7 +791,7 @@ def table_rows(waits: dict[str, Any]) -> list[tuple[str, Any]]:
             of("extra_signals_buffered", "extra_signals_consumed"),
         ),
         (
-            "signals after the job ended: sent / 409 / accepted (must be 0)",
+            "signals to jobs compensating or ended: sent / 409 / accepted (must be 0)",
             of("signals_after_end", "signals_after_end_refused", "signals_after_end_accepted"),
         ),
         ("signals due after their step stopped waiting", f["signals_missed"]),
