@@ -9,8 +9,11 @@ commits and then reports an error, and (given a data directory it may control) i
 restarts of PostgreSQL. With the asynchronous agents (the default), half the jobs run a workflow
 whose charge the remote answers later (202, then a callback to the web server) and whose shipping
 goes through a queue on a real Redis; their faults are lost, repeated, late and unknown replies
-and callbacks, and restarts of the broker that lose what it held. Then it stops the faults, waits
-for every job to settle, and checks the invariants of docs/architecture.md against the database
+and callbacks, and restarts of the broker that lose what it held. A share of the jobs run a
+workflow with a timer, a signal and an approval (`testbed.campaign_waits`), signalled and decided
+over the REST API with duplicated, early, late and extra signals and double-clicked approvals,
+and once every cluster is stopped at the same time while timers come due. Then it stops the
+faults, waits for every job to settle, and checks the invariants of docs/architecture.md against the database
 and the remote's own ledger.
 
 Many hosts (`pgbouncer=True`, `webs=N`): every cluster and web process reaches the database through
@@ -23,6 +26,7 @@ order) must show one acting supervisor at a time.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import random
@@ -41,6 +45,7 @@ import httpx
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import OperationalError, close_old_connections, connection
+from django.utils import timezone
 
 from sas_project.database import is_postgresql
 from sas_project.errors import SasError
@@ -53,10 +58,21 @@ from scheduler.transitions import (
     JOB_TRANSITIONS,
     STEP_OPERATOR_ONLY,
     STEP_TRANSITIONS,
+    STEP_WAIT_COMPLETIONS,
 )
 from supervisor.lease import LEASE_NAME
 from supervisor.models import LeaseTerm, SupervisorLease
 from supervisor.services import step_retry
+from testbed.campaign_waits import (
+    WORKFLOW_WAITS,
+    Blackout,
+    Planner,
+    WaitDriver,
+    WaitRates,
+    check_waits,
+    ensure_wait_definitions,
+    table_rows,
+)
 from testbed.definitions import ensure_policy, ensure_pool, ensure_workflow, refuse_foreign_jobs
 from testbed.processes import (
     ROOT,
@@ -118,6 +134,21 @@ class CampaignConfig:
     webs: int = 0
     #: The web processes run under gunicorn with the production configuration (not runserver).
     gunicorn: bool = False
+    #: Share of the jobs that run the workflow with a timer, a signal and an approval (0: none).
+    wait_share: float = 0.25
+    #: Shares of those jobs whose signal is sent three times at once under one Idempotency-Key,
+    #: sent before the step waits, never sent in time (then sent late), followed by a second one
+    #: under another key; that are signalled again once ended; whose approval is clicked twice at
+    #: once (half of them an approval racing a rejection).
+    signal_duplicate_rate: float = 0.3
+    signal_early_rate: float = 0.15
+    signal_late_rate: float = 0.15
+    signal_extra_rate: float = 0.15
+    settled_signal_rate: float = 0.25
+    approval_race_rate: float = 0.3
+    #: Seconds every cluster is down at once, halfway through the faults, while timers come due
+    #: (0: never).
+    blackout_seconds: float = 4.0
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -229,6 +260,7 @@ class FaultLog:
     operator_errors: int = 0
     submit_errors: int = 0
     broker_restarts: int = 0
+    cluster_blackouts: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -400,12 +432,49 @@ class ApiSubmitter:
             client.close()
 
 
+def approver_token() -> str:
+    """An operator's API token: the approvals of the wait jobs name no group, so operators decide."""
+    role_groups_ensure()
+    user, _ = get_user_model().objects.get_or_create(username="campaign-approver")
+    user.groups.add(Group.objects.get(name="operators"))
+    _, key = token_create(user=user, name="campaign")
+    return key
+
+
+def wait_rates(cfg: CampaignConfig) -> WaitRates:
+    return WaitRates(
+        duplicate=cfg.signal_duplicate_rate,
+        early=cfg.signal_early_rate,
+        late=cfg.signal_late_rate,
+        extra=cfg.signal_extra_rate,
+        settled=cfg.settled_signal_rate,
+        approval_race=cfg.approval_race_rate,
+    )
+
+
+def _spread(index: int, share: float) -> bool:
+    """Whether item `index` is among a `share` of the items, spread evenly (no clusters)."""
+    return share > 0 and int((index + 1) * share) > int(index * share)
+
+
+def _not_before(rng: random.Random, now: float, blackout: tuple[float, float] | None) -> str:
+    """The time a wait job's timer waits for: inside `blackout` (monotonic start and end of the
+    window when every cluster is down) when given, otherwise 0.5 to 5 s from now. ISO 8601 with
+    its offset."""
+    if blackout is not None:
+        start, end = blackout
+        ahead = start - now + rng.uniform(0.2, max(0.3, end - start - 0.5))
+    else:
+        ahead = rng.uniform(0.5, 5.0)
+    return (timezone.now() + dt.timedelta(seconds=ahead)).isoformat()
+
+
 def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, Any]:
     if not is_postgresql():
         raise RuntimeError("the fault campaign runs on PostgreSQL (set DATABASE_URL)")
     if cfg.pg_restart and not os.environ.get("SAS_PG_DATADIR"):
         raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")
-    refuse_foreign_jobs("fault_campaign", [WORKFLOW, WORKFLOW_ASYNC], scratch=cfg.scratch)
+    refuse_foreign_jobs("fault_campaign", [WORKFLOW, WORKFLOW_ASYNC, WORKFLOW_WAITS], scratch=cfg.scratch)
     rng = random.Random(cfg.seed)
     cfg.artifacts.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:8]
@@ -429,8 +498,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     else:
         sandbox.start(seed=cfg.seed)
     # The web processes: the API jobs are submitted through, and where the remote's callbacks
-    # arrive (the first one).
-    for i in range(max(cfg.webs, 1 if cfg.async_agents else 0)):
+    # arrive and the wait jobs are signalled and decided (the first one).
+    for i in range(max(cfg.webs, 1 if cfg.async_agents or cfg.wait_share > 0 else 0)):
         webs.append(
             WebProcess(
                 port=free_port(),
@@ -446,9 +515,18 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             ).start()
         )
     web = webs[0] if webs else None
+    client_token = api_token() if cfg.webs or cfg.wait_share > 0 else ""
     if cfg.webs:
-        submitter = ApiSubmitter([w.url for w in webs[: cfg.webs]], api_token())
+        submitter = ApiSubmitter([w.url for w in webs[: cfg.webs]], client_token)
     ensure_definitions(sandbox.url, cfg, redis.url if redis else "")
+    driver: WaitDriver | None = None
+    wait_submitter: ApiSubmitter | None = None
+    planner = Planner(random.Random(cfg.seed + 1), wait_rates(cfg))
+    if cfg.wait_share > 0 and web is not None:
+        ensure_wait_definitions()
+        # The client system submits its wait jobs and signals them; an operator decides.
+        wait_submitter = submitter or ApiSubmitter([web.url], client_token)
+        driver = WaitDriver(url=web.url, client_token=client_token, approver_token=approver_token())
     workflows = [WORKFLOW, WORKFLOW_ASYNC] if cfg.async_agents else [WORKFLOW]
     handovers_before = (
         SupervisorLease.objects.filter(pk="supervisor").values_list("handovers", flat=True).first() or 0
@@ -480,7 +558,11 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         cluster.start()
     fault = FaultLog()
     job_ids: list[Any] = []
+    wait_job_ids: list[Any] = []
+    blackouts: list[Blackout] = []
     started = time.monotonic()
+    if driver is not None:
+        driver.start()
     try:
         log(f"sandbox at {sandbox.url}; {cfg.clusters} clusters; faults on for {cfg.duration:.0f}s")
         sandbox.config(
@@ -499,7 +581,12 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         next_pg = started + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
         next_broker = started + cfg.broker_restart_every
         restart_queue: list[tuple[float, ClusterProcess]] = []
-        submitted = 0
+        # Every cluster down at once, halfway through the faults; the timers of the wait jobs
+        # submitted shortly before come due meanwhile.
+        blackout_at = started + cfg.duration * 0.5 if cfg.blackout_seconds > 0 else float("inf")
+        blackout_end = blackout_at + cfg.blackout_seconds
+        blackout: Blackout | None = None
+        submitted = plain = 0
         while time.monotonic() - started < cfg.duration or submitted < cfg.jobs:
             now = time.monotonic()
             close_old_connections()
@@ -507,8 +594,32 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                 due = cfg.jobs * min(1.0, (now - started) / max(submit_until - started, 0.001))
                 while submitted < min(cfg.jobs, int(due) + 1):
                     amount = 5000 if rng.random() < cfg.decline_rate else rng.randint(1, 900)
-                    workflow = workflows[submitted % len(workflows)]
-                    payload = {"sku": f"S{submitted}", "quantity": 1, "amount": amount}
+                    payload: dict[str, Any] = {"sku": f"S{submitted}", "quantity": 1, "amount": amount}
+                    if (
+                        driver is not None
+                        and wait_submitter is not None
+                        and _spread(submitted, cfg.wait_share)
+                    ):
+                        # Half the wait jobs submitted before every cluster stops wait for a time
+                        # while they are down: submitted early enough, their timers wait by then.
+                        aim = now < blackout_at and len(wait_job_ids) % 2 == 0
+                        payload["not_before"] = _not_before(
+                            rng, now, (blackout_at, blackout_end) if aim else None
+                        )
+                        try:
+                            job_id = wait_submitter.submit(
+                                WORKFLOW_WAITS, payload, key=f"{run_id}-{submitted}"
+                            )
+                        except RuntimeError:
+                            fault.submit_errors += 1
+                        else:
+                            job_ids.append(job_id)
+                            wait_job_ids.append(job_id)
+                            driver.add(job_id, planner.deal())
+                        submitted += 1
+                        continue
+                    workflow = workflows[plain % len(workflows)]
+                    plain += 1
                     try:
                         if submitter is not None:
                             job_ids.append(submitter.submit(workflow, payload, key=f"{run_id}-{submitted}"))
@@ -521,6 +632,23 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                         fault.submit_errors += 1
                         submitted += 1
                         connection.close()
+                if blackout is None and now >= blackout_at and now - started < cfg.duration:
+                    for cluster in clusters:
+                        cluster.kill()
+                    restart_queue.clear()
+                    blackout = Blackout(down_at=timezone.now())
+                    blackouts.append(blackout)
+                    fault.cluster_blackouts += 1
+                    log(f"every cluster down for {cfg.blackout_seconds:g}s")
+                if blackout is not None and blackout.up_at is None:
+                    if now < blackout_end:
+                        time.sleep(0.05)
+                        continue
+                    blackout.up_at = timezone.now()
+                    for cluster in clusters:
+                        cluster.start()
+                    # The kills due meanwhile come soon after, not at once.
+                    next_kill = max(next_kill, now + 1.0)
                 for when, cluster in list(restart_queue):
                     if now >= when:
                         cluster.start()
@@ -550,6 +678,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                 connection.close()
                 time.sleep(0.5)
             time.sleep(0.05)
+        if blackout is not None and blackout.up_at is None:
+            blackout.up_at = timezone.now()  # the clusters start again below
         log("faults off; draining")
         # Faults off: the remote behaves, the clusters restart without injected commit errors.
         with contextlib.suppress(httpx.HTTPError):
@@ -568,13 +698,28 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         while time.monotonic() - drain_started < cfg.drain and not _db_retry(settled):
             time.sleep(0.5)
         drain_seconds = time.monotonic() - drain_started
+        if driver is not None:
+            # The signals due once the jobs ended (late ones, replays), then the driver stops.
+            driver.finish(timeout=max(10.0, cfg.drain - drain_seconds))
         # Let in-flight compensations of settled jobs and late answers land.
         time.sleep(min(3.0, cfg.supervisor_interval * 3))
         report = check(job_ids, sandbox.stats(), first_event, handovers_before)
         report["lease"] = check_lease(first_event, first_term)
         if report["lease"]["violations"]:
             report["violations"]["lease"] = report["lease"]["violations"]
+        report["waits"] = check_waits(
+            job_ids,
+            wait_job_ids,
+            driver,
+            blackouts,
+            grace_seconds=max(5.0, cfg.supervisor_interval * 5),
+        )
+        report["violations"] |= report["waits"]["violations"]
     finally:
+        if driver is not None:
+            driver.close()
+        if wait_submitter is not None and wait_submitter is not submitter:
+            wait_submitter.close()
         for cluster in clusters:
             cluster.stop()
         sandbox.stop()
@@ -659,7 +804,9 @@ def check(
         frm, to = e["from_status"], e["to_status"]
         if not frm:
             continue  # creation
-        if to not in table.get(frm, ()) or ((frm, to) in operator_only and e["actor_id"] is None):
+        # A wait's own signal, approval, timer or timeout completes it without an operator.
+        own = key[0] == "step" and e["kind"] in STEP_WAIT_COMPLETIONS.get((frm, to), ())
+        if to not in table.get(frm, ()) or ((frm, to) in operator_only and e["actor_id"] is None and not own):
             backwards.append({"event": e["id"], "from": frm, "to": to})
     missing: list[str] = []
     current = {("step", s.pk): s.status for s in steps} | {("job", j.pk): j.status for j in jobs.values()}
@@ -817,6 +964,9 @@ def table(report: dict[str, Any]) -> str:
             "{p50} / {p99} (n={count})".format(**f["overdue_detect_ms"]),
         ),
     ]
+    waits = report.get("waits")
+    if waits is not None and waits["figures"]["wait_jobs"]:
+        rows += table_rows(waits)
     lease = report.get("lease")
     if lease is not None:
         rows += [

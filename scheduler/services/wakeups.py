@@ -98,8 +98,10 @@ def signal_send(
                     + (f" (it takes: {', '.join(takes)})" if takes else " (it takes no signals)"),
                     field="name",
                 )
-            if job.status not in JOB_FORWARD:
-                raise ActionNotAllowed(f"job {job.pk} is {job.status}: it takes no more signals")
+            if job.status not in JOB_FORWARD or job.compensation_reason:
+                # A job whose compensation is held needs attention, but goes back, not forward.
+                being = f"{job.status} while compensating" if job.status in JOB_FORWARD else job.status
+                raise ActionNotAllowed(f"job {job.pk} is {being}: it takes no more signals")
             if Signal.objects.filter(job=job).count() >= MAX_SIGNALS_PER_JOB:
                 raise ActionNotAllowed(
                     f"job {job.pk} already holds {MAX_SIGNALS_PER_JOB} signals: it takes no more"

@@ -35,7 +35,7 @@ from scheduler.services import job_submit
 from scheduler.services.wakeups import NotPermitted, approval_decide, signal_send
 from supervisor.alerts import reactions_handle
 from supervisor.scan import ScanReport
-from supervisor.services import step_resolve, step_retry
+from supervisor.services import job_compensate, step_resolve, step_retry
 from supervisor.subscriptions import subscription_create
 from tests.factories import make_policy, make_pool, make_workflow, step
 
@@ -233,6 +233,26 @@ def test_a_signal_no_step_takes_is_refused_and_one_to_a_settled_job_changes_noth
         signal_send(job_id=job.pk, name="shipped", payload=None, sender=sam)
     assert Event.objects.filter(job=job).count() == before
     assert Signal.objects.filter(job=job).count() == 1
+
+
+def test_a_job_whose_compensation_is_held_takes_no_signal(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    order_workflow()
+    sam = submitter()
+    job = job_submit(workflow="order", input={}, submitter=sam).job
+    drain()
+    fake_remote.script("reserve.compensate", "business_failure")
+    job_compensate(actor=operator(), job_id=job.pk, reason="undo")
+    drain()
+    supervise()
+    job.refresh_from_db()
+    assert job.status == JobStatus.NEEDS_ATTENTION and job.compensation_reason
+    before = Event.objects.filter(job=job).count()
+    with pytest.raises(ActionNotAllowed, match="needs_attention while compensating: it takes no more"):
+        signal_send(job_id=job.pk, name="shipped", payload=None, sender=sam)
+    assert Event.objects.filter(job=job).count() == before
+    assert not Signal.objects.filter(job=job).exists()
 
 
 # --- approvals -----------------------------------------------------------------------------------------

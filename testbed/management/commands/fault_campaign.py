@@ -1,4 +1,5 @@
-"""`manage.py fault_campaign`: prove under faults that no job is lost and no effect doubled."""
+"""`manage.py fault_campaign`: prove under faults that no job is lost, no effect doubled, and no
+signal, approval or timer taken twice."""
 
 from __future__ import annotations
 
@@ -98,6 +99,54 @@ class Command(BaseCommand):
             action="store_true",
             help="The web processes run under gunicorn with the production configuration.",
         )
+        parser.add_argument(
+            "--wait-share",
+            type=float,
+            default=d.wait_share,
+            help="Share of jobs whose workflow has a timer, a signal and an approval (0: none).",
+        )
+        parser.add_argument(
+            "--signal-duplicate-rate",
+            type=float,
+            default=d.signal_duplicate_rate,
+            help="Wait jobs whose signal is sent three times at once under one Idempotency-Key.",
+        )
+        parser.add_argument(
+            "--signal-early-rate",
+            type=float,
+            default=d.signal_early_rate,
+            help="Wait jobs signalled before their signal step waits.",
+        )
+        parser.add_argument(
+            "--signal-late-rate",
+            type=float,
+            default=d.signal_late_rate,
+            help="Wait jobs whose signal comes only after the step timed out.",
+        )
+        parser.add_argument(
+            "--signal-extra-rate",
+            type=float,
+            default=d.signal_extra_rate,
+            help="Wait jobs sent a second signal of the same name under another key.",
+        )
+        parser.add_argument(
+            "--settled-signal-rate",
+            type=float,
+            default=d.settled_signal_rate,
+            help="Wait jobs signalled again once they ended.",
+        )
+        parser.add_argument(
+            "--approval-race-rate",
+            type=float,
+            default=d.approval_race_rate,
+            help="Wait jobs whose approval is clicked twice at once (approve twice, or approve and reject).",
+        )
+        parser.add_argument(
+            "--blackout-seconds",
+            type=float,
+            default=d.blackout_seconds,
+            help="Seconds every cluster is down at once, halfway through the faults (0: never).",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
             "--scratch",
@@ -131,6 +180,14 @@ class Command(BaseCommand):
             pgbouncer=options["pgbouncer"],
             webs=options["webs"],
             gunicorn=options["gunicorn"],
+            wait_share=options["wait_share"],
+            signal_duplicate_rate=options["signal_duplicate_rate"],
+            signal_early_rate=options["signal_early_rate"],
+            signal_late_rate=options["signal_late_rate"],
+            signal_extra_rate=options["signal_extra_rate"],
+            settled_signal_rate=options["settled_signal_rate"],
+            approval_race_rate=options["approval_race_rate"],
+            blackout_seconds=options["blackout_seconds"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))
