@@ -52,6 +52,8 @@ STEP_FIELDS = [
     "default_output",
     "wait_seconds",
     "until",
+    "when",
+    "run_if_skipped",
 ]
 
 
@@ -97,6 +99,8 @@ class StepDefinitionForm(forms.ModelForm):
             "default_output": data.get("default_output"),
             "wait_seconds": data.get("wait_seconds"),
             "until": data.get("until") or "",
+            "when": data.get("when") or "",
+            "run_if_skipped": bool(data.get("run_if_skipped")),
         }
         return spec
 

@@ -19,6 +19,7 @@ from agents.validation import validate_operation_path, validate_python_agent, va
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
 from sas_project.validation import json_storable, valid_name
+from scheduler import expressions
 from scheduler.models import (
     Job,
     OnTimeout,
@@ -31,29 +32,14 @@ from scheduler.models import (
 from scheduler.unit import User
 
 #: The fields each kind of step takes (`kind` absent means a call, as before wait steps).
-CALL_KEYS = {"name", "kind", "pool", "path", "status_path", "compensation_path", "depends_on", "policy"}
+COMMON_KEYS = {"name", "kind", "depends_on", "when", "run_if_skipped"}
+CALL_KEYS = COMMON_KEYS | {"pool", "path", "status_path", "compensation_path", "policy"}
 WAIT_KEYS: dict[str, set[str]] = {
-    StepDefinitionKind.SIGNAL: {
-        "name",
-        "kind",
-        "signal",
-        "timeout_seconds",
-        "on_timeout",
-        "default_output",
-        "depends_on",
-        "policy",
-    },
-    StepDefinitionKind.APPROVAL: {
-        "name",
-        "kind",
-        "group",
-        "timeout_seconds",
-        "on_timeout",
-        "default_output",
-        "depends_on",
-        "policy",
-    },
-    StepDefinitionKind.TIMER: {"name", "kind", "wait_seconds", "until", "depends_on"},
+    StepDefinitionKind.SIGNAL: COMMON_KEYS
+    | {"signal", "timeout_seconds", "on_timeout", "default_output", "policy"},
+    StepDefinitionKind.APPROVAL: COMMON_KEYS
+    | {"group", "timeout_seconds", "on_timeout", "default_output", "policy"},
+    StepDefinitionKind.TIMER: COMMON_KEYS | {"wait_seconds", "until"},
 }
 #: A timer's `until`: `input.<path>` or `<step>.<path>`, dotted names (no expressions).
 UNTIL_PATTERN = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+")
@@ -212,7 +198,17 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
             depends_on = []
         if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
             raise InvalidInput(f"step {name!r}: depends_on must be a list of step names", field="steps")
-        cleaned[name] = {"name": name, "kind": kind, **fields, "depends_on": list(dict.fromkeys(depends_on))}
+        run_if_skipped = spec.get("run_if_skipped") or False
+        if not isinstance(run_if_skipped, bool):
+            raise InvalidInput(f"step {name!r}: run_if_skipped must be true or false", field="steps")
+        cleaned[name] = {
+            "name": name,
+            "kind": kind,
+            **fields,
+            "depends_on": list(dict.fromkeys(depends_on)),
+            "when": spec.get("when") or "",
+            "run_if_skipped": run_if_skipped,
+        }
     for name, spec in cleaned.items():
         for dep in spec["depends_on"]:
             if dep not in cleaned:
@@ -225,6 +221,8 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
         cycle = " -> ".join(exc.args[1]) if len(exc.args) > 1 else "?"
         raise InvalidInput(f"the steps form a cycle: {cycle}", field="steps") from exc
     for name, spec in cleaned.items():
+        if spec["when"]:
+            expressions.check(spec["when"], where=f"step {name!r} when", ancestors=ancestors(cleaned, name))
         until = spec.get("until")
         if until and until.split(".", 1)[0] != "input":
             source = until.split(".", 1)[0]

@@ -221,6 +221,10 @@ class StepDefinition(models.Model):
     wait_seconds = models.FloatField(null=True, blank=True)
     #: ... until the ISO 8601 time at this field: `input.<path>` or `<ancestor step>.<path>`.
     until = models.CharField(max_length=300, blank=True, default="", db_default="")
+    #: A condition (JMESPath over `input` and `results`): when false, the step is skipped.
+    when = models.CharField(max_length=1000, blank=True, default="", db_default="")
+    #: Run even when every step it depends on was skipped (otherwise it is skipped too).
+    run_if_skipped = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["workflow_id", "position"]
@@ -432,7 +436,7 @@ class StepStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     #: Given up (settled; an operator may retry it, or the saga compensate it).
     FAILED = "failed", "Failed"
-    #: Never started: its job stopped first (final).
+    #: Never started: its job stopped first, or its condition was false (final).
     SKIPPED = "skipped", "Skipped"
     #: Its compensation succeeded (final).
     COMPENSATED = "compensated", "Compensated"
@@ -503,6 +507,8 @@ class Step(models.Model):
     first_dispatched_at = models.DateTimeField(null=True, blank=True)
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
+    #: Why the step is in its status, when the status alone does not say (why it was skipped).
+    status_reason = models.TextField(blank=True, default="", db_default="")
     #: The input this step is called with instead of the job's (an operator's edited retry).
     input_override = models.JSONField(null=True, blank=True)
     #: In a rerun, the step of the original job whose output this one reuses (it is not called).

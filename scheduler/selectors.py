@@ -171,7 +171,8 @@ WHERE j.id = %s AND (%s OR j.submitter_id = %s)
 STEPS_SQL = """
 SELECT s.id, s.name, s.kind, s.compensates_id, s.status, s.operation_id, s.attempt, s.calls,
        s.last_outcome, p.name, s.deadline, s.not_before, s.output, s.error, s.created_at,
-       s.updated_at, s.finished_at, s.input_override, s.reused_from_id, d.kind, d.signal, d."group"
+       s.updated_at, s.finished_at, s.input_override, s.reused_from_id, d.kind, d.signal, d."group",
+       s.status_reason
 FROM scheduler_step s
 JOIN scheduler_stepdefinition d ON d.id = s.definition_id
 LEFT JOIN agents_agentpool p ON p.id = s.pool_id
@@ -268,6 +269,7 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
             last_outcome=s[8],
             pool=SimpleNamespace(name=s[9]) if s[9] is not None else None,
             definition=SimpleNamespace(kind=s[19], signal=s[20], group=s[21]),
+            status_reason=s[22],
             deadline=s[10],
             not_before=s[11],
             output=_json(s[12]),

@@ -167,6 +167,7 @@ def step_data(step: Step) -> dict[str, Any]:
         "not_before": drf_datetime(step.not_before),
         "output": step.output,
         "error": step.error,
+        "reason": step.status_reason or None,
         "input_override": step.input_override,
         "reused_from": step.reused_from_id,
         "created_at": drf_datetime(step.created_at),
@@ -304,6 +305,11 @@ class StepSerializer(serializers.ModelSerializer):
     waiting_for = serializers.SerializerMethodField(
         help_text="While the step is waiting: what for (null otherwise)."
     )
+    reason = serializers.CharField(
+        source="status_reason",
+        allow_null=True,
+        help_text="Why the step is in its status when that alone does not say (why it was skipped).",
+    )
     attempts = AttemptSerializer(many=True, read_only=True)
 
     @extend_schema_field(WaitingForSerializer(allow_null=True))
@@ -329,6 +335,7 @@ class StepSerializer(serializers.ModelSerializer):
             "not_before",
             "output",
             "error",
+            "reason",
             "input_override",
             "reused_from",
             "created_at",
@@ -537,6 +544,18 @@ class StepDefinitionSerializer(StrictSerializer):
         allow_blank=True,
         help_text="timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>.",
     )
+    when = serializers.CharField(
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        help_text="A condition, in JMESPath (https://jmespath.org), over `input` (the job's input) and "
+        "`results` (the outputs of the steps it depends on, by name): when false (false, null, empty), "
+        "the step is skipped with the reason. Example: input.amount > `100`.",
+    )
+    run_if_skipped = serializers.BooleanField(
+        required=False,
+        help_text="Run even when every step it depends on was skipped (default: it is skipped too).",
+    )
 
     def to_internal_value(self, data: Any) -> Any:
         # A call's pool, path and policy are required, as they were before steps had kinds.
@@ -551,6 +570,13 @@ class StepDefinitionSerializer(StrictSerializer):
         return super().to_internal_value(data)
 
     def to_representation(self, instance: StepDefinition) -> Any:
+        return {
+            **self._kind_fields(instance),
+            "when": instance.when,
+            "run_if_skipped": instance.run_if_skipped,
+        }
+
+    def _kind_fields(self, instance: StepDefinition) -> dict[str, Any]:
         base: dict[str, Any] = {"name": instance.name, "kind": instance.kind}
         if instance.kind == StepDefinitionKind.CALL:
             return {

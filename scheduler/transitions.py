@@ -43,7 +43,8 @@ E = EventKind
 
 STEP_TRANSITIONS: dict[str, frozenset[str]] = {
     # To succeeded without a call: a rerun's step that reuses the original's output (step_reuse).
-    S.PENDING: frozenset({S.DISPATCHED, S.WAITING, S.SKIPPED, S.SUCCEEDED}),
+    # To held: a step that cannot start (its condition or its timer's time cannot be read).
+    S.PENDING: frozenset({S.DISPATCHED, S.WAITING, S.SKIPPED, S.SUCCEEDED, S.HELD}),
     # A pool at its limit: the capacity pump dispatches the step; its job stopping skips it. A wait
     # step: its signal, approval or time completes it; a rejection or a timeout fails or holds it.
     S.WAITING: frozenset({S.DISPATCHED, S.SKIPPED, S.FAILED, S.SUCCEEDED, S.HELD}),

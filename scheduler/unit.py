@@ -55,6 +55,7 @@ STEP_WRITABLE = (
     "first_dispatched_at",
     "output",
     "error",
+    "status_reason",
     "input_override",
     "operation_id",
     "updated_at",

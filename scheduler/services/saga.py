@@ -5,11 +5,20 @@ together) and settle the job's status from its steps'. Back: when a job cannot s
 job deadline) or an operator compensates or cancels it, stop its forward work and undo, in
 reverse dependency order, every step that succeeded or may have had an effect, each undo an
 ordinary supervised step with its own operation ID (`<operation_id>:compensate`).
+
+A ready step may be skipped instead: its condition (`when`) is false, or every step it depends on
+was skipped. The hot path's functions leave jobs with conditions or waits to this module
+(`scheduler/sql/postgresql/sas_submit.sql`, `scheduler/sql/postgresql/sas_record_outcome.sql`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from jmespath.exceptions import JMESPathError
+
 from agents.outcome import AttemptKind, Outcome
+from scheduler import expressions
 from scheduler.models import STEP_SETTLED, Attempt, EventKind, JobStatus, Step, StepKind, StepStatus
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.locking import JOB_FORWARD, JobState
@@ -41,16 +50,21 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
     by_name = {s.name: s for s in actions}
     if job.paused_at is None:
         for step in actions:
-            if step.status == S.PENDING and all(
-                by_name[d].status == S.SUCCEEDED for d in step.definition.depends_on
-            ):
-                deps = step.definition.depends_on
-                reason = f"{', '.join(deps)} succeeded" if deps else "ready: no dependencies"
-                if step.definition.waits:
-                    step_begin_wait(unit, state, step, source=source, reason=reason)
-                else:
-                    step_dispatch(unit, state, step, source=source, reason=reason)
-    if all(s.status == S.SUCCEEDED for s in actions):
+            deps = [by_name[d] for d in step.definition.depends_on]
+            # Ready: every dependency succeeded or was skipped (in a job running forward, a
+            # skipped step is one whose condition was false). Steps come in dependency order,
+            # so a step skipped here is seen by its dependents in this same loop.
+            if step.status != S.PENDING or any(d.status not in (S.SUCCEEDED, S.SKIPPED) for d in deps):
+                continue
+            if not _condition_met(unit, state, step, deps, source=source):
+                continue
+            names = [d.name for d in deps if d.status == S.SUCCEEDED]
+            reason = f"{', '.join(names)} succeeded" if names else "ready: no dependencies"
+            if step.definition.waits:
+                step_begin_wait(unit, state, step, source=source, reason=reason)
+            else:
+                step_dispatch(unit, state, step, source=source, reason=reason)
+    if all(s.status in (S.SUCCEEDED, S.SKIPPED) for s in actions):
         job_transition(
             unit, job, J.SUCCEEDED, source=source, actor=actor, result={s.name: s.output for s in actions}
         )
@@ -66,6 +80,68 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
             actor=actor,
             reason=f"held: {', '.join(held)}" if held else "",
         )
+
+
+def _condition_met(unit: Unit, state: JobState, step: Step, deps: list[Step], *, source: str) -> bool:
+    """Whether a ready step runs. No: every step it depends on was skipped (unless it runs
+    anyway), or its `when` is false; it is then skipped with the reason. A condition that cannot
+    be evaluated holds the step for an operator."""
+    definition = step.definition
+    if deps and all(d.status == S.SKIPPED for d in deps) and not definition.run_if_skipped:
+        why = f"every step it depends on was skipped ({', '.join(d.name for d in deps)})"
+        step_transition(
+            unit,
+            step,
+            S.SKIPPED,
+            source=source,
+            reason=why,
+            data={"skipped": "dependencies"},
+            status_reason=why,
+        )
+        return False
+    if not definition.when:
+        return True
+    data = {"input": step_input(state, step), "results": ancestor_outputs(state, step)}
+    try:
+        value = expressions.evaluate(definition.when, data)
+    except JMESPathError as exc:
+        why = f"its condition {definition.when!r} cannot be evaluated: {exc}"
+        step_transition(
+            unit, step, S.HELD, source=source, kind=EventKind.STEP_HELD, reason=why, status_reason=why
+        )
+        return False
+    if expressions.truthy(value):
+        return True
+    why = f"its condition {definition.when!r} is false"
+    step_transition(
+        unit,
+        step,
+        S.SKIPPED,
+        source=source,
+        reason=why,
+        data={"when": definition.when, "value": value},
+        status_reason=why,
+    )
+    return False
+
+
+def step_input(state: JobState, step: Step) -> Any:
+    """The input a step's call and conditions see: its own (an operator's edit), else the job's."""
+    return step.input_override if step.input_override is not None else state.job.input
+
+
+def ancestor_outputs(state: JobState, step: Step) -> dict[str, Any]:
+    """The outputs of the steps `step` depends on, directly or not, that succeeded (what a
+    remote's body carries as `results`)."""
+    by_name = {s.name: s for s in state.actions}
+    found: set[str] = set()
+    todo = list(step.definition.depends_on)
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo.extend(by_name[name].definition.depends_on)
+    return {n: by_name[n].output for n in sorted(found) if by_name[n].status == S.SUCCEEDED}
 
 
 def job_fail(unit: Unit, state: JobState, *, source: str, reason: str, actor: User | None = None) -> None:

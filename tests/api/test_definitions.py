@@ -353,6 +353,8 @@ def test_creating_a_workflow_makes_version_1_by_its_author(ada: APIClient) -> No
         "compensation_path": "agents.builtin.noop",
         "depends_on": ["reserve"],
         "policy": "default",
+        "when": "",
+        "run_if_skipped": False,
     }
     workflow = Workflow.objects.get(name="order")
     assert workflow.created_by.username == "ada"

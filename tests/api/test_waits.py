@@ -88,6 +88,8 @@ def test_wait_steps_are_read_back_as_written_and_a_patch_without_steps_keeps_the
         "default_output": None,
         "depends_on": ["reserve"],
         "policy": None,
+        "when": "",
+        "run_if_skipped": False,
     }
     assert by_name["settle"] == {
         "name": "settle",
@@ -95,6 +97,8 @@ def test_wait_steps_are_read_back_as_written_and_a_patch_without_steps_keeps_the
         "wait_seconds": 0.0,
         "until": "",
         "depends_on": ["shipped"],
+        "when": "",
+        "run_if_skipped": False,
     }
     response = admin.patch(f"{V1}/workflows/order/", {"description": "v2"}, format="json")
     assert response.status_code == 200, response.json()

@@ -22,6 +22,7 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
         'step:held>succeeded',
         'step:held>waiting',
         'step:pending>dispatched',
+        'step:pending>held',
         'step:pending>skipped',
         'step:pending>succeeded',
         'step:pending>waiting',

@@ -1,4 +1,4 @@
--- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath, scheduler.services.waits.
+-- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath, scheduler.services.waits, scheduler.services.saga.
 -- The common outcomes of a live call, as step_record_outcome records them, the DAG advance, and
 -- the job's completion with its callback (callback_summary); anything else answers 'fallback'.
 CREATE OR REPLACE FUNCTION sas_record_outcome(
@@ -30,10 +30,11 @@ BEGIN
        OR p_outcome NOT IN ('succeeded', 'business_failure', 'transient_failure', 'no_answer') THEN
         RETURN 'fallback';
     END IF;
-    -- A job with a wait step still to come: the general path starts the wait
-    -- (scheduler.services.waits), which this function does not restate.
+    -- A job with wait steps or conditions: the general path advances it (waits start there,
+    -- conditions are evaluated there, and a skipped step counts as done for its dependents), as
+    -- scheduler.services.waits and scheduler.services.saga write it; this function does not.
     IF EXISTS (SELECT 1 FROM scheduler_step s JOIN scheduler_stepdefinition d ON d.id = s.definition_id
-               WHERE s.job_id = v_job_id AND s.status = 'pending' AND d.kind <> 'call') THEN
+               WHERE s.job_id = v_job_id AND (d.kind <> 'call' OR d."when" <> '')) THEN
         RETURN 'fallback';
     END IF;
     SELECT id, kind, deadline INTO v_attempt FROM scheduler_attempt

@@ -1,4 +1,4 @@
--- Mirrors: scheduler.services.submission, scheduler.services.hotpath, scheduler.services.waits.
+-- Mirrors: scheduler.services.submission, scheduler.services.hotpath, scheduler.services.waits, scheduler.services.saga.
 -- A job of a workflow's latest version, its steps and its event, then the dispatch of its first
 -- steps, as job_submit makes them (hotpath.submit calls it by name).
 CREATE OR REPLACE FUNCTION sas_submit(
@@ -14,10 +14,11 @@ DECLARE
 BEGIN
     SELECT id, name, version, deadline_seconds INTO v_wf FROM scheduler_workflow
     WHERE name = p_workflow ORDER BY version DESC LIMIT 1;
-    -- NULL for an unknown workflow, and for one with wait steps: the general path
-    -- (scheduler.services.submission) creates those jobs, and starts their waits.
+    -- NULL for an unknown workflow, and for one with wait steps or conditions: the general
+    -- path (scheduler.services.submission) creates those jobs, starts their waits and evaluates
+    -- their conditions.
     IF NOT FOUND OR EXISTS (SELECT 1 FROM scheduler_stepdefinition
-                            WHERE workflow_id = v_wf.id AND kind <> 'call') THEN
+                            WHERE workflow_id = v_wf.id AND (kind <> 'call' OR "when" <> '')) THEN
         RETURN NULL;
     END IF;
     -- A job is created running: its first steps are dispatched in this same transaction.

@@ -151,7 +151,7 @@ class Command(BaseCommand):
             workflow_create(
                 name="order_approval",
                 description=(
-                    "A long-running order: reserve, wait for an operator's approval of the charge "
+                    "A long-running order: reserve, wait for an operator's approval of a charge above 100 "
                     "(an hour at most, then compensate), charge, schedule the shipment, then wait for "
                     "the warehouse's `shipped` signal (a day at most, then hold for an operator)."
                 ),
@@ -167,6 +167,7 @@ class Command(BaseCommand):
                     {
                         "name": "approve_charge",
                         "kind": "approval",
+                        "when": "input.amount > `100`",
                         "timeout_seconds": 3600,
                         "on_timeout": "fail",
                         "depends_on": ["reserve"],
@@ -178,6 +179,7 @@ class Command(BaseCommand):
                         "status_path": "/payments/{operation_id}",
                         "compensation_path": "/payments/refund",
                         "depends_on": ["approve_charge"],
+                        "run_if_skipped": True,
                         "policy": "payments",
                     },
                     {
