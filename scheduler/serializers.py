@@ -305,11 +305,13 @@ class StepSerializer(serializers.ModelSerializer):
     waiting_for = serializers.SerializerMethodField(
         help_text="While the step is waiting: what for (null otherwise)."
     )
-    reason = serializers.CharField(
-        source="status_reason",
-        allow_null=True,
-        help_text="Why the step is in its status when that alone does not say (why it was skipped).",
+    reason = serializers.SerializerMethodField(
+        help_text="Why the step is in its status when that alone does not say (why it was skipped)."
     )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_reason(self, step: Step) -> str | None:
+        return step.status_reason or None
     attempts = AttemptSerializer(many=True, read_only=True)
 
     @extend_schema_field(WaitingForSerializer(allow_null=True))
