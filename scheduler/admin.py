@@ -21,6 +21,7 @@ from django.http import HttpRequest
 from sas_project.admin_access import ManagersOnly, WrittenByTheService
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage
+from scheduler import contracts
 from scheduler.definitions import validate_steps, workflow_create
 from scheduler.models import PruneRun, Schedule, StepDefinition, StepDefinitionKind, Workflow
 from scheduler.schedules import (
@@ -161,7 +162,13 @@ class StepDefinitionInline(admin.TabularInline):
 class WorkflowForm(forms.ModelForm):
     class Meta:
         model = Workflow
-        fields = ["name", "description", "deadline_seconds"]
+        fields = ["name", "description", "deadline_seconds", "input_schema"]
+
+    def clean_input_schema(self) -> Any:
+        try:
+            return contracts.schema_check(self.cleaned_data.get("input_schema"))
+        except InvalidInput as exc:
+            raise ValidationError(exc.message) from exc
 
     def clean_deadline_seconds(self) -> float | None:
         value = self.cleaned_data.get("deadline_seconds")
@@ -183,7 +190,7 @@ class WorkflowAdmin(admin.ModelAdmin):
     list_display = ["name", "version", "step_count", "deadline_seconds", "created_by", "created_at"]
     search_fields = ["name"]
     ordering = ["name", "-version"]
-    fields = ["name", "description", "deadline_seconds"]
+    fields = ["name", "description", "deadline_seconds", "input_schema"]
     change_form_template = "admin/scheduler/workflow/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Workflow]:
@@ -214,6 +221,7 @@ class WorkflowAdmin(admin.ModelAdmin):
             "name": source.name,
             "description": source.description,
             "deadline_seconds": source.deadline_seconds,
+            "input_schema": source.input_schema,
         }
 
     def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:
@@ -244,6 +252,7 @@ class WorkflowAdmin(admin.ModelAdmin):
             actor=request.user,
             description=form.cleaned_data.get("description") or "",
             deadline_seconds=form.cleaned_data.get("deadline_seconds"),
+            input_schema=form.cleaned_data.get("input_schema"),
         )
         form.instance.pk, form.instance.version = workflow.pk, workflow.version
 

@@ -384,6 +384,7 @@ class WorkflowsView(ApiView):
                 actor=request.user,
                 description=data["description"],
                 deadline_seconds=data["deadline_seconds"],
+                input_schema=data.get("input_schema"),
             )
         return Response(
             WorkflowSerializer(selectors.workflow_get(name, workflow.version)).data,
@@ -454,6 +455,7 @@ class WorkflowView(ApiView):
                 actor=request.user,
                 description=data.get("description", latest.description),
                 deadline_seconds=data.get("deadline_seconds", latest.deadline_seconds),
+                input_schema=data.get("input_schema", latest.input_schema),
             )
         return Response(WorkflowSerializer(selectors.workflow_get(name, workflow.version)).data)
 

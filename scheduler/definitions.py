@@ -19,7 +19,7 @@ from agents.validation import validate_operation_path, validate_python_agent, va
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
 from sas_project.validation import json_storable, valid_name
-from scheduler import expressions
+from scheduler import contracts, expressions
 from scheduler.models import (
     Job,
     OnTimeout,
@@ -255,8 +255,10 @@ def workflow_create(
     actor: User | None = None,
     description: str = "",
     deadline_seconds: float | None = None,
+    input_schema: Any = None,
 ) -> Workflow:
-    """Create the next version of workflow `name` from validated step specs."""
+    """Create the next version of workflow `name` from validated step specs (and its input's
+    JSON Schema, if any: scheduler.contracts)."""
     valid_name(name, "workflow name", "name")
     if deadline_seconds is not None and (
         isinstance(deadline_seconds, bool)
@@ -267,12 +269,13 @@ def workflow_create(
     if not isinstance(description, str):
         raise InvalidInput("description must be a string", field="description")
     ordered = validate_steps(steps)
+    input_schema = contracts.schema_check(input_schema)
     latest = Workflow.objects.select_for_update().filter(name=name).order_by("-version").first()
     # Two first versions of one name can both pass the lock above (there is no row to lock yet):
     # the unique (name, version) constraint decides, and the loser is told to send again.
     try:
         with transaction.atomic():
-            workflow = _create_version(name, latest, description, deadline_seconds, actor)
+            workflow = _create_version(name, latest, description, deadline_seconds, actor, input_schema)
     except IntegrityError as exc:
         raise StaleWrite(f"workflow {name!r} was changed at the same moment; send yours again") from exc
     StepDefinition.objects.bulk_create(
@@ -283,13 +286,19 @@ def workflow_create(
 
 
 def _create_version(
-    name: str, latest: Workflow | None, description: str, deadline_seconds: float | None, actor: User | None
+    name: str,
+    latest: Workflow | None,
+    description: str,
+    deadline_seconds: float | None,
+    actor: User | None,
+    input_schema: dict[str, Any] | None,
 ) -> Workflow:
     return Workflow.objects.create(
         name=name,
         version=(latest.version + 1) if latest else 1,
         description=description,
         deadline_seconds=deadline_seconds,
+        input_schema=input_schema,
         created_by=cast(Any, actor) if actor is not None and actor.is_authenticated else None,
     )
 

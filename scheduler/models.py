@@ -32,6 +32,8 @@ class Workflow(models.Model):
     description = models.TextField(blank=True, default="")
     #: Optional time limit of a whole job, counted from submission.
     deadline_seconds = models.FloatField(null=True, blank=True)
+    #: Optional JSON Schema (2020-12) every job's input must match (scheduler.contracts).
+    input_schema = models.JSONField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

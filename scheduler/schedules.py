@@ -25,6 +25,7 @@ from django.utils import timezone
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, SasError, StaleWrite
 from sas_project.validation import json_storable, valid_name
+from scheduler import contracts
 from scheduler.models import CatchUp, EventKind, Schedule, Workflow
 from scheduler.services import job_submit, valid_business_key, valid_priority
 from scheduler.unit import unit_of_work
@@ -74,6 +75,11 @@ def schedule_validate(values: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise InvalidInput("input must be a JSON object", field="input")
     json_storable(payload, "input")
+    # Each firing submits the latest version: its contract, as it stands now.
+    latest = (
+        Workflow.objects.filter(name=workflow).order_by("-version").values_list("input_schema", flat=True)
+    )
+    contracts.input_check(latest.first(), payload)
     clean["input"] = payload
     # The jobs' own rules: a firing must not be refused for what the schedule accepted.
     clean["business_key"] = valid_business_key(clean.get("business_key") or "")

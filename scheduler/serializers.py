@@ -312,6 +312,7 @@ class StepSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_reason(self, step: Step) -> str | None:
         return step.status_reason or None
+
     attempts = AttemptSerializer(many=True, read_only=True)
 
     @extend_schema_field(WaitingForSerializer(allow_null=True))
@@ -623,14 +624,26 @@ class WorkflowSerializer(StrictSerializer):
     deadline_seconds = serializers.FloatField(
         required=False, allow_null=True, default=None, help_text="Time limit of a whole job, if any."
     )
+    input_schema = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A JSON Schema (2020-12) every job's input must match (a 400 lists each error with "
+        "its JSON pointer). It may refer ($ref) only inside itself.",
+    )
     steps = StepDefinitionSerializer(many=True)
     created_by = serializers.CharField(source="created_by.username", allow_null=True, read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
 
 
 class WorkflowReplaceSerializer(ReplaceMixin, WorkflowSerializer):
-    """The next version (PUT) states description, deadline_seconds and steps. A workflow cannot be
-    renamed."""
+    """The next version (PUT) states description, deadline_seconds and steps; left out,
+    input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["input_schema"].required = False
+        self.fields["input_schema"].default = None
 
 
 class WorkflowVersionSerializer(serializers.Serializer):

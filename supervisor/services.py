@@ -19,6 +19,7 @@ from agents.models import AgentPool
 from agents.outcome import Outcome
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound
 from sas_project.validation import json_storable
+from scheduler import contracts
 from scheduler.models import JOB_SETTLED, EventKind, Job, JobStatus, Step, StepKind, StepStatus
 from scheduler.selectors import job_missing
 from scheduler.services import (
@@ -242,6 +243,7 @@ def _edit_input(unit: Unit, state: JobState, step: Step, new_input: Any) -> dict
     if refusal is not None:
         raise ActionNotAllowed(refusal)
     new_input = _json_object(new_input)
+    contracts.input_check(state.job.workflow.input_schema, new_input)
     old_input = step.input_override if step.input_override is not None else state.job.input
     old_operation = step.operation_id
     step.operation_id = str(uuid.uuid4())

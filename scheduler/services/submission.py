@@ -23,6 +23,7 @@ from agents.validation import validate_endpoint_url
 from sas_project import tracing
 from sas_project.errors import IdempotencyConflict, InvalidInput
 from sas_project.validation import json_storable
+from scheduler import contracts
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, StepStatus, Workflow
 from scheduler.services import hotpath
@@ -241,6 +242,7 @@ def _submit_in_python(
             replay = _replay(user, key, request_hash)
             if replay:
                 return replay
+        contracts.input_check(definitions[0].workflow.input_schema, payload)
         unit.now = definitions[0].db_now  # type: ignore[attr-defined]
         job = _create_job(unit, definitions, payload, user, key, request_hash, extra).job
     return Submission(job_id=job.pk, created=True, loaded=job)
@@ -361,6 +363,7 @@ def rerun_create(
             if child not in rerun:
                 rerun.add(child)
                 todo.append(child)
+    contracts.input_check(job.workflow.input_schema, payload)
     reuse = {name: old for name, old in by_name.items() if name not in rerun and old.status == S.SUCCEEDED}
     return _create_job(
         unit,

@@ -490,3 +490,19 @@ def test_a_workflow_with_wait_steps_is_saved_in_the_admin_and_prefills_the_next_
         "/admin/scheduler/workflow/add/", {**data, "name": "bad", **steps_formset(step_row("a"), bad)}
     )
     assert refused.status_code == 200 and not Workflow.objects.filter(name="bad").exists()
+
+
+def test_a_workflows_input_schema_is_checked_in_the_admin(admin_client: Client) -> None:
+    data = {
+        "name": "typed",
+        "description": "",
+        "deadline_seconds": "",
+        "input_schema": '{"type": "objekt"}',
+        **steps_formset(step_row("a")),
+    }
+    refused = admin_client.post("/admin/scheduler/workflow/add/", data)
+    assert refused.status_code == 200 and not Workflow.objects.filter(name="typed").exists()
+    assert "not a JSON Schema" in refused.content.decode()
+    data["input_schema"] = '{"type": "object", "required": ["order"]}'
+    assert admin_client.post("/admin/scheduler/workflow/add/", data).status_code == 302
+    assert Workflow.objects.get(name="typed").input_schema == {"type": "object", "required": ["order"]}

@@ -1,4 +1,4 @@
--- Mirrors: scheduler.services.submission, scheduler.services.hotpath, scheduler.services.waits, scheduler.services.saga.
+-- Mirrors: scheduler.services.submission, scheduler.services.hotpath, scheduler.services.waits, scheduler.services.saga, scheduler.contracts.
 -- A job of a workflow's latest version, its steps and its event, then the dispatch of its first
 -- steps, as job_submit makes them (hotpath.submit calls it by name).
 CREATE OR REPLACE FUNCTION sas_submit(
@@ -12,12 +12,12 @@ DECLARE
     v_wf record;
     v_job_id uuid := gen_random_uuid();
 BEGIN
-    SELECT id, name, version, deadline_seconds INTO v_wf FROM scheduler_workflow
+    SELECT id, name, version, deadline_seconds, input_schema INTO v_wf FROM scheduler_workflow
     WHERE name = p_workflow ORDER BY version DESC LIMIT 1;
-    -- NULL for an unknown workflow, and for one with wait steps or conditions: the general
-    -- path (scheduler.services.submission) creates those jobs, starts their waits and evaluates
-    -- their conditions.
-    IF NOT FOUND OR EXISTS (SELECT 1 FROM scheduler_stepdefinition
+    -- NULL for an unknown workflow, and for one with an input schema, wait steps or conditions:
+    -- the general path (scheduler.services.submission) checks those inputs, creates those jobs,
+    -- starts their waits and evaluates their conditions.
+    IF NOT FOUND OR v_wf.input_schema IS NOT NULL OR EXISTS (SELECT 1 FROM scheduler_stepdefinition
                             WHERE workflow_id = v_wf.id AND (kind <> 'call' OR "when" <> '')) THEN
         RETURN NULL;
     END IF;

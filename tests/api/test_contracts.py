@@ -1,0 +1,142 @@
+"""Input contracts: a workflow's JSON Schema (2020-12), checked when saved, and every input that
+enters checked against it (submission, schedule, an operator's edited retry, a rerun) with a 400
+listing each error's JSON pointer, creating nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from agents.fake import FakeRemote
+from scheduler.models import Job, Outcome, Schedule, Step, StepStatus, Workflow
+from tests.api.support import V1, client_for, make_user, submit
+from tests.factories import make_policy, make_pool, step
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["order", "amount"],
+    "properties": {
+        "order": {"type": "integer"},
+        "amount": {"type": "number", "minimum": 0},
+        "lines": {"type": "array", "items": {"$ref": "#/$defs/line"}},
+    },
+    "$defs": {"line": {"type": "object", "required": ["sku"], "properties": {"sku": {"type": "string"}}}},
+}
+
+
+@pytest.fixture
+def admin() -> APIClient:
+    return client_for(make_user("ada", "administrators"))
+
+
+@pytest.fixture
+def sam() -> APIClient:
+    return client_for(make_user("sam", "submitters"))
+
+
+def define(admin: APIClient, schema: Any = SCHEMA, name: str = "order") -> Any:
+    make_pool()
+    make_policy("once", max_attempts=1, on_exhausted="hold")
+    body = {"name": name, "input_schema": schema, "steps": [step("charge", policy="once")]}
+    return admin.post(f"{V1}/workflows/", body, format="json")
+
+
+@pytest.mark.sqlite
+def test_a_submission_that_breaks_the_contract_is_a_400_with_each_pointer_and_creates_nothing(
+    admin: APIClient, sam: APIClient, drain: Callable[[], int], fake_remote: FakeRemote
+) -> None:
+    assert define(admin).status_code == 201
+    bad = {"order": "1001", "amount": -5, "lines": [{"sku": "A"}, {"qty": 2}]}
+    response = submit(sam, "order", bad)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["field"] == "input" and "does not match the workflow's input_schema" in body["detail"]
+    pointers = {e["pointer"] for e in body["errors"]}
+    assert pointers == {"/order", "/amount", "/lines/1"}
+    assert not Job.objects.exists()
+    missing = submit(sam, "order", {})
+    assert {e["pointer"] for e in missing.json()["errors"]} == {""}
+    good = submit(sam, "order", {"order": 1001, "amount": 25, "lines": [{"sku": "A"}]})
+    assert good.status_code == 201, good.json()
+    drain()
+    assert Job.objects.get().status == "succeeded"
+
+
+def test_the_schema_is_read_back_kept_by_patch_and_dropped_by_a_put_without_it(admin: APIClient) -> None:
+    define(admin)
+    assert admin.get(f"{V1}/workflows/order/").json()["input_schema"] == SCHEMA
+    patched = admin.patch(f"{V1}/workflows/order/", {"description": "v2"}, format="json")
+    assert patched.status_code == 200 and patched.json()["input_schema"] == SCHEMA
+    steps = patched.json()["steps"]
+    put = admin.put(
+        f"{V1}/workflows/order/",
+        {"description": "v3", "deadline_seconds": None, "steps": steps},
+        format="json",
+    )
+    assert put.status_code == 200, put.json()
+    assert put.json()["input_schema"] is None
+    assert list(Workflow.objects.filter(name="order").values_list("version", flat=True)) == [3, 2, 1]
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"type": "objekt"}, "not a JSON Schema (2020-12) at /type"),
+        ({"$ref": "https://example.com/schema.json"}, "may refer only inside itself"),
+        ({"properties": {"a": {"$ref": "http://169.254.169.254/"}}}, "may refer only inside itself"),
+        ([1, 2], "must be a JSON Schema object"),
+        ({"description": "x" * 70_000}, "larger than 64 KiB"),
+    ],
+)
+def test_a_bad_schema_is_refused_when_the_workflow_is_saved(
+    admin: APIClient, schema: Any, message: str
+) -> None:
+    response = define(admin, schema)
+    assert response.status_code == 400
+    assert message in response.json()["detail"]
+    assert not Workflow.objects.exists()
+
+
+def test_a_schedule_whose_input_breaks_the_contract_is_refused(admin: APIClient, sam: APIClient) -> None:
+    define(admin)
+    body = {"name": "nightly", "workflow": "order", "cron": "0 3 * * *", "input": {"order": 1}}
+    response = sam.post(f"{V1}/schedules/", body, format="json")
+    assert response.status_code == 400
+    assert [e["pointer"] for e in response.json()["errors"]] == [""]
+    assert not Schedule.objects.exists()
+    body["input"] = {"order": 1, "amount": 3}
+    assert sam.post(f"{V1}/schedules/", body, format="json").status_code == 201
+
+
+def test_an_edited_retry_and_a_rerun_are_held_to_the_contract(
+    admin: APIClient,
+    sam: APIClient,
+    drain: Callable[[], int],
+    fake_remote: FakeRemote,
+    supervise: Callable[..., Any],
+) -> None:
+    define(admin)
+    olga = client_for(make_user("olga", "operators"))
+    fake_remote.script("charge", Outcome.BUSINESS_FAILURE)
+    job_id = submit(sam, "order", {"order": 1, "amount": 3}).json()["id"]
+    drain()
+    supervise()
+    charge = Step.objects.get(job_id=job_id, name="charge")
+    assert charge.status == StepStatus.HELD
+    refused = olga.post(
+        f"{V1}/steps/{charge.pk}/retry/", {"input": {"order": 1, "amount": "three"}}, format="json"
+    )
+    assert refused.status_code == 400 and refused.json()["errors"][0]["pointer"] == "/amount"
+    charge.refresh_from_db()
+    assert charge.status == StepStatus.HELD and charge.input_override is None
+    olga.post(f"{V1}/jobs/{job_id}/compensate/", {"reason": "x"}, format="json")
+    drain()
+    rerun = olga.post(
+        f"{V1}/jobs/{job_id}/rerun/", {"from_step": "charge", "input": {"order": "x"}}, format="json"
+    )
+    assert rerun.status_code == 400 and Job.objects.count() == 1
