@@ -144,6 +144,7 @@ class JobRerunView(ApiView):
             from_step=body["from_step"],
             input=body.get("input"),
             reason=body["reason"],
+            version=body.get("version") or "job",
         )
         return Response(
             JobSerializer(job_selectors.job_for_reading(user=request.user, job_id=rerun.pk)).data,

@@ -69,6 +69,14 @@ class JobRerunSerializer(ActionSerializer):
         allow_null=True,
         help_text="The new job's input; the original's when left out. Reused outputs are kept either way.",
     )
+    version = serializers.ChoiceField(
+        choices=[("job", "job"), ("current", "current")],
+        required=False,
+        default="job",
+        help_text="job (default): the job's own workflow version; current: the latest version (a path or "
+        "policy fixed meanwhile), its steps matched by name. 409 when it has no `from_step`. The new "
+        "job's `workflow_version` says which was used.",
+    )
 
 
 class StepResolveSerializer(ActionSerializer):

@@ -312,12 +312,23 @@ def job_compensate(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
         return job
 
 
-def job_rerun(*, actor: User | None, job_id: Any, from_step: str, input: Any = None, reason: str = "") -> Job:
+def job_rerun(
+    *,
+    actor: User | None,
+    job_id: Any,
+    from_step: str,
+    input: Any = None,
+    reason: str = "",
+    version: str = "job",
+) -> Job:
     """Run a settled job again from `from_step`, as a new job linked to it (`rerun_of`), with the
-    original input or `input`. The steps downstream of `from_step` run again with new operation
-    IDs; the others reuse their outputs (scheduler.services.submission.rerun_create). Both jobs
-    record who did it and why."""
+    original input or `input`, on the job's own workflow version or (`version="current"`) on the
+    latest. The steps downstream of `from_step` run again with new operation IDs; the others
+    reuse their outputs (scheduler.services.submission.rerun_create). Both jobs record who did it
+    and why."""
     actor = _require_actor(actor)
+    if version not in ("job", "current"):
+        raise InvalidInput("version must be 'job' (the job's own) or 'current'", field="version")
     if not isinstance(from_step, str) or not from_step:
         raise InvalidInput("from_step must name a step of the job", field="from_step")
     if input is not None:
@@ -338,6 +349,7 @@ def job_rerun(*, actor: User | None, job_id: Any, from_step: str, input: Any = N
             actor=actor,
             source=source,
             reason=reason,
+            current=version == "current",
         )
         _note(
             unit,
@@ -345,7 +357,12 @@ def job_rerun(*, actor: User | None, job_id: Any, from_step: str, input: Any = N
             actor,
             EventKind.OPERATOR_RERUN,
             reason,
-            data={"rerun_job": str(rerun.job.pk), "from_step": from_step, "input_changed": input is not None},
+            data={
+                "rerun_job": str(rerun.job.pk),
+                "from_step": from_step,
+                "input_changed": input is not None,
+                "version": rerun.job.workflow.version,
+            },
         )
         return rerun.job
 

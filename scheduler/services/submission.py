@@ -21,7 +21,7 @@ from django.db.models.functions import Now
 
 from agents.validation import validate_endpoint_url
 from sas_project import tracing
-from sas_project.errors import IdempotencyConflict, InvalidInput
+from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInput
 from sas_project.validation import json_storable
 from scheduler import contracts
 from scheduler.faults import maybe_fail_after_commit
@@ -334,12 +334,17 @@ def rerun_create(
     actor: User,
     source: str,
     reason: str,
+    current: bool = False,
 ) -> JobState:
-    """A new job of the original's workflow version that runs `from_step` and every step
-    downstream of it again, with new operation IDs (the requests may differ: a remote must not
-    replay the old answers), and reuses the outputs of the other steps that succeeded (they are
-    not called again; the new job does not compensate them: their effects stay the original's).
-    Steps outside the rerun that had not succeeded run too. The caller holds the original's lock.
+    """A new job that runs `from_step` and every step downstream of it again, with new operation
+    IDs (the requests may differ: a remote must not replay the old answers), and reuses the
+    outputs of the other steps that succeeded (they are not called again; the new job does not
+    compensate them: their effects stay the original's). Steps outside the rerun that had not
+    succeeded run too. The caller holds the original's lock.
+
+    Of the original's workflow version, or with `current` of the workflow's latest version (a
+    path or policy fixed meanwhile): its steps are matched to the original's by name, a step new
+    in it runs, and a version without `from_step` is refused (ActionNotAllowed, 409).
     """
     job = original.job
     by_name = {s.name: s for s in original.actions}
@@ -347,11 +352,21 @@ def rerun_create(
         raise InvalidInput(
             f"job {job.pk} has no step {from_step!r} (steps: {', '.join(by_name)})", field="from_step"
         )
+    workflow_id = job.workflow_id
+    if current:
+        latest = Workflow.objects.filter(name=job.workflow.name).order_by("-version").first()
+        workflow_id = latest.pk if latest is not None else workflow_id
     definitions = list(
-        StepDefinition.objects.filter(workflow_id=job.workflow_id)
+        StepDefinition.objects.filter(workflow_id=workflow_id)
         .select_related("workflow", "policy", "pool")
         .order_by("position")
     )
+    target = definitions[0].workflow
+    if from_step not in {d.name for d in definitions}:
+        raise ActionNotAllowed(
+            f"version {target.version} of workflow {target.name!r} has no step {from_step!r}: "
+            "rerun on the job's own version, or from a step the current version has"
+        )
     dependents: dict[str, set[str]] = {d.name: set() for d in definitions}
     for d in definitions:
         for dep in d.depends_on:
@@ -363,8 +378,12 @@ def rerun_create(
             if child not in rerun:
                 rerun.add(child)
                 todo.append(child)
-    contracts.input_check(job.workflow.input_schema, payload)
-    reuse = {name: old for name, old in by_name.items() if name not in rerun and old.status == S.SUCCEEDED}
+    contracts.input_check(target.input_schema, payload)
+    reuse = {
+        name: old
+        for name, old in by_name.items()
+        if name not in rerun and name in dependents and old.status == S.SUCCEEDED
+    }
     return _create_job(
         unit,
         definitions,
@@ -383,5 +402,7 @@ def rerun_create(
             "from_step": from_step,
             "reused": [d.name for d in definitions if d.name in reuse],
             "input_changed": payload != job.input,
+            "version": target.version,
+            "original_version": job.workflow.version,
         },
     )

@@ -433,3 +433,54 @@ def test_attention_supervisor_and_bulk_actions_in_the_api(
     assert set(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("status", flat=True)) == {
         "cancelled"
     }
+
+
+def test_a_rerun_on_the_current_version_uses_its_fixed_steps_and_says_so(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    original = failed_at_s2(drain, fake_remote, supervise)
+    before = steps_of(original)
+    # During the incident s2's path was fixed and a step added after it: version 2.
+    make_workflow(
+        "three",
+        step("s1"),
+        step("s2", "s1", path="agents.builtin.echo"),
+        step("s3", "s2"),
+        step("s4", "s3"),
+    )
+    ops = client_for(make_user("olga", "operators"))
+    response = ops.post(
+        f"{V1}/jobs/{original.pk}/rerun/", {"from_step": "s2", "version": "current"}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["workflow_version"] == 2 and original.workflow.version == 1
+    drain()
+    rerun = Job.objects.get(pk=body["id"])
+    rerun.refresh_from_db()
+    assert rerun.status == JobStatus.SUCCEEDED
+    after = steps_of(rerun)
+    assert after["s1"].reused_from_id == before["s1"].pk  # reused by name across versions
+    assert set(after) == {"s1", "s2", "s3", "s4"}
+    assert after["s2"].definition.path == "agents.builtin.echo"
+    noted = Event.objects.get(job=original, kind=EventKind.OPERATOR_RERUN)
+    assert noted.data["version"] == 2
+    # The job's own version stays the default.
+    again = ops.post(f"{V1}/jobs/{original.pk}/rerun/", {"from_step": "s2"}, format="json")
+    assert again.json()["workflow_version"] == 1
+
+
+def test_a_rerun_on_a_version_without_the_step_is_a_409_and_changes_nothing(
+    drain: Callable, fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    original = failed_at_s2(drain, fake_remote, supervise)
+    make_workflow("three", step("s1"), step("s3", "s1"))  # s2 is gone in version 2
+    ops = client_for(make_user("olga", "operators"))
+    jobs = Job.objects.count()
+    response = ops.post(
+        f"{V1}/jobs/{original.pk}/rerun/", {"from_step": "s2", "version": "current"}, format="json"
+    )
+    assert response.status_code == 409 and "version 2" in response.json()["detail"]
+    assert Job.objects.count() == jobs
+    bad = ops.post(f"{V1}/jobs/{original.pk}/rerun/", {"from_step": "s2", "version": "3"}, format="json")
+    assert bad.status_code == 400 and Job.objects.count() == jobs
