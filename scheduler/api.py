@@ -306,39 +306,36 @@ class StepApprovalView(ApiView):
         return Response(step_data(next(s for s in job.steps.all() if s.pk == step.pk)))
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="jobs_steps_approve",
-        tags=["jobs"],
-        summary="Approve a step waiting for an approval",
-        parameters=[STEP_NAME],
-        description=(
-            "The step succeeds; its output is the decision (`approved`, `by`, `comment`, `at`) and the "
-            "job moves on. Members of the group the step names may decide (operators when it names "
-            "none). 403: not one of them. 409: the step is not waiting for an approval."
-        ),
-        request=ApprovalDecisionSerializer,
-        responses={200: StepSerializer, **WRITE_ERRORS, **errors(404, 409, 410)},
+def _decision_schema(verb: str, description: str) -> Any:
+    """The schema of approve and reject: the same request, answers and errors."""
+    return extend_schema_view(
+        post=extend_schema(
+            operation_id=f"jobs_steps_{verb}",
+            tags=["jobs"],
+            summary=f"{verb.capitalize()} a step waiting for an approval",
+            parameters=[STEP_NAME],
+            description=description,
+            request=ApprovalDecisionSerializer,
+            responses={200: StepSerializer, **WRITE_ERRORS, **errors(404, 409, 410)},
+        )
     )
+
+
+@_decision_schema(
+    "approve",
+    "The step succeeds; its output is the decision (`approved`, `by`, `comment`, `at`) and the job "
+    "moves on. Members of the group the step names may decide (operators when it names none). 403: "
+    "not one of them. 409: the step is not waiting for an approval.",
 )
 class StepApproveView(StepApprovalView):
     approve = True
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="jobs_steps_reject",
-        tags=["jobs"],
-        summary="Reject a step waiting for an approval",
-        parameters=[STEP_NAME],
-        description=(
-            "The step fails with the comment as its reason; the step's policy decides the job "
-            "(compensate when it names none; hold parks the step for an operator). 403: not a member "
-            "of the step's group (an operator when it names none). 409: the step is not waiting."
-        ),
-        request=ApprovalDecisionSerializer,
-        responses={200: StepSerializer, **WRITE_ERRORS, **errors(404, 409, 410)},
-    )
+@_decision_schema(
+    "reject",
+    "The step fails with the comment as its reason; the step's policy decides the job (compensate "
+    "when it names none; hold parks the step for an operator). 403: not a member of the step's group "
+    "(an operator when it names none). 409: the step is not waiting.",
 )
 class StepRejectView(StepApprovalView):
     approve = False

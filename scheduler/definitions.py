@@ -7,6 +7,7 @@ a workflow under an existing name creates the next version.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, cast
 
@@ -220,13 +221,14 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
     except CycleError as exc:
         cycle = " -> ".join(exc.args[1]) if len(exc.args) > 1 else "?"
         raise InvalidInput(f"the steps form a cycle: {cycle}", field="steps") from exc
+    graph = {n: spec["depends_on"] for n, spec in cleaned.items()}
     for name, spec in cleaned.items():
         if spec["when"]:
-            expressions.check(spec["when"], where=f"step {name!r} when", ancestors=ancestors(cleaned, name))
+            expressions.check(spec["when"], where=f"step {name!r} when", ancestors=ancestors(graph, name))
         until = spec.get("until")
         if until and until.split(".", 1)[0] != "input":
             source = until.split(".", 1)[0]
-            if source not in ancestors(cleaned, name):
+            if source not in ancestors(graph, name):
                 raise InvalidInput(
                     f"step {name!r}: until reads {source!r}, which is not a step it depends on "
                     "(directly or not)",
@@ -235,15 +237,16 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
     return [cleaned[name] for name in order]
 
 
-def ancestors(specs: dict[str, dict[str, Any]], name: str) -> set[str]:
-    """Every step `name` depends on, directly or not."""
+def ancestors(depends_on: Mapping[str, Iterable[str]], name: str) -> set[str]:
+    """Every step `name` depends on, directly or not (`depends_on`: each step's direct
+    dependencies by name). The one closure the definitions, the DAG advance and the claim use."""
     seen: set[str] = set()
-    todo = list(specs[name]["depends_on"])
+    todo = list(depends_on.get(name, ()))
     while todo:
         dep = todo.pop()
         if dep not in seen:
             seen.add(dep)
-            todo.extend(specs[dep]["depends_on"])
+            todo.extend(depends_on.get(dep, ()))
     return seen
 
 

@@ -19,6 +19,7 @@ from agents.models import AgentKind
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
 from sas_project.database import is_postgresql
 from scheduler.callback_tokens import callback_url
+from scheduler.definitions import ancestors
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import Attempt, EventKind, Step, StepKind, StepStatus
 from scheduler.services.locking import JOB_FORWARD
@@ -241,11 +242,4 @@ def _ancestor_results(name: str, siblings: list[tuple[str, str, Any, list[str]]]
     bodies of one idempotency key sees a true retry)."""
     depends = {n: deps for n, _, _, deps in siblings}
     outputs = {n: out for n, status, out, _ in siblings if status in (S.SUCCEEDED, S.COMPENSATED)}
-    found: set[str] = set()
-    todo = list(depends.get(name, []))
-    while todo:
-        dep = todo.pop()
-        if dep not in found:
-            found.add(dep)
-            todo.extend(depends.get(dep, []))
-    return {n: outputs[n] for n in sorted(found) if n in outputs}
+    return {n: outputs[n] for n in sorted(ancestors(depends, name)) if n in outputs}

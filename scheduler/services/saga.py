@@ -19,6 +19,7 @@ from jmespath.exceptions import JMESPathError
 
 from agents.outcome import AttemptKind, Outcome
 from scheduler import expressions
+from scheduler.definitions import ancestors
 from scheduler.models import STEP_SETTLED, Attempt, EventKind, JobStatus, Step, StepKind, StepStatus
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.locking import JOB_FORWARD, JobState
@@ -134,13 +135,8 @@ def ancestor_outputs(state: JobState, step: Step) -> dict[str, Any]:
     """The outputs of the steps `step` depends on, directly or not, that succeeded (what a
     remote's body carries as `results`)."""
     by_name = {s.name: s for s in state.actions}
-    found: set[str] = set()
-    todo = list(step.definition.depends_on)
-    while todo:
-        name = todo.pop()
-        if name not in found:
-            found.add(name)
-            todo.extend(by_name[name].definition.depends_on)
+    graph = {s.name: s.definition.depends_on for s in state.actions}
+    found = ancestors(graph, step.name)
     return {n: by_name[n].output for n in sorted(found) if by_name[n].status == S.SUCCEEDED}
 
 
