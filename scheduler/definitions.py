@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, cast
 
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
@@ -23,6 +24,7 @@ from sas_project.validation import json_storable, valid_name
 from scheduler import contracts, expressions
 from scheduler.models import (
     Job,
+    JoinMode,
     OnTimeout,
     RemediationPolicy,
     Schedule,
@@ -34,18 +36,25 @@ from scheduler.unit import User
 
 #: The fields each kind of step takes (`kind` absent means a call, as before wait steps).
 COMMON_KEYS = {"name", "kind", "depends_on", "when", "run_if_skipped"}
-CALL_KEYS = COMMON_KEYS | {"pool", "path", "status_path", "compensation_path", "policy"}
+#: Fan-out over items (a call's).
+FAN_OUT_KEYS = {"for_each", "item_key", "max_parallel", "join"}
+CALL_KEYS = COMMON_KEYS | {"pool", "path", "status_path", "compensation_path", "policy", "input", "output"}
+CALL_KEYS |= FAN_OUT_KEYS
+WORKFLOW_KEYS = COMMON_KEYS | {"workflow", "policy", "input", "output"}
 WAIT_KEYS: dict[str, set[str]] = {
     StepDefinitionKind.SIGNAL: COMMON_KEYS
     | {"signal", "timeout_seconds", "on_timeout", "default_output", "policy"},
     StepDefinitionKind.APPROVAL: COMMON_KEYS
     | {"group", "timeout_seconds", "on_timeout", "default_output", "policy"},
     StepDefinitionKind.TIMER: COMMON_KEYS | {"wait_seconds", "until"},
+    StepDefinitionKind.WORKFLOW: WORKFLOW_KEYS,
 }
 #: A timer's `until`: `input.<path>` or `<step>.<path>`, dotted names (no expressions).
 UNTIL_PATTERN = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+")
 #: The longest wait or timeout a definition may name (ten years): beyond it, say none.
 MAX_WAIT_SECONDS = 10 * 366 * 24 * 3600.0
+#: The most items a fan-out may bound its calls in flight to (larger means no bound).
+MAX_PARALLEL = 1000
 
 
 def _path_for(kind: str, value: Any) -> str:
@@ -155,7 +164,90 @@ def _wait_spec(name: str, kind: str, spec: dict[str, Any], groups: set[str], pol
     return {**cleaned, "timeout_seconds": timeout, "on_timeout": on_timeout, "default_output": default_output}
 
 
-def validate_steps(steps: Any) -> list[dict[str, Any]]:
+def _workflow_spec(name: str, spec: dict[str, Any], policy: Any, parent: str | None) -> dict[str, Any]:
+    """A sub-workflow step: the child workflow exists (any version; the latest runs), is not the
+    workflow being saved, and an optional policy says what the child's failure does."""
+    if spec.get("policy") is not None and policy is None:
+        raise InvalidInput(f"step {name!r}: unknown policy {spec.get('policy')!r}", field="steps")
+    child = valid_name(spec.get("workflow"), f"step {name!r} workflow", "steps")
+    if parent is not None and child == parent:
+        raise InvalidInput(f"step {name!r}: a workflow cannot run itself as a sub-workflow", field="steps")
+    if not Workflow.objects.filter(name=child).exists():
+        raise InvalidInput(f"step {name!r}: unknown workflow {child!r}", field="steps")
+    return {"pool": None, "policy": policy, "path": "", "child_workflow": child}
+
+
+def _fan_out_spec(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """`for_each` and what goes with it: `item_key`, `max_parallel`, `join` (checked here; the
+    expressions with the others, once the dependencies are known)."""
+    for_each = spec.get("for_each") or ""
+    if not for_each:
+        given = sorted(k for k in FAN_OUT_KEYS - {"for_each"} if spec.get(k) not in (None, ""))
+        if given:
+            raise InvalidInput(f"step {name!r}: {', '.join(given)} needs for_each", field="steps")
+        return {}
+    max_parallel = spec.get("max_parallel")
+    if max_parallel is not None and (
+        isinstance(max_parallel, bool)
+        or not isinstance(max_parallel, int)
+        or not 1 <= max_parallel <= MAX_PARALLEL
+    ):
+        raise InvalidInput(
+            f"step {name!r}: max_parallel must be a whole number from 1 to {MAX_PARALLEL}", field="steps"
+        )
+    join = spec.get("join") or {"mode": JoinMode.ALL}
+    if not isinstance(join, dict) or set(join) - {"mode", "count"}:
+        raise InvalidInput(f"step {name!r}: join must be an object with mode and count", field="steps")
+    mode = join.get("mode") or JoinMode.ALL
+    if mode not in JoinMode.values:
+        raise InvalidInput(
+            f"step {name!r}: join.mode must be one of {', '.join(JoinMode.values)}", field="steps"
+        )
+    count = join.get("count")
+    limit = settings.SAS_MAX_FANOUT_ITEMS
+    if mode == JoinMode.AT_LEAST:
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
+            raise InvalidInput(
+                f"step {name!r}: join.count must be a whole number from 1 to {limit} (mode at_least)",
+                field="steps",
+            )
+    elif count is not None:
+        raise InvalidInput(f"step {name!r}: join.count goes with mode at_least only", field="steps")
+    return {
+        "for_each": for_each,
+        "item_key": spec.get("item_key") or "",
+        "max_parallel": max_parallel,
+        "join_mode": mode,
+        "join_count": count,
+    }
+
+
+def _check_expressions(name: str, spec: dict[str, Any], ancestors_of: set[str]) -> None:
+    """A step's expressions: its condition, fan-out, input mapping and output projection."""
+    fan_out = ("item", "index") if spec.get("for_each") else ()
+    if spec["when"]:
+        expressions.check(spec["when"], where=f"step {name!r} when", ancestors=ancestors_of)
+    if spec.get("for_each"):
+        expressions.check(spec["for_each"], where=f"step {name!r} for_each", ancestors=ancestors_of)
+    if spec.get("item_key"):
+        expressions.check(spec["item_key"], where=f"step {name!r} item_key", ancestors=set(), roots=fan_out)
+    if spec.get("input_map") is not None:
+        expressions.check_template(
+            spec["input_map"],
+            where=f"step {name!r} input",
+            ancestors=ancestors_of,
+            roots=(*expressions.ROOTS, *fan_out),
+        )
+    if spec.get("output_map"):
+        expressions.check(
+            spec["output_map"],
+            where=f"step {name!r} output",
+            ancestors=ancestors_of,
+            roots=("output", *expressions.ROOTS, *fan_out),
+        )
+
+
+def validate_steps(steps: Any, *, workflow: str | None = None) -> list[dict[str, Any]]:
     """Check a list of step specs; returns them cleaned, in a dependency-respecting order.
 
     Raises InvalidInput naming the step and the problem: an unknown kind, pool, policy, group or
@@ -191,7 +283,9 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
             raise InvalidInput(f"step {name!r} appears twice", field="steps")
         policy = policies.get(str(spec.get("policy"))) if isinstance(spec.get("policy"), str) else None
         if kind == StepDefinitionKind.CALL:
-            fields = _call_spec(name, spec, pools, policy)
+            fields = {**_call_spec(name, spec, pools, policy), **_fan_out_spec(name, spec)}
+        elif kind == StepDefinitionKind.WORKFLOW:
+            fields = _workflow_spec(name, spec, policy, workflow)
         else:
             fields = _wait_spec(name, kind, spec, groups, policy)
         depends_on = spec.get("depends_on", [])
@@ -210,6 +304,10 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
             "when": spec.get("when") or "",
             "run_if_skipped": run_if_skipped,
         }
+        if spec.get("input") is not None:
+            cleaned[name]["input_map"] = spec["input"]
+        if spec.get("output") not in (None, ""):
+            cleaned[name]["output_map"] = spec["output"]
     for name, spec in cleaned.items():
         for dep in spec["depends_on"]:
             if dep not in cleaned:
@@ -223,8 +321,7 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
         raise InvalidInput(f"the steps form a cycle: {cycle}", field="steps") from exc
     graph = {n: spec["depends_on"] for n, spec in cleaned.items()}
     for name, spec in cleaned.items():
-        if spec["when"]:
-            expressions.check(spec["when"], where=f"step {name!r} when", ancestors=ancestors(graph, name))
+        _check_expressions(name, spec, ancestors(graph, name))
         until = spec.get("until")
         if until and until.split(".", 1)[0] != "input":
             source = until.split(".", 1)[0]
@@ -271,7 +368,7 @@ def workflow_create(
         raise InvalidInput("deadline_seconds must be empty or greater than 0", field="deadline_seconds")
     if not isinstance(description, str):
         raise InvalidInput("description must be a string", field="description")
-    ordered = validate_steps(steps)
+    ordered = validate_steps(steps, workflow=name)
     input_schema = contracts.schema_check(input_schema)
     latest = Workflow.objects.select_for_update().filter(name=name).order_by("-version").first()
     # Two first versions of one name can both pass the lock above (there is no row to lock yet):

@@ -8,11 +8,18 @@ comparisons are JSON literals in backquotes: `input.amount > \\`100\\``. Truth i
 null, "", [] and {} are false; every number (0 too) is true.
 
 Checked when a workflow is saved: the syntax, and that every path starts at `input` or at
-`results.<a step it depends on>`.
+`results.<a step it depends on>` (a fan-out item's mapping also sees `item` and `index`; an
+output projection sees the remote's answer as `output`).
+
+A step's input mapping is an expression (a string: its value is the body's `input`) or a JSON
+template: objects and lists copied as written, except that a key ending in `.$` holds an
+expression whose value goes under the key without the suffix (`{"amount.$": "input.total"}`),
+as Amazon States Language writes it.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jmespath
@@ -21,6 +28,13 @@ from jmespath.exceptions import JMESPathError
 from sas_project.errors import InvalidInput
 
 MAX_LENGTH = 1000
+#: The roots an expression reads unless its place says otherwise.
+ROOTS = ("input", "results")
+#: The largest input template (JSON text), and how deep it may nest.
+MAX_TEMPLATE_BYTES = 16 * 1024
+MAX_TEMPLATE_DEPTH = 16
+#: The suffix of a template key whose value is an expression.
+EXPR_SUFFIX = ".$"
 
 #: Node types whose children are all evaluated against the same data as the node itself.
 _SAME_CONTEXT = {
@@ -62,9 +76,9 @@ def _root_paths(node: dict[str, Any]) -> list[list[str]]:
     return []
 
 
-def check(expression: Any, *, where: str, ancestors: set[str]) -> str:
-    """A definition's expression, checked: its syntax, and that it reads only `input` and the
-    results of `ancestors`. Raises InvalidInput naming `where`."""
+def check(expression: Any, *, where: str, ancestors: set[str], roots: tuple[str, ...] = ROOTS) -> str:
+    """A definition's expression, checked: its syntax, and that it reads only `roots` (`results`
+    only of `ancestors`). Raises InvalidInput naming `where`."""
     if not isinstance(expression, str) or not expression.strip() or len(expression) > MAX_LENGTH:
         raise InvalidInput(
             f"{where} must be a JMESPath expression of 1 to {MAX_LENGTH} characters", field="steps"
@@ -75,9 +89,10 @@ def check(expression: Any, *, where: str, ancestors: set[str]) -> str:
         first = str(exc).splitlines()[0]
         raise InvalidInput(f"{where}: not a JMESPath expression ({first})", field="steps") from exc
     for path in _root_paths(parsed):
-        if path[0] not in ("input", "results"):
+        if path[0] not in roots:
+            allowed = " or ".join(f"`{r}.<step>`" if r == "results" else f"`{r}`" for r in roots)
             raise InvalidInput(
-                f"{where} reads {path[0]!r}: an expression reads `input` or `results.<step>`", field="steps"
+                f"{where} reads {path[0]!r}: an expression here reads {allowed}", field="steps"
             )
         if path[0] == "results" and len(path) > 1 and path[1] not in ancestors:
             raise InvalidInput(
@@ -85,6 +100,65 @@ def check(expression: Any, *, where: str, ancestors: set[str]) -> str:
                 field="steps",
             )
     return expression
+
+
+def check_template(template: Any, *, where: str, ancestors: set[str], roots: tuple[str, ...] = ROOTS) -> Any:
+    """An input mapping, checked: an expression, or a template whose `.$` keys hold expressions
+    (each checked as `check` does, named by its path in the template). Raises InvalidInput."""
+    if isinstance(template, str):
+        return check(template, where=where, ancestors=ancestors, roots=roots)
+    if not isinstance(template, dict | list):
+        raise InvalidInput(
+            f"{where} must be an expression (a string) or a JSON object or list", field="steps"
+        )
+    try:
+        size = len(json.dumps(template))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"{where} must be JSON", field="steps") from exc
+    if size > MAX_TEMPLATE_BYTES:
+        raise InvalidInput(f"{where} is larger than {MAX_TEMPLATE_BYTES} bytes of JSON", field="steps")
+    _check_node(template, where, ancestors, roots, depth=0)
+    return template
+
+
+def _check_node(node: Any, where: str, ancestors: set[str], roots: tuple[str, ...], *, depth: int) -> None:
+    if depth > MAX_TEMPLATE_DEPTH:
+        raise InvalidInput(f"{where} nests deeper than {MAX_TEMPLATE_DEPTH} levels", field="steps")
+    if isinstance(node, list):
+        for index, value in enumerate(node):
+            _check_node(value, f"{where}[{index}]", ancestors, roots, depth=depth + 1)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key.endswith(EXPR_SUFFIX):
+            name = key[: -len(EXPR_SUFFIX)]
+            if not name:
+                raise InvalidInput(
+                    f"{where}: the key {key!r} names nothing before {EXPR_SUFFIX}", field="steps"
+                )
+            if name in node:
+                raise InvalidInput(f"{where}: both {name!r} and {key!r} are given", field="steps")
+            check(value, where=f"{where}.{key}", ancestors=ancestors, roots=roots)
+        else:
+            _check_node(value, f"{where}.{key}", ancestors, roots, depth=depth + 1)
+
+
+def render(template: Any, data: dict[str, Any]) -> Any:
+    """A checked input mapping's value on `data`. Raises JMESPathError as `evaluate` does."""
+    if isinstance(template, str):
+        return evaluate(template, data)
+    if isinstance(template, list):
+        return [render(value, data) if isinstance(value, dict | list) else value for value in template]
+    if isinstance(template, dict):
+        out: dict[str, Any] = {}
+        for key, value in template.items():
+            if key.endswith(EXPR_SUFFIX):
+                out[key[: -len(EXPR_SUFFIX)]] = evaluate(value, data)
+            else:
+                out[key] = render(value, data) if isinstance(value, dict | list) else value
+        return out
+    return template
 
 
 def evaluate(expression: str, data: dict[str, Any]) -> Any:

@@ -167,10 +167,21 @@ class StepDefinitionKind(models.TextChoices):
     APPROVAL = "approval", "Wait for an approval"
     #: Waits for a duration, or until a time read from the input or an ancestor's output.
     TIMER = "timer", "Wait for a time"
+    #: Starts a child job of a named workflow and waits for it (scheduler.services.children).
+    WORKFLOW = "workflow", "Run a sub-workflow"
 
 
 #: The kinds that wait instead of calling: no pool, no attempt, no worker while they wait.
 WAIT_KINDS = frozenset({StepDefinitionKind.SIGNAL, StepDefinitionKind.APPROVAL, StepDefinitionKind.TIMER})
+
+
+class JoinMode(models.TextChoices):
+    #: Every item must succeed (the default).
+    ALL = "all", "All items"
+    #: At least `join_count` items must succeed.
+    AT_LEAST = "at_least", "At least N items"
+    #: One item succeeding is enough; the rest are stopped.
+    ANY = "any", "Any one item"
 
 
 class OnTimeout(models.TextChoices):
@@ -227,6 +238,25 @@ class StepDefinition(models.Model):
     when = models.CharField(max_length=1000, blank=True, default="", db_default="")
     #: Run even when every step it depends on was skipped (otherwise it is skipped too).
     run_if_skipped = models.BooleanField(default=False, db_default=False)
+    #: The body's `input` the remote receives instead of the job's (API `input`): a JMESPath
+    #: expression (a string), or a JSON template whose keys ending in `.$` hold expressions.
+    input_map = models.JSONField(null=True, blank=True)
+    #: Which part of the remote's answer becomes the step's output (API `output`; JMESPath).
+    output_map = models.CharField(max_length=1000, blank=True, default="", db_default="")
+    #: Fan-out: an expression yielding a list; each element becomes an item of the step.
+    for_each = models.CharField(max_length=1000, blank=True, default="", db_default="")
+    #: Fan-out: an expression over `item` whose value names the item in its operation ID
+    #: (empty: its index).
+    item_key = models.CharField(max_length=1000, blank=True, default="", db_default="")
+    #: Fan-out: the most items with a call in flight at once (empty: no bound beyond the pool's).
+    max_parallel = models.PositiveIntegerField(null=True, blank=True)
+    #: Fan-out: how many items must succeed (empty means all).
+    join_mode = models.CharField(
+        max_length=8, choices=JoinMode.choices, blank=True, default="", db_default=""
+    )
+    join_count = models.PositiveIntegerField(null=True, blank=True)
+    #: workflow: the name of the workflow the step runs as a child job (its latest version).
+    child_workflow = models.CharField(max_length=100, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["workflow_id", "position"]
@@ -341,6 +371,17 @@ class Job(models.Model):
         db_index=False,
         db_constraint=False,
     )
+    #: A child job: the job and the step (by name) that started it (a sub-workflow step).
+    parent_job = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="children",
+        db_index=False,
+        db_constraint=False,
+    )
+    parent_step = models.CharField(max_length=120, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -363,6 +404,12 @@ class Job(models.Model):
                 fields=["submitter", "idempotency_key"],
                 condition=Q(idempotency_key__isnull=False),
                 name="job_unique_idempotency_key",
+            ),
+            # A sub-workflow step starts one child, however often it is retried or redelivered.
+            models.UniqueConstraint(
+                fields=["parent_job", "parent_step"],
+                condition=Q(parent_job__isnull=False),
+                name="job_unique_child",
             ),
         ]
         indexes = [
@@ -414,6 +461,8 @@ class StepKind(models.TextChoices):
     ACTION = "action", "Action"
     #: Undoes an action step of the same job (saga).
     COMPENSATION = "compensation", "Compensation"
+    #: One element of a fan-out step (`parent`): its own operation ID, attempts and retries.
+    ITEM = "item", "Item"
 
 
 class StepStatus(models.TextChoices):
@@ -523,6 +572,18 @@ class Step(models.Model):
         db_index=False,
         db_constraint=False,
     )
+    #: An item's fan-out step (same job), its position in the list and the element itself.
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="items",
+        db_index=False,
+        db_constraint=False,
+    )
+    item_index = models.PositiveIntegerField(null=True, blank=True)
+    item = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -532,6 +593,12 @@ class Step(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(status__in=StepStatus.values), name="step_status_valid"),
             models.CheckConstraint(condition=Q(kind__in=StepKind.values), name="step_kind_valid"),
+            # One item per position of a fan-out; the items API pages through this index.
+            models.UniqueConstraint(
+                fields=["parent", "item_index"],
+                condition=Q(parent__isnull=False),
+                name="step_item_unique_index",
+            ),
         ]
         indexes = [
             # The supervisor scan (supervisor.scan.due_steps) and the Needs-attention list read live

@@ -559,6 +559,54 @@ class StepDefinitionSerializer(StrictSerializer):
         required=False,
         help_text="Run even when every step it depends on was skipped (default: it is skipped too).",
     )
+    input = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="call, workflow: the `input` its remote (or child job) receives instead of the job's "
+        "input and `results`: a JMESPath expression over `input`, `results` (and, in a fan-out, `item` "
+        "and `index`), or a JSON template whose keys ending in `.$` hold such expressions, e.g. "
+        '{"amount.$": "input.total", "currency": "EUR"}. Absent: the body carries `input` and `results`.',
+    )
+    output = serializers.CharField(
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        help_text="call, workflow: which part of the answer becomes the step's output, in JMESPath over "
+        "`output` (the answer), `input` and `results`, e.g. output.charge_id.",
+    )
+    for_each = serializers.CharField(
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        help_text="call: fan out over the list this JMESPath expression yields (over `input` and "
+        "`results`): each element is an item with its own operation ID, attempts and retries; its "
+        "remote receives the element as `item` and its position as `index`.",
+    )
+    item_key = serializers.CharField(
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        help_text="call with for_each: a JMESPath expression over `item` naming the item in its "
+        "operation ID (<step's operation ID>:<key>); default: its index.",
+    )
+    max_parallel = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="call with for_each: the most items with a call in flight at once.",
+    )
+    join = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text='call with for_each: {"mode": "all" (default) | "at_least" | "any", "count": N}: how many '
+        "items must succeed. When that can no longer happen, the items that succeeded are compensated.",
+    )
+    workflow = serializers.CharField(
+        max_length=100,
+        required=False,
+        help_text="workflow: the workflow whose latest version runs as a child job; the step waits for it "
+        "and its result is the step's output.",
+    )
 
     def to_internal_value(self, data: Any) -> Any:
         # A call's pool, path and policy are required, as they were before steps had kinds.
@@ -573,11 +621,22 @@ class StepDefinitionSerializer(StrictSerializer):
         return super().to_internal_value(data)
 
     def to_representation(self, instance: StepDefinition) -> Any:
-        return {
+        data = {
             **self._kind_fields(instance),
             "when": instance.when,
             "run_if_skipped": instance.run_if_skipped,
         }
+        if instance.kind in (StepDefinitionKind.CALL, StepDefinitionKind.WORKFLOW):
+            data["input"] = instance.input_map
+            data["output"] = instance.output_map
+        if instance.kind == StepDefinitionKind.CALL:
+            data["for_each"] = instance.for_each
+            data["item_key"] = instance.item_key
+            data["max_parallel"] = instance.max_parallel
+            data["join"] = (
+                {"mode": instance.join_mode, "count": instance.join_count} if instance.for_each else None
+            )
+        return data
 
     def _kind_fields(self, instance: StepDefinition) -> dict[str, Any]:
         base: dict[str, Any] = {"name": instance.name, "kind": instance.kind}
@@ -590,6 +649,13 @@ class StepDefinitionSerializer(StrictSerializer):
                 "compensation_path": instance.compensation_path,
                 "depends_on": list(instance.depends_on or []),
                 "policy": instance.call_policy.name,
+            }
+        if instance.kind == StepDefinitionKind.WORKFLOW:
+            return {
+                **base,
+                "workflow": instance.child_workflow,
+                "depends_on": list(instance.depends_on or []),
+                "policy": instance.policy.name if instance.policy is not None else None,
             }
         if instance.kind == StepDefinitionKind.TIMER:
             return {

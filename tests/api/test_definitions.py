@@ -355,6 +355,12 @@ def test_creating_a_workflow_makes_version_1_by_its_author(ada: APIClient) -> No
         "policy": "default",
         "when": "",
         "run_if_skipped": False,
+        "input": None,
+        "output": "",
+        "for_each": "",
+        "item_key": "",
+        "max_parallel": None,
+        "join": None,
     }
     workflow = Workflow.objects.get(name="order")
     assert workflow.created_by.username == "ada"
