@@ -781,6 +781,18 @@ class EventKind(models.TextChoices):
     TIMER_FIRED = "timer_fired", "Timer fired"
     #: A signal or approval was not given before the step's timeout.
     WAIT_TIMED_OUT = "wait_timed_out", "Wait timed out"
+    #: A fan-out step expanded its list into items (how many, and the bound on calls in flight).
+    ITEMS_STARTED = "items_started", "Items started"
+    #: Enough of a fan-out step's items succeeded: the step succeeded with their outputs.
+    JOIN_MET = "join_met", "Join met"
+    #: A fan-out step's join can no longer be met: its items that succeeded are compensated.
+    JOIN_FAILED = "join_failed", "Join failed"
+    #: A sub-workflow step started its child job (named in the event's data).
+    CHILD_STARTED = "child_started", "Child job started"
+    #: A sub-workflow step's child job succeeded: its result is the step's output.
+    CHILD_SUCCEEDED = "child_succeeded", "Child job succeeded"
+    #: A sub-workflow step's child job ended without success: the step failed.
+    CHILD_FAILED = "child_failed", "Child job failed"
     #: An operator ran the job again from a step, as a new job (named in the event's data).
     OPERATOR_RERUN = "operator_rerun", "Operator rerun"
     #: A schedule submitted the job.
