@@ -48,7 +48,8 @@ STEP_TRANSITIONS: dict[str, frozenset[str]] = {
     # A pool at its limit: the capacity pump dispatches the step; its job stopping skips it. A wait
     # step: its signal, approval or time completes it; a rejection or a timeout fails or holds it.
     S.WAITING: frozenset({S.DISPATCHED, S.SKIPPED, S.FAILED, S.SUCCEEDED, S.HELD}),
-    S.DISPATCHED: frozenset({S.SUCCEEDED, S.ATTEMPT_FAILED, S.UNKNOWN}),
+    # To held: the call succeeded but its output projection cannot be evaluated on the answer.
+    S.DISPATCHED: frozenset({S.SUCCEEDED, S.ATTEMPT_FAILED, S.UNKNOWN, S.HELD}),
     S.ATTEMPT_FAILED: frozenset({S.DISPATCHED, S.WAITING, S.RETRY_WAIT, S.FAILED, S.HELD, S.SUCCEEDED}),
     S.UNKNOWN: frozenset({S.DISPATCHED, S.WAITING, S.RETRY_WAIT, S.FAILED, S.HELD, S.SUCCEEDED}),
     S.RETRY_WAIT: frozenset({S.DISPATCHED, S.WAITING, S.FAILED, S.HELD, S.SUCCEEDED}),

@@ -14,10 +14,12 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models.functions import Now
+from jmespath.exceptions import JMESPathError
 
 from agents.models import AgentKind
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
 from sas_project.database import is_postgresql
+from scheduler import expressions
 from scheduler.callback_tokens import callback_url
 from scheduler.definitions import ancestors
 from scheduler.faults import maybe_fail_after_commit
@@ -27,6 +29,8 @@ from scheduler.unit import unit_of_work
 
 S = StepStatus
 AGENT = "agent"
+#: Steps that do the job's forward work (not called once it stops running forward).
+FORWARD_KINDS = frozenset({StepKind.ACTION, StepKind.ITEM})
 
 
 #: attempt_claim's answer when the attempt was claimed but its job no longer runs forward work:
@@ -45,7 +49,8 @@ SELECT (SELECT count(*) FROM claimed) AS claimed, statement_timestamp() AS db_no
        j.trace_parent,
        s.id AS step_id, s.job_id, s.kind AS step_kind, s.operation_id,
        COALESCE(s.input_override, c.input_override) AS input_override,
-       d.name, d.path, d.status_path, d.compensation_path, d.depends_on,
+       d.name, d.path, d.status_path, d.compensation_path, d.depends_on, d.input_map,
+       s.item, s.item_index,
        p.kind AS agent_kind, e.secret_header_name, e.secret_header_value,
        j.status AS job_status, j.input,
        c.operation_id AS compensates, c.output AS original_output,
@@ -69,7 +74,16 @@ WHERE a.step_id = %(step)s AND a.number = %(number)s
 
 
 #: The claim's columns that PostgreSQL hands over as JSON text.
-JSON_COLUMNS = ("depends_on", "input", "input_override", "original_output", "siblings", "heartbeat_details")
+JSON_COLUMNS = (
+    "depends_on",
+    "input",
+    "input_override",
+    "original_output",
+    "siblings",
+    "heartbeat_details",
+    "input_map",
+    "item",
+)
 
 
 def _json(value: Any) -> Any:
@@ -148,6 +162,9 @@ def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
         "status_path": definition.status_path,
         "compensation_path": definition.compensation_path,
         "depends_on": definition.depends_on,
+        "input_map": definition.input_map,
+        "item": step.item,
+        "item_index": step.item_index,
         "agent_kind": step.call_pool.kind,
         "secret_header_name": endpoint.secret_header_name if endpoint else None,
         "secret_header_value": endpoint.secret_header_value if endpoint else None,
@@ -181,16 +198,21 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
                 reason="duplicate or superseded delivery: attempt already claimed or finished",
             )
         return None
-    if row["step_kind"] == StepKind.ACTION and row["job_status"] not in JOB_FORWARD:
+    if row["step_kind"] in FORWARD_KINDS and row["job_status"] not in JOB_FORWARD:
         return NOT_CALLED
+    try:
+        body = _body(row)
+    except JMESPathError as exc:
+        # Nothing was sent: the remote cannot have acted (a refusal, as a 4xx would be).
+        return CallResult(
+            Outcome.BUSINESS_FAILURE, error=f"the step's input mapping cannot be evaluated: {exc}"[:2000]
+        )
     payload: dict[str, Any] = {
         "job_id": str(row["job_id"]),
         "step": row["name"],
         "operation_id": row["operation_id"],
         "attempt": number,
-        # An operator's edited retry gives the step its own input (and its undo the same one).
-        "input": row["input_override"] if row["input_override"] is not None else row["input"],
-        "results": _ancestor_results(row["name"], [tuple(r) for r in row["siblings"] or []]),
+        **body,
     }
     if row["compensates"] is not None:
         payload["compensates"] = row["compensates"]
@@ -234,6 +256,22 @@ def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
         claimed_at=row["db_now"],
         callback_url=callback,
     )
+
+
+def _body(row: dict[str, Any]) -> dict[str, Any]:
+    """What the remote receives besides the call's identity: `input` and `results` as they are,
+    or (with an input mapping) `input` built from them; a fan-out item's element and position as
+    `item` and `index` either way."""
+    # An operator's edited retry gives the step its own input (and its undo the same one).
+    job_input = row["input_override"] if row["input_override"] is not None else row["input"]
+    results = _ancestor_results(row["name"], [tuple(r) for r in row["siblings"] or []])
+    item: dict[str, Any] = {}
+    if row["item_index"] is not None:
+        item = {"item": row["item"], "index": row["item_index"]}
+    if row["input_map"] is None:
+        return {"input": job_input, "results": results, **item}
+    data = {"input": job_input, "results": results, **item}
+    return {"input": expressions.render(row["input_map"], data), **item}
 
 
 def _ancestor_results(name: str, siblings: list[tuple[str, str, Any, list[str]]]) -> dict[str, Any]:

@@ -17,8 +17,10 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Now
+from jmespath.exceptions import JMESPathError
 
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
+from scheduler import expressions
 from scheduler.models import STEP_SETTLED, Attempt, EventKind, Job, Step, StepKind, StepStatus
 from scheduler.services import hotpath
 from scheduler.services.capacity import any_pool_limited, pump_after_outcome
@@ -26,7 +28,7 @@ from scheduler.services.claims import AGENT, NOT_CALLED
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.heartbeats import step_silence_deadline
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
-from scheduler.services.saga import job_advance
+from scheduler.services.saga import ancestor_outputs, job_advance, step_input
 from scheduler.transitions import (
     attempt_finish,
     attempt_note_late,
@@ -234,11 +236,14 @@ def _apply_outcome(
         data["late"] = True
     reconcile = attempt_kind == AttemptKind.RECONCILE
     if result.outcome == Outcome.SUCCEEDED:
+        projected = project_output(unit, state, step, result.output, source=source, supersede_live=False)
+        if projected is HELD_BY_PROJECTION:
+            return
         step_succeed(
             unit,
             state,
             step,
-            output=result.output,
+            output=projected,
             source=source,
             kind=E.STEP_RECONCILED if reconcile else E.STEP_SUCCEEDED,
             reason="the remote reports the operation happened" if reconcile else "",
@@ -300,16 +305,61 @@ def _record_late(unit: Unit, state: JobState, step: Step, attempt: Attempt, resu
             data={"output": result.output, "applied": False},
         )
         return
+    projected = project_output(unit, state, step, result.output, source=AGENT)
+    if projected is HELD_BY_PROJECTION:
+        return
     step_succeed(
         unit,
         state,
         step,
-        output=result.output,
+        output=projected,
         source=AGENT,
         kind=E.LATE_SUCCESS,
         reason=f"attempt {attempt.number} succeeded after its deadline",
         data={"late_attempt": attempt.number, "applied": True},
     )
+
+
+#: project_output's answer when the projection failed and held the step.
+HELD_BY_PROJECTION = object()
+
+
+def project_output(
+    unit: Unit, state: JobState, step: Step, answer: Any, *, source: str, supersede_live: bool = True
+) -> Any:
+    """The step's output from the remote's answer: the part its definition's `output` names
+    (JMESPath over `output`, `input`, `results` and a fan-out item's `item` and `index`), or the
+    whole answer. A projection that cannot be evaluated holds the step (the call happened: only an
+    operator can say what its output is); the answer is kept on the event."""
+    expression = step.definition.output_map
+    if not expression or step.kind == StepKind.COMPENSATION:
+        return answer
+    data: dict[str, Any] = {
+        "output": answer,
+        "input": step_input(state, step),
+        "results": ancestor_outputs(state, step),
+    }
+    if step.item_index is not None:
+        data |= {"item": step.item, "index": step.item_index}
+    try:
+        return expressions.evaluate(expression, data)
+    except JMESPathError as exc:
+        why = f"its output expression {expression!r} cannot be evaluated on the answer: {exc}"
+        if step.status == S.DISPATCHED and supersede_live:
+            attempt_supersede(unit, step, decided_by=source)
+        step_transition(
+            unit,
+            step,
+            S.HELD,
+            source=source,
+            kind=E.STEP_HELD,
+            reason=why,
+            data={"answer": answer},
+            status_reason=why,
+            last_outcome=Outcome.SUCCEEDED,
+        )
+        job_advance(unit, state, source=source)
+        return HELD_BY_PROJECTION
 
 
 def step_succeed(

@@ -11,6 +11,7 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
         'step:attempt_failed>succeeded',
         'step:attempt_failed>waiting',
         'step:dispatched>attempt_failed',
+        'step:dispatched>held',
         'step:dispatched>succeeded',
         'step:dispatched>unknown',
         'step:failed>compensated',

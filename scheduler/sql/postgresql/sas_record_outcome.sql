@@ -30,11 +30,13 @@ BEGIN
        OR p_outcome NOT IN ('succeeded', 'business_failure', 'transient_failure', 'no_answer') THEN
         RETURN 'fallback';
     END IF;
-    -- A job with wait steps or conditions: the general path advances it (waits start there,
-    -- conditions are evaluated there, and a skipped step counts as done for its dependents), as
-    -- scheduler.services.waits and scheduler.services.saga write it; this function does not.
+    -- A job with wait or sub-workflow steps, conditions, fan-outs or output projections: the
+    -- general path advances it (waits and children start there, conditions are evaluated there,
+    -- a skipped step counts as done for its dependents, items are made there, an answer is
+    -- projected there), as scheduler.services.waits and scheduler.services.saga write it.
     IF EXISTS (SELECT 1 FROM scheduler_step s JOIN scheduler_stepdefinition d ON d.id = s.definition_id
-               WHERE s.job_id = v_job_id AND (d.kind <> 'call' OR d."when" <> '')) THEN
+               WHERE s.job_id = v_job_id
+                 AND (d.kind <> 'call' OR d."when" <> '' OR d.for_each <> '' OR d.output_map <> '')) THEN
         RETURN 'fallback';
     END IF;
     SELECT id, kind, deadline INTO v_attempt FROM scheduler_attempt

@@ -14,11 +14,13 @@ DECLARE
 BEGIN
     SELECT id, name, version, deadline_seconds, input_schema INTO v_wf FROM scheduler_workflow
     WHERE name = p_workflow ORDER BY version DESC LIMIT 1;
-    -- NULL for an unknown workflow, and for one with an input schema, wait steps or conditions:
-    -- the general path (scheduler.services.submission) checks those inputs, creates those jobs,
-    -- starts their waits and evaluates their conditions.
-    IF NOT FOUND OR v_wf.input_schema IS NOT NULL OR EXISTS (SELECT 1 FROM scheduler_stepdefinition
-                            WHERE workflow_id = v_wf.id AND (kind <> 'call' OR "when" <> '')) THEN
+    -- NULL for an unknown workflow, and for one with an input schema, wait or sub-workflow steps,
+    -- conditions or fan-outs: the general path (scheduler.services.submission) checks those
+    -- inputs, creates those jobs, starts their waits and children, evaluates their conditions and
+    -- makes their items.
+    IF NOT FOUND OR v_wf.input_schema IS NOT NULL OR EXISTS (
+        SELECT 1 FROM scheduler_stepdefinition
+        WHERE workflow_id = v_wf.id AND (kind <> 'call' OR "when" <> '' OR for_each <> '')) THEN
         RETURN NULL;
     END IF;
     -- A job is created running: its first steps are dispatched in this same transaction.
