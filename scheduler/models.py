@@ -626,6 +626,11 @@ class Step(models.Model):
         return f"{self.name} ({self.status})"
 
     @property
+    def forward(self) -> bool:
+        """A step of the job's forward work (an action, or an item of a fan-out), not an undo."""
+        return self.kind != StepKind.COMPENSATION
+
+    @property
     def call_pool(self) -> AgentPool:
         """The pool a call step calls (a wait step has none, and is never dispatched)."""
         if self.pool is None:

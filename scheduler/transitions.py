@@ -44,7 +44,8 @@ E = EventKind
 STEP_TRANSITIONS: dict[str, frozenset[str]] = {
     # To succeeded without a call: a rerun's step that reuses the original's output (step_reuse).
     # To held: a step that cannot start (its condition or its timer's time cannot be read).
-    S.PENDING: frozenset({S.DISPATCHED, S.WAITING, S.SKIPPED, S.SUCCEEDED, S.HELD}),
+    # To failed: a fan-out whose list cannot become items (not a list, longer than the limit).
+    S.PENDING: frozenset({S.DISPATCHED, S.WAITING, S.SKIPPED, S.SUCCEEDED, S.HELD, S.FAILED}),
     # A pool at its limit: the capacity pump dispatches the step; its job stopping skips it. A wait
     # step: its signal, approval or time completes it; a rejection or a timeout fails or holds it.
     S.WAITING: frozenset({S.DISPATCHED, S.SKIPPED, S.FAILED, S.SUCCEEDED, S.HELD}),
@@ -77,7 +78,9 @@ STEP_OPERATOR_ONLY: frozenset[tuple[str, str]] = frozenset(
 #: Operator-only moves that a wait step makes on its own, as the events named here: its signal,
 #: approval (the approver is named), timer or timeout completes it (scheduler.services.waits).
 STEP_WAIT_COMPLETIONS: dict[tuple[str, str], frozenset[EventKind]] = {
-    (S.WAITING, S.SUCCEEDED): frozenset({E.STEP_SIGNALLED, E.STEP_APPROVED, E.TIMER_FIRED, E.WAIT_TIMED_OUT}),
+    (S.WAITING, S.SUCCEEDED): frozenset(
+        {E.STEP_SIGNALLED, E.STEP_APPROVED, E.TIMER_FIRED, E.WAIT_TIMED_OUT, E.JOIN_MET}
+    ),
 }
 
 #: The event a move to each step status writes unless the caller names a more precise one.
@@ -224,6 +227,35 @@ def step_transition(
         to_status=to,
         attempt=step.attempt or None,
         actor=actor,
+        reason=reason,
+        data=data,
+    )
+
+
+def step_note(
+    unit: Unit,
+    step: Step,
+    *,
+    source: str,
+    kind: EventKind,
+    reason: str,
+    data: dict[str, Any] | None = None,
+    **fields: Any,
+) -> None:
+    """Record what happened to a step that keeps its status, writing `fields` fenced like a
+    transition (a fan-out whose join failed stays waiting while its items are undone)."""
+    unknown = set(fields) - set(STEP_WRITABLE)
+    if unknown:
+        raise ValueError(f"a note cannot write {sorted(unknown)}")
+    unit.step_changed(step)
+    for name, value in {"updated_at": unit.now, **fields}.items():
+        setattr(step, name, value)
+    unit.event(
+        job_id=step.job_id,
+        step=step,
+        kind=kind,
+        source=source,
+        attempt=step.attempt or None,
         reason=reason,
         data=data,
     )

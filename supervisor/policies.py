@@ -167,7 +167,7 @@ def decide(facts: StepFacts, policy: PolicySnapshot, now: dt.datetime, draw: flo
             reassign, why = True, f"; reassigned after {facts.calls} failed calls"
         elif not facts.pool_healthy and facts.alternate_healthy:
             reassign, why = True, "; reassigned: no healthy endpoint left in the pool"
-    attempt_word = "retry" if facts.kind == StepKind.ACTION else "retry compensation"
+    attempt_word = "retry" if facts.kind != StepKind.COMPENSATION else "retry compensation"
     return Retry(
         delay=delay,
         reassign=reassign,

@@ -23,7 +23,7 @@ from agents.health import pool_has_healthy_endpoint
 from agents.models import AgentPool
 from agents.outcome import AttemptKind
 from sas_project.conf import sas_settings
-from scheduler.models import STEP_SCANNED, Attempt, Job, JobStatus, Step, StepKind, StepStatus
+from scheduler.models import STEP_SCANNED, Attempt, Job, JobStatus, Step, StepStatus
 from scheduler.services import (
     JOB_FORWARD,
     JobState,
@@ -203,6 +203,13 @@ def _per_step(
 ) -> None:
     """Remediate these due steps one by one (their jobs are locked and loaded in `states`)."""
     by_id = {s.pk: s for state in states.values() for s in state.steps}
+    missing = [pk for pk in step_ids if pk not in by_id]
+    if missing:
+        # Items of fan-outs are not read with their jobs (scheduler.services.locking).
+        for item in Step.objects.filter(pk__in=missing).select_related(
+            "definition__policy", "pool__alternate"
+        ):
+            by_id[item.pk] = states[item.job_id].adopt([item])[0]
     steps = [by_id[pk] for pk in step_ids]
     overdue = [s for s in steps if _overdue(s, unit)]
     queued = steps_still_queued(overdue)
@@ -329,7 +336,7 @@ def remediate(
         )
         report.timed_out += 1
         _count(report, "timed_out")
-    if step.kind == StepKind.ACTION and job.status not in JOB_FORWARD:
+    if step.forward and job.status not in JOB_FORWARD:
         step_abandon(unit, state, step, source=source)
         _count(report, "abandoned")
         return True
@@ -407,7 +414,7 @@ def step_facts(unit: Unit, step: Step, job: Job, cache: ScanCache) -> StepFacts:
         calls=step.calls,
         first_dispatched_at=step.first_dispatched_at,
         job_deadline=job.deadline,
-        has_status_path=bool(step.definition.status_path) and step.kind == StepKind.ACTION,
+        has_status_path=bool(step.definition.status_path) and step.forward,
         on_alternate_pool=step.pool_id != step.definition.pool_id,
         alternate_available=alternate is not None and alternate.pk != step.definition.pool_id,
         pool_healthy=healthy(pool),

@@ -20,7 +20,7 @@ from agents.outcome import Outcome
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound
 from sas_project.validation import json_storable
 from scheduler import contracts
-from scheduler.models import JOB_SETTLED, EventKind, Job, JobStatus, Step, StepKind, StepStatus
+from scheduler.models import JOB_SETTLED, EventKind, Job, JobStatus, Step, StepStatus
 from scheduler.selectors import job_missing
 from scheduler.services import (
     JOB_FORWARD,
@@ -136,7 +136,7 @@ def _check_step_actionable(state: JobState, step: Step, verb: str) -> None:
     job = state.job
     if job.paused_at is not None:
         raise ActionNotAllowed(f"job {job.pk} is paused: resume it before you {verb} a step")
-    if step.kind == StepKind.ACTION:
+    if step.forward:
         if job.status not in JOB_FORWARD and job.status != J.FAILED:
             raise ActionNotAllowed(f"job {job.pk} is {job.status}: its steps cannot be {verb}d now")
     elif job.status not in (J.COMPENSATING, J.NEEDS_ATTENTION):
@@ -215,7 +215,7 @@ def step_retry(
 def input_edit_refusal(step: Step) -> str | None:
     """Why `step` may not be retried with an edited input now, or None when it may (the console
     shows the form on None; _edit_input refuses with the reason)."""
-    if step.kind != StepKind.ACTION:
+    if not step.forward:
         return "a compensation is retried as it is: its input is the step it undoes"
     if step.definition.waits:
         return f"a {step.definition.kind} step calls nothing: it has no input to edit"
@@ -271,13 +271,13 @@ def step_resolve(*, actor: User | None, step_id: Any, output: Any, reason: str =
             raise ActionNotAllowed(f"step {step.name} is {step.status}: nothing to resolve")
         job = state.job
         if (
-            step.kind == StepKind.ACTION
+            step.forward
             and job.status not in JOB_FORWARD
             and job.status not in (J.FAILED, J.COMPENSATING)
         ):
             raise ActionNotAllowed(f"job {job.pk} is {job.status}: its steps cannot be resolved now")
         _note(unit, state, actor, EventKind.OPERATOR_RESOLVE, reason, step, {"output": output})
-        if step.kind == StepKind.ACTION:
+        if step.forward:
             _reopen_if_failed(unit, state, actor, reason)
         step_succeed(
             unit,

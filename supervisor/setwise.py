@@ -195,7 +195,7 @@ def plan(
             decided.append((due, None))
         elif not due.attempt_started and due.queue_row in queued:
             decided.append((due, "keep_waiting"))
-        elif due.kind == StepKind.ACTION and due.job_status not in JOB_FORWARD:
+        elif due.kind != StepKind.COMPENSATION and due.job_status not in JOB_FORWARD:
             decided.append((due, None))  # abandoned by the per-step path
         else:
             decided.append((due, _decide(due, now, draw, pool_healthy, assessed)))
@@ -247,7 +247,7 @@ def _decide(
         calls=due.calls,
         first_dispatched_at=due.first_dispatched_at,
         job_deadline=due.job_deadline,
-        has_status_path=bool(due.status_path) and due.kind == StepKind.ACTION,
+        has_status_path=bool(due.status_path) and due.kind != StepKind.COMPENSATION,
         on_alternate_pool=due.pool_id != due.definition_pool_id,
         alternate_available=alternate is not None and alternate != due.definition_pool_id,
         pool_healthy=healthy(due.pool_id),

@@ -43,7 +43,7 @@ from django.db.models.functions import Now
 
 from agents.models import AgentPool
 from agents.outcome import AttemptKind
-from scheduler.models import Attempt, Step, StepKind, StepStatus
+from scheduler.models import Attempt, Step, StepStatus
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
 from scheduler.unit import Unit, unit_of_work
 
@@ -257,7 +257,7 @@ def _may_dispatch(state: JobState, step: Step) -> bool:
     job = state.job
     if job.paused_at is not None:
         return False
-    if step.kind == StepKind.ACTION:
+    if step.forward:
         return job.status in JOB_FORWARD
     return bool(job.compensation_reason)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
+from django.db.models import QuerySet
 from django.db.models.functions import Now
 
 from sas_project.errors import InvalidInput
@@ -23,7 +24,11 @@ JOB_FORWARD = frozenset({J.PENDING, J.RUNNING, J.NEEDS_ATTENTION})
 
 @dataclass
 class JobState:
-    """A locked job and all its steps, read after the lock was taken."""
+    """A locked job and its steps, read after the lock was taken.
+
+    A fan-out's items (up to thousands per step) are not read with the job: the one an outcome
+    is about is read when asked for (`step`), the others by scheduler.services.fanout, a page at
+    a time. Every item read joins `steps`, so one row has one instance."""
 
     job: Job
     steps: list[Step]
@@ -32,7 +37,24 @@ class JobState:
         for step in self.steps:
             if step.pk == step_id:
                 return step
-        raise InvalidInput(f"step {step_id} is not part of job {self.job.pk}")
+        item = _steps(Step.objects.filter(pk=step_id, job_id=self.job.pk, kind=StepKind.ITEM)).first()
+        if item is None:
+            raise InvalidInput(f"step {step_id} is not part of job {self.job.pk}")
+        return self.adopt([item])[0]
+
+    def adopt(self, steps: list[Step]) -> list[Step]:
+        """Steps read after the lock (items), as this state's instances: one already here wins."""
+        known = {s.pk: s for s in self.steps}
+        adopted = []
+        for step in steps:
+            if step.pk in known:
+                adopted.append(known[step.pk])
+                continue
+            step.job = self.job
+            self.steps.append(step)
+            known[step.pk] = step
+            adopted.append(step)
+        return adopted
 
     @property
     def actions(self) -> list[Step]:
@@ -73,9 +95,7 @@ def lock_job(unit: Unit, job_id: Any, *, skip_locked: bool = False) -> JobState 
     else:
         job = jobs.get(pk=job_id)
     unit.now = job.db_now  # type: ignore[attr-defined]
-    steps = list(
-        Step.objects.filter(job_id=job.pk).select_related("definition__policy", "pool").order_by("id")
-    )
+    steps = list(_steps(Step.objects.filter(job_id=job.pk).exclude(kind=StepKind.ITEM)).order_by("id"))
     for step in steps:
         step.job = job  # one instance: a change made through one step is seen through all
     return JobState(job=job, steps=steps)
@@ -87,10 +107,14 @@ def load_locked_jobs(jobs: list[Job]) -> dict[Any, JobState]:
     by_id = {job.pk: job for job in jobs}
     states = {job_id: JobState(job=job, steps=[]) for job_id, job in by_id.items()}
     for step in (
-        Step.objects.filter(job_id__in=list(by_id))
-        .select_related("definition__policy", "pool__alternate")
+        _steps(Step.objects.filter(job_id__in=list(by_id)).exclude(kind=StepKind.ITEM))
+        .select_related("pool__alternate")
         .order_by("job_id", "id")
     ):
         step.job = by_id[step.job_id]
         states[step.job_id].steps.append(step)
     return states
+
+
+def _steps(query: QuerySet[Step]) -> QuerySet[Step]:
+    return query.select_related("definition__policy", "pool")

@@ -269,7 +269,7 @@ def _apply_outcome(
         last_outcome=Outcome.NO_ANSWER if to == S.UNKNOWN else result.outcome,
         error=result.error[:2000],
     )
-    if state.job.status not in JOB_FORWARD and step.kind == StepKind.ACTION:
+    if state.job.status not in JOB_FORWARD and step.forward:
         job_advance(unit, state, source=source)
 
 

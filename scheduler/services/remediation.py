@@ -147,7 +147,8 @@ def step_give_up(unit: Unit, state: JobState, step: Step, *, action: str, source
         step_hold(unit, state, step, source=source, reason=reason)
         return
     step_transition(unit, step, S.FAILED, source=source, kind=E.STEP_FAILED, reason=reason)
-    if state.job.status not in JOB_FORWARD:
+    if state.job.status not in JOB_FORWARD or step.kind == StepKind.ITEM:
+        # An item's failure counts against its fan-out's join (scheduler.services.fanout).
         job_advance(unit, state, source=source)
     elif action == "fail":
         job_fail(unit, state, source=source, reason=f"step {step.name} failed: {reason}")

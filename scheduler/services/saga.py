@@ -22,6 +22,15 @@ from scheduler import expressions
 from scheduler.definitions import ancestors
 from scheduler.models import STEP_SETTLED, Attempt, EventKind, JobStatus, Step, StepKind, StepStatus
 from scheduler.services.dispatch import step_dispatch
+from scheduler.services.fanout import (
+    ItemsRefused,
+    fan_out_advance,
+    fan_out_held,
+    fan_out_start,
+    fan_out_unwind,
+    is_fan_out,
+    item_counts,
+)
 from scheduler.services.locking import JOB_FORWARD, JobState
 from scheduler.services.waits import step_begin_wait
 from scheduler.transitions import job_transition, step_transition
@@ -49,30 +58,37 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
         return
     actions = state.actions
     by_name = {s.name: s for s in actions}
-    if job.paused_at is None:
-        for step in actions:
-            deps = [by_name[d] for d in step.definition.depends_on]
-            # Ready: every dependency succeeded or was skipped (in a job running forward, a
-            # skipped step is one whose condition was false). Steps come in dependency order,
-            # so a step skipped here is seen by its dependents in this same loop.
-            if step.status != S.PENDING or any(d.status not in (S.SUCCEEDED, S.SKIPPED) for d in deps):
-                continue
-            if not _condition_met(unit, state, step, deps, source=source):
-                continue
-            names = [d.name for d in deps if d.status == S.SUCCEEDED]
-            reason = f"{', '.join(names)} succeeded" if names else "ready: no dependencies"
-            if step.definition.waits:
-                step_begin_wait(unit, state, step, source=source, reason=reason)
-            else:
-                step_dispatch(unit, state, step, source=source, reason=reason)
+    moved = True
+    while moved and job.status in JOB_FORWARD:
+        # A fan-out that settles makes its dependents ready: go round again.
+        moved = False
+        if job.paused_at is None:
+            for step in actions:
+                if step.status == S.PENDING and not _start_if_ready(
+                    unit, state, step, by_name, source=source
+                ):
+                    return  # a fan-out's list was refused: its policy decided the job
+        groups = [s for s in actions if s.status == S.WAITING and is_fan_out(s)]
+        counts = item_counts(unit, [g.pk for g in groups]) if groups else {}
+        for group in groups:
+            result = fan_out_advance(unit, state, group, counts[group.pk], source=source)
+            if result == "failed":
+                _fan_out_failed(unit, state, group, source=source, reason=group.error)
+                return
+            moved = moved or result == "succeeded"
+    if job.status not in JOB_FORWARD:
+        return
     if all(s.status in (S.SUCCEEDED, S.SKIPPED) for s in actions):
         job_transition(
             unit, job, J.SUCCEEDED, source=source, actor=actor, result={s.name: s.output for s in actions}
         )
         return
-    target = J.NEEDS_ATTENTION if any(s.status == S.HELD for s in actions) else J.RUNNING
+    held = [s.name for s in actions if s.status == S.HELD]
+    fanning = [s.pk for s in actions if s.status == S.WAITING and is_fan_out(s)]
+    if fanning:
+        held += fan_out_held(unit, fanning)
+    target = J.NEEDS_ATTENTION if held else J.RUNNING
     if job.status != target:
-        held = [s.name for s in actions if s.status == S.HELD]
         job_transition(
             unit,
             job,
@@ -80,6 +96,72 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
             source=source,
             actor=actor,
             reason=f"held: {', '.join(held)}" if held else "",
+        )
+
+
+def _start_if_ready(
+    unit: Unit, state: JobState, step: Step, by_name: dict[str, Step], *, source: str
+) -> bool:
+    """Start a pending step whose dependencies are done (dispatch it, begin its wait, or make its
+    items). False when it was a fan-out whose list was refused and its policy ended the job's
+    forward run."""
+    deps = [by_name[d] for d in step.definition.depends_on]
+    # Ready: every dependency succeeded or was skipped (in a job running forward, a skipped step
+    # is one whose condition was false). Steps come in dependency order, so a step skipped here
+    # is seen by its dependents in this same loop.
+    if any(d.status not in (S.SUCCEEDED, S.SKIPPED) for d in deps):
+        return True
+    if not _condition_met(unit, state, step, deps, source=source):
+        return True
+    names = [d.name for d in deps if d.status == S.SUCCEEDED]
+    reason = f"{', '.join(names)} succeeded" if names else "ready: no dependencies"
+    if step.definition.waits:
+        step_begin_wait(unit, state, step, source=source, reason=reason)
+    elif is_fan_out(step):
+        data = {"input": step_input(state, step), "results": ancestor_outputs(state, step)}
+        try:
+            fan_out_start(unit, state, step, source=source, reason=reason, data=data)
+        except ItemsRefused as exc:
+            _fan_out_failed(unit, state, step, source=source, reason=str(exc))
+            return state.job.status in JOB_FORWARD
+    else:
+        step_dispatch(unit, state, step, source=source, reason=reason)
+    return True
+
+
+def _fan_out_failed(unit: Unit, state: JobState, step: Step, *, source: str, reason: str) -> None:
+    """A fan-out that cannot succeed (its list refused, or its join failed and its items are
+    undone): its policy's on_exhausted decides, as for a call that ran out of attempts."""
+    action = step.definition.call_policy.on_exhausted
+    if action == "hold":
+        if step.status != S.HELD:
+            step_transition(
+                unit,
+                step,
+                S.HELD,
+                source=source,
+                kind=EventKind.STEP_HELD,
+                reason=reason,
+                status_reason=reason,
+            )
+        job_advance(unit, state, source=source)
+        return
+    if step.status != S.FAILED:
+        step_transition(
+            unit,
+            step,
+            S.FAILED,
+            source=source,
+            kind=EventKind.STEP_FAILED,
+            reason=reason,
+            status_reason=reason,
+            error=reason,
+        )
+    if action == "fail":
+        job_fail(unit, state, source=source, reason=f"step {step.name} failed: {reason}")
+    else:
+        job_start_compensation(
+            unit, state, reason_code="failure", source=source, reason=f"step {step.name} failed: {reason}"
         )
 
 
@@ -143,7 +225,12 @@ def ancestor_outputs(state: JobState, step: Step) -> dict[str, Any]:
 def job_fail(unit: Unit, state: JobState, *, source: str, reason: str, actor: User | None = None) -> None:
     """End the job `failed` without compensating: stop everything that has not started."""
     for step in state.actions:
-        if step.status in (S.PENDING, S.WAITING):
+        if step.status == S.WAITING and is_fan_out(step):
+            fan_out_unwind(unit, state, step, source=source, start=False)
+            step_transition(
+                unit, step, S.FAILED, source=source, kind=EventKind.STEP_ABANDONED, reason="job failed"
+            )
+        elif step.status in (S.PENDING, S.WAITING):
             step_transition(unit, step, S.SKIPPED, source=source, reason="job failed")
         elif step.status in STEP_AWAITING:
             step_transition(
@@ -182,7 +269,8 @@ def needs_compensation(step: Step, sent: set[int]) -> bool:
     refusal: an idempotent remote keeps the first answer it gave for a key, so a refusal is the
     operation's fate. No answer, a 5xx or a status query's "not found" prove nothing.
     """
-    if not step.definition.compensation_path or step.kind != StepKind.ACTION:
+    if not step.definition.compensation_path or not step.forward or is_fan_out(step):
+        # A fan-out calls nothing itself: its items are undone (scheduler.services.fanout).
         return False
     if step.reused_from_id is not None:
         # A rerun reused this output: the effect is the original job's, undone only by it.
@@ -192,7 +280,7 @@ def needs_compensation(step: Step, sent: set[int]) -> bool:
     return step.status == S.FAILED and step.pk in sent and step.last_outcome not in NO_EFFECT_OUTCOMES
 
 
-def _sent_steps(unit: Unit, steps: list[Step]) -> set[int]:
+def sent_steps(unit: Unit, steps: list[Step]) -> set[int]:
     """Failed steps with a call that was claimed by an agent (and so may have been sent).
 
     Counts this unit's own pending attempt writes: an attempt this unit records as never sent
@@ -215,6 +303,8 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
     job = state.job
     actions = state.actions
     for step in actions:
+        if step.status == S.WAITING and is_fan_out(step):
+            continue  # its items are stopped and undone below, in its place in the reverse order
         if step.status in (S.PENDING, S.WAITING):
             step_transition(
                 unit, step, S.SKIPPED, source=source, reason=f"job is {job.status}: never started"
@@ -229,17 +319,41 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
                 reason=f"job is {job.status}: no further attempts",
             )
     compensations = state.compensations
-    sent = _sent_steps(unit, actions)
+    sent = sent_steps(unit, actions)
 
     def done(step: Step) -> bool:
         if step.status == S.COMPENSATED:
             return True
+        if is_fan_out(step):
+            # Undone once its items are: then failed (it was running) or compensated.
+            return step.status in (S.FAILED, S.SKIPPED) or (
+                step.status == S.SUCCEEDED and not step.definition.compensation_path
+            )
         return step.status in STEP_SETTLED and not needs_compensation(step, sent)
 
     dependents: dict[str, list[Step]] = {s.name: [] for s in actions}
     for step in actions:
         for dep in step.definition.depends_on:
             dependents[dep].append(step)
+
+    for group in reversed(actions):
+        if not is_fan_out(group) or done(group) or group.status not in (S.WAITING, S.SUCCEEDED):
+            continue
+        ready = job.paused_at is None and all(done(d) for d in dependents[group.name])
+        if fan_out_unwind(unit, state, group, source=source, start=ready) and ready:
+            if group.status == S.WAITING:
+                step_transition(
+                    unit,
+                    group,
+                    S.FAILED,
+                    source=source,
+                    kind=EventKind.STEP_ABANDONED,
+                    reason=f"job is {job.status}: its items are stopped and undone",
+                )
+            else:
+                step_transition(
+                    unit, group, S.COMPENSATED, source=source, reason="every item that succeeded is undone"
+                )
 
     if job.paused_at is None:
         for step in actions:

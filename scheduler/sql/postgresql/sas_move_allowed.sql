@@ -23,6 +23,7 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
         'step:held>succeeded',
         'step:held>waiting',
         'step:pending>dispatched',
+        'step:pending>failed',
         'step:pending>held',
         'step:pending>skipped',
         'step:pending>succeeded',

@@ -1,0 +1,210 @@
+"""Fan-out over items: `for_each` makes one item per element, each with its own operation ID,
+attempts and retries; `max_parallel` bounds the items in flight; the join (all, at least N, any)
+settles the step; a join that cannot be met undoes the items that succeeded, highest index first,
+before the step's policy decides the job; a list longer than the limit fails the step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import override_settings
+from django.utils.module_loading import import_string
+from django_q.models import OrmQ
+
+from agents.broker import task_of
+from agents.fake import FakeRemote
+from agents.outcome import CallResult, CallSpec, Outcome
+from scheduler.models import Event, EventKind, Job, JobStatus, Step, StepKind, StepStatus
+from scheduler.services import job_submit
+from supervisor.services import job_cancel
+from tests.factories import make_policy, make_workflow, step
+
+pytestmark = pytest.mark.django_db
+S = StepStatus
+
+
+def items_of(job: Job, name: str = "ship") -> list[Step]:
+    return list(Step.objects.filter(job=job, parent__name=name, kind=StepKind.ITEM).order_by("item_index"))
+
+
+def named(job: Job, name: str) -> Step:
+    return Step.objects.get(job=job, name=name)
+
+
+def order(**ship: Any) -> None:
+    make_policy("once", max_attempts=1)
+    make_workflow(
+        "order",
+        step("reserve"),
+        {**step("ship", "reserve", policy="once"), "for_each": "input.lines", **ship},
+        step("notify", "ship"),
+    )
+
+
+@pytest.mark.sqlite
+def test_each_element_is_an_item_called_with_its_own_operation_id_and_the_step_outputs_their_list(
+    drain: Callable[[], int], fake_remote: FakeRemote
+) -> None:
+    order()
+    job = job_submit(workflow="order", input={"lines": ["a", "b", "c"]}).job
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    ship = named(job, "ship")
+    calls = fake_remote.calls_for("ship")
+    assert sorted((c.payload["index"], c.payload["item"]) for c in calls) == [(0, "a"), (1, "b"), (2, "c")]
+    assert sorted(c.operation_id for c in calls) == [f"{ship.operation_id}:{i}" for i in range(3)]
+    assert all(c.payload["input"] == {"lines": ["a", "b", "c"]} for c in calls)
+    assert ship.status == S.SUCCEEDED and ship.output == [{"ok": "ship"}] * 3
+    assert [i.status for i in items_of(job)] == [S.SUCCEEDED] * 3
+    started = Event.objects.get(step=ship, kind=EventKind.ITEMS_STARTED)
+    assert started.data == {"items": 3, "max_parallel": None, "join": "all"}
+    assert Event.objects.filter(step=ship, kind=EventKind.JOIN_MET).count() == 1
+    # The step after the fan-out sees its outputs as results.
+    (notify,) = fake_remote.calls_for("notify")
+    assert notify.payload["results"]["ship"] == [{"ok": "ship"}] * 3
+
+
+def test_max_parallel_bounds_the_items_in_flight(
+    drain: Callable[[], int], fake_remote: FakeRemote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    order(max_parallel=2)
+    seen: list[int] = []
+
+    def remote(spec: CallSpec) -> CallResult:
+        if spec.payload["step"] == "ship":
+            seen.append(Step.objects.filter(kind=StepKind.ITEM, status=S.DISPATCHED).count())
+        return fake_remote(spec)
+
+    monkeypatch.setattr("agents.calls.run_call", remote)
+    job = job_submit(workflow="order", input={"lines": list(range(7))}).job
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    assert len(seen) == 7 and max(seen) == 2
+
+
+def test_a_failed_join_undoes_the_items_that_succeeded_once_highest_index_first(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any]
+) -> None:
+    order(max_parallel=1)
+    fake_remote.script("ship", Outcome.SUCCEEDED, Outcome.SUCCEEDED, Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="order", input={"lines": ["a", "b", "c", "d"]}).job
+    drain()
+    supervise()  # the refusal is not retried (max_attempts 1)
+    drain()
+    job.refresh_from_db()
+    ship = named(job, "ship")
+    assert [i.status for i in items_of(job)] == [S.COMPENSATED, S.COMPENSATED, S.FAILED, S.SKIPPED]
+    undone = [c.payload.get("index") for c in fake_remote.calls if c.payload.get("compensates")]
+    assert undone == [1, 0, None]  # the items, highest index first, then the step before the fan-out
+    assert fake_remote.compensations() == ["ship", "ship", "reserve"]
+    assert ship.status == S.FAILED and "join all cannot be met" in ship.error
+    assert Event.objects.filter(step=ship, kind=EventKind.JOIN_FAILED).count() == 1
+    assert job.status == JobStatus.COMPENSATED
+    assert not fake_remote.calls_for("notify")
+
+
+def test_join_at_least_succeeds_with_enough_items_and_keeps_the_failures_as_null(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any]
+) -> None:
+    order(join={"mode": "at_least", "count": 2}, max_parallel=1)
+    fake_remote.script("ship", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="order", input={"lines": ["a", "b", "c"]}).job
+    drain()
+    supervise()
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    assert named(job, "ship").output == [None, {"ok": "ship"}, {"ok": "ship"}]
+
+
+def test_join_any_stops_starting_items_once_one_succeeded(
+    drain: Callable[[], int], fake_remote: FakeRemote
+) -> None:
+    order(join={"mode": "any"}, max_parallel=1)
+    job = job_submit(workflow="order", input={"lines": ["a", "b", "c"]}).job
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    assert [i.status for i in items_of(job)] == [S.SUCCEEDED, S.SKIPPED, S.SKIPPED]
+    assert len(fake_remote.calls_for("ship")) == 1
+
+
+def test_a_list_longer_than_the_limit_fails_the_step_naming_the_limit(
+    drain: Callable[[], int], fake_remote: FakeRemote
+) -> None:
+    order()
+    with override_settings(SAS_MAX_FANOUT_ITEMS=3):
+        job = job_submit(workflow="order", input={"lines": [1, 2, 3, 4]}).job
+        drain()
+    job.refresh_from_db()
+    ship = named(job, "ship")
+    assert ship.status == S.FAILED
+    assert ship.error == "for_each yielded 4 items: the limit is 3 (SAS_MAX_FANOUT_ITEMS)"
+    assert not items_of(job) and not fake_remote.calls_for("ship")
+    assert job.status == JobStatus.COMPENSATED
+
+
+def test_an_item_key_names_the_items_in_their_operation_ids_and_must_be_unique(
+    drain: Callable[[], int], fake_remote: FakeRemote
+) -> None:
+    order(item_key="item.sku")
+    job = job_submit(workflow="order", input={"lines": [{"sku": "A-1"}, {"sku": "B-2"}]}).job
+    twice = job_submit(workflow="order", input={"lines": [{"sku": "A-1"}, {"sku": "A-1"}]}).job
+    drain()
+    ship = named(job, "ship")
+    assert [i.operation_id for i in items_of(job)] == [f"{ship.operation_id}:A-1", f"{ship.operation_id}:B-2"]
+    assert named(twice, "ship").error == "item_key gives two items the key 'A-1': keys name items uniquely"
+
+
+def test_a_later_failure_undoes_the_fan_outs_items_in_their_place(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any]
+) -> None:
+    make_policy("once", max_attempts=1)
+    make_workflow(
+        "order",
+        step("reserve"),
+        {**step("ship", "reserve"), "for_each": "input.lines"},
+        step("notify", "ship", policy="once"),
+    )
+    fake_remote.script("notify", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="order", input={"lines": ["a", "b"]}).job
+    drain()
+    supervise()
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPENSATED
+    assert named(job, "ship").status == S.COMPENSATED
+    assert [i.status for i in items_of(job)] == [S.COMPENSATED, S.COMPENSATED]
+    assert fake_remote.compensations() == ["ship", "ship", "reserve"]
+
+
+def run_tasks(n: int) -> None:
+    """Run the next `n` agent tasks (oldest first), and no more."""
+    for _ in range(n):
+        row = OrmQ.objects.order_by("id").first()
+        assert row is not None
+        row.delete()
+        task = task_of(row.payload)
+        import_string(task["func"])(*task["args"], **task["kwargs"])
+
+
+def test_cancelling_a_job_mid_fan_out_stops_its_items_and_undoes_those_that_ran(
+    drain: Callable[[], int], fake_remote: FakeRemote
+) -> None:
+    order(max_parallel=1)
+    job = job_submit(workflow="order", input={"lines": ["a", "b", "c"]}).job
+    run_tasks(2)  # reserve, then item 0; item 1 is dispatched, its task still queued
+    job_cancel(actor=User.objects.create_user("olga"), job_id=job.pk, reason="changed their mind")
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED
+    assert [i.status for i in items_of(job)] == [S.COMPENSATED, S.FAILED, S.SKIPPED]
+    assert named(job, "ship").status == S.FAILED
+    # Item 1's task found the job stopping and called nothing: nothing of it to undo.
+    assert sorted(c.payload["index"] for c in fake_remote.calls_for("ship")) == [0]
+    assert fake_remote.compensations() == ["ship", "reserve"]
