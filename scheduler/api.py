@@ -60,6 +60,7 @@ from scheduler.serializers import (
     SignalSendSerializer,
     SignalSerializer,
     StepDefinitionSerializer,
+    StepItemSerializer,
     StepSerializer,
     WorkflowReplaceSerializer,
     WorkflowSerializer,
@@ -195,6 +196,22 @@ class JobEventsView(ApiView):
     )
     def get(self, request: Request, job_id: uuid.UUID) -> Response:
         return self.paginated(selectors.job_events(user=request.user, job_id=job_id), EventSerializer)
+
+
+class StepItemsView(ApiView):
+    permission_classes = [SubmitterAccess]
+
+    @extend_schema(
+        operation_id="jobs_steps_items",
+        tags=["jobs"],
+        summary="A fan-out step's items, in list order",
+        description="Each item of a step with `for_each`: its `index`, element, `status`, `operation_id` "
+        "(the step's, plus the index or the key `item_key` names), output and undo; in pages.",
+        responses={200: StepItemSerializer(many=True), **errors(401, 403, 404, 410)},
+    )
+    def get(self, request: Request, job_id: uuid.UUID, step_name: str) -> Response:
+        items = selectors.step_items(user=request.user, job_id=job_id, step_name=step_name)
+        return self.paginated(items, StepItemSerializer)
 
 
 # --- signals and approvals ----------------------------------------------------------------------

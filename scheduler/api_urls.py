@@ -13,6 +13,11 @@ urlpatterns: list[URLPattern] = [
     path("jobs/<uuid:job_id>/events/", api.JobEventsView.as_view(), name="api-job-events"),
     path("jobs/<uuid:job_id>/signals/", api.JobSignalsView.as_view(), name="api-job-signals"),
     path(
+        "jobs/<uuid:job_id>/steps/<slug:step_name>/items/",
+        api.StepItemsView.as_view(),
+        name="api-job-step-items",
+    ),
+    path(
         "jobs/<uuid:job_id>/steps/<slug:step_name>/approve/",
         api.StepApproveView.as_view(),
         name="api-job-step-approve",

@@ -13,11 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
 from django.db import connection
-from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery
 
 from agents.outcome import AttemptKind
 from sas_project.conf import sas_settings
@@ -33,6 +34,7 @@ from scheduler.models import (
     Job,
     Step,
     StepDefinition,
+    StepKind,
     Workflow,
 )
 
@@ -123,11 +125,60 @@ def _attempts_prefetch() -> Prefetch:
 
 
 def _steps_prefetch() -> Prefetch:
+    # A fan-out's items (and their undoing) are pages of their own (step_items), not job rows.
     return Prefetch(
         "steps",
-        queryset=Step.objects.select_related("pool", "definition")
+        queryset=Step.objects.filter(item_index__isnull=True)
+        .select_related("pool", "definition")
         .prefetch_related(_attempts_prefetch())
         .order_by("id"),
+    )
+
+
+def item_summaries(step_ids: list[int]) -> dict[int, dict[str, int]]:
+    """For each fan-out step: its items' count, in all and by status (one aggregate)."""
+    summaries: dict[int, dict[str, int]] = {pk: {"total": 0} for pk in step_ids}
+    if not step_ids:
+        return summaries
+    rows = (
+        Step.objects.filter(parent_id__in=step_ids, kind=StepKind.ITEM)
+        .values_list("parent_id", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for parent_id, status, n in rows:
+        summaries[parent_id][status] = n
+        summaries[parent_id]["total"] += n
+    return summaries
+
+
+def _attach_item_summaries(steps: Iterable[Any]) -> None:
+    """Give each fan-out step of a job its `item_summary` (None for the others)."""
+    steps = list(steps)
+    groups = [s.pk for s in steps if s.definition.for_each and s.kind == StepKind.ACTION]
+    summaries = item_summaries(groups)
+    for step in steps:
+        step.item_summary = summaries.get(step.pk)
+
+
+def step_items(*, user: Any, job_id: uuid.UUID | str, step_name: str) -> QuerySet[Step]:
+    """The items of a fan-out step of a job the user may see, in list order; NotFound for an
+    unknown job or step, or a step that has no items."""
+    if not jobs_visible_to(user).filter(pk=job_id).exists():
+        raise job_missing(user=user, job_id=job_id)
+    step = (
+        Step.objects.filter(job_id=job_id, name=step_name, kind=StepKind.ACTION)
+        .select_related("definition")
+        .first()
+    )
+    if step is None:
+        raise NotFound(f"job {job_id} has no step {step_name!r}")
+    if not step.definition.for_each:
+        raise NotFound(f"step {step_name!r} is not a fan-out (for_each): it has no items")
+    return (
+        Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM)
+        .select_related("compensation")
+        .order_by("item_index")
     )
 
 
@@ -150,6 +201,7 @@ def job_detail(*, user: Any, job_id: uuid.UUID | str) -> Job:
     )
     if job is None:
         raise job_missing(user=user, job_id=job_id)
+    _attach_item_summaries(job.steps.all())
     return job
 
 
@@ -172,11 +224,11 @@ STEPS_SQL = """
 SELECT s.id, s.name, s.kind, s.compensates_id, s.status, s.operation_id, s.attempt, s.calls,
        s.last_outcome, p.name, s.deadline, s.not_before, s.output, s.error, s.created_at,
        s.updated_at, s.finished_at, s.input_override, s.reused_from_id, d.kind, d.signal, d."group",
-       s.status_reason
+       s.status_reason, d.for_each
 FROM scheduler_step s
 JOIN scheduler_stepdefinition d ON d.id = s.definition_id
 LEFT JOIN agents_agentpool p ON p.id = s.pool_id
-WHERE s.job_id = %s ORDER BY s.id
+WHERE s.job_id = %s AND s.item_index IS NULL ORDER BY s.id
 """
 ATTEMPTS_SQL = """
 SELECT a.step_id, a.number, a.kind, a.endpoint_url, p.name, a.policy_version, a.dispatched_at,
@@ -186,7 +238,7 @@ SELECT a.step_id, a.number, a.kind, a.endpoint_url, p.name, a.policy_version, a.
 FROM scheduler_attempt a
 JOIN scheduler_step s ON s.id = a.step_id
 JOIN agents_agentpool p ON p.id = a.pool_id
-WHERE s.job_id = %s ORDER BY a.step_id, a.number
+WHERE s.job_id = %s AND s.item_index IS NULL ORDER BY a.step_id, a.number
 """
 
 CALLBACKS_SQL = """
@@ -268,7 +320,7 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
             calls=s[7],
             last_outcome=s[8],
             pool=SimpleNamespace(name=s[9]) if s[9] is not None else None,
-            definition=SimpleNamespace(kind=s[19], signal=s[20], group=s[21]),
+            definition=SimpleNamespace(kind=s[19], signal=s[20], group=s[21], for_each=s[23]),
             status_reason=s[22],
             deadline=s[10],
             not_before=s[11],
@@ -283,6 +335,7 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
         )
         for s in step_rows
     )
+    _attach_item_summaries(steps)
     return SimpleNamespace(
         pk=row[0],
         status=row[1],

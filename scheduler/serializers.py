@@ -31,6 +31,7 @@ from scheduler.models import (
     Step,
     StepDefinition,
     StepDefinitionKind,
+    StepKind,
     StepStatus,
 )
 
@@ -146,6 +147,8 @@ def waiting_for(step: Step) -> dict[str, Any] | None:
         return {"kind": "approval", "group": definition.group or None, "timeout_at": at}
     if definition.kind == StepDefinitionKind.TIMER:
         return {"kind": "timer", "until": at}
+    if definition.for_each and step.kind == StepKind.ACTION:
+        return {"kind": "items"}
     return {"kind": "capacity", "pool": step.pool.name if step.pool is not None else None}
 
 
@@ -163,6 +166,7 @@ def step_data(step: Step) -> dict[str, Any]:
         "type": step.definition.kind,
         "pool": step.pool.name if step.pool is not None else None,
         "waiting_for": waiting_for(step),
+        "items": getattr(step, "item_summary", None),
         "deadline": drf_datetime(step.deadline),
         "not_before": drf_datetime(step.not_before),
         "output": step.output,
@@ -279,8 +283,9 @@ class WaitingForSerializer(serializers.Serializer):
     """What a waiting step waits for (schema only; `waiting_for` renders it)."""
 
     kind = serializers.ChoiceField(
-        choices=["signal", "approval", "timer", "capacity"],
-        help_text="capacity: a call whose pool is at its limit.",
+        choices=["signal", "approval", "timer", "capacity", "items"],
+        help_text="capacity: a call whose pool is at its limit; items: a fan-out waiting for its items "
+        "(see `items` and GET .../steps/{step_name}/items/).",
     )
     signal = serializers.CharField(required=False, help_text="signal: its name.")
     group = serializers.CharField(
@@ -291,6 +296,49 @@ class WaitingForSerializer(serializers.Serializer):
         required=False, allow_null=True, help_text="signal, approval: when the wait times out (null: never)."
     )
     pool = serializers.CharField(required=False, help_text="capacity: the pool.")
+
+
+class StepItemSerializer(serializers.ModelSerializer):
+    """One item of a fan-out step: its element, position, operation ID and fate."""
+
+    index = serializers.IntegerField(source="item_index", help_text="Its position in the list.")
+    item = serializers.JSONField(help_text="The element, as its remote receives it (`item`).")
+    last_outcome = _outcome_field("Outcome of the last finished attempt.")
+    attempt_count = serializers.IntegerField(source="attempt", help_text="Dispatches so far.")
+    reason = serializers.SerializerMethodField(help_text="Why it is in its status (why it was skipped).")
+    compensation = serializers.SerializerMethodField(
+        help_text="The status of its undo, when it was undone (null otherwise)."
+    )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_reason(self, step: Step) -> str | None:
+        return step.status_reason or None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_compensation(self, step: Step) -> str | None:
+        undo = getattr(step, "compensation", None)
+        return undo.status if undo is not None else None
+
+    class Meta:
+        model = Step
+        fields = [
+            "index",
+            "status",
+            "operation_id",
+            "item",
+            "output",
+            "error",
+            "reason",
+            "attempt_count",
+            "calls",
+            "last_outcome",
+            "deadline",
+            "compensation",
+            "created_at",
+            "updated_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
 
 
 class StepSerializer(serializers.ModelSerializer):
@@ -308,10 +356,19 @@ class StepSerializer(serializers.ModelSerializer):
     reason = serializers.SerializerMethodField(
         help_text="Why the step is in its status when that alone does not say (why it was skipped)."
     )
+    items = serializers.SerializerMethodField(
+        help_text="A fan-out step's items: how many in all (`total`) and in each status they are in "
+        "(e.g. `succeeded`); null for any other step. The items themselves: GET "
+        "/api/v1/jobs/{id}/steps/{step_name}/items/."
+    )
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_reason(self, step: Step) -> str | None:
         return step.status_reason or None
+
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField(), allow_null=True))
+    def get_items(self, step: Step) -> dict[str, int] | None:
+        return getattr(step, "item_summary", None)
 
     attempts = AttemptSerializer(many=True, read_only=True)
 
@@ -334,6 +391,7 @@ class StepSerializer(serializers.ModelSerializer):
             "type",
             "pool",
             "waiting_for",
+            "items",
             "deadline",
             "not_before",
             "output",

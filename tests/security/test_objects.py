@@ -59,6 +59,7 @@ RULES = {
     "/api/v1/callbacks/{token}/": SIGNED_ATTEMPT,
     "/api/v1/callbacks/{token}/heartbeat/": SIGNED_ATTEMPT,
     "/api/v1/jobs/{job_id}/signals/": SIGNAL_SENDER,
+    "/api/v1/jobs/{job_id}/steps/{step_name}/items/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/{job_id}/steps/{step_name}/approve/": APPROVER,
     "/api/v1/jobs/{job_id}/steps/{step_name}/reject/": APPROVER,
     "/api/v1/policies/": DEFINITIONS,
