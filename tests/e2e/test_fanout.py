@@ -1,0 +1,92 @@
+"""End to end, with a real `qcluster`, the sandbox remote and PostgreSQL: a fan-out of 200 items
+never has more than `max_parallel` calls in flight at the remote, and a join that fails undoes
+exactly the items that had an effect, each once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from scheduler.models import Event, EventKind, Job, JobStatus, Step, StepKind, StepStatus
+from scheduler.services import job_submit
+from testbed.definitions import ensure_policy, ensure_pool, ensure_workflow
+from tests.processes import Cluster, Sandbox, wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+S = StepStatus
+
+
+def ship_lines(sandbox: Sandbox) -> None:
+    ensure_pool("shipping", kind="http", endpoints=[sandbox.url])
+    # Refusals are final (business failures are never retried); a lost answer is retried.
+    ensure_policy("lines", timeout_seconds=10, max_attempts=3, backoff_initial_seconds=0.2, backoff_jitter=0)
+    ensure_workflow(
+        "ship_lines",
+        [
+            {
+                "name": "ship",
+                "pool": "shipping",
+                "path": "/shipping/schedule",
+                "compensation_path": "/shipping/cancel",
+                "policy": "lines",
+                "for_each": "input.lines",
+                "max_parallel": 10,
+                "input": {"order.$": "input.order", "line.$": "item"},
+            }
+        ],
+    )
+
+
+def settle(job: Job, timeout: float = 180) -> Job:
+    def settled() -> bool:
+        job.refresh_from_db()
+        return job.status in (JobStatus.SUCCEEDED, JobStatus.COMPENSATED, JobStatus.FAILED)
+
+    wait_until(settled, timeout=timeout, interval=0.5, message=f"job {job.pk} settled")
+    return job
+
+
+def test_a_fan_out_of_200_items_never_has_more_than_max_parallel_calls_in_flight(
+    sandbox: Sandbox, clusters: Callable[..., Cluster]
+) -> None:
+    ship_lines(sandbox)
+    sandbox.config(latency_ms=200)  # long enough for the bound to be reached
+    clusters("c1", SAS_Q_WORKERS=16)
+    job = job_submit(workflow="ship_lines", input={"order": "O-1", "lines": list(range(200))}).job
+    assert settle(job).status == JobStatus.SUCCEEDED
+    stats = sandbox.stats()
+    # Never passed; nearly reached (an item's next call starts once an outcome is recorded).
+    assert 5 <= stats["max_concurrent"]["/shipping/schedule"] <= 10
+    items = list(Step.objects.filter(job=job, kind=StepKind.ITEM))
+    assert len(items) == 200 and {i.status for i in items} == {S.SUCCEEDED}
+    assert sorted(stats["effects"][i.operation_id] for i in items) == [1] * 200
+    ship = Step.objects.get(job=job, name="ship")
+    assert len(ship.output) == 200
+
+
+def test_a_failed_join_undoes_exactly_the_items_that_had_an_effect_each_once(
+    sandbox: Sandbox, clusters: Callable[..., Cluster]
+) -> None:
+    ship_lines(sandbox)
+    # The 121st schedule request is refused: the join (all) can no longer be met.
+    sandbox.config(latency_ms=20, script={"/shipping/schedule": ["ok"] * 120 + ["decline"]})
+    clusters("c1", SAS_Q_WORKERS=16)
+    job = job_submit(workflow="ship_lines", input={"order": "O-2", "lines": list(range(200))}).job
+    assert settle(job).status == JobStatus.COMPENSATED
+    stats = sandbox.stats()
+    effects: dict[str, Any] = stats["effects"]
+    assert stats["max_concurrent"]["/shipping/schedule"] <= 10
+    items = list(Step.objects.filter(job=job, kind=StepKind.ITEM))
+    shipped = [i for i in items if effects.get(i.operation_id)]
+    assert len(shipped) >= 120
+    # Every item that had an effect is undone once; nothing without an effect is undone.
+    undone = {op for op in effects if op.endswith(":compensate")}
+    assert undone == {f"{i.operation_id}:compensate" for i in shipped}
+    assert all(effects[op] == 1 for op in undone) and stats["duplicates"] == 0
+    assert {i.status for i in shipped} == {S.COMPENSATED}
+    assert {i.status for i in items if i not in shipped} <= {S.FAILED, S.SKIPPED}
+    ship = Step.objects.get(job=job, name="ship")
+    assert ship.status == S.FAILED
+    assert Event.objects.filter(step=ship, kind=EventKind.JOIN_FAILED).count() == 1
