@@ -32,7 +32,7 @@ from scheduler.models import (
     Step,
     StepStatus,
 )
-from scheduler.outbox import callback_write
+from scheduler.outbox import callback_write, parent_notify
 from scheduler.unit import STEP_WRITABLE, AttemptGuard, AttemptWrite, Unit, User
 
 S = StepStatus
@@ -74,9 +74,12 @@ STEP_OPERATOR_ONLY: frozenset[tuple[str, str]] = frozenset(
 )
 
 #: Operator-only moves that a wait step makes on its own, as the events named here: its signal,
-#: approval (the approver is named), timer or timeout completes it (scheduler.services.waits).
+#: approval (the approver is named), timer or timeout completes it (scheduler.services.waits), or
+#: its child job's success (scheduler.services.children).
 STEP_WAIT_COMPLETIONS: dict[tuple[str, str], frozenset[EventKind]] = {
-    (S.WAITING, S.SUCCEEDED): frozenset({E.STEP_SIGNALLED, E.STEP_APPROVED, E.TIMER_FIRED, E.WAIT_TIMED_OUT}),
+    (S.WAITING, S.SUCCEEDED): frozenset(
+        {E.STEP_SIGNALLED, E.STEP_APPROVED, E.TIMER_FIRED, E.WAIT_TIMED_OUT, E.CHILD_SUCCEEDED}
+    ),
 }
 
 #: The event a move to each step status writes unless the caller names a more precise one.
@@ -251,6 +254,32 @@ def step_reuse(unit: Unit, step: Step, *, source: str, actor: User | None) -> No
     )
 
 
+def step_note(
+    unit: Unit,
+    step: Step,
+    *,
+    kind: EventKind,
+    source: str,
+    reason: str = "",
+    data: dict[str, Any] | None = None,
+    status_reason: str,
+) -> None:
+    """Record what happened to a step that stays in its status (a waiting step whose child job
+    started) and say so in its `status_reason`, fenced like a transition."""
+    unit.step_changed(step)
+    step.status_reason = status_reason
+    step.updated_at = unit.now
+    unit.event(
+        job_id=step.job_id,
+        step=step,
+        kind=kind,
+        source=source,
+        attempt=step.attempt or None,
+        reason=reason,
+        data=data,
+    )
+
+
 def step_postpone(
     unit: Unit,
     step: Step,
@@ -356,6 +385,8 @@ def job_transition(
         setattr(job, name, value)
     if to in JOB_SETTLED and job.callback_url:
         callback_write(job, to)
+    if to in JOB_SETTLED and job.parent_job_id is not None:
+        parent_notify(job)
     unit.event(
         job_id=job.pk,
         kind=kind or JOB_EVENTS[to],

@@ -20,10 +20,20 @@ from jmespath.exceptions import JMESPathError
 from agents.outcome import AttemptKind, Outcome
 from scheduler import expressions
 from scheduler.definitions import ancestors
-from scheduler.models import STEP_SETTLED, Attempt, EventKind, JobStatus, Step, StepKind, StepStatus
+from scheduler.models import (
+    STEP_SETTLED,
+    Attempt,
+    EventKind,
+    Job,
+    JobStatus,
+    Step,
+    StepDefinitionKind,
+    StepKind,
+    StepStatus,
+)
 from scheduler.services.dispatch import step_dispatch
-from scheduler.services.locking import JOB_FORWARD, JobState
-from scheduler.services.waits import step_begin_wait
+from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
+from scheduler.services.waits import step_begin_child, step_begin_wait
 from scheduler.transitions import job_transition, step_transition
 from scheduler.unit import Unit, User
 
@@ -63,6 +73,8 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
             reason = f"{', '.join(names)} succeeded" if names else "ready: no dependencies"
             if step.definition.waits:
                 step_begin_wait(unit, state, step, source=source, reason=reason)
+            elif step.definition.kind == StepDefinitionKind.WORKFLOW:
+                step_begin_child(unit, state, step, source=source, reason=reason)
             else:
                 step_dispatch(unit, state, step, source=source, reason=reason)
     if all(s.status in (S.SUCCEEDED, S.SKIPPED) for s in actions):
@@ -141,9 +153,19 @@ def ancestor_outputs(state: JobState, step: Step) -> dict[str, Any]:
 
 
 def job_fail(unit: Unit, state: JobState, *, source: str, reason: str, actor: User | None = None) -> None:
-    """End the job `failed` without compensating: stop everything that has not started."""
+    """End the job `failed` without compensating: stop everything that has not started. A child
+    job still running is cancelled (its own saga undoes what it did): nothing waits for it now."""
     for step in state.actions:
-        if step.status in (S.PENDING, S.WAITING):
+        if _child_stopped(unit, state, step, source=source, reason="its parent job failed"):
+            step_transition(
+                unit,
+                step,
+                S.FAILED,
+                source=source,
+                kind=EventKind.STEP_ABANDONED,
+                reason="job failed: it no longer waits for its child job",
+            )
+        elif step.status in (S.PENDING, S.WAITING):
             step_transition(unit, step, S.SKIPPED, source=source, reason="job failed")
         elif step.status in STEP_AWAITING:
             step_transition(
@@ -215,6 +237,9 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
     job = state.job
     actions = state.actions
     for step in actions:
+        if _child_stopped(unit, state, step, source=source, reason=f"its parent job is {job.status}"):
+            # It waits for its child to settle (the child's settling moves it).
+            continue
         if step.status in (S.PENDING, S.WAITING):
             step_transition(
                 unit, step, S.SKIPPED, source=source, reason=f"job is {job.status}: never started"
@@ -284,3 +309,33 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
         return
     if job.status == J.NEEDS_ATTENTION:
         job_transition(unit, job, J.COMPENSATING, source=source, reason="compensation resumed")
+
+
+def _child_stopped(unit: Unit, state: JobState, step: Step, *, source: str, reason: str) -> bool:
+    """Whether `step` is a sub-workflow step waiting for a child job that exists; a child that has
+    not settled is stopped too (cancelled when its parent is cancelled or fails, compensated when
+    its parent compensates), once. Its settling then moves the step (scheduler.services.children).
+
+    Lock order: the caller holds the parent's lock; the child's is taken after it. Nothing takes
+    them the other way round (a child's settling reaches its parent through a task of its own).
+    """
+    if step.status != S.WAITING or step.definition.kind != StepDefinitionKind.WORKFLOW:
+        return False
+    child_id = (
+        Job.objects.filter(parent_job_id=state.job.pk, parent_step=step.name)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if child_id is None:
+        return False
+    child = lock_job(unit, child_id)
+    if child.job.status in JOB_FORWARD and not child.job.compensation_reason:
+        cancel = state.job.compensation_reason in ("", "cancel")
+        job_start_compensation(
+            unit,
+            child,
+            reason_code="cancel" if cancel else "parent",
+            source=source,
+            reason=f"{reason} (job {state.job.pk})",
+        )
+    return True
