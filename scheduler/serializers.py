@@ -328,10 +328,12 @@ class StepSerializer(serializers.ModelSerializer):
     )
     type = serializers.CharField(
         source="definition.kind",
-        help_text="call, workflow (a sub-workflow step), or what the step waits for: signal, approval, timer.",
+        help_text="call, workflow (a sub-workflow step), or what the step waits for: signal, approval, "
+        "timer.",
     )
     child_job = serializers.SerializerMethodField(
-        help_text="A sub-workflow step: the child job it started (null before it starts, and for other steps)."
+        help_text="A sub-workflow step: the child job it started (null before it starts, and for other "
+        "steps)."
     )
     pool = serializers.CharField(source="pool.name", allow_null=True, help_text="null for a wait step.")
     waiting_for = serializers.SerializerMethodField(
