@@ -55,6 +55,7 @@ STEP_FIELDS = [
     "until",
     "when",
     "run_if_skipped",
+    "child_workflow",
 ]
 
 
@@ -103,6 +104,9 @@ class StepDefinitionForm(forms.ModelForm):
             "when": data.get("when") or "",
             "run_if_skipped": bool(data.get("run_if_skipped")),
         }
+        if spec["kind"] == StepDefinitionKind.WORKFLOW:
+            # The API's name for the field; the other kinds have none.
+            spec["workflow"] = data.get("child_workflow") or ""
         return spec
 
 

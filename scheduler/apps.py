@@ -11,12 +11,15 @@ class SchedulerConfig(AppConfig):
         from agents.broker import register_compact_task
         from agents.health import register_outcome_reader
         from sas_project import dbcode
+        from scheduler.outbox import CHILD_SETTLED_TASK, CHILD_START_TASK
         from scheduler.selectors import endpoint_recent_outcomes
         from scheduler.services.dispatch import AGENT_TASK
 
         # The agent task is enqueued as a compact row (a function path and two ids), which the
         # scheduler's SQL can write too; the broker turns it back into django-q2's task.
         register_compact_task(AGENT_TASK, "step-{0}-attempt-{1}")
+        register_compact_task(CHILD_START_TASK, "step-{0}-child-start")
+        register_compact_task(CHILD_SETTLED_TASK, "step-{0}-child-settled")
         # Endpoint health judges an endpoint by the calls made through it: the attempts are ours.
         register_outcome_reader(endpoint_recent_outcomes)
         # The database's functions and triggers match their files (sas_project.dbcode).

@@ -626,6 +626,11 @@ class Step(models.Model):
         return f"{self.name} ({self.status})"
 
     @property
+    def fans_out(self) -> bool:
+        """A fan-out step (`for_each`): it calls nothing itself, its items do."""
+        return bool(self.definition.for_each) and self.kind == StepKind.ACTION
+
+    @property
     def forward(self) -> bool:
         """A step of the job's forward work (an action, or an item of a fan-out), not an undo."""
         return self.kind != StepKind.COMPENSATION

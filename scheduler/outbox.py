@@ -3,6 +3,8 @@ tell (scheduler.models.Delivery), sent later by the supervisor loop (supervisor.
 
 - A job's completion callback is written when the job settles (scheduler.transitions, and the
   PostgreSQL function that completes jobs), keyed `<job id>:<status>`.
+- A child job's settling is told to its parent's sub-workflow step by a task enqueued in the
+  transaction that settles it (`parent_notify`; scheduler.services.children settles the step).
 - Alerts are written by the supervisor from the events it reacts to. Those events reach it
   through the database, not through Python: a trigger on the event table (generated from
   REACTION_KINDS by scheduler.sqlgen) queues each event of these kinds (scheduler.models.
@@ -17,7 +19,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.models import Delivery, DeliveryKind, EventKind, Job
+from django_q.brokers import get_broker
+from django_q.conf import Conf
+from django_q.tasks import async_task
+
+from agents.broker import ClaimByDeleteORM
+from scheduler.models import Delivery, DeliveryKind, EventKind, Job, Step, StepKind
+
+#: The tasks of a sub-workflow step (scheduler.tasks), each given the parent step's id: start its
+#: child job, and settle the step once its child has settled.
+CHILD_START_TASK = "scheduler.tasks.start_child"
+CHILD_SETTLED_TASK = "scheduler.tasks.settle_child"
 
 #: The event kinds something reacts to (the supervisor's alert kinds read these): each is queued
 #: for its reader by the database (scheduler/sql/*/..._reactions.sql, generated from this set).
@@ -54,3 +66,30 @@ def callback_write(job: Job, status: str) -> None:
         ],
         ignore_conflicts=True,
     )
+
+
+def task_write(func: str, *ids: int, name: str) -> None:
+    """Enqueue task `func` with integer ids in the caller's transaction. With the project's broker
+    (the ORM, same database) the task exists if and only if the transaction commits: the intent
+    and its task are one write, as a dispatch's are (scheduler.services.dispatch)."""
+    broker = get_broker()
+    timeout = int(Conf.TIMEOUT or 60)
+    if isinstance(broker, ClaimByDeleteORM):
+        broker.enqueue_compact(func, ids, timeout=timeout)
+        return
+    async_task(func, *ids, task_name=name, broker=broker, q_options={"timeout": timeout})
+
+
+def parent_notify(job: Job) -> None:
+    """A child job settled: enqueue the settling of the sub-workflow step that waits for it. The
+    task takes the parent's lock in a transaction of its own, never while the child's is held
+    (a parent's cancel takes the parent's lock, then the child's)."""
+    if job.parent_job_id is None:
+        return
+    step_id = (
+        Step.objects.filter(job_id=job.parent_job_id, name=job.parent_step, kind=StepKind.ACTION)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if step_id is not None:
+        task_write(CHILD_SETTLED_TASK, step_id, name=f"step-{step_id}-child-settled")

@@ -124,6 +124,12 @@ def _attempts_prefetch() -> Prefetch:
     return Prefetch("attempts", queryset=Attempt.objects.select_related("pool").order_by("number"))
 
 
+#: The child job of a sub-workflow step (through the constraint job_unique_child's index).
+CHILD_JOB = Subquery(
+    Job.objects.filter(parent_job_id=OuterRef("job_id"), parent_step=OuterRef("name")).values("pk")[:1]
+)
+
+
 def _steps_prefetch() -> Prefetch:
     # A fan-out's items (and their undoing) are pages of their own (step_items), not job rows.
     return Prefetch(
@@ -131,6 +137,7 @@ def _steps_prefetch() -> Prefetch:
         queryset=Step.objects.filter(item_index__isnull=True)
         .select_related("pool", "definition")
         .prefetch_related(_attempts_prefetch())
+        .annotate(child_job_id=CHILD_JOB)
         .order_by("id"),
     )
 
@@ -214,7 +221,8 @@ JOB_SQL = """
 SELECT j.id, j.status, j.input, j.result, j.compensation_reason, j.paused_at, j.deadline,
        j.created_at, j.updated_at, j.finished_at, w.name, w.version, u.username, j.callback_url,
        j.business_key, j.priority, j.rerun_of_id,
-       ARRAY(SELECT r.id FROM scheduler_job r WHERE r.rerun_of_id = j.id ORDER BY r.created_at)
+       ARRAY(SELECT r.id FROM scheduler_job r WHERE r.rerun_of_id = j.id ORDER BY r.created_at),
+       j.parent_job_id, j.parent_step
 FROM scheduler_job j
 JOIN scheduler_workflow w ON w.id = j.workflow_id
 LEFT JOIN auth_user u ON u.id = j.submitter_id
@@ -224,7 +232,10 @@ STEPS_SQL = """
 SELECT s.id, s.name, s.kind, s.compensates_id, s.status, s.operation_id, s.attempt, s.calls,
        s.last_outcome, p.name, s.deadline, s.not_before, s.output, s.error, s.created_at,
        s.updated_at, s.finished_at, s.input_override, s.reused_from_id, d.kind, d.signal, d."group",
-       s.status_reason, d.for_each
+       s.status_reason, d.child_workflow,
+       CASE WHEN d.kind = 'workflow' THEN (SELECT c.id FROM scheduler_job c
+                                          WHERE c.parent_job_id = s.job_id AND c.parent_step = s.name) END,
+       d.for_each
 FROM scheduler_step s
 JOIN scheduler_stepdefinition d ON d.id = s.definition_id
 LEFT JOIN agents_agentpool p ON p.id = s.pool_id
@@ -320,8 +331,11 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
             calls=s[7],
             last_outcome=s[8],
             pool=SimpleNamespace(name=s[9]) if s[9] is not None else None,
-            definition=SimpleNamespace(kind=s[19], signal=s[20], group=s[21], for_each=s[23]),
+            definition=SimpleNamespace(
+                kind=s[19], signal=s[20], group=s[21], child_workflow=s[23], for_each=s[25]
+            ),
             status_reason=s[22],
+            child_job_id=s[24],
             deadline=s[10],
             not_before=s[11],
             output=_json(s[12]),
@@ -354,6 +368,8 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
         priority=row[15],
         rerun_of_id=row[16],
         rerun_ids=row[17] or [],
+        parent_job_id=row[18],
+        parent_step=row[19],
         callbacks=[
             SimpleNamespace(
                 payload=_json(c[0]),

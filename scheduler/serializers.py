@@ -136,10 +136,13 @@ def attempt_data(attempt: Attempt) -> dict[str, Any]:
 def waiting_for(step: Step) -> dict[str, Any] | None:
     """What a waiting step waits for, as the API shows it (`waiting_for`), or None when it does
     not wait: `{"kind": "signal", "signal", "timeout_at"}`, `{"kind": "approval", "group",
-    "timeout_at"}`, `{"kind": "timer", "until"}` or `{"kind": "capacity", "pool"}`."""
+    "timeout_at"}`, `{"kind": "timer", "until"}`, `{"kind": "workflow", "workflow", "child_job"}`
+    or `{"kind": "capacity", "pool"}`."""
     if step.status != StepStatus.WAITING:
         return None
     definition = step.definition
+    if definition.kind == StepDefinitionKind.WORKFLOW:
+        return {"kind": "workflow", "workflow": definition.child_workflow, "child_job": child_job(step)}
     at = drf_datetime(step.deadline)
     if definition.kind == StepDefinitionKind.SIGNAL:
         return {"kind": "signal", "signal": definition.signal, "timeout_at": at}
@@ -150,6 +153,22 @@ def waiting_for(step: Step) -> dict[str, Any] | None:
     if definition.for_each and step.kind == StepKind.ACTION:
         return {"kind": "items"}
     return {"kind": "capacity", "pool": step.pool.name if step.pool is not None else None}
+
+
+def child_job(step: Step) -> str | None:
+    """The id of the child job a sub-workflow step started, or None. Read from `child_job_id`
+    when the step's reader put it there (the job's selectors do, for all its steps at once)."""
+    if step.definition.kind != StepDefinitionKind.WORKFLOW or step.kind != StepKind.ACTION:
+        return None
+    if hasattr(step, "child_job_id"):
+        found = step.child_job_id
+    else:
+        found = (
+            Job.objects.filter(parent_job_id=step.job_id, parent_step=step.name)
+            .values_list("pk", flat=True)
+            .first()
+        )
+    return str(found) if found is not None else None
 
 
 def step_data(step: Step) -> dict[str, Any]:
@@ -174,6 +193,7 @@ def step_data(step: Step) -> dict[str, Any]:
         "reason": step.status_reason or None,
         "input_override": step.input_override,
         "reused_from": step.reused_from_id,
+        "child_job": child_job(step),
         "created_at": drf_datetime(step.created_at),
         "updated_at": drf_datetime(step.updated_at),
         "finished_at": drf_datetime(step.finished_at),
@@ -193,6 +213,8 @@ def job_summary_data(job: Job) -> dict[str, Any]:
         "business_key": job.business_key or None,
         "priority": job.priority,
         "rerun_of": str(job.rerun_of_id) if job.rerun_of_id else None,
+        "parent_job": str(job.parent_job_id) if job.parent_job_id else None,
+        "parent_step": job.parent_step,
         "created_at": drf_datetime(job.created_at),
         "updated_at": drf_datetime(job.updated_at),
         "finished_at": drf_datetime(job.finished_at),
@@ -283,9 +305,10 @@ class WaitingForSerializer(serializers.Serializer):
     """What a waiting step waits for (schema only; `waiting_for` renders it)."""
 
     kind = serializers.ChoiceField(
-        choices=["signal", "approval", "timer", "capacity", "items"],
-        help_text="capacity: a call whose pool is at its limit; items: a fan-out waiting for its items "
-        "(see `items` and GET .../steps/{step_name}/items/).",
+        choices=["signal", "approval", "timer", "workflow", "capacity", "items"],
+        help_text="workflow: a sub-workflow step waiting for its child job; capacity: a call whose pool "
+        "is at its limit; items: a fan-out waiting for its items (see `items` and "
+        "GET .../steps/{step_name}/items/).",
     )
     signal = serializers.CharField(required=False, help_text="signal: its name.")
     group = serializers.CharField(
@@ -296,6 +319,10 @@ class WaitingForSerializer(serializers.Serializer):
         required=False, allow_null=True, help_text="signal, approval: when the wait times out (null: never)."
     )
     pool = serializers.CharField(required=False, help_text="capacity: the pool.")
+    workflow = serializers.CharField(required=False, help_text="workflow: the child's workflow.")
+    child_job = serializers.UUIDField(
+        required=False, allow_null=True, help_text="workflow: the child job (null until it has started)."
+    )
 
 
 class StepItemSerializer(serializers.ModelSerializer):
@@ -347,7 +374,13 @@ class StepSerializer(serializers.ModelSerializer):
         source="attempt", help_text="Dispatches so far (the fencing number)."
     )
     type = serializers.CharField(
-        source="definition.kind", help_text="call, or what the step waits for: signal, approval, timer."
+        source="definition.kind",
+        help_text="call, workflow (a sub-workflow step), or what the step waits for: signal, approval, "
+        "timer.",
+    )
+    child_job = serializers.SerializerMethodField(
+        help_text="A sub-workflow step: the child job it started (null before it starts, and for other "
+        "steps)."
     )
     pool = serializers.CharField(source="pool.name", allow_null=True, help_text="null for a wait step.")
     waiting_for = serializers.SerializerMethodField(
@@ -376,6 +409,10 @@ class StepSerializer(serializers.ModelSerializer):
     def get_waiting_for(self, step: Step) -> dict[str, Any] | None:
         return waiting_for(step)
 
+    @extend_schema_field(serializers.UUIDField(allow_null=True))
+    def get_child_job(self, step: Step) -> str | None:
+        return child_job(step)
+
     class Meta:
         model = Step
         fields = [
@@ -399,6 +436,7 @@ class StepSerializer(serializers.ModelSerializer):
             "reason",
             "input_override",
             "reused_from",
+            "child_job",
             "created_at",
             "updated_at",
             "finished_at",
@@ -419,6 +457,12 @@ class JobSummarySerializer(serializers.ModelSerializer):
     submitter = serializers.CharField(source="submitter.username", allow_null=True)
     business_key = serializers.SerializerMethodField(help_text="The submitter's business key, or null.")
     rerun_of = serializers.SerializerMethodField(help_text="The job this one reruns, or null.")
+    parent_job = serializers.SerializerMethodField(
+        help_text="A child job: the job whose sub-workflow step started it, or null."
+    )
+    parent_step = serializers.CharField(
+        help_text="A child job: the name of the sub-workflow step that started it (empty otherwise)."
+    )
 
     class Meta:
         model = Job
@@ -433,6 +477,8 @@ class JobSummarySerializer(serializers.ModelSerializer):
             "business_key",
             "priority",
             "rerun_of",
+            "parent_job",
+            "parent_step",
             "created_at",
             "updated_at",
             "finished_at",
@@ -447,6 +493,10 @@ class JobSummarySerializer(serializers.ModelSerializer):
 
     def get_rerun_of(self, job: Job) -> str | None:
         return str(job.rerun_of_id) if job.rerun_of_id else None
+
+    @extend_schema_field(serializers.UUIDField(allow_null=True))
+    def get_parent_job(self, job: Job) -> str | None:
+        return str(job.parent_job_id) if job.parent_job_id else None
 
     def to_representation(self, instance: Job) -> dict[str, Any]:
         return job_summary_data(instance)

@@ -15,6 +15,7 @@ from agents.models import AgentKind
 from agents.outcome import CallResult, CallSpec
 from sas_project import tracing
 from scheduler.services import attempt_accepted, attempt_claim, step_record_outcome
+from scheduler.services.children import child_advance
 
 logger = logging.getLogger("scheduler.attempts")
 
@@ -80,3 +81,14 @@ def _attributes(spec: CallSpec) -> dict[str, object]:
         "sas.pool": spec.pool,
         "server.address": spec.base_url,
     }
+
+
+def start_child(step_id: int) -> str:
+    """Start the child job of sub-workflow step `step_id` (once: a redelivery finds it started)."""
+    return child_advance(step_id)
+
+
+def settle_child(step_id: int) -> str:
+    """Settle sub-workflow step `step_id` from its child job, which settled (once: a redelivery
+    finds the step settled)."""
+    return child_advance(step_id)

@@ -32,7 +32,7 @@ from scheduler.models import (
     Step,
     StepStatus,
 )
-from scheduler.outbox import callback_write
+from scheduler.outbox import callback_write, parent_notify
 from scheduler.unit import STEP_WRITABLE, AttemptGuard, AttemptWrite, Unit, User
 
 S = StepStatus
@@ -76,10 +76,11 @@ STEP_OPERATOR_ONLY: frozenset[tuple[str, str]] = frozenset(
 )
 
 #: Operator-only moves that a wait step makes on its own, as the events named here: its signal,
-#: approval (the approver is named), timer or timeout completes it (scheduler.services.waits).
+#: approval (the approver is named), timer or timeout completes it (scheduler.services.waits), or
+#: its child job's success (scheduler.services.children).
 STEP_WAIT_COMPLETIONS: dict[tuple[str, str], frozenset[EventKind]] = {
     (S.WAITING, S.SUCCEEDED): frozenset(
-        {E.STEP_SIGNALLED, E.STEP_APPROVED, E.TIMER_FIRED, E.WAIT_TIMED_OUT, E.JOIN_MET}
+        {E.STEP_SIGNALLED, E.STEP_APPROVED, E.TIMER_FIRED, E.WAIT_TIMED_OUT, E.JOIN_MET, E.CHILD_SUCCEEDED}
     ),
 }
 
@@ -238,12 +239,13 @@ def step_note(
     *,
     source: str,
     kind: EventKind,
-    reason: str,
+    reason: str = "",
     data: dict[str, Any] | None = None,
     **fields: Any,
 ) -> None:
     """Record what happened to a step that keeps its status, writing `fields` fenced like a
-    transition (a fan-out whose join failed stays waiting while its items are undone)."""
+    transition (a fan-out whose join failed stays waiting while its items are undone, a waiting
+    step whose child job started)."""
     unknown = set(fields) - set(STEP_WRITABLE)
     if unknown:
         raise ValueError(f"a note cannot write {sorted(unknown)}")
@@ -389,6 +391,8 @@ def job_transition(
         setattr(job, name, value)
     if to in JOB_SETTLED and job.callback_url:
         callback_write(job, to)
+    if to in JOB_SETTLED and job.parent_job_id is not None:
+        parent_notify(job)
     unit.event(
         job_id=job.pk,
         kind=kind or JOB_EVENTS[to],

@@ -4,8 +4,9 @@ Layered layout: a step's column is its dependency depth (the longest path from a
 dependencies), and within a column steps are ordered by the mean row of their dependencies, which
 keeps most edges short and uncrossed for the small graphs workflows are. Nodes are coloured by
 the step's status; a wait step (signal, approval, timer) has a dashed border and names what it
-waits for; a step's compensation is drawn as a badge on its node. Every piece of text is
-escaped: step names come from definitions that operators type.
+waits for; a sub-workflow step has a double border and names its workflow; a step's compensation
+is drawn as a badge on its node. Every piece of text is escaped: step names come from definitions
+that operators type.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from scheduler.models import StepDefinitionKind
 from supervisor.selectors.waits import wait_kind_text, wait_of
 
 if TYPE_CHECKING:
@@ -60,6 +62,8 @@ class DagNode:
     detail: str = ""
     #: A wait step's kind ("signal", "approval", "timer"); empty for a call.
     wait: str = ""
+    #: A sub-workflow step: it runs a whole workflow (drawn with a double border).
+    workflow: bool = False
 
 
 def _depths(nodes: Sequence[DagNode]) -> dict[str, int]:
@@ -189,10 +193,19 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow") -> SafeStri
                 f'<rect x="{bx}" y="{by}" width="{bw}" height="18" rx="9" fill="{cfill}" stroke="{cstroke}"/>'
                 f'<text x="{bx + 7}" y="{by + 13}" font-size="11" fill="{cink}">{escape(badge)}</text></g>'
             )
+        if node.workflow:
+            # A workflow inside the workflow: a second border inside the first.
+            body.insert(
+                2,
+                f'<rect x="{x + 4}" y="{y + 4}" width="{NODE_W - 8}" height="{NODE_H - 8}" rx="6" '
+                f'fill="none" stroke="{stroke}" stroke-width="1"/>',
+            )
         inner = "".join(body)
         if node.href:
             inner = f'<a href="{escape(node.href)}">{inner}</a>'
         wait = f' data-wait="{escape(node.wait)}"' if node.wait else ""
+        if node.workflow:
+            wait += ' data-kind="workflow"'
         parts.append(
             f'<g class="dag-node" data-step="{escape(node.name)}" data-status="{escape(node.status)}"{wait}>'
             f"{inner}</g>"
@@ -228,6 +241,8 @@ def job_dag(actions: Sequence[StepRow], *, title: str = "Workflow") -> SafeStrin
         if wait_kind:
             waiting = wait_of(step)
             detail = waiting.short if waiting is not None else wait_kind_text(step.definition)
+        elif step.definition.kind == StepDefinitionKind.WORKFLOW:
+            detail = f"workflow {step.definition.child_workflow}"
         else:
             detail = f"attempt {step.attempt}" if step.attempt else ""
             if step.pool is not None and step.pool_id != step.definition.pool_id:
@@ -241,6 +256,7 @@ def job_dag(actions: Sequence[StepRow], *, title: str = "Workflow") -> SafeStrin
                 href=f"#step-{step.pk}",
                 detail=detail,
                 wait=str(wait_kind),
+                workflow=step.definition.kind == StepDefinitionKind.WORKFLOW,
             )
         )
     return render_dag(nodes, title=title)

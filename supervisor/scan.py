@@ -10,6 +10,7 @@ instead of being waited for.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import random
 import time
@@ -40,6 +41,7 @@ from scheduler.services import (
     step_time_out,
     steps_still_queued,
 )
+from scheduler.services.children import child_advance, children_due
 from scheduler.services.wakeups import waits_due, waits_expire
 from scheduler.transitions import attempts_time_out
 from scheduler.unit import Unit, unit_of_work
@@ -131,6 +133,7 @@ def scan(
     cache = ScanCache()
     _sweep_job_deadlines(grant, report, size)
     _sweep_waits(grant, report, size)
+    _sweep_children(grant, report, size)
     while max_batches is None or report.batches < max_batches:
         with unit_of_work() as unit:
             if not lease_fence(grant):
@@ -298,6 +301,23 @@ def _sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
             report.decisions[what] = report.decisions.get(what, 0) + count
         if len(job_ids) < size or not done:
             return
+
+
+def _sweep_children(grant: LeaseGrant, report: ScanReport, size: int) -> None:
+    """Sub-workflow steps whose task was lost with its worker: start the child they lack, or
+    settle them from the child that settled. A step another transaction holds is left for the
+    next scan; the grace (one interval) leaves the tasks the time to do it themselves."""
+    with unit_of_work() as unit:
+        due = children_due(unit.now, grace=dt.timedelta(seconds=sas_settings.supervisor_interval), limit=size)
+        if due and not lease_fence(grant):
+            report.lost_lease = True
+            return
+    for step_id in due:
+        what = child_advance(step_id, source=_source(grant), skip_locked=True)
+        report.examined += 1
+        if what in ("started", "succeeded", "failed", "refused", "held"):
+            report.remediated += 1
+            _count(report, f"child_{what}")
 
 
 def _source(grant: LeaseGrant) -> str:

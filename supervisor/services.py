@@ -20,7 +20,15 @@ from agents.outcome import Outcome
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound
 from sas_project.validation import json_storable
 from scheduler import contracts
-from scheduler.models import JOB_SETTLED, EventKind, Job, JobStatus, Step, StepStatus
+from scheduler.models import (
+    JOB_SETTLED,
+    EventKind,
+    Job,
+    JobStatus,
+    Step,
+    StepDefinitionKind,
+    StepStatus,
+)
 from scheduler.selectors import job_missing
 from scheduler.services import (
     JOB_FORWARD,
@@ -32,7 +40,7 @@ from scheduler.services import (
     step_dispatch,
     step_succeed,
 )
-from scheduler.services.waits import step_begin_wait
+from scheduler.services.waits import step_begin_child, step_begin_wait
 from scheduler.transitions import job_set_paused, job_transition
 from scheduler.unit import Unit, User, unit_of_work
 
@@ -169,7 +177,8 @@ def step_retry(
         if input is not None:
             edit = _edit_input(unit, state, step, input)
         target = None
-        if pool and step.definition.waits:
+        calls = not step.definition.waits and step.definition.kind != StepDefinitionKind.WORKFLOW
+        if pool and not calls:
             raise InvalidInput(
                 f"step {step.name} waits for a {step.definition.kind}: it has no pool", field="pool"
             )
@@ -189,6 +198,19 @@ def step_retry(
         if step.definition.waits:
             # A wait is retried by waiting again (a new timeout, a timer's time read again).
             step_begin_wait(
+                unit,
+                state,
+                step,
+                source=operator_source(actor),
+                actor=actor,
+                reason=reason or "retried by an operator",
+            )
+            job_advance(unit, state, source=operator_source(actor), actor=actor)
+            return step
+        if step.definition.kind == StepDefinitionKind.WORKFLOW:
+            # Waits again for the child it started (settled at once if that child has settled):
+            # a retry never starts a second child. Its child's own steps are retried in the child.
+            step_begin_child(
                 unit,
                 state,
                 step,
@@ -219,6 +241,8 @@ def input_edit_refusal(step: Step) -> str | None:
         return "a compensation is retried as it is: its input is the step it undoes"
     if step.definition.waits:
         return f"a {step.definition.kind} step calls nothing: it has no input to edit"
+    if step.definition.kind == StepDefinitionKind.WORKFLOW:
+        return "a workflow step's child job keeps the input it started with: retry the child's steps"
     if step.status not in (S.HELD, S.FAILED):
         return f"only a held or failed step is retried with an edited input, not a {step.status} one"
     if step.attempt and step.last_outcome not in NO_EFFECT_FOR_EDIT:
@@ -270,11 +294,7 @@ def step_resolve(*, actor: User | None, step_id: Any, output: Any, reason: str =
         if step.status not in RESOLVABLE_BY_OPERATOR and not waiting:
             raise ActionNotAllowed(f"step {step.name} is {step.status}: nothing to resolve")
         job = state.job
-        if (
-            step.forward
-            and job.status not in JOB_FORWARD
-            and job.status not in (J.FAILED, J.COMPENSATING)
-        ):
+        if step.forward and job.status not in JOB_FORWARD and job.status not in (J.FAILED, J.COMPENSATING):
             raise ActionNotAllowed(f"job {job.pk} is {job.status}: its steps cannot be resolved now")
         _note(unit, state, actor, EventKind.OPERATOR_RESOLVE, reason, step, {"output": output})
         if step.forward:
@@ -439,11 +459,12 @@ def _preview_one(action: str, step: Step, job: Job) -> BulkItem:
             _check_step_actionable(JobState(job=job, steps=[step]), step, "retry")
         except ActionNotAllowed as exc:
             return BulkItem(step.pk, str(job.pk), step.name, False, exc.message)
-        what = (
-            f"wait for its {step.definition.kind} again"
-            if step.definition.waits
-            else f"dispatch attempt {step.attempt + 1} now"
-        )
+        if step.definition.waits:
+            what = f"wait for its {step.definition.kind} again"
+        elif step.definition.kind == StepDefinitionKind.WORKFLOW:
+            what = "wait for its child job again"
+        else:
+            what = f"dispatch attempt {step.attempt + 1} now"
         return BulkItem(step.pk, str(job.pk), step.name, True, f"{what} (was {step.status})")
     if action == "cancel":
         if job.compensation_reason or job.status not in JOB_FORWARD:

@@ -16,6 +16,7 @@ in one transaction; no remote is ever called inside a transaction.
 
 from scheduler.services.claims import NOT_CALLED, attempt_claim
 from scheduler.services.dispatch import step_dispatch
+from scheduler.services.effects import needs_compensation
 from scheduler.services.heartbeats import attempt_heartbeat, heartbeats_missed
 from scheduler.services.locking import JOB_FORWARD, JobState, load_locked_jobs, lock_job
 from scheduler.services.outcomes import (
@@ -34,7 +35,7 @@ from scheduler.services.remediation import (
     step_time_out,
     steps_still_queued,
 )
-from scheduler.services.saga import job_advance, job_fail, job_start_compensation, needs_compensation
+from scheduler.services.saga import job_advance, job_fail, job_start_compensation
 from scheduler.services.submission import (
     Submission,
     job_submit,

@@ -32,6 +32,7 @@ from jmespath.exceptions import JMESPathError
 from scheduler import expressions
 from scheduler.models import STEP_SETTLED, EventKind, JoinMode, Step, StepKind, StepStatus
 from scheduler.services.dispatch import step_dispatch
+from scheduler.services.effects import needs_compensation, sent_steps
 from scheduler.services.locking import JobState
 from scheduler.transitions import step_note, step_transition
 from scheduler.unit import Unit
@@ -52,7 +53,7 @@ class ItemsRefused(Exception):
 
 
 def is_fan_out(step: Step) -> bool:
-    return bool(step.definition.for_each) and step.kind == StepKind.ACTION
+    return step.fans_out
 
 
 def fan_out_start(
@@ -267,8 +268,6 @@ def _skip_pending(unit: Unit, state: JobState, step: Step, *, source: str, reaso
 def fan_out_unwind(unit: Unit, state: JobState, step: Step, *, source: str, start: bool) -> bool:
     """Stop a fan-out's items and undo those that may have had an effect; True once nothing is
     left to undo. `start`: compensations may start now (every step after this one is undone)."""
-    from scheduler.services.saga import needs_compensation, sent_steps
-
     limit = settings.SAS_MAX_FANOUT_ITEMS
     unit.flush()  # the queries below read the items as this unit left them
     stopping = state.adopt(_page(step, [S.PENDING, S.WAITING, *AWAITING], limit, descending=False))

@@ -17,11 +17,20 @@ from typing import Any
 
 from jmespath.exceptions import JMESPathError
 
-from agents.outcome import AttemptKind, Outcome
 from scheduler import expressions
 from scheduler.definitions import ancestors
-from scheduler.models import STEP_SETTLED, Attempt, EventKind, JobStatus, Step, StepKind, StepStatus
+from scheduler.models import (
+    STEP_SETTLED,
+    EventKind,
+    Job,
+    JobStatus,
+    Step,
+    StepDefinitionKind,
+    StepKind,
+    StepStatus,
+)
 from scheduler.services.dispatch import step_dispatch
+from scheduler.services.effects import needs_compensation, sent_steps
 from scheduler.services.fanout import (
     ItemsRefused,
     fan_out_advance,
@@ -31,8 +40,8 @@ from scheduler.services.fanout import (
     is_fan_out,
     item_counts,
 )
-from scheduler.services.locking import JOB_FORWARD, JobState
-from scheduler.services.waits import step_begin_wait
+from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
+from scheduler.services.waits import step_begin_child, step_begin_wait
 from scheduler.transitions import job_transition, step_transition
 from scheduler.unit import Unit, User
 
@@ -41,10 +50,6 @@ J = JobStatus
 
 #: Forward steps waiting on a decision; abandoned (-> failed) once the job stops running.
 STEP_AWAITING = frozenset({S.ATTEMPT_FAILED, S.UNKNOWN, S.RETRY_WAIT, S.HELD})
-#: The last outcomes that prove an operation did not happen at the remote: the remote processed
-#: the operation ID and refused it. A status query's "not found" is no such proof (the call may
-#: still be on its way), so a step whose last word is that is compensated all the same.
-NO_EFFECT_OUTCOMES = frozenset({Outcome.BUSINESS_FAILURE})
 
 
 def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None = None) -> None:
@@ -117,6 +122,8 @@ def _start_if_ready(
     reason = f"{', '.join(names)} succeeded" if names else "ready: no dependencies"
     if step.definition.waits:
         step_begin_wait(unit, state, step, source=source, reason=reason)
+    elif step.definition.kind == StepDefinitionKind.WORKFLOW:
+        step_begin_child(unit, state, step, source=source, reason=reason)
     elif is_fan_out(step):
         data = {"input": step_input(state, step), "results": ancestor_outputs(state, step)}
         try:
@@ -223,12 +230,22 @@ def ancestor_outputs(state: JobState, step: Step) -> dict[str, Any]:
 
 
 def job_fail(unit: Unit, state: JobState, *, source: str, reason: str, actor: User | None = None) -> None:
-    """End the job `failed` without compensating: stop everything that has not started."""
+    """End the job `failed` without compensating: stop everything that has not started. A child
+    job still running is cancelled (its own saga undoes what it did): nothing waits for it now."""
     for step in state.actions:
         if step.status == S.WAITING and is_fan_out(step):
             fan_out_unwind(unit, state, step, source=source, start=False)
             step_transition(
                 unit, step, S.FAILED, source=source, kind=EventKind.STEP_ABANDONED, reason="job failed"
+            )
+        elif _child_stopped(unit, state, step, source=source, reason="its parent job failed"):
+            step_transition(
+                unit,
+                step,
+                S.FAILED,
+                source=source,
+                kind=EventKind.STEP_ABANDONED,
+                reason="job failed: it no longer waits for its child job",
             )
         elif step.status in (S.PENDING, S.WAITING):
             step_transition(unit, step, S.SKIPPED, source=source, reason="job failed")
@@ -261,50 +278,15 @@ def job_start_compensation(
     _advance_compensation(unit, state, source=source)
 
 
-def needs_compensation(step: Step, sent: set[int]) -> bool:
-    """Did (or may) this forward step have a side effect that has an undo action?
-
-    Yes when it succeeded, or when it failed after a call that may have reached the remote
-    (`sent`: steps with a claimed call) unless the remote's last answer for the operation ID was a
-    refusal: an idempotent remote keeps the first answer it gave for a key, so a refusal is the
-    operation's fate. No answer, a 5xx or a status query's "not found" prove nothing.
-    """
-    if not step.definition.compensation_path or not step.forward or is_fan_out(step):
-        # A fan-out calls nothing itself: its items are undone (scheduler.services.fanout).
-        return False
-    if step.reused_from_id is not None:
-        # A rerun reused this output: the effect is the original job's, undone only by it.
-        return False
-    if step.status == S.SUCCEEDED:
-        return True
-    return step.status == S.FAILED and step.pk in sent and step.last_outcome not in NO_EFFECT_OUTCOMES
-
-
-def sent_steps(unit: Unit, steps: list[Step]) -> set[int]:
-    """Failed steps with a call that was claimed by an agent (and so may have been sent).
-
-    Counts this unit's own pending attempt writes: an attempt this unit records as never sent
-    (its claim found the job stopping) is not a call that may have reached the remote."""
-    failed = [s.pk for s in steps if s.status == S.FAILED and s.attempt > 0]
-    if not failed:
-        return set()
-    unsent = {
-        (w.step_id, w.number)
-        for w in unit.pending_attempt_writes()
-        if "started_at" in w.fields and w.fields["started_at"] is None
-    }
-    rows = Attempt.objects.filter(
-        step_id__in=failed, kind=AttemptKind.CALL, started_at__isnull=False
-    ).values_list("step_id", "number")
-    return {step_id for step_id, number in rows if (step_id, number) not in unsent}
-
-
 def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
     job = state.job
     actions = state.actions
     for step in actions:
         if step.status == S.WAITING and is_fan_out(step):
             continue  # its items are stopped and undone below, in its place in the reverse order
+        if _child_stopped(unit, state, step, source=source, reason=f"its parent job is {job.status}"):
+            # It waits for its child to settle (the child's settling moves it).
+            continue
         if step.status in (S.PENDING, S.WAITING):
             step_transition(
                 unit, step, S.SKIPPED, source=source, reason=f"job is {job.status}: never started"
@@ -398,3 +380,33 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
         return
     if job.status == J.NEEDS_ATTENTION:
         job_transition(unit, job, J.COMPENSATING, source=source, reason="compensation resumed")
+
+
+def _child_stopped(unit: Unit, state: JobState, step: Step, *, source: str, reason: str) -> bool:
+    """Whether `step` is a sub-workflow step waiting for a child job that exists; a child that has
+    not settled is stopped too (cancelled when its parent is cancelled or fails, compensated when
+    its parent compensates), once. Its settling then moves the step (scheduler.services.children).
+
+    Lock order: the caller holds the parent's lock; the child's is taken after it. Nothing takes
+    them the other way round (a child's settling reaches its parent through a task of its own).
+    """
+    if step.status != S.WAITING or step.definition.kind != StepDefinitionKind.WORKFLOW:
+        return False
+    child_id = (
+        Job.objects.filter(parent_job_id=state.job.pk, parent_step=step.name)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if child_id is None:
+        return False
+    child = lock_job(unit, child_id)
+    if child.job.status in JOB_FORWARD and not child.job.compensation_reason:
+        cancel = state.job.compensation_reason in ("", "cancel")
+        job_start_compensation(
+            unit,
+            child,
+            reason_code="cancel" if cancel else "parent",
+            source=source,
+            reason=f"{reason} (job {state.job.pk})",
+        )
+    return True

@@ -263,11 +263,14 @@ def _create_job(
     rerun_of: Job | None = None,
     reuse: dict[str, Step] | None = None,
     data: dict[str, Any] | None = None,
+    parent: Step | None = None,
 ) -> JobState:
     """Create a job with its steps and its `job_submitted` event, and start it. `user` submits it,
     `actor` (default: the user) did it. A rerun names the original (`rerun_of`) and the steps
     whose output it reuses (`reuse`, by name): those succeed at once with that output
-    (scheduler.transitions.step_reuse, with their own event) and are never called."""
+    (scheduler.transitions.step_reuse, with their own event) and are never called. A child job
+    names the sub-workflow step that starts it (`parent`): its steps' operation IDs derive from
+    that step's (child_operation_id)."""
     now = unit.now
     reuse = reuse or {}
     definition = definitions[0].workflow
@@ -285,6 +288,8 @@ def _create_job(
         business_key=extra.business_key,
         priority=extra.priority,
         rerun_of=rerun_of,
+        parent_job_id=parent.job_id if parent is not None else None,
+        parent_step=parent.name if parent is not None else "",
         deadline=(
             now + dt.timedelta(seconds=definition.deadline_seconds) if definition.deadline_seconds else None
         ),
@@ -298,7 +303,11 @@ def _create_job(
                 definition=d,
                 name=d.name,
                 kind=StepKind.ACTION,
-                operation_id=str(uuid.uuid4()),
+                operation_id=(
+                    child_operation_id(parent.operation_id, d.name)
+                    if parent is not None
+                    else str(uuid.uuid4())
+                ),
                 pool=d.pool,
                 reused_from=reuse.get(d.name),
                 created_at=now,
@@ -323,6 +332,53 @@ def _create_job(
     state = JobState(job=job, steps=list(steps))
     job_advance(unit, state, source=source, actor=actor)
     return state
+
+
+#: The longest operation ID a job's step may have: the column's 200 characters, less the suffix
+#: its compensation's ID adds (`<operation_id>:compensate`).
+MAX_OPERATION_ID = 200 - len(":compensate")
+
+
+def child_operation_id(parent_operation_id: str, step_name: str) -> str:
+    """The operation ID of step `step_name` of the child job started by the step whose operation
+    ID is `parent_operation_id`: `<parent's>/<step>`, the same however often the parent's step is
+    retried or its start redelivered. Nested deeper than the column allows, the parent's part is
+    replaced by its SHA-256 (40 hex digits): still derived, still the same every time."""
+    derived = f"{parent_operation_id}/{step_name}"
+    if len(derived) <= MAX_OPERATION_ID:
+        return derived
+    return f"{hashlib.sha256(parent_operation_id.encode()).hexdigest()[:40]}/{step_name}"
+
+
+def child_create(
+    unit: Unit,
+    parent: JobState,
+    step: Step,
+    definitions: Sequence[StepDefinition],
+    payload: dict[str, Any],
+    *,
+    source: str,
+) -> JobState:
+    """The child job of sub-workflow step `step` of the locked job `parent`: a job of
+    `definitions` (a workflow version) with `payload` as its input, created and started in the
+    caller's transaction, on the general path (the hot path's `sas_submit` knows nothing of
+    parents). It inherits its parent's submitter (who may read it), trace, business key and
+    priority, not its callback: the parent's tells its client. At most one child per step: the
+    constraint `job_unique_child` holds it."""
+    job = parent.job
+    return _create_job(
+        unit,
+        definitions,
+        payload,
+        job.submitter,
+        None,
+        "",
+        Extra(trace_parent=job.trace_parent, business_key=job.business_key, priority=job.priority),
+        source=source,
+        reason=f"started by step {step.name} of job {job.pk}",
+        data={"parent_job": str(job.pk), "parent_step": step.name},
+        parent=step,
+    )
 
 
 def rerun_create(

@@ -17,6 +17,9 @@ them (`waits_expire`) with ordinary guarded moves.
   Reject fails it, and its policy's on_exhausted (compensate when it has none) decides the job.
 - A timeout does what the definition says: hold for an operator, fail (as a rejection does), or
   continue with the definition's default output.
+- A sub-workflow step waits for its child job (`step_begin_child`): it enters `waiting` and the
+  task that starts the child is enqueued in the same transaction; the rest of its life (the
+  child's start, its settling, the scan's sweep) is scheduler.services.children's.
 
 The hot path's functions (`scheduler/sql/postgresql/sas_submit.sql`,
 `scheduler/sql/postgresql/sas_record_outcome.sql`) leave a job with a wait still to come to the
@@ -32,12 +35,14 @@ from django.utils.dateparse import parse_datetime
 
 from scheduler.models import (
     EventKind,
+    Job,
     Signal,
     Step,
     StepDefinition,
     StepDefinitionKind,
     StepStatus,
 )
+from scheduler.outbox import CHILD_START_TASK, task_write
 from scheduler.services.locking import JobState
 from scheduler.transitions import step_transition
 from scheduler.unit import Unit, User
@@ -126,6 +131,36 @@ def step_begin_wait(
             signal_consume(unit, step, signal, source=source)
     elif definition.kind == K.TIMER and deadline is not None and deadline <= unit.now:
         timer_fire(unit, step, source=source)
+
+
+def step_begin_child(
+    unit: Unit, state: JobState, step: Step, *, source: str, reason: str, actor: User | None = None
+) -> None:
+    """A ready sub-workflow step starts waiting for its child job (pending, or held/failed when an
+    operator retries it), and the task that starts the child is enqueued in this transaction
+    (scheduler.services.children.child_start): the intent and its task commit together, and the
+    child is created under the parent's lock, at most once, by whichever delivery comes first."""
+    workflow = step.definition.child_workflow
+    child = (
+        Job.objects.filter(parent_job_id=state.job.pk, parent_step=step.name)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    # A step retried by an operator waits again for the child it started: never a second one.
+    what = f"child job {child}" if child is not None else f"a child job of workflow {workflow!r}"
+    step_transition(
+        unit,
+        step,
+        S.WAITING,
+        source=source,
+        actor=actor,
+        reason=f"{reason}; waiting for {what}" if reason else f"waiting for {what}",
+        data={"for": "workflow", "workflow": workflow, "child_job": str(child) if child else None},
+        deadline=None,
+        not_before=None,
+        status_reason=f"waiting for {what}" if child is not None else f"starting {what}",
+    )
+    task_write(CHILD_START_TASK, step.pk, name=f"step-{step.pk}-child-start")
 
 
 def describe(definition: StepDefinition) -> str:

@@ -220,7 +220,7 @@ def approval_decide(*, job_id: Any, step_name: str, actor: User, approve: bool, 
             )
             job_advance(unit, state, source=source, actor=actor)
         else:
-            _wait_failed(
+            step_wait_failed(
                 unit,
                 state,
                 step,
@@ -236,7 +236,7 @@ def approval_decide(*, job_id: Any, step_name: str, actor: User, approve: bool, 
 # --- failing, timeouts, timers -------------------------------------------------------------------------
 
 
-def _wait_failed(
+def step_wait_failed(
     unit: Unit,
     state: JobState,
     step: Step,
@@ -246,17 +246,31 @@ def _wait_failed(
     reason: str,
     actor: User | None = None,
     output: Any = None,
+    data: dict[str, Any] | None = None,
+    status_reason: str | None = None,
 ) -> None:
     """A wait that ends without its success (a rejection, a failing timeout, a timer without a
-    time): the step's policy decides, as when a call's attempts run out (compensate when it has
-    no policy); hold parks the step for an operator."""
+    time, a child job that did not succeed or could not start): the step's policy decides, as
+    when a call's attempts run out (compensate when it has no policy); hold parks the step for an
+    operator. `status_reason`: what the step says of its status, when the caller says it."""
+    said: dict[str, Any] = {"status_reason": status_reason} if status_reason is not None else {}
     policy = step.definition.policy
     action = policy.on_exhausted if policy is not None else OnExhausted.COMPENSATE
     if action == OnExhausted.HOLD:
         if kind != E.STEP_HELD:
             # What ended the wait (a rejection, a timeout) is recorded besides the hold.
-            unit.event(job_id=state.job.pk, step=step, kind=kind, source=source, actor=actor, reason=reason)
-        step_transition(unit, step, S.HELD, source=source, kind=E.STEP_HELD, actor=actor, reason=reason)
+            unit.event(
+                job_id=state.job.pk,
+                step=step,
+                kind=kind,
+                source=source,
+                actor=actor,
+                reason=reason,
+                data=data,
+            )
+        step_transition(
+            unit, step, S.HELD, source=source, kind=E.STEP_HELD, actor=actor, reason=reason, **said
+        )
         job_advance(unit, state, source=source, actor=actor)
         return
     step_transition(
@@ -267,8 +281,10 @@ def _wait_failed(
         kind=kind,
         actor=actor,
         reason=reason,
+        data=data,
         error=reason,
         output=output,
+        **said,
     )
     if state.job.status not in JOB_FORWARD:
         job_advance(unit, state, source=source, actor=actor)
@@ -311,7 +327,7 @@ def wait_expire(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
         )
         job_advance(unit, state, source=source)
     elif definition.on_timeout == OnTimeout.FAIL:
-        _wait_failed(unit, state, step, kind=E.WAIT_TIMED_OUT, source=source, reason=reason)
+        step_wait_failed(unit, state, step, kind=E.WAIT_TIMED_OUT, source=source, reason=reason)
     else:
         step_transition(
             unit, step, S.HELD, source=source, kind=E.STEP_HELD, reason=f"{reason}: held for an operator"

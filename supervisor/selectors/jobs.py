@@ -23,6 +23,7 @@ from scheduler.models import (
     Job,
     JobStatus,
     Step,
+    StepDefinitionKind,
     StepKind,
     StepStatus,
     Workflow,
@@ -48,6 +49,8 @@ class StepRow(_StepActions):
     compensation: Step | None
     #: Other pools of the step's kind, for "retry on another pool".
     other_pools: list[str] = field(default_factory=list)
+    #: A sub-workflow step's child job, once started.
+    child: Job | None = None
 
     @property
     def can_edit_input(self) -> bool:
@@ -118,7 +121,8 @@ RERUNS_SHOWN = 50
 
 
 def job_detail(job_id: Any) -> JobDetail | None:
-    """A job with its steps, every attempt of every step and its latest events: five queries."""
+    """A job with its steps, every attempt of every step and its latest events: five queries (six
+    with sub-workflow steps: their children)."""
     job = Job.objects.select_related("workflow", "submitter").filter(pk=job_id).first()
     if job is None:
         return None
@@ -140,6 +144,12 @@ def job_detail(job_id: Any) -> JobDetail | None:
         .order_by("-id")[: TIMELINE_EVENTS + 1]
     )
     compensation_of = {s.compensates_id: s for s in steps if s.compensates_id is not None}
+    # The children of its sub-workflow steps, by step (one query, on job_unique_child's index).
+    children = (
+        {c.parent_step: c for c in Job.objects.filter(parent_job_id=job.pk).select_related("workflow")}
+        if any(s.definition.kind == StepDefinitionKind.WORKFLOW for s in steps)
+        else {}
+    )
     pools = list(AgentPool.objects.order_by("name").values_list("name", "kind"))
     rows = [
         StepRow(
@@ -151,6 +161,7 @@ def job_detail(job_id: Any) -> JobDetail | None:
                 for name, kind in pools
                 if s.pool is not None and (kind, name) != (s.pool.kind, s.pool.name) and kind == s.pool.kind
             ],
+            children.get(s.name) if s.kind == StepKind.ACTION else None,
         )
         for s in steps
     ]

@@ -1,4 +1,4 @@
--- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath, scheduler.services.waits, scheduler.services.saga.
+-- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath, scheduler.services.waits, scheduler.services.saga, scheduler.services.children.
 -- The common outcomes of a live call, as step_record_outcome records them, the DAG advance, and
 -- the job's completion with its callback (callback_summary); anything else answers 'fallback'.
 CREATE OR REPLACE FUNCTION sas_record_outcome(
@@ -23,10 +23,12 @@ BEGIN
     END IF;
     -- The job's row lock first; the step is read after it (a statement of its own, so it sees
     -- what the transaction it may have waited for committed).
-    SELECT id, status, paused_at INTO v_job FROM scheduler_job WHERE id = v_job_id FOR UPDATE;
+    SELECT id, status, paused_at, parent_job_id INTO v_job FROM scheduler_job WHERE id = v_job_id FOR UPDATE;
     SELECT id, kind, status, attempt INTO v_step FROM scheduler_step WHERE id = p_step;
+    -- A child job (a sub-workflow's) completes on the general path, which tells its parent
+    -- (scheduler.outbox.parent_notify); this function does not.
     IF v_step.kind <> 'action' OR v_step.status <> 'dispatched' OR v_step.attempt <> p_number
-       OR v_job.status <> 'running' OR v_job.paused_at IS NOT NULL
+       OR v_job.status <> 'running' OR v_job.paused_at IS NOT NULL OR v_job.parent_job_id IS NOT NULL
        OR p_outcome NOT IN ('succeeded', 'business_failure', 'transient_failure', 'no_answer') THEN
         RETURN 'fallback';
     END IF;

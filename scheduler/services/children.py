@@ -1,0 +1,276 @@
+"""Sub-workflow steps: a step that runs another workflow as a child job and waits for it.
+
+A child is a job like any other (its own steps, saga and history), linked both ways: the child
+names its parent job and step (`parent_job`, `parent_step`), and at most one child exists per
+parent step (the constraint `job_unique_child`). Its steps' operation IDs derive from the parent
+step's (scheduler.services.submission.child_operation_id), so a retried or redelivered start
+never makes a second child, nor a second call under a new ID.
+
+The step's life, each part a guarded move under the parent's lock:
+- Ready (the DAG advance, scheduler.services.waits.step_begin_child): pending -> waiting, and the
+  start task enqueued in that transaction.
+- Start (`child_advance`, run by the task): the child's input is the step's input mapping over
+  `input` and `results` (without one, the job's input); a child nested deeper than
+  SAS_MAX_WORKFLOW_DEPTH, an unknown workflow, or an input that breaks the child workflow's
+  input_schema fails the step, and its policy decides the job (as a rejected approval does). A
+  mapping that cannot be evaluated holds the step. Otherwise the child is created and started in
+  this transaction, and the step, still waiting, names it (`child_started`).
+- Settle (`child_advance` again, run by the task its child enqueues as it settles, in the child's
+  transaction, scheduler.outbox.parent_notify): the child succeeded -> the step succeeds with the
+  child's result, projected by its `output` when it has one (`child_succeeded`; a projection
+  that cannot be evaluated holds the step); failed, compensated or cancelled -> the step fails
+  (`child_failed`) and its policy decides (compensate when it has none). Only a waiting step
+  moves, so it settles once however often it is told.
+- Stop (scheduler.services.saga): a parent that is cancelled, compensates or fails stops its live
+  child (cancel or compensate), and its step waits for the child to settle.
+- The scan (`children_due`) finds what a lost task left: a waiting step without its child, or
+  with a child that settled, and advances it the same way.
+
+Lock order: parent, then child. A child's own transactions never take its parent's lock: they
+reach it through the task, after they commit. So a child job is never completed by the hot path's
+`scheduler/sql/postgresql/sas_record_outcome.sql` (it answers 'fallback' for a job with a parent),
+whose completion would not enqueue the task; `sas_submit` is never asked to make one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, Q
+from jmespath.exceptions import JMESPathError
+
+from sas_project.errors import InvalidInput
+from scheduler import contracts, expressions
+from scheduler.models import (
+    JOB_SETTLED,
+    EventKind,
+    Job,
+    JobStatus,
+    Step,
+    StepDefinition,
+    StepDefinitionKind,
+    StepKind,
+    StepStatus,
+    Workflow,
+)
+from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
+from scheduler.services.saga import ancestor_outputs, job_advance, step_input
+from scheduler.services.submission import child_create
+from scheduler.services.wakeups import step_wait_failed
+from scheduler.transitions import step_note, step_transition
+from scheduler.unit import Unit, unit_of_work
+
+S = StepStatus
+J = JobStatus
+E = EventKind
+
+SOURCE = "scheduler"
+
+
+def child_of(job_id: Any, step_name: str) -> Job | None:
+    """The child job started by step `step_name` of job `job_id`, if it has one."""
+    return Job.objects.filter(parent_job_id=job_id, parent_step=step_name).select_related("workflow").first()
+
+
+def child_advance(step_id: int, *, source: str = SOURCE, skip_locked: bool = False) -> str:
+    """Bring sub-workflow step `step_id` in line with its child job: start the child when it has
+    none, settle the step when its child has settled, else nothing. Idempotent: only a waiting
+    step moves, under its job's lock. Returns what it did. With `skip_locked`, a job another
+    transaction holds is left alone ("locked")."""
+    job_id = Step.objects.filter(pk=step_id).values_list("job_id", flat=True).first()
+    if job_id is None:
+        return "gone"
+    with unit_of_work() as unit:
+        state = lock_job(unit, job_id, skip_locked=skip_locked)
+        if state is None:
+            return "locked"
+        step = state.step(step_id)
+        if step.status != S.WAITING or step.definition.kind != StepDefinitionKind.WORKFLOW:
+            return "ignored"
+        # Read after the parent's lock: a child settling commits before its task runs.
+        child = child_of(state.job.pk, step.name)
+        if child is None:
+            return _start(unit, state, step, source=source)
+        if child.status in JOB_SETTLED:
+            return _settle(unit, state, step, child, source=source)
+        return "waiting"
+
+
+def _depth(job: Job) -> int:
+    """How many parents `job` has (a job submitted by a client: 0). Stops counting past the limit."""
+    depth, parent = 0, job.parent_job_id
+    while parent is not None and depth <= settings.SAS_MAX_WORKFLOW_DEPTH:
+        depth += 1
+        parent = Job.objects.filter(pk=parent).values_list("parent_job_id", flat=True).first()
+    return depth
+
+
+def _start(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
+    job = state.job
+    if job.status not in JOB_FORWARD or job.compensation_reason:
+        # The saga skips a waiting step without a child when the job stops: nothing starts now.
+        return "ignored"
+    definition = step.definition
+    name = definition.child_workflow
+    limit = settings.SAS_MAX_WORKFLOW_DEPTH
+    depth = _depth(job) + 1
+    if depth > limit:
+        return _refuse(
+            unit,
+            state,
+            step,
+            source=source,
+            reason=f"a child job of workflow {name!r} would be nested {depth} deep: "
+            f"sub-workflows nest at most {limit} deep (SAS_MAX_WORKFLOW_DEPTH)",
+            data={"depth": depth, "limit": limit},
+        )
+    latest = Workflow.objects.filter(name=name).order_by("-version").first()
+    definitions = list(
+        StepDefinition.objects.filter(workflow=latest)
+        .select_related("workflow", "policy", "pool")
+        .order_by("position")
+    )
+    if latest is None or not definitions:
+        return _refuse(unit, state, step, source=source, reason=f"workflow {name!r} does not exist")
+    given = step_input(state, step)
+    if definition.input_map is None:
+        payload: Any = given
+    else:
+        data = {"input": given, "results": ancestor_outputs(state, step)}
+        try:
+            payload = expressions.render(definition.input_map, data)
+        except JMESPathError as exc:
+            why = f"its input mapping cannot be evaluated: {exc}"
+            step_transition(
+                unit, step, S.HELD, source=source, kind=E.STEP_HELD, reason=why, status_reason=why
+            )
+            job_advance(unit, state, source=source)
+            return "held"
+    if not isinstance(payload, dict):
+        return _refuse(
+            unit,
+            state,
+            step,
+            source=source,
+            reason=f"its input mapping gives {type(payload).__name__}, not the JSON object a job's input is",
+        )
+    try:
+        contracts.input_check(latest.input_schema, payload)
+    except InvalidInput as exc:
+        return _refuse(
+            unit,
+            state,
+            step,
+            source=source,
+            reason=f"the child job's {exc.message} (workflow {name!r} version {latest.version})",
+            data={"errors": exc.detail.get("errors", [])},
+        )
+    child = child_create(unit, state, step, definitions, payload, source=source)
+    step_note(
+        unit,
+        step,
+        kind=E.CHILD_STARTED,
+        source=source,
+        reason=f"child job {child.job.pk} of workflow {name!r} version {latest.version} started",
+        data={"child_job": str(child.job.pk), "workflow": name, "version": latest.version},
+        status_reason=f"waiting for child job {child.job.pk} (workflow {name!r})",
+    )
+    if child.job.status in JOB_SETTLED:
+        # Settled in its first transaction (every step skipped, or refused at once).
+        return _settle(unit, state, step, child.job, source=source)
+    return "started"
+
+
+def _refuse(
+    unit: Unit, state: JobState, step: Step, *, source: str, reason: str, data: dict[str, Any] | None = None
+) -> str:
+    """The child cannot start: the step fails, and its policy decides the job."""
+    step_wait_failed(
+        unit,
+        state,
+        step,
+        kind=E.STEP_FAILED,
+        source=source,
+        reason=f"no child job started: {reason}",
+        data=data,
+        status_reason=f"no child job started: {reason}",
+    )
+    return "refused"
+
+
+def _settle(unit: Unit, state: JobState, step: Step, child: Job, *, source: str) -> str:
+    data = {"child_job": str(child.pk), "child_status": child.status}
+    if child.status == J.SUCCEEDED:
+        output = child.result
+        projection = step.definition.output_map
+        if projection:
+            seen = {
+                "output": child.result,
+                "input": step_input(state, step),
+                "results": ancestor_outputs(state, step),
+            }
+            try:
+                output = expressions.evaluate(projection, seen)
+            except JMESPathError as exc:
+                why = f"child job {child.pk} succeeded, but its output projection cannot be evaluated: {exc}"
+                step_transition(
+                    unit,
+                    step,
+                    S.HELD,
+                    source=source,
+                    kind=E.STEP_HELD,
+                    reason=why,
+                    data=data,
+                    status_reason=why,
+                )
+                job_advance(unit, state, source=source)
+                return "held"
+        step_transition(
+            unit,
+            step,
+            S.SUCCEEDED,
+            source=source,
+            kind=E.CHILD_SUCCEEDED,
+            reason=f"child job {child.pk} succeeded",
+            data=data,
+            output=output,
+            error="",
+            status_reason="",
+        )
+        job_advance(unit, state, source=source)
+        return "succeeded"
+    step_wait_failed(
+        unit,
+        state,
+        step,
+        kind=E.CHILD_FAILED,
+        source=source,
+        reason=f"child job {child.pk} {child.status}",
+        data=data,
+        status_reason=f"child job {child.pk} {child.status}",
+    )
+    return "failed"
+
+
+def children_due(now: dt.datetime, *, grace: dt.timedelta, limit: int) -> list[int]:
+    """Up to `limit` waiting sub-workflow steps whose task was lost (its worker died): without a
+    child `grace` after they started waiting, or whose child settled `grace` ago. Reads the live
+    steps' index (waiting, no deadline) and the children's link (job_unique_child)."""
+    children = Job.objects.filter(parent_job_id=OuterRef("job_id"), parent_step=OuterRef("name"))
+    return list(
+        Step.objects.filter(
+            status=S.WAITING,
+            deadline__isnull=True,
+            pool__isnull=True,
+            kind=StepKind.ACTION,
+            definition__kind=StepDefinitionKind.WORKFLOW,
+        )
+        .filter(
+            (Q(updated_at__lte=now - grace) & ~Exists(children))
+            | Exists(children.filter(status__in=sorted(JOB_SETTLED), finished_at__lte=now - grace))
+        )
+        .order_by("updated_at")
+        .values_list("pk", flat=True)[:limit]
+    )
