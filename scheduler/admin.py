@@ -56,6 +56,13 @@ STEP_FIELDS = [
     "when",
     "run_if_skipped",
     "child_workflow",
+    "input_map",
+    "output_map",
+    "for_each",
+    "item_key",
+    "max_parallel",
+    "join_mode",
+    "join_count",
 ]
 
 
@@ -107,6 +114,14 @@ class StepDefinitionForm(forms.ModelForm):
         if spec["kind"] == StepDefinitionKind.WORKFLOW:
             # The API's name for the field; the other kinds have none.
             spec["workflow"] = data.get("child_workflow") or ""
+        # The API's names: `input`, `output`, and `join` as one object.
+        spec["input"] = data.get("input_map")
+        spec["output"] = data.get("output_map") or ""
+        spec["for_each"] = data.get("for_each") or ""
+        spec["item_key"] = data.get("item_key") or ""
+        spec["max_parallel"] = data.get("max_parallel")
+        if data.get("join_mode") or data.get("join_count") is not None:
+            spec["join"] = {"mode": data.get("join_mode") or "all", "count": data.get("join_count")}
         return spec
 
 

@@ -506,3 +506,36 @@ def test_a_workflows_input_schema_is_checked_in_the_admin(admin_client: Client) 
     data["input_schema"] = '{"type": "object", "required": ["order"]}'
     assert admin_client.post("/admin/scheduler/workflow/add/", data).status_code == 302
     assert Workflow.objects.get(name="typed").input_schema == {"type": "object", "required": ["order"]}
+
+
+def test_a_fan_out_with_input_mapping_is_saved_in_the_admin_and_a_bad_expression_refused(
+    admin_client: Client,
+) -> None:
+    fan_out = {
+        **step_row("ship", "a"),
+        "for_each": "input.lines",
+        "item_key": "item.sku",
+        "max_parallel": "5",
+        "join_mode": "at_least",
+        "join_count": "2",
+        "input_map": '{"line.$": "item", "order.$": "input.order"}',
+        "output_map": "output.id",
+    }
+    data = {
+        "name": "lines",
+        "description": "",
+        "deadline_seconds": "",
+        **steps_formset(step_row("a"), fan_out),
+    }
+    response = admin_client.post("/admin/scheduler/workflow/add/", data)
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    ship = Workflow.objects.get(name="lines").steps.get(name="ship")
+    assert (ship.for_each, ship.item_key, ship.max_parallel) == ("input.lines", "item.sku", 5)
+    assert (ship.join_mode, ship.join_count, ship.output_map) == ("at_least", 2, "output.id")
+    assert ship.input_map == {"line.$": "item", "order.$": "input.order"}
+    bad = {**fan_out, "input_map": '{"line.$": "item +"}'}
+    refused = admin_client.post(
+        "/admin/scheduler/workflow/add/", {**data, "name": "bad", **steps_formset(step_row("a"), bad)}
+    )
+    assert refused.status_code == 200 and not Workflow.objects.filter(name="bad").exists()
+    assert "step &#x27;ship&#x27; input.line.$: not a JMESPath expression" in refused.content.decode()
