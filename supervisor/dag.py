@@ -4,7 +4,8 @@ Layered layout: a step's column is its dependency depth (the longest path from a
 dependencies), and within a column steps are ordered by the mean row of their dependencies, which
 keeps most edges short and uncrossed for the small graphs workflows are. Nodes are coloured by
 the step's status; a wait step (signal, approval, timer) has a dashed border and names what it
-waits for; a sub-workflow step has a double border and names its workflow; a step's compensation
+waits for; a sub-workflow step has a double border and names its workflow; a fan-out step is a
+stack of cards with its items' count (how many succeeded of how many); a step's compensation
 is drawn as a badge on its node. Every piece of text is escaped: step names come from definitions
 that operators type.
 """
@@ -64,6 +65,8 @@ class DagNode:
     wait: str = ""
     #: A sub-workflow step: it runs a whole workflow (drawn with a double border).
     workflow: bool = False
+    #: A fan-out step: it runs once per item (drawn as a stack of cards).
+    fan_out: bool = False
 
 
 def _depths(nodes: Sequence[DagNode]) -> dict[str, int]:
@@ -200,12 +203,22 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow") -> SafeStri
                 f'<rect x="{x + 4}" y="{y + 4}" width="{NODE_W - 8}" height="{NODE_H - 8}" rx="6" '
                 f'fill="none" stroke="{stroke}" stroke-width="1"/>',
             )
+        if node.fan_out:
+            # Many items behind one step: two cards peek out behind the node.
+            for shift in (8, 4):
+                body.insert(
+                    0,
+                    f'<rect x="{x + shift}" y="{y - shift}" width="{NODE_W}" height="{NODE_H}" rx="9" '
+                    f'fill="{fill}" stroke="{stroke}" stroke-width="1" opacity="0.6"/>',
+                )
         inner = "".join(body)
         if node.href:
             inner = f'<a href="{escape(node.href)}">{inner}</a>'
         wait = f' data-wait="{escape(node.wait)}"' if node.wait else ""
         if node.workflow:
             wait += ' data-kind="workflow"'
+        if node.fan_out:
+            wait += ' data-kind="fan-out"'
         parts.append(
             f'<g class="dag-node" data-step="{escape(node.name)}" data-status="{escape(node.status)}"{wait}>'
             f"{inner}</g>"
@@ -243,6 +256,8 @@ def job_dag(actions: Sequence[StepRow], *, title: str = "Workflow") -> SafeStrin
             detail = waiting.short if waiting is not None else wait_kind_text(step.definition)
         elif step.definition.kind == StepDefinitionKind.WORKFLOW:
             detail = f"workflow {step.definition.child_workflow}"
+        elif summary := getattr(step, "item_summary", None):
+            detail = f"{summary.get('succeeded', 0)}/{summary['total']} items succeeded"
         else:
             detail = f"attempt {step.attempt}" if step.attempt else ""
             if step.pool is not None and step.pool_id != step.definition.pool_id:
@@ -257,6 +272,7 @@ def job_dag(actions: Sequence[StepRow], *, title: str = "Workflow") -> SafeStrin
                 detail=detail,
                 wait=str(wait_kind),
                 workflow=step.definition.kind == StepDefinitionKind.WORKFLOW,
+                fan_out=step.fans_out,
             )
         )
     return render_dag(nodes, title=title)

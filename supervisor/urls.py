@@ -18,6 +18,7 @@ urlpatterns = [
     path("jobs/", views.jobs, name="jobs"),
     path("jobs/<uuid:job_id>/", views.job, name="job"),
     path("jobs/<uuid:job_id>/act/", views.job_action, name="job_action"),
+    path("jobs/<uuid:job_id>/steps/<slug:step_name>/items/", views.job_items, name="job_items"),
     path("jobs/<uuid:job_id>/rerun/", views.job_rerun, name="job_rerun"),
     path("schedules/", views.schedules, name="schedules"),
     path("schedules/<slug:name>/act/", views.schedule_action, name="schedule_action"),

@@ -38,6 +38,7 @@ from django_htmx.middleware import HtmxDetails
 from sas_project.conf import sas_settings
 from sas_project.errors import SasError
 from sas_project.permissions import can_operate, can_view
+from scheduler.models import StepStatus
 from scheduler.schedules import schedule_set_paused
 from scheduler.selectors import archived_job
 from scheduler.services.wakeups import NotPermitted, approval_decide
@@ -195,6 +196,27 @@ def job(request: HttpRequest, job_id: Any) -> HttpResponse:
         context = {"section": "jobs", "archived": archived, "history_days": sas_settings.history_days}
         return render(request, "ops/archived.html", context, status=410)
     return _page(request, "ops/job.html", "ops/_job_live.html", context, context["d"].signature)
+
+
+@require_GET
+@viewer_required
+def job_items(request: HttpRequest, job_id: Any, step_name: str) -> HttpResponse:
+    """A fan-out step's items, a page at a time (of one status, with ?status=)."""
+    status = request.GET.get("status", "")
+    if status not in StepStatus.values:
+        status = ""
+    data = selectors.job_items(job_id, step_name, status=status)
+    if data is None:
+        raise Http404("no such fan-out step")
+    page = Paginator(data.items, selectors.ITEMS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "section": "jobs",
+        "d": data,
+        "page": page,
+        "status": status,
+        "statuses": [s for s in StepStatus.values if data.summary.get(s)],
+    }
+    return render(request, "ops/items.html", context)
 
 
 @require_GET

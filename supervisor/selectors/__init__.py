@@ -23,11 +23,14 @@ from supervisor.selectors.attention import (
 )
 from supervisor.selectors.calibration import Calibration, CalibrationRow, calibration
 from supervisor.selectors.jobs import (
+    ITEMS_PER_PAGE,
+    ItemsPage,
     JobDetail,
     JobFilters,
     Progress,
     StepRow,
     job_detail,
+    job_items,
     jobs_search,
     step_progress,
     workflow_names,
@@ -38,11 +41,13 @@ from supervisor.selectors.schedules import ScheduleRow, schedule_rows
 from supervisor.selectors.waits import Wait, decidable_steps, wait_kind_text, wait_of
 
 __all__ = [
+    "ITEMS_PER_PAGE",
     "AttentionFilters",
     "AttentionItem",
     "AttentionList",
     "Calibration",
     "CalibrationRow",
+    "ItemsPage",
     "JobDetail",
     "JobFilters",
     "Overview",
@@ -55,6 +60,7 @@ __all__ = [
     "calibration",
     "decidable_steps",
     "job_detail",
+    "job_items",
     "jobs_search",
     "needs_attention",
     "overview",

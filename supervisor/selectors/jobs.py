@@ -28,6 +28,7 @@ from scheduler.models import (
     StepStatus,
     Workflow,
 )
+from scheduler.selectors import item_summaries
 from supervisor.selectors.attention import _StepActions
 from supervisor.selectors.overview import signature
 from supervisor.services import input_edit_refusal
@@ -126,16 +127,22 @@ def job_detail(job_id: Any) -> JobDetail | None:
     job = Job.objects.select_related("workflow", "submitter").filter(pk=job_id).first()
     if job is None:
         return None
+    # A fan-out's items (and their undoing) have their own pages (job_items), not job rows.
     steps = list(
-        Step.objects.filter(job_id=job.pk)
+        Step.objects.filter(job_id=job.pk, item_index__isnull=True)
         .select_related("definition__policy", "pool", "endpoint")
         .order_by("id")
     )
     for s in steps:
         s.job = job  # one job for all: no query per step when a row reads its input
+    summaries = item_summaries([s.pk for s in steps if s.fans_out])
+    for s in steps:
+        s.item_summary = summaries.get(s.pk)  # type: ignore[attr-defined]
     attempts: dict[int, list[Attempt]] = defaultdict(list)
     for attempt in (
-        Attempt.objects.filter(step__job_id=job.pk).select_related("pool").order_by("step_id", "number")
+        Attempt.objects.filter(step__job_id=job.pk, step__item_index__isnull=True)
+        .select_related("pool")
+        .order_by("step_id", "number")
     ):
         attempts[attempt.step_id].append(attempt)
     recent = list(
@@ -180,6 +187,39 @@ def job_detail(job_id: Any) -> JobDetail | None:
         callbacks=job.callbacks if job.callback_url else [],
         reruns=list(Job.objects.filter(rerun_of=job.pk).order_by("created_at", "pk")[:RERUNS_SHOWN]),
     )
+
+
+#: A fan-out's items on one page of the console.
+ITEMS_PER_PAGE = 50
+
+
+@dataclass(frozen=True)
+class ItemsPage:
+    job: Job
+    step: Step
+    #: The items, in list order (of one status, when filtered).
+    items: QuerySet[Step]
+    summary: dict[str, int]
+
+
+def job_items(job_id: Any, step_name: str, *, status: str = "") -> ItemsPage | None:
+    """A fan-out step of a job and its items (a query set to page through), or None when the job
+    or the step does not exist or the step has no items."""
+    job = Job.objects.select_related("workflow").filter(pk=job_id).first()
+    if job is None:
+        return None
+    step = (
+        Step.objects.filter(job=job, name=step_name, item_index__isnull=True)
+        .select_related("definition")
+        .first()
+    )
+    if step is None or not step.fans_out:
+        return None
+    items = Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM).select_related("compensation")
+    if status:
+        items = items.filter(status=status)
+    summary = item_summaries([step.pk])[step.pk]
+    return ItemsPage(job=job, step=step, items=items.order_by("item_index"), summary=summary)
 
 
 # --- the job list --------------------------------------------------------------------------------

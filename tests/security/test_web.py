@@ -101,6 +101,7 @@ def console_posts(job: Job) -> list[str]:
         "/ops/attention/",
         "/ops/jobs/",
         f"/ops/jobs/{job.pk}/",
+        f"/ops/jobs/{job.pk}/steps/s1/items/",
         "/ops/calibration/",
         "/accounts/logout/",
         "/accounts/login/",
