@@ -6,9 +6,9 @@ item's index or the key `item_key` names), attempts and retries, supervised like
 step itself calls nothing: it waits (`waiting`, no pool, no worker) while at most `max_parallel`
 of its items are started and unsettled, and settles by its join:
 
-- met (`all` items, `at_least` N, or `any` one succeeded, and none still in flight): the step
-  succeeds with the items' outputs in list order (null where an item did not succeed), and the
-  items not started are skipped;
+- met (`all` items or `at_least` N succeeded once every item settled; `any`: one succeeded, the
+  items not started then skipped and those in flight settled): the step succeeds with the items'
+  outputs in list order (null where an item did not succeed);
 - no longer possible: the items not started are skipped, those awaiting a decision abandoned,
   those in flight waited for; then every item that succeeded (or may have had an effect) is
   compensated, highest index first, at most `max_parallel` at once, each an ordinary supervised
@@ -209,11 +209,14 @@ def fan_out_advance(unit: Unit, state: JobState, step: Step, counts: Counter[str
         )
         return "failed" if fan_out_unwind(unit, state, step, source=source, start=True) else "running"
     in_flight = sum(counts[s] for s in STARTED)
-    if succeeded >= needed:
-        if counts[S.PENDING]:
-            _skip_pending(unit, state, step, source=source, reason=f"join {_join_text(step)} met")
-        if in_flight:
-            return "running"  # what is in flight settles first: its effects stay accounted for
+    first_wins = (step.definition.join_mode or JoinMode.ALL) == JoinMode.ANY
+    if succeeded >= needed and first_wins and counts[S.PENDING]:
+        # `any`: the first success is enough, the items not started are not.
+        _skip_pending(unit, state, step, source=source, reason=f"join {_join_text(step)} met")
+        counts[S.PENDING] = 0
+    # What is in flight or held settles first (its effect is accounted for: kept in the output,
+    # or undone); `all` and `at_least` run every item.
+    if succeeded >= needed and not (in_flight or counts[S.HELD] or counts[S.PENDING]):
         outputs = dict(
             Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM, status=S.SUCCEEDED).values_list(
                 "item_index", "output"

@@ -90,3 +90,30 @@ def test_a_failed_join_undoes_exactly_the_items_that_had_an_effect_each_once(
     ship = Step.objects.get(job=job, name="ship")
     assert ship.status == S.FAILED
     assert Event.objects.filter(step=ship, kind=EventKind.JOIN_FAILED).count() == 1
+
+
+def test_the_demo_order_ships_each_line_skips_the_charge_when_prepaid_and_refunds_what_did_not_ship(
+    sandbox: Sandbox, clusters: Callable[..., Cluster]
+) -> None:
+    from tests.e2e.test_qcluster import load_demo
+
+    load_demo(sandbox)
+    sandbox.config(script={"/shipping/schedule": ["ok", "decline"]})  # the second line cannot ship
+    clusters("c1")
+    lines = [{"sku": "A1", "quantity": 2}, {"sku": "B2", "quantity": 1}, {"sku": "C3", "quantity": 1}]
+    paid = job_submit(workflow="order_lines", input={"order": "O-7", "amount": 30, "lines": lines}).job
+    assert settle(paid, timeout=120).status == JobStatus.SUCCEEDED
+    steps = {s.name: s for s in Step.objects.filter(job=paid, item_index__isnull=True)}
+    assert steps["charge"].status == S.SUCCEEDED
+    assert [o is None for o in steps["ship"].output] == [False, True, False]
+    child = Job.objects.get(parent_job=paid, parent_step="refund_unshipped")
+    assert child.workflow.name == "refund" and child.status == JobStatus.SUCCEEDED
+    assert child.input == {"order": "O-7", "unshipped": 1}
+    prepaid = job_submit(
+        workflow="order_lines", input={"order": "O-8", "prepaid": True, "lines": lines[:1]}
+    ).job
+    assert settle(prepaid, timeout=120).status == JobStatus.SUCCEEDED
+    steps = {s.name: s for s in Step.objects.filter(job=prepaid, item_index__isnull=True)}
+    assert (steps["charge"].status, steps["refund_unshipped"].status) == (S.SKIPPED, S.SKIPPED)
+    assert steps["ship"].status == S.SUCCEEDED
+    assert not Job.objects.filter(parent_job=prepaid).exists()

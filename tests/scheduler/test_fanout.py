@@ -122,6 +122,21 @@ def test_join_at_least_succeeds_with_enough_items_and_keeps_the_failures_as_null
     assert named(job, "ship").output == [None, {"ok": "ship"}, {"ok": "ship"}]
 
 
+def test_join_at_least_runs_every_item_and_tolerates_the_failures(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any]
+) -> None:
+    order(join={"mode": "at_least", "count": 1}, max_parallel=1)
+    fake_remote.script("ship", CallResult(Outcome.SUCCEEDED, output="first"), Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="order", input={"lines": ["a", "b", "c"]}).job
+    drain()
+    supervise()
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    assert [i.status for i in items_of(job)] == [S.SUCCEEDED, S.FAILED, S.SUCCEEDED]
+    assert named(job, "ship").output == ["first", None, {"ok": "ship"}]
+
+
 def test_join_any_stops_starting_items_once_one_succeeded(
     drain: Callable[[], int], fake_remote: FakeRemote
 ) -> None:

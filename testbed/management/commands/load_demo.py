@@ -17,6 +17,11 @@ from supervisor.policies import policy_create
 DEMO_ADMIN = ("admin", "admin-demo-password")
 
 
+#: How many lines of `ship` did not succeed (their outputs are null). A JMESPath projection drops
+#: null values, so the outputs are made strings first ("null" for a line that did not ship).
+UNSHIPPED = "length(map(&to_string(@), results.ship)[?@ == 'null'])"
+
+
 class Command(BaseCommand):
     help = (
         "Load the demo: sandbox pools, remediation policies and the order_fulfilment and order_approval "
@@ -201,7 +206,8 @@ class Command(BaseCommand):
                     },
                 ],
             )
-        loaded = ["order_fulfilment", "order_approval", "noop_chain"]
+        self._order_lines()
+        loaded = ["order_fulfilment", "order_approval", "refund", "order_lines", "noop_chain"]
         if options["broker"]:
             self._mixed(options["broker"])
             loaded.append("order_fulfilment_mixed")
@@ -215,6 +221,102 @@ class Command(BaseCommand):
                 f"log in at http://127.0.0.1:8000/admin/ and /ops/ as {username!r} "
                 f"with password {password!r} (local demo only)"
             )
+
+    def _order_lines(self) -> None:
+        """The workflow language: an order of several lines that skips the charge when prepaid,
+        ships each line (a fan-out that needs one line shipped), and refunds what did not ship
+        through a sub-workflow, sending each remote only the fields it needs."""
+        if workflow_latest("refund") is None:
+            workflow_create(
+                name="refund",
+                description="Refund part of an order (run as a step of order_lines).",
+                input_schema={
+                    "type": "object",
+                    "required": ["order", "unshipped"],
+                    "properties": {
+                        "order": {"type": "string"},
+                        "unshipped": {"type": "integer", "minimum": 1},
+                    },
+                },
+                steps=[
+                    {
+                        "name": "refund",
+                        "pool": "payments",
+                        "path": "/payments/refund",
+                        "policy": "payments",
+                        "input": {"order.$": "input.order", "lines.$": "input.unshipped"},
+                    }
+                ],
+            )
+        if workflow_latest("order_lines") is not None:
+            return
+        workflow_create(
+            name="order_lines",
+            description=(
+                "Reserve, charge unless prepaid, ship each line (at most three at once; one shipped is "
+                "enough), then refund the lines that could not ship through the `refund` workflow."
+            ),
+            input_schema={
+                "type": "object",
+                "required": ["order", "lines"],
+                "properties": {
+                    "order": {"type": "string"},
+                    "prepaid": {"type": "boolean"},
+                    "amount": {"type": "number", "minimum": 0},
+                    "lines": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "required": ["sku", "quantity"],
+                            "properties": {"sku": {"type": "string"}, "quantity": {"type": "integer"}},
+                        },
+                    },
+                },
+            },
+            steps=[
+                {
+                    "name": "reserve",
+                    "pool": "inventory",
+                    "path": "/inventory/reserve",
+                    "compensation_path": "/inventory/release",
+                    "policy": "standard",
+                    "input": {"order.$": "input.order", "quantity.$": "sum(input.lines[].quantity)"},
+                },
+                {
+                    "name": "charge",
+                    "pool": "payments",
+                    "path": "/payments/charge",
+                    "compensation_path": "/payments/refund",
+                    "policy": "payments",
+                    "when": "!(input.prepaid)",
+                    "input": {"order.$": "input.order", "amount.$": "input.amount"},
+                    "depends_on": ["reserve"],
+                },
+                {
+                    "name": "ship",
+                    "pool": "shipping",
+                    "path": "/shipping/schedule",
+                    "compensation_path": "/shipping/cancel",
+                    "policy": "standard",
+                    "for_each": "input.lines",
+                    "item_key": "item.sku",
+                    "max_parallel": 3,
+                    "join": {"mode": "at_least", "count": 1},
+                    "input": {"order.$": "input.order", "sku.$": "item.sku", "quantity.$": "item.quantity"},
+                    "depends_on": ["charge"],
+                    "run_if_skipped": True,
+                },
+                {
+                    "name": "refund_unshipped",
+                    "kind": "workflow",
+                    "workflow": "refund",
+                    "when": "!(input.prepaid) && contains(results.ship, `null`)",
+                    "input": {"order.$": "input.order", "unshipped.$": UNSHIPPED},
+                    "depends_on": ["ship"],
+                },
+            ],
+        )
 
     def _mixed(self, broker: str) -> None:
         """Every agent kind in one job: a synchronous HTTP step, an HTTP step the remote answers
