@@ -15,7 +15,10 @@ of its items are started and unsettled, and settles by its join:
   compensation step; then the step fails and its policy's `on_exhausted` decides the job.
 
 A job that compensates (a later step failed, an operator cancelled) unwinds a fan-out's items the
-same way, in its place in the reverse order. Items are never loaded with their job
+same way, in its place in the reverse order. The outcome function
+`scheduler/sql/postgresql/sas_record_outcome.sql` records an item's success in one round trip while
+it can neither settle the join nor free a slot (other items still unsettled, none waiting to start);
+the rest comes here. Items are never loaded with their job
 (scheduler.services.locking): this module counts them with one aggregate and reads a page at a
 time, so an item's outcome costs the same with 10 items as with 1,000.
 """
@@ -26,7 +29,7 @@ from collections import Counter
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count
+from django.db import connection
 from jmespath.exceptions import JMESPathError
 
 from scheduler import expressions
@@ -171,15 +174,18 @@ def item_counts(unit: Unit, group_ids: list[int]) -> dict[int, Counter[str]]:
     unit's moves are written (they are part of what the join counts)."""
     unit.flush()
     counts: dict[int, Counter[str]] = {g: Counter() for g in group_ids}
-    rows = (
-        Step.objects.filter(parent_id__in=group_ids, kind=StepKind.ITEM)
-        .values_list("parent_id", "status")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    for parent_id, status, n in rows:
-        counts[parent_id][status] = n
+    with connection.cursor() as cursor:
+        # Plain SQL: this runs on every outcome of an item; the ORM would compile it each time.
+        cursor.execute(COUNT_SQL.format(ids=", ".join(["%s"] * len(group_ids))), list(group_ids))
+        for parent_id, status, n in cursor.fetchall():
+            counts[parent_id][status] = n
     return counts
+
+
+COUNT_SQL = (
+    "SELECT parent_id, status, count(*) FROM scheduler_step "
+    "WHERE parent_id IN ({ids}) AND kind = 'item' GROUP BY parent_id, status"
+)
 
 
 def fan_out_advance(unit: Unit, state: JobState, step: Step, counts: Counter[str], *, source: str) -> str:
@@ -244,9 +250,8 @@ def fan_out_advance(unit: Unit, state: JobState, step: Step, counts: Counter[str
     return "running"
 
 
-def fan_out_held(unit: Unit, step_ids: list[int]) -> list[str]:
+def fan_out_held(step_ids: list[int]) -> list[str]:
     """Names of held items of these fan-out steps (a few, for the job's reason)."""
-    unit.flush()
     return list(
         Step.objects.filter(parent_id__in=step_ids, kind=StepKind.ITEM, status=S.HELD)
         .order_by("id")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
 from sas_project.errors import InvalidInput
@@ -66,14 +66,18 @@ class JobState:
 
 
 @overload
-def lock_job(unit: Unit, job_id: Any, *, skip_locked: Literal[False] = False) -> JobState: ...
+def lock_job(
+    unit: Unit, job_id: Any, *, skip_locked: Literal[False] = False, also: int | None = None
+) -> JobState: ...
 
 
 @overload
-def lock_job(unit: Unit, job_id: Any, *, skip_locked: bool) -> JobState | None: ...
+def lock_job(unit: Unit, job_id: Any, *, skip_locked: bool, also: int | None = None) -> JobState | None: ...
 
 
-def lock_job(unit: Unit, job_id: Any, *, skip_locked: bool = False) -> JobState | None:
+def lock_job(
+    unit: Unit, job_id: Any, *, skip_locked: bool = False, also: int | None = None
+) -> JobState | None:
     """Take the job's row lock (reading the database clock with it), then load its steps.
 
     Two statements on purpose: under READ COMMITTED a single `SELECT ... JOIN ... FOR UPDATE OF
@@ -95,7 +99,9 @@ def lock_job(unit: Unit, job_id: Any, *, skip_locked: bool = False) -> JobState 
     else:
         job = jobs.get(pk=job_id)
     unit.now = job.db_now  # type: ignore[attr-defined]
-    steps = list(_steps(Step.objects.filter(job_id=job.pk).exclude(kind=StepKind.ITEM)).order_by("id"))
+    # A fan-out's items stay out, but the one step `also` names (the item an outcome is about).
+    own = ~Q(kind=StepKind.ITEM) | Q(pk=also) if also is not None else ~Q(kind=StepKind.ITEM)
+    steps = list(_steps(Step.objects.filter(own, job_id=job.pk)).order_by("id"))
     for step in steps:
         step.job = job  # one instance: a change made through one step is seen through all
     return JobState(job=job, steps=steps)

@@ -92,7 +92,7 @@ def _step_record_outcome(
     if job_id is None:
         return
     with unit_of_work() as unit:
-        state = lock_job(unit, job_id)
+        state = lock_job(unit, job_id, also=step_id)
         step = state.step(step_id)
         live = step.attempt == number and step.status == S.DISPATCHED
         if live and spec is not None and spec.deadline is not None:

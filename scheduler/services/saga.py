@@ -64,6 +64,7 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
     actions = state.actions
     by_name = {s.name: s for s in actions}
     moved = True
+    held_items = 0
     while moved and job.status in JOB_FORWARD:
         # A fan-out that settles makes its dependents ready: go round again.
         moved = False
@@ -75,6 +76,7 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
                     return  # a fan-out's list was refused: its policy decided the job
         groups = [s for s in actions if s.status == S.WAITING and is_fan_out(s)]
         counts = item_counts(unit, [g.pk for g in groups]) if groups else {}
+        held_items = sum(counts[g.pk][S.HELD] for g in groups)
         for group in groups:
             result = fan_out_advance(unit, state, group, counts[group.pk], source=source)
             if result == "failed":
@@ -89,9 +91,8 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
         )
         return
     held = [s.name for s in actions if s.status == S.HELD]
-    fanning = [s.pk for s in actions if s.status == S.WAITING and is_fan_out(s)]
-    if fanning:
-        held += fan_out_held(unit, fanning)
+    if held_items:
+        held += fan_out_held([s.pk for s in actions if s.status == S.WAITING and is_fan_out(s)])
     target = J.NEEDS_ATTENTION if held else J.RUNNING
     if job.status != target:
         job_transition(

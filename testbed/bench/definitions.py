@@ -16,6 +16,8 @@ SCAN_POLICY = "bench-scan"
 SINGLE = "bench_single"
 #: One timer step (testbed.bench.waits).
 TIMER = "bench_timer"
+#: One step fanning out over `input.items` (testbed.bench.fanout).
+FAN_OUT = "bench_fan_out"
 CLIENT = "bench-client"
 #: The sandbox's services, one per step of the HTTP chain (each has its own ledger of effects).
 HTTP_PATHS = ("/inventory/reserve", "/payments/charge", "/shipping/schedule")
@@ -34,6 +36,7 @@ def http_chain(steps: int) -> str:
 OWN_WORKFLOWS = [
     SINGLE,
     TIMER,
+    FAN_OUT,
     *(python_chain(n) for n in range(1, 21)),
     *(http_chain(n) for n in range(1, 21)),
 ]

@@ -47,7 +47,7 @@ def snapshot(job: Job) -> dict[str, Any]:
             "last_outcome": s.last_outcome,
             "output": s.output,
             "error": s.error,
-            "pool": s.pool.name,
+            "pool": s.pool.name if s.pool else None,
             "endpoint": s.endpoint.url if s.endpoint else None,
             "deadline_after_dispatch": (s.deadline - s.first_dispatched_at) if s.deadline else None,
             "first_dispatched": _offset(s.first_dispatched_at, origin),
@@ -182,6 +182,43 @@ def test_a_job_that_succeeds_leaves_the_same_rows(settings: Any, fake_remote: An
     fast, general = run_both(settings, scenario)
     assert fast["job"]["status"] == "succeeded"
     assert fast == general
+
+
+@pytest.mark.parametrize("join", [{"mode": "all"}, {"mode": "at_least", "count": 2}])
+def test_a_fan_outs_items_leave_the_same_rows_and_the_function_takes_those_that_settle_nothing(
+    settings: Any, fake_remote: Any, join: dict[str, Any]
+) -> None:
+    """The function records an item's success while other items are unsettled; the last one (the
+    join) and a failure's decision stay with the general path. The rows are the same."""
+    make_workflow(
+        "fan", step("reserve"), {**step("ship", "reserve"), "for_each": "input.lines", "join": join}
+    )
+    fake_remote.script("ship", Outcome.SUCCEEDED, CallResult(Outcome.BUSINESS_FAILURE, error="refused"))
+
+    def scenario() -> Job:
+        job = job_submit(workflow="fan", input={"lines": [1, 2, 3, 4]}).job
+        run_queue()
+        fake_remote.script("ship", Outcome.SUCCEEDED, CallResult(Outcome.BUSINESS_FAILURE, error="refused"))
+        return job
+
+    settings.SAS_FAST_PATH = True
+    taken: list[bool] = []
+    real = hotpath.record_outcome
+
+    def counting(*args: Any, **kwargs: Any) -> bool:
+        taken.append(real(*args, **kwargs))
+        return taken[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hotpath, "record_outcome", counting)
+        fast = snapshot(scenario())
+    # reserve (submitted on the general path: a fan-out job), items 0-2 (unsettled siblings
+    # left), item 3 (the last: the join) and the refusal (recorded by the function).
+    assert taken.count(True) >= 3 and taken.count(False) >= 1
+    settings.SAS_FAST_PATH = False
+    general = snapshot(scenario())
+    assert fast == general
+    assert fast["steps"][1]["name"] == "ship"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
--- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath, scheduler.services.waits, scheduler.services.saga, scheduler.services.children.
+-- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath, scheduler.services.waits, scheduler.services.saga, scheduler.services.children, scheduler.services.fanout.
 -- The common outcomes of a live call, as step_record_outcome records them, the DAG advance, and
 -- the job's completion with its callback (callback_summary); anything else answers 'fallback'.
 CREATE OR REPLACE FUNCTION sas_record_outcome(
@@ -24,10 +24,11 @@ BEGIN
     -- The job's row lock first; the step is read after it (a statement of its own, so it sees
     -- what the transaction it may have waited for committed).
     SELECT id, status, paused_at, parent_job_id INTO v_job FROM scheduler_job WHERE id = v_job_id FOR UPDATE;
-    SELECT id, kind, status, attempt INTO v_step FROM scheduler_step WHERE id = p_step;
+    SELECT id, kind, status, attempt, parent_id, definition_id INTO v_step FROM scheduler_step
+    WHERE id = p_step;
     -- A child job (a sub-workflow's) completes on the general path, which tells its parent
     -- (scheduler.outbox.parent_notify); this function does not.
-    IF v_step.kind <> 'action' OR v_step.status <> 'dispatched' OR v_step.attempt <> p_number
+    IF v_step.kind NOT IN ('action', 'item') OR v_step.status <> 'dispatched' OR v_step.attempt <> p_number
        OR v_job.status <> 'running' OR v_job.paused_at IS NOT NULL OR v_job.parent_job_id IS NOT NULL
        OR p_outcome NOT IN ('succeeded', 'business_failure', 'transient_failure', 'no_answer') THEN
         RETURN 'fallback';
@@ -36,9 +37,27 @@ BEGIN
     -- general path advances it (waits and children start there, conditions are evaluated there,
     -- a skipped step counts as done for its dependents, items are made there, an answer is
     -- projected there), as scheduler.services.waits and scheduler.services.saga write it.
-    IF EXISTS (SELECT 1 FROM scheduler_step s JOIN scheduler_stepdefinition d ON d.id = s.definition_id
-               WHERE s.job_id = v_job_id
-                 AND (d.kind <> 'call' OR d."when" <> '' OR d.for_each <> '' OR d.output_map <> '')) THEN
+    IF v_step.kind = 'item' THEN
+        -- An item of a fan-out (scheduler.services.fanout): a failure is recorded as an action's
+        -- is (the scan decides it); a success here only while it can neither settle the join nor
+        -- free a slot for an item not started: another item is still unsettled, none waits to
+        -- start, the fan-out still runs, its join is not `any` and its answer is not projected.
+        IF p_outcome = 'succeeded' AND (
+            EXISTS (SELECT 1 FROM scheduler_stepdefinition d WHERE d.id = v_step.definition_id
+                    AND (d.output_map <> '' OR d.join_mode = 'any'))
+            OR EXISTS (SELECT 1 FROM scheduler_step g WHERE g.id = v_step.parent_id
+                       AND (g.status <> 'waiting' OR g.error <> ''))
+            OR EXISTS (SELECT 1 FROM scheduler_step i WHERE i.parent_id = v_step.parent_id
+                       AND i.kind = 'item' AND i.status = 'pending')
+            OR NOT EXISTS (SELECT 1 FROM scheduler_step i WHERE i.parent_id = v_step.parent_id
+                           AND i.kind = 'item' AND i.id <> p_step
+                           AND i.status IN ('waiting', 'dispatched', 'attempt_failed', 'unknown',
+                                            'retry_wait', 'held'))) THEN
+            RETURN 'fallback';
+        END IF;
+    ELSIF EXISTS (SELECT 1 FROM scheduler_step s JOIN scheduler_stepdefinition d ON d.id = s.definition_id
+                  WHERE s.job_id = v_job_id
+                    AND (d.kind <> 'call' OR d."when" <> '' OR d.for_each <> '' OR d.output_map <> '')) THEN
         RETURN 'fallback';
     END IF;
     SELECT id, kind, deadline INTO v_attempt FROM scheduler_attempt
@@ -83,6 +102,9 @@ BEGIN
                                  source, reason, data, created_at)
     VALUES (v_job_id, p_step, 'step_succeeded', 'dispatched', 'succeeded', p_number, NULL, p_source, '',
             v_data, v_now);
+    IF v_step.kind = 'item' THEN
+        RETURN 'done';  -- other items are still unsettled: the join waits for them
+    END IF;
 
     -- The DAG advance: every pending step whose dependencies have all succeeded, oldest first.
     PERFORM sas_dispatch_ready(v_job_id, v_now, p_source, p_queue_key, p_task_func, p_task_floor, p_notify);

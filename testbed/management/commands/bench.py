@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from testbed import bench
-from testbed.bench import scale, scaleout, waits
+from testbed.bench import fanout, scale, scaleout, waits
 from testbed.bench.definitions import OWN_WORKFLOWS
 from testbed.definitions import ForeignJobs, refuse_foreign_jobs
 from testbed.processes import allow_loopback_remotes
@@ -61,6 +61,18 @@ class Command(BaseCommand):
             action="store_true",
             help="Scale-out: clusters and the web process reach the database through PgBouncer.",
         )
+        parser.add_argument(
+            "--fan-out",
+            type=int,
+            default=0,
+            help="Only the fan-out run: one job over this many items beside as many one-step jobs "
+            "(through the API, HTTP calls to the sandbox), --rounds alternated.",
+        )
+        parser.add_argument(
+            "--gunicorn",
+            action="store_true",
+            help="Fan-out run: the API under gunicorn (default: runserver).",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
         parser.add_argument(
             "--scale",
@@ -89,6 +101,22 @@ class Command(BaseCommand):
                 log=lambda line: self.stderr.write(line),
             )
             self.stdout.write(scale.table(results))
+            if options["json"]:
+                options["json"].write_text(json.dumps(results, indent=2, default=str))
+            return
+        if options["fan_out"]:
+            try:
+                results = fanout.run(
+                    items=options["fan_out"],
+                    rounds=options["rounds"],
+                    workers=options["workers"],
+                    gunicorn=options["gunicorn"],
+                    log=lambda line: self.stderr.write(line),
+                    scratch=options["scratch"],
+                )
+            except (RuntimeError, ForeignJobs) as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(fanout.table(results))
             if options["json"]:
                 options["json"].write_text(json.dumps(results, indent=2, default=str))
             return
