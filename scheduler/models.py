@@ -326,6 +326,8 @@ JOB_LIVE = frozenset(set(JobStatus) - JOB_SETTLED)
 # apply `on_delete`. The ownership references (a step's job, an attempt's step, a delivery's
 # job) stay constraints; an event's job is checked by a trigger (migration 0015).
 # - Job.rerun_of: retention keeps a job while a rerun of it is in the tables.
+# - Job.parent_job: retention keeps a job while a child of it is in the tables (children go
+#   first), and a child while a job above it is live (it may still undo the child).
 # - Step.reused_from: retention keeps a job while another job's step reuses one of its steps.
 # - Step.compensates: a compensation step points into its own job, and leaves with it.
 # - Schedule.last_job: retention clears it in the statement that deletes the job.

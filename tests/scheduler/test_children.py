@@ -360,6 +360,7 @@ def test_a_parent_whose_later_step_fails_compensates_its_succeeded_child_in_reve
     assert undone.reason == f"child job {child.pk} compensated"
 
 
+@pytest.mark.sqlite
 def test_an_operator_cancel_of_a_parent_after_its_child_succeeded_undoes_the_child(
     drain: Drain, fake_remote: FakeRemote
 ) -> None:
