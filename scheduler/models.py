@@ -348,7 +348,8 @@ class Job(models.Model):
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     #: Hash of the submitted body, to tell a replay from a conflicting reuse of a key.
     request_hash = models.CharField(max_length=64, blank=True, default="")
-    #: Why compensation started: "failure", "cancel", "deadline" or "operator". Empty before.
+    #: Why compensation started: "failure", "cancel", "deadline", "operator" or (a child job)
+    #: "parent". Empty before.
     compensation_reason = models.CharField(max_length=16, blank=True, default="")
     #: Set while an operator has paused the job: no new dispatches. Orthogonal to `status`.
     paused_at = models.DateTimeField(null=True, blank=True)
