@@ -293,7 +293,7 @@ class JobStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     #: Steps are being dispatched and run.
     RUNNING = "running", "Running"
-    #: Every step succeeded (final).
+    #: Every step succeeded (settled; a child job is undone when its parent compensates later).
     SUCCEEDED = "succeeded", "Succeeded"
     #: Undoing the steps that had (or may have had) side effects.
     COMPENSATING = "compensating", "Compensating"
@@ -308,10 +308,11 @@ class JobStatus(models.TextChoices):
 
 
 #: Final: the state machine has no move out of these statuses at all.
-JOB_FINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.COMPENSATED, JobStatus.CANCELLED})
+JOB_FINAL = frozenset({JobStatus.COMPENSATED, JobStatus.CANCELLED})
 #: Settled: no automatic move is left; the job's `finished_at` is set. Only an operator can move a
-#: settled job on (a failed job may be retried or compensated), which clears `finished_at`.
-JOB_SETTLED = JOB_FINAL | {JobStatus.FAILED}
+#: settled job on (a failed job may be retried or compensated), or, for a child job that
+#: succeeded, its parent's compensation (it is undone); either clears `finished_at`.
+JOB_SETTLED = JOB_FINAL | {JobStatus.FAILED, JobStatus.SUCCEEDED}
 #: Live: the service itself will still move these jobs.
 JOB_LIVE = frozenset(set(JobStatus) - JOB_SETTLED)
 
@@ -325,6 +326,8 @@ JOB_LIVE = frozenset(set(JobStatus) - JOB_SETTLED)
 # apply `on_delete`. The ownership references (a step's job, an attempt's step, a delivery's
 # job) stay constraints; an event's job is checked by a trigger (migration 0015).
 # - Job.rerun_of: retention keeps a job while a rerun of it is in the tables.
+# - Job.parent_job: retention keeps a job while a child of it is in the tables (children go
+#   first), and a child while a job above it is live (it may still undo the child).
 # - Step.reused_from: retention keeps a job while another job's step reuses one of its steps.
 # - Step.compensates: a compensation step points into its own job, and leaves with it.
 # - Schedule.last_job: retention clears it in the statement that deletes the job.
@@ -345,7 +348,8 @@ class Job(models.Model):
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     #: Hash of the submitted body, to tell a replay from a conflicting reuse of a key.
     request_hash = models.CharField(max_length=64, blank=True, default="")
-    #: Why compensation started: "failure", "cancel", "deadline" or "operator". Empty before.
+    #: Why compensation started: "failure", "cancel", "deadline", "operator" or (a child job)
+    #: "parent". Empty before.
     compensation_reason = models.CharField(max_length=16, blank=True, default="")
     #: Set while an operator has paused the job: no new dispatches. Orthogonal to `status`.
     paused_at = models.DateTimeField(null=True, blank=True)
@@ -803,6 +807,9 @@ class EventKind(models.TextChoices):
     CHILD_SUCCEEDED = "child_succeeded", "Child job succeeded"
     #: A sub-workflow step's child job ended without success: the step failed.
     CHILD_FAILED = "child_failed", "Child job failed"
+    #: A sub-workflow step whose child succeeded is undone: its child job compensates (its parent
+    #: compensates, and every step after this one is undone).
+    CHILD_COMPENSATING = "child_compensating", "Child job compensating"
     #: An operator ran the job again from a step, as a new job (named in the event's data).
     OPERATOR_RERUN = "operator_rerun", "Operator rerun"
     #: A schedule submitted the job.

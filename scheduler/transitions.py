@@ -98,17 +98,25 @@ STEP_EVENTS: dict[str, EventKind] = {
 }
 
 JOB_TRANSITIONS: dict[str, frozenset[str]] = {
+    # Succeeded -> compensating: a child job (a sub-workflow step's) whose parent compensates
+    # after it succeeded; its own saga undoes its steps (scheduler.services.saga). No other job
+    # makes this move (JOB_PARENT_ONLY): a succeeded job a client submitted is final for it.
     J.PENDING: frozenset({J.RUNNING, J.COMPENSATING, J.CANCELLED, J.FAILED}),
     J.RUNNING: frozenset({J.SUCCEEDED, J.COMPENSATING, J.FAILED, J.NEEDS_ATTENTION, J.CANCELLED}),
     J.NEEDS_ATTENTION: frozenset({J.RUNNING, J.SUCCEEDED, J.COMPENSATING, J.FAILED, J.CANCELLED}),
     J.COMPENSATING: frozenset({J.COMPENSATED, J.CANCELLED, J.NEEDS_ATTENTION}),
     J.FAILED: frozenset({J.COMPENSATING, J.RUNNING}),
-    J.SUCCEEDED: frozenset(),
+    J.SUCCEEDED: frozenset({J.COMPENSATING}),
     J.COMPENSATED: frozenset(),
     J.CANCELLED: frozenset(),
 }
 
 JOB_OPERATOR_ONLY: frozenset[tuple[str, str]] = frozenset({(J.FAILED, J.COMPENSATING), (J.FAILED, J.RUNNING)})
+
+#: Moves only a child job makes, when its parent's saga undoes it (`compensation_reason`
+#: "parent"). The database's guard allows them for every job (it knows the table, not who asks);
+#: job_transition refuses them to any other job.
+JOB_PARENT_ONLY: frozenset[tuple[str, str]] = frozenset({(J.SUCCEEDED, J.COMPENSATING)})
 
 JOB_EVENTS: dict[str, EventKind] = {
     J.RUNNING: E.JOB_RUNNING,
@@ -145,7 +153,8 @@ MACHINES: dict[str, tuple[dict[str, frozenset[str]], frozenset[tuple[str, str]]]
 
 def mermaid(machine: str) -> str:
     """The machine's table as a mermaid `stateDiagram-v2`: one arrow per allowed move (labelled
-    `operator` when only an operator may make it), and an arrow to `[*]` from each final status.
+    `operator` when only an operator may make it, `parent` when only a child job undone by its
+    parent does), and an arrow to `[*]` from each final status.
     States and moves come in the table's order, so the text changes only when the table does.
     An attempt's in-flight phase (the empty outcome) is drawn as `in_flight`."""
     table, operator_only = MACHINES[machine]
@@ -160,6 +169,8 @@ def mermaid(machine: str) -> str:
             lines.append(f"    {name(frm)} --> [*]")
         for to in sorted(targets, key=order.index):
             label = ": operator" if (frm, to) in operator_only else ""
+            if machine == "job" and (frm, to) in JOB_PARENT_ONLY:
+                label = ": parent"
             lines.append(f"    {name(frm)} --> {name(to)}{label}")
     return "\n".join(lines) + "\n"
 
@@ -379,6 +390,11 @@ def job_transition(
     status sets `finished_at`; leaving one (an operator reopening a failed job) clears it."""
     frm = job.status
     _check(JOB_TRANSITIONS, JOB_OPERATOR_ONLY, "job", frm, to, actor)
+    undone_child = job.parent_job_id is not None and fields.get("compensation_reason") == "parent"
+    if (frm, to) in JOB_PARENT_ONLY and not undone_child:
+        raise InvalidTransition(
+            f"only a child job whose parent compensates moves from {frm} to {to}", frm=frm, to=to
+        )
     updates: dict[str, Any] = {"status": to, "updated_at": unit.now, **fields}
     if to in JOB_SETTLED:
         updates.setdefault("finished_at", unit.now)
@@ -391,7 +407,11 @@ def job_transition(
         setattr(job, name, value)
     if to in JOB_SETTLED and job.callback_url:
         callback_write(job, to)
-    if to in JOB_SETTLED and job.parent_job_id is not None:
+    if job.parent_job_id is not None and (
+        to in JOB_SETTLED or (job.compensation_reason and J.NEEDS_ATTENTION in (frm, to))
+    ):
+        # Settled, or a compensation that stopped for an operator (or resumed): its parent waits
+        # for it, and needs attention while it does.
         parent_notify(job)
     unit.event(
         job_id=job.pk,

@@ -304,8 +304,9 @@ def _sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
 
 
 def _sweep_children(grant: LeaseGrant, report: ScanReport, size: int) -> None:
-    """Sub-workflow steps whose task was lost with its worker: start the child they lack, or
-    settle them from the child that settled. A step another transaction holds is left for the
+    """Sub-workflow steps whose task was lost with its worker: start the child they lack, settle
+    them from the child that settled, or let a compensating parent read its child's compensation
+    (ended, or held). A step another transaction holds is left for the
     next scan; the grace (one interval) leaves the tasks the time to do it themselves."""
     with unit_of_work() as unit:
         due = children_due(unit.now, grace=dt.timedelta(seconds=sas_settings.supervisor_interval), limit=size)
@@ -315,7 +316,7 @@ def _sweep_children(grant: LeaseGrant, report: ScanReport, size: int) -> None:
     for step_id in due:
         what = child_advance(step_id, source=_source(grant), skip_locked=True)
         report.examined += 1
-        if what in ("started", "succeeded", "failed", "refused", "held"):
+        if what in ("started", "succeeded", "failed", "refused", "held", "compensated", "undoing"):
             report.remediated += 1
             _count(report, f"child_{what}")
 

@@ -76,9 +76,11 @@ def child_of(job_id: Any, step_name: str) -> Job | None:
 
 def child_advance(step_id: int, *, source: str = SOURCE, skip_locked: bool = False) -> str:
     """Bring sub-workflow step `step_id` in line with its child job: start the child when it has
-    none, settle the step when its child has settled, else nothing. Idempotent: only a waiting
-    step moves, under its job's lock. Returns what it did. With `skip_locked`, a job another
-    transaction holds is left alone ("locked")."""
+    none, settle the step when its child has settled, else nothing; in a parent that compensates,
+    let its saga read the child (a succeeded step whose child is undone becomes compensated once
+    the child is; a child's compensation held holds the parent's). Idempotent: only a waiting
+    step settles, and the saga moves only what is behind, under the parent's lock. Returns what it
+    did. With `skip_locked`, a job another transaction holds is left alone ("locked")."""
     job_id = Step.objects.filter(pk=step_id).values_list("job_id", flat=True).first()
     if job_id is None:
         return "gone"
@@ -87,14 +89,24 @@ def child_advance(step_id: int, *, source: str = SOURCE, skip_locked: bool = Fal
         if state is None:
             return "locked"
         step = state.step(step_id)
-        if step.status != S.WAITING or step.definition.kind != StepDefinitionKind.WORKFLOW:
+        if step.definition.kind != StepDefinitionKind.WORKFLOW:
+            return "ignored"
+        job = state.job
+        undoing = bool(job.compensation_reason) and job.status in (J.COMPENSATING, J.NEEDS_ATTENTION)
+        if step.status == S.SUCCEEDED and undoing:
+            # Its child is undone (scheduler.services.saga): the parent's saga reads where it is.
+            job_advance(unit, state, source=source)
+            return "compensated" if step.status == S.COMPENSATED else "undoing"
+        if step.status != S.WAITING:
             return "ignored"
         # Read after the parent's lock: a child settling commits before its task runs.
-        child = child_of(state.job.pk, step.name)
+        child = child_of(job.pk, step.name)
         if child is None:
             return _start(unit, state, step, source=source)
         if child.status in JOB_SETTLED:
             return _settle(unit, state, step, child, source=source)
+        if undoing:
+            job_advance(unit, state, source=source)  # a stopped child's compensation held, or resumed
         return "waiting"
 
 
@@ -255,11 +267,14 @@ def _settle(unit: Unit, state: JobState, step: Step, child: Job, *, source: str)
 
 
 def children_due(now: dt.datetime, *, grace: dt.timedelta, limit: int) -> list[int]:
-    """Up to `limit` waiting sub-workflow steps whose task was lost (its worker died): without a
-    child `grace` after they started waiting, or whose child settled `grace` ago. Reads the live
-    steps' index (waiting, no deadline) and the children's link (job_unique_child)."""
+    """Up to `limit` sub-workflow steps whose task was lost (its worker died): waiting without a
+    child `grace` after they started waiting, or whose child settled `grace` ago; and, in a parent
+    that compensates, a succeeded step whose child's compensation ended, or a step whose child's
+    compensation is held while the parent's is not, `grace` ago. The first read goes through the
+    live steps' index (waiting, no deadline), the second through the jobs' status index (the few
+    that compensate); both reach the children by their link (job_unique_child)."""
     children = Job.objects.filter(parent_job_id=OuterRef("job_id"), parent_step=OuterRef("name"))
-    return list(
+    waiting = list(
         Step.objects.filter(
             status=S.WAITING,
             deadline__isnull=True,
@@ -274,3 +289,24 @@ def children_due(now: dt.datetime, *, grace: dt.timedelta, limit: int) -> list[i
         .order_by("updated_at")
         .values_list("pk", flat=True)[:limit]
     )
+    if len(waiting) >= limit:
+        return waiting
+    undone = children.filter(status=J.COMPENSATED, compensation_reason="parent", finished_at__lte=now - grace)
+    held = children.filter(status=J.NEEDS_ATTENTION, updated_at__lte=now - grace).exclude(
+        compensation_reason=""
+    )
+    undoing = (
+        Step.objects.filter(
+            kind=StepKind.ACTION,
+            definition__kind=StepDefinitionKind.WORKFLOW,
+            job__status__in=(J.COMPENSATING, J.NEEDS_ATTENTION),
+        )
+        .exclude(job__compensation_reason="")
+        .filter(
+            (Q(status=S.SUCCEEDED) & Exists(undone))
+            | (Q(status__in=(S.SUCCEEDED, S.WAITING), job__status=J.COMPENSATING) & Exists(held))
+        )
+        .order_by("updated_at")
+        .values_list("pk", flat=True)[: limit - len(waiting)]
+    )
+    return waiting + list(undoing)

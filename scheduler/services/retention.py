@@ -13,10 +13,15 @@ costs more than deleting its rows) and has no reason to wait for the cutoff:
 2. **Delete**, daily: a job is due when it is settled before the cutoff, archived (and not
    changed since), has no rerun still in the tables (a rerun's reused steps and `rerun_of` point
    at it: the original stays until its reruns have gone, so no pointer is ever cut), and no
-   callback waiting to be sent. Due jobs go in batches of `batch_size`, oldest first, each one
-   short transaction that locks its jobs (`FOR UPDATE SKIP LOCKED`: a job an operator is
-   touching is left for the next run, and nothing on the hot path ever waits for retention) and
-   deletes their rows (events, attempts, deliveries, steps, the job), set-wise.
+   callback waiting to be sent. Sub-workflows: a child job stays while any job above it (its
+   parent, and theirs) is live or settled within the period, since a parent that compensates
+   undoes its child; it goes before its parent, which stays until its children have gone (the
+   next batch of the same run takes it), so a child never points at a parent that is gone. A
+   child is archived only once every job above it has settled. Due jobs go in batches of
+   `batch_size`, oldest first, each one short transaction that locks its jobs (`FOR UPDATE SKIP
+   LOCKED`: a job an operator is touching is left for the next run, and nothing on the hot path
+   ever waits for retention) and deletes their rows (events, attempts, deliveries, steps, the
+   job), set-wise.
 
 Both phases lock the job rows they work on the same way, and a job an event is being written
 for holds a key-share lock on its row until that commits (the trigger), so a job is never
@@ -42,8 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -114,24 +120,46 @@ def _no_callback_waiting(jobs: QuerySet[Job]) -> QuerySet[Job]:
     return jobs.exclude(Exists(waiting))
 
 
+def _above_not_settled(before: dt.datetime | None, depth: int | None = None) -> Exists:
+    """A job above this one (its parent, its parent's parent...) is not settled, or (with
+    `before`) settled at or after `before`: it may still compensate, and so undo this job
+    (scheduler.services.saga). A parent no longer in the tables holds nothing back. Looks as many
+    levels up as sub-workflows nest (SAS_MAX_WORKFLOW_DEPTH)."""
+    depth = settings.SAS_MAX_WORKFLOW_DEPTH if depth is None else depth
+    unsettled = ~Q(status__in=sorted(JOB_SETTLED))
+    if before is not None:
+        unsettled |= Q(finished_at__gte=before)
+    if depth > 1:
+        unsettled |= Q(_above_not_settled(before, depth - 1))
+    return Exists(Job.objects.filter(pk=OuterRef("parent_job_id")).filter(unsettled))
+
+
 def due_jobs(cutoff: dt.datetime) -> QuerySet[Job]:
     """Jobs settled before the cutoff that retention may delete once they are archived, oldest
     settled first (served by job_settled_idx)."""
     # The rules of the pointers that are not constraints (scheduler.models, the note above Job).
     live_reruns = Job.objects.filter(rerun_of=OuterRef("pk"))
     reused_elsewhere = Step.objects.filter(reused_from__job=OuterRef("pk")).exclude(job=OuterRef("pk"))
+    # Sub-workflows: a child goes only once every job above it is due too, and before its parent,
+    # which stays while a child of it is in the tables (the next batch takes it).
+    children = Job.objects.filter(parent_job_id=OuterRef("pk"))
     return _no_callback_waiting(
         Job.objects.filter(status__in=JOB_SETTLED, finished_at__lt=cutoff)
         .exclude(Exists(live_reruns))
         .exclude(Exists(reused_elsewhere))
+        .exclude(Exists(children))
+        .exclude(_above_not_settled(cutoff))
     ).order_by("finished_at", "id")
 
 
 def unarchived_jobs(settled_before: dt.datetime) -> QuerySet[Job]:
     """Settled jobs to write to the archive, oldest settled first (served by job_unarchived_idx,
-    which holds only jobs not yet archived)."""
+    which holds only jobs not yet archived). A child job waits until every job above it has
+    settled: until then its parent may still undo it."""
     return _no_callback_waiting(
-        Job.objects.filter(status__in=JOB_SETTLED, finished_at__lt=settled_before, archived_at__isnull=True)
+        Job.objects.filter(
+            status__in=JOB_SETTLED, finished_at__lt=settled_before, archived_at__isnull=True
+        ).exclude(_above_not_settled(None))
     ).order_by("finished_at", "id")
 
 
@@ -357,6 +385,8 @@ def _delete(ids: list[uuid.UUID]) -> dict[str, int]:
 
 
 def _dry_run(report: PruneReport) -> PruneReport:
+    """What is due now. A parent whose children are due too counts only in the run that deletes
+    them (it becomes due once they have gone, in that run's next batch)."""
     due = due_jobs(report.cutoff)
     ids = due.values("pk")
     report.jobs = due.count()

@@ -42,7 +42,7 @@ from scheduler.services.fanout import (
 )
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
 from scheduler.services.waits import step_begin_child, step_begin_wait
-from scheduler.transitions import job_transition, step_transition
+from scheduler.transitions import JOB_TRANSITIONS, job_transition, step_note, step_transition
 from scheduler.unit import Unit, User
 
 S = StepStatus
@@ -303,6 +303,18 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
             )
     compensations = state.compensations
     sent = sent_steps(unit, actions)
+    children = _children(state)
+
+    def undoing(step: Step) -> Job | None:
+        """The child of a sub-workflow step that succeeded, while it is (still) to be undone."""
+        child = children.get(step.name) if step.status == S.SUCCEEDED else None
+        if child is None:
+            return None
+        if child.status == J.SUCCEEDED or (
+            child.compensation_reason and child.status in (J.COMPENSATING, J.NEEDS_ATTENTION)
+        ):
+            return child
+        return None  # compensated (the step follows below), or ended otherwise by an operator
 
     def done(step: Step) -> bool:
         if step.status == S.COMPENSATED:
@@ -312,6 +324,8 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
             return step.status in (S.FAILED, S.SKIPPED) or (
                 step.status == S.SUCCEEDED and not step.definition.compensation_path
             )
+        if undoing(step) is not None:
+            return False
         return step.status in STEP_SETTLED and not needs_compensation(step, sent)
 
     dependents: dict[str, list[Step]] = {s.name: [] for s in actions}
@@ -319,24 +333,52 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
         for dep in step.definition.depends_on:
             dependents[dep].append(step)
 
-    for group in reversed(actions):
-        if not is_fan_out(group) or done(group) or group.status not in (S.WAITING, S.SUCCEEDED):
-            continue
-        ready = job.paused_at is None and all(done(d) for d in dependents[group.name])
-        if fan_out_unwind(unit, state, group, source=source, start=ready) and ready:
-            if group.status == S.WAITING:
+    moved = True
+    while moved:
+        # A fan-out or a child undone at once makes the steps before it ready: go round again.
+        moved = False
+        for group in reversed(actions):
+            if not is_fan_out(group) or done(group) or group.status not in (S.WAITING, S.SUCCEEDED):
+                continue
+            ready = job.paused_at is None and all(done(d) for d in dependents[group.name])
+            if fan_out_unwind(unit, state, group, source=source, start=ready) and ready:
+                moved = True
+                if group.status == S.WAITING:
+                    step_transition(
+                        unit,
+                        group,
+                        S.FAILED,
+                        source=source,
+                        kind=EventKind.STEP_ABANDONED,
+                        reason=f"job is {job.status}: its items are stopped and undone",
+                    )
+                else:
+                    step_transition(
+                        unit,
+                        group,
+                        S.COMPENSATED,
+                        source=source,
+                        reason="every item that succeeded is undone",
+                    )
+        for step in reversed(actions):
+            child = children.get(step.name)
+            if child is None or step.status != S.SUCCEEDED:
+                continue
+            if child.status == J.SUCCEEDED:
+                if job.paused_at is not None or not all(done(d) for d in dependents[step.name]):
+                    continue
+                child = children[step.name] = _child_undo(unit, state, step, child, source=source)
+            if child.status == J.COMPENSATED and child.compensation_reason == "parent":
                 step_transition(
                     unit,
-                    group,
-                    S.FAILED,
+                    step,
+                    S.COMPENSATED,
                     source=source,
-                    kind=EventKind.STEP_ABANDONED,
-                    reason=f"job is {job.status}: its items are stopped and undone",
+                    reason=f"child job {child.pk} compensated",
+                    data={"child_job": str(child.pk), "child_status": child.status},
+                    status_reason="",
                 )
-            else:
-                step_transition(
-                    unit, group, S.COMPENSATED, source=source, reason="every item that succeeded is undone"
-                )
+                moved = True
 
     if job.paused_at is None:
         for step in actions:
@@ -364,9 +406,15 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
                     reason=f"undo {step.name}: every step after it is undone",
                 )
 
-    if any(c.status == S.HELD for c in compensations.values()):
+    held = [c.name for c in compensations.values() if c.status == S.HELD]
+    # A child whose own compensation waits for an operator holds its parent's too.
+    held += [
+        f"{name} (child job {child.pk})"
+        for name, child in children.items()
+        if child.status == J.NEEDS_ATTENTION and child.compensation_reason
+    ]
+    if held:
         if job.status != J.NEEDS_ATTENTION:
-            held = [c.name for c in compensations.values() if c.status == S.HELD]
             job_transition(
                 unit,
                 job,
@@ -377,10 +425,55 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
         return
     if all(done(s) for s in actions):
         final = J.CANCELLED if job.compensation_reason == "cancel" else J.COMPENSATED
+        if final not in JOB_TRANSITIONS[job.status]:
+            # Needs attention, and what held it settled on its own (a child's compensation).
+            job_transition(unit, job, J.COMPENSATING, source=source, reason="compensation resumed")
         job_transition(unit, job, final, source=source)
         return
     if job.status == J.NEEDS_ATTENTION:
         job_transition(unit, job, J.COMPENSATING, source=source, reason="compensation resumed")
+
+
+def _children(state: JobState) -> dict[str, Job]:
+    """The child jobs of the job's sub-workflow steps that wait or succeeded, by step name (one
+    read, without their locks: a child's move that matters to its parent comes back to it through
+    the task its child enqueues, scheduler.outbox.parent_notify)."""
+    names = [
+        s.name
+        for s in state.actions
+        if s.definition.kind == StepDefinitionKind.WORKFLOW
+        and s.status in (S.WAITING, S.SUCCEEDED)
+        and s.reused_from_id is None
+    ]
+    if not names:
+        return {}
+    return {c.parent_step: c for c in Job.objects.filter(parent_job_id=state.job.pk, parent_step__in=names)}
+
+
+def _child_undo(unit: Unit, state: JobState, step: Step, child: Job, *, source: str) -> Job:
+    """Undo sub-workflow step `step`, which succeeded: its child job compensates (succeeded ->
+    compensating, `compensation_reason` "parent"), its own saga undoing its steps, each once, as
+    supervised steps of the child. Returns the child as it is now: compensated already when it
+    had nothing to undo. Its settling later moves the step (scheduler.services.children).
+
+    Lock order: the caller holds the parent's lock; the child's is taken after it, as in
+    `_child_stopped`.
+    """
+    locked = lock_job(unit, child.pk)
+    if locked.job.status != J.SUCCEEDED:
+        return locked.job
+    reason = f"its parent job {state.job.pk} is {state.job.status}: every step after {step.name} is undone"
+    job_start_compensation(unit, locked, reason_code="parent", source=source, reason=reason)
+    step_note(
+        unit,
+        step,
+        kind=EventKind.CHILD_COMPENSATING,
+        source=source,
+        reason=f"undo {step.name}: child job {child.pk} compensates (every step after it is undone)",
+        data={"child_job": str(child.pk), "child_status": locked.job.status},
+        status_reason=f"undoing child job {child.pk}",
+    )
+    return locked.job
 
 
 def _child_stopped(unit: Unit, state: JobState, step: Step, *, source: str, reason: str) -> bool:

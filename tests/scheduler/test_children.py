@@ -328,3 +328,126 @@ def test_the_scan_starts_the_child_of_a_step_whose_start_task_was_lost(
     drain()
     job.refresh_from_db()
     assert job.status == J.SUCCEEDED
+
+
+# --- undoing a child that succeeded -------------------------------------------------------------------
+
+
+def test_a_parent_whose_later_step_fails_compensates_its_succeeded_child_in_reverse_order(
+    drain: Drain, fake_remote: FakeRemote, supervise: Callable[..., ScanReport]
+) -> None:
+    refund_workflows()
+    fake_remote.script("close", "business_failure")
+    job = job_submit(workflow="order", input={}).job
+    run(drain, supervise)
+    job.refresh_from_db()
+    child = child_of(job)
+    refund = steps_of(job)["refund"]
+    # close was refused (nothing to undo); the child's steps are undone once each, by the child's
+    # own saga, before the charge the refund step depends on.
+    assert fake_remote.compensations() == ["notify", "credit", "charge"]
+    assert child.status == J.COMPENSATED and child.compensation_reason == "parent"
+    assert {s.name: s.status for s in child.steps.all() if s.forward} == {
+        "credit": S.COMPENSATED,
+        "notify": S.COMPENSATED,
+    }
+    assert refund.status == S.COMPENSATED and refund.error == ""
+    assert job.status == J.COMPENSATED
+    assert kinds(job, EventKind.CHILD_COMPENSATING) == 1
+    moved = Event.objects.get(job=child, kind=EventKind.JOB_COMPENSATING)
+    assert (moved.from_status, moved.to_status) == (J.SUCCEEDED, J.COMPENSATING)
+    undone = Event.objects.get(job=job, step=refund, kind=EventKind.STEP_COMPENSATED)
+    assert undone.reason == f"child job {child.pk} compensated"
+
+
+@pytest.mark.sqlite
+def test_an_operator_cancel_of_a_parent_after_its_child_succeeded_undoes_the_child(
+    drain: Drain, fake_remote: FakeRemote
+) -> None:
+    refund_workflows()
+    fake_remote.script("close", "transient_failure")
+    job = job_submit(workflow="order", input={}).job
+    drain()
+    child = child_of(job)
+    assert child.status == J.SUCCEEDED and steps_of(job)["refund"].status == S.SUCCEEDED
+    job_cancel(actor=operator(), job_id=job.pk, reason="customer called")
+    drain()
+    job.refresh_from_db()
+    child.refresh_from_db()
+    # close's call may have reached its remote: undone first; then the child; then the charge.
+    assert fake_remote.compensations() == ["close", "notify", "credit", "charge"]
+    assert child.status == J.COMPENSATED
+    assert steps_of(job)["refund"].status == S.COMPENSATED
+    assert job.status == J.CANCELLED
+
+
+def test_a_child_with_nothing_to_undo_settles_its_parents_step_at_once(
+    drain: Drain, fake_remote: FakeRemote, supervise: Callable[..., ScanReport]
+) -> None:
+    make_workflow("lookup", step("read", compensation=""))
+    make_workflow(
+        "order",
+        step("charge"),
+        {"name": "lookup", "kind": "workflow", "workflow": "lookup", "depends_on": ["charge"]},
+        step("close", "lookup"),
+    )
+    fake_remote.script("close", "business_failure")
+    job = job_submit(workflow="order", input={}).job
+    run(drain, supervise)
+    job.refresh_from_db()
+    assert fake_remote.compensations() == ["charge"]
+    assert child_of(job).status == J.COMPENSATED
+    assert steps_of(job)["lookup"].status == S.COMPENSATED
+    assert job.status == J.COMPENSATED
+
+
+def test_a_child_whose_undo_is_held_leaves_its_parent_needing_attention_until_it_is_undone(
+    drain: Drain, fake_remote: FakeRemote, supervise: Callable[..., ScanReport]
+) -> None:
+    refund_workflows()
+    fake_remote.script("close", "business_failure")
+    fake_remote.script("notify.compensate", "business_failure")
+    job = job_submit(workflow="order", input={}).job
+    run(drain, supervise)
+    job.refresh_from_db()
+    child = child_of(job)
+    assert child.status == J.NEEDS_ATTENTION
+    assert job.status == J.NEEDS_ATTENTION and "child job" in job_events_reason(job)
+    assert steps_of(job)["refund"].status == S.SUCCEEDED
+    assert fake_remote.compensations() == ["notify"]  # the charge waits for the child
+    held = Step.objects.get(job=child, name="notify.compensate")
+    step_retry(actor=operator(), step_id=held.pk, reason="the remote is fixed")
+    run(drain, supervise)
+    job.refresh_from_db()
+    child.refresh_from_db()
+    assert child.status == J.COMPENSATED
+    assert steps_of(job)["refund"].status == S.COMPENSATED
+    assert job.status == J.COMPENSATED
+    assert fake_remote.compensations() == ["notify", "notify", "credit", "charge"]
+
+
+def job_events_reason(job: Job) -> str:
+    return Event.objects.filter(job=job, kind=EventKind.JOB_NEEDS_ATTENTION).latest("id").reason
+
+
+def test_the_scan_settles_a_compensating_parent_whose_childs_notice_was_lost(
+    drain: Drain, fake_remote: FakeRemote, supervise: Callable[..., ScanReport]
+) -> None:
+    refund_workflows()
+    fake_remote.script("close", "transient_failure")
+    job = job_submit(workflow="order", input={}).job
+    drain()
+    job_compensate(actor=operator(), job_id=job.pk, reason="wrong order")
+    # Every task runs but the child's settling one: lost with the worker that took it.
+    run_all_but(CHILD_SETTLED_TASK)
+    child = child_of(job)
+    assert child.status == J.COMPENSATED
+    assert steps_of(job)["refund"].status == S.SUCCEEDED
+    with override_settings(SAS_SUPERVISOR_INTERVAL=0):
+        report = supervise()
+    assert report.decisions.get("child_compensated") == 1
+    drain()
+    job.refresh_from_db()
+    assert steps_of(job)["refund"].status == S.COMPENSATED
+    assert job.status == J.COMPENSATED
+    assert fake_remote.compensations() == ["close", "notify", "credit", "charge"]

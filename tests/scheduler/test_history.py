@@ -411,6 +411,70 @@ def test_the_original_of_a_rerun_stays_until_its_rerun_has_gone(
     assert not Step.objects.filter(pk=reused.pk).exists()
 
 
+def sub_workflow_job(drain: Callable[[], int], fake_remote: FakeRemote) -> tuple[Job, Job]:
+    """A parent still running (its close step's call failed, awaiting a retry) whose child job
+    succeeded DAYS + 5 days ago."""
+    make_workflow("refund", step("credit"))
+    make_workflow(
+        "order",
+        {"name": "refund", "kind": "workflow", "workflow": "refund"},
+        step("close", "refund"),
+    )
+    fake_remote.script("close", Outcome.TRANSIENT_FAILURE)
+    parent = job_submit(workflow="order", input={}).job
+    drain()
+    child = Job.objects.get(parent_job=parent)
+    Job.objects.filter(pk=child.pk).update(finished_at=timezone.now() - dt.timedelta(days=DAYS + 5))
+    parent.refresh_from_db()
+    child.refresh_from_db()
+    assert parent.status == JobStatus.RUNNING and child.status == JobStatus.SUCCEEDED
+    return parent, child
+
+
+@pytest.mark.sqlite
+def test_retention_keeps_a_settled_child_while_its_parent_is_live(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any], archive_dir: Path
+) -> None:
+    parent, child = sub_workflow_job(drain, fake_remote)
+
+    # The parent may still compensate, and so undo its child: neither archived nor deleted.
+    report = history_prune(source="test")
+    assert report.jobs == 0 and report.archived == 0
+    child.refresh_from_db()
+    assert child.archived_at is None
+
+    # The parent succeeds, within the period: the child is archived, and still kept.
+    supervise()
+    drain()
+    parent.refresh_from_db()
+    assert parent.status == JobStatus.SUCCEEDED
+    Job.objects.filter(pk=parent.pk).update(finished_at=timezone.now() - dt.timedelta(days=DAYS - 1))
+    report = history_prune(source="test")
+    assert report.jobs == 0 and report.archived == 2
+    assert Job.objects.filter(pk=child.pk).exists()
+
+
+@pytest.mark.sqlite
+def test_a_parent_stays_until_its_children_have_gone(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any], archive_dir: Path
+) -> None:
+    parent, child = sub_workflow_job(drain, fake_remote)
+    supervise()
+    drain()
+    Job.objects.filter(pk=parent.pk).update(finished_at=timezone.now() - dt.timedelta(days=DAYS + 9))
+    # The child cannot go yet (a callback of its own is still to be sent): its parent stays too.
+    Delivery.objects.create(
+        kind=DeliveryKind.CALLBACK, key=f"{child.pk}:succeeded", target="https://hooks.example.com", job=child
+    )
+    assert history_prune(source="test").jobs == 0
+    assert Job.objects.filter(pk=parent.pk).exists()
+
+    # Then both go, the child first (the parent, settled earlier, waits for the next batch).
+    Delivery.objects.filter(job=child).update(status=DeliveryStatus.DELIVERED)
+    assert history_prune(source="test", batch_size=1).jobs == 2
+    assert not Job.objects.filter(pk__in=[parent.pk, child.pk]).exists()
+
+
 # --- reading an archived job -------------------------------------------------------------------------
 
 

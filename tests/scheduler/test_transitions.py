@@ -24,6 +24,7 @@ from scheduler.transitions import (
     ATTEMPT_TRANSITIONS,
     IN_FLIGHT,
     JOB_OPERATOR_ONLY,
+    JOB_PARENT_ONLY,
     JOB_TRANSITIONS,
     STEP_EVENTS,
     STEP_OPERATOR_ONLY,
@@ -123,8 +124,15 @@ def test_every_allowed_job_transition_is_written_with_its_event(
     job: Job, operator: User, frm: str, to: str
 ) -> None:
     job = _set_job(job, frm)
+    fields: dict[str, str] = {}
+    if (frm, to) in JOB_PARENT_ONLY:
+        # A child job (of a job submitted beside it) undone by its parent's compensation.
+        parent = job_submit(workflow="one", input={}).job
+        Job.objects.filter(pk=job.pk).update(parent_job=parent, parent_step="s1")
+        job.refresh_from_db()
+        fields["compensation_reason"] = "parent"
     with unit_of_work() as unit:
-        job_transition(unit, job, to, source="test", actor=operator)
+        job_transition(unit, job, to, source="test", actor=operator, **fields)
     job.refresh_from_db()
     assert job.status == to
     event = Event.objects.order_by("id").last()
@@ -141,6 +149,15 @@ def test_a_job_transition_not_in_the_table_is_refused(job: Job, frm: str, to: st
     job = _set_job(job, frm)
     with pytest.raises(InvalidTransition), unit_of_work() as unit:
         job_transition(unit, job, to, source="test")
+
+
+@pytest.mark.parametrize(("frm", "to"), sorted(JOB_PARENT_ONLY))
+def test_only_a_child_job_undone_by_its_parent_leaves_succeeded(job: Job, frm: str, to: str) -> None:
+    job = _set_job(job, frm)
+    with pytest.raises(InvalidTransition, match="only a child job"), unit_of_work() as unit:
+        job_transition(unit, job, to, source="test", compensation_reason="operator")
+    job.refresh_from_db()
+    assert job.status == frm
 
 
 def test_a_write_from_a_stale_reader_changes_nothing(job: Job) -> None:
@@ -175,9 +192,10 @@ def test_a_refused_transition_writes_no_event(job: Job) -> None:
 def test_final_and_settled_are_defined_by_the_tables() -> None:
     assert {s for s, moves in JOB_TRANSITIONS.items() if not moves} == JOB_FINAL
     assert JOB_FINAL < JOB_SETTLED
-    # A settled job leaves its status only through an operator.
+    # A settled job leaves its status only through an operator, or (a child job that succeeded)
+    # through its parent's compensation.
     for frm in JOB_SETTLED - JOB_FINAL:
-        assert all((frm, to) in JOB_OPERATOR_ONLY for to in JOB_TRANSITIONS[frm])
+        assert all((frm, to) in JOB_OPERATOR_ONLY | JOB_PARENT_ONLY for to in JOB_TRANSITIONS[frm])
 
 
 def test_a_failed_job_has_a_finish_time_and_loses_it_when_an_operator_reopens_it(

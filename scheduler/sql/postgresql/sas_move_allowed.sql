@@ -64,6 +64,7 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
         'job:running>failed',
         'job:running>needs_attention',
         'job:running>succeeded',
+        'job:succeeded>compensating',
         'attempt:>business_failure',
         'attempt:>no_answer',
         'attempt:>not_happened',
