@@ -618,6 +618,11 @@ class Step(models.Model):
             models.Index(
                 fields=["reused_from"], condition=Q(reused_from__isnull=False), name="step_reused_from_idx"
             ),
+            # A fan-out's items by status: what its join counts and the outcome function probes on
+            # every item's outcome (scheduler.services.fanout).
+            models.Index(
+                fields=["parent", "status"], condition=Q(parent__isnull=False), name="step_item_status_idx"
+            ),
             # Capacity: a limited pool's calls in flight and its steps waiting for a slot.
             models.Index(
                 fields=["pool", "status"],
