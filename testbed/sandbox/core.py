@@ -213,9 +213,10 @@ def status_route(path: str) -> tuple[str, str] | None:
     """(service, operation id) for a status query path, or None if `path` is not one."""
     for prefix, service in STATUS_PREFIXES:
         if path.startswith(prefix):
-            op_id = unquote(path.removeprefix(prefix))
-            if op_id and "/" not in op_id:
-                return service, op_id
+            # One segment as sent; an operation ID may hold a "/" (a child job's step), quoted.
+            segment = path.removeprefix(prefix)
+            if segment and "/" not in segment:
+                return service, unquote(segment)
     return None
 
 

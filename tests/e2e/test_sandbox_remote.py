@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -524,6 +525,16 @@ def test_status_query_is_404_before_the_operation_and_200_after(remote: Remote) 
     assert after.json() == charge.json()
     assert remote.client.get(f"/inventory/reservations/{key}").status_code == 404
     assert remote.stats()["status_queries"] == 3
+
+
+def test_status_query_of_an_operation_id_with_a_slash_names_it_quoted(remote: Remote) -> None:
+    key = f"{new_key()}/bill"  # a child job's step
+    charge = remote.post("/payments/charge", key=key, input={"amount": 12})
+
+    quoted = remote.client.get(f"/payments/{quote(key, safe='')}")
+
+    assert quoted.status_code == 200 and quoted.json() == charge.json()
+    assert remote.client.get(f"/payments/{key}").json() != charge.json()  # two segments: not a query
 
 
 def test_status_query_of_a_declined_operation_is_404(remote: Remote) -> None:
