@@ -12,7 +12,9 @@ goes through a queue on a real Redis; their faults are lost, repeated, late and 
 and callbacks, and restarts of the broker that lose what it held. A share of the jobs run a
 workflow with a timer, a signal and an approval (`testbed.campaign_waits`), signalled and decided
 over the REST API with duplicated, early, late and extra signals and double-clicked approvals,
-and once every cluster is stopped at the same time while timers come due. Then it stops the
+and once every cluster is stopped at the same time while timers come due. A share run workflows
+in the workflow language (`testbed.campaign_language`): a condition, a fan-out over the order's
+lines and a sub-workflow. Then it stops the
 faults, waits for every job to settle, and checks the invariants of docs/architecture.md against the database
 and the remote's own ledger.
 
@@ -36,7 +38,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,8 @@ from scheduler.transitions import (
 from supervisor.lease import LEASE_NAME
 from supervisor.models import LeaseTerm, SupervisorLease
 from supervisor.services import step_retry
+from testbed import campaign_language
+from testbed.campaign_language import AMOUNT_LIMIT, QUANTITY_LIMIT, LanguagePlanner, check_language
 from testbed.campaign_waits import (
     WORKFLOW_WAITS,
     Blackout,
@@ -149,6 +153,9 @@ class CampaignConfig:
     #: Seconds every cluster is down at once, halfway through the faults, while timers come due
     #: (0: never).
     blackout_seconds: float = 4.0
+    #: Share of the jobs that run the workflows with a condition, a fan-out and a sub-workflow
+    #: (0: none).
+    language_share: float = 0.2
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -474,7 +481,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         raise RuntimeError("the fault campaign runs on PostgreSQL (set DATABASE_URL)")
     if cfg.pg_restart and not os.environ.get("SAS_PG_DATADIR"):
         raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")
-    refuse_foreign_jobs("fault_campaign", [WORKFLOW, WORKFLOW_ASYNC, WORKFLOW_WAITS], scratch=cfg.scratch)
+    own = [WORKFLOW, WORKFLOW_ASYNC, WORKFLOW_WAITS, *campaign_language.ALL_WORKFLOWS]
+    refuse_foreign_jobs("fault_campaign", own, scratch=cfg.scratch)
     rng = random.Random(cfg.seed)
     cfg.artifacts.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:8]
@@ -528,6 +536,13 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         wait_submitter = submitter or ApiSubmitter([web.url], client_token)
         driver = WaitDriver(url=web.url, client_token=client_token, approver_token=approver_token())
     workflows = [WORKFLOW, WORKFLOW_ASYNC] if cfg.async_agents else [WORKFLOW]
+    language = LanguagePlanner(random.Random(cfg.seed + 2))
+    if cfg.language_share > 0:
+        campaign_language.ensure_language_definitions()
+    # The language jobs' share of the jobs that do not wait, so that they are `language_share`
+    # of all.
+    waiting = cfg.wait_share if driver is not None else 0.0
+    language_of_rest = min(1.0, cfg.language_share / max(1.0 - waiting, 1e-9))
     handovers_before = (
         SupervisorLease.objects.filter(pk="supervisor").values_list("handovers", flat=True).first() or 0
     )
@@ -559,6 +574,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     fault = FaultLog()
     job_ids: list[Any] = []
     wait_job_ids: list[Any] = []
+    language_job_ids: list[Any] = []
     blackouts: list[Blackout] = []
     started = time.monotonic()
     if driver is not None:
@@ -571,7 +587,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             drop_hold_ms=int(cfg.timeout_seconds * 1500),
             latency_ms=int(cfg.timeout_seconds * 1500),
             latency_rate=cfg.latency_rate,
-            decline_over=1000,
+            decline_over=AMOUNT_LIMIT,
+            decline_quantity_over=QUANTITY_LIMIT,
             **_reply_faults(cfg, on=True),
         )
         submit_until = started + cfg.duration * 0.6
@@ -586,7 +603,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         blackout_at = started + cfg.duration * 0.5 if cfg.blackout_seconds > 0 else float("inf")
         blackout_end = blackout_at + cfg.blackout_seconds
         blackout: Blackout | None = None
-        submitted = plain = 0
+        submitted = plain = rest = 0
         while time.monotonic() - started < cfg.duration or submitted < cfg.jobs:
             now = time.monotonic()
             close_old_connections()
@@ -618,13 +635,21 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                             driver.add(job_id, planner.deal())
                         submitted += 1
                         continue
-                    workflow = workflows[plain % len(workflows)]
-                    plain += 1
+                    rest += 1
+                    if _spread(rest - 1, language_of_rest):
+                        workflow, payload = language.deal(f"O{submitted}", payload)
+                        mine = language_job_ids
+                    else:
+                        workflow = workflows[plain % len(workflows)]
+                        plain += 1
+                        mine = None
                     try:
                         if submitter is not None:
                             job_ids.append(submitter.submit(workflow, payload, key=f"{run_id}-{submitted}"))
                         else:
                             job_ids.append(job_submit(workflow=workflow, input=payload).job_id)
+                        if mine is not None:
+                            mine.append(job_ids[-1])
                         submitted += 1
                     except SasError:
                         raise
@@ -703,7 +728,13 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             driver.finish(timeout=max(10.0, cfg.drain - drain_seconds))
         # Let in-flight compensations of settled jobs and late answers land.
         time.sleep(min(3.0, cfg.supervisor_interval * 3))
-        report = check(job_ids, sandbox.stats(), first_event, handovers_before)
+        stats = sandbox.stats()
+        report_language = check_language(language_job_ids, stats)
+        report = check(
+            job_ids, stats, first_event, handovers_before, children=report_language["child_job_ids"]
+        )
+        report["language"] = report_language
+        report["violations"] |= report_language["violations"]
         report["lease"] = check_lease(first_event, first_term)
         if report["lease"]["violations"]:
             report["violations"]["lease"] = report["lease"]["violations"]
@@ -742,16 +773,24 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
 
 
 def check(
-    job_ids: list[Any], stats: dict[str, Any], first_event: int, handovers_before: int
+    job_ids: list[Any],
+    stats: dict[str, Any],
+    first_event: int,
+    handovers_before: int,
+    *,
+    children: Sequence[Any] = (),
 ) -> dict[str, Any]:
-    """Compute the campaign's figures from the database and the remote's ledger."""
+    """Compute the campaign's figures from the database and the remote's ledger. The jobs'
+    `children` (sub-workflows) are held to the same invariants, and counted apart."""
     effects: dict[str, int] = stats["effects"]
-    jobs = {j.pk: j for j in Job.objects.filter(pk__in=job_ids)}
-    steps = list(Step.objects.filter(job_id__in=job_ids).select_related("compensates"))
+    family = [*job_ids, *children]
+    jobs = {j.pk: j for j in Job.objects.filter(pk__in=family)}
+    found = Job.objects.filter(pk__in=job_ids).count()
+    steps = list(Step.objects.filter(job_id__in=family).select_related("compensates"))
     by_job: dict[Any, list[Step]] = {}
     for step in steps:
         by_job.setdefault(step.job_id, []).append(step)
-    statuses = Counter(j.status for j in jobs.values())
+    statuses = Counter(j.status for j in jobs.values() if j.parent_job_id is None)
     not_settled = [str(j.pk) for j in jobs.values() if j.status not in SETTLED]
 
     duplicates = {op: n for op, n in effects.items() if n > 1}
@@ -786,7 +825,7 @@ def check(
 
     events: list[dict[str, Any]] = [
         dict(e)
-        for e in Event.objects.filter(job_id__in=job_ids)
+        for e in Event.objects.filter(job_id__in=family)
         .order_by("id")
         .values("id", "job_id", "step_id", "kind", "from_status", "to_status", "actor_id", "data")
     ]
@@ -829,10 +868,11 @@ def check(
     handovers = (
         SupervisorLease.objects.filter(pk="supervisor").values_list("handovers", flat=True).first() or 0
     )
-    late = Attempt.objects.filter(step__job_id__in=job_ids, late_outcome="succeeded").count()
+    late = Attempt.objects.filter(step__job_id__in=family, late_outcome="succeeded").count()
     figures = {
         "jobs_submitted": len(job_ids),
-        "jobs_missing": len(job_ids) - len(jobs),
+        "jobs_missing": len(job_ids) - found,
+        "child_jobs": len(children),
         "jobs_by_status": dict(sorted(statuses.items())),
         "jobs_not_settled": len(not_settled),
         "remote_effects": sum(effects.values()),
@@ -967,6 +1007,9 @@ def table(report: dict[str, Any]) -> str:
     waits = report.get("waits")
     if waits is not None and waits["figures"]["wait_jobs"]:
         rows += table_rows(waits)
+    language = report.get("language")
+    if language is not None and language["figures"]["language_jobs"]:
+        rows += campaign_language.table_rows(language)
     lease = report.get("lease")
     if lease is not None:
         rows += [

@@ -60,6 +60,9 @@ class SandboxConfig:
     drop_hold_ms: int = 0
     #: Payments decline charges whose amount is above this; None = no limit.
     decline_over: float | None = None
+    #: Inventory refuses reservations, and shipping schedules, whose quantity is above this
+    #: (out of stock, no slot); None = no limit.
+    decline_quantity_over: int | None = None
     #: False = process every request anew, ignoring stored keys (duplicates become visible).
     honor_keys: bool = True
     #: Asynchronous modes (POST /async/<route> answers 202 and calls back; the queue consumer
@@ -110,6 +113,10 @@ def _validated_field(name: str, value: Any) -> Any:
     if name == "decline_over":
         if value is not None and (not _is_number(value) or not math.isfinite(value)):
             raise ConfigError("decline_over must be a finite number or null")
+        return value
+    if name == "decline_quantity_over":
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ConfigError("decline_quantity_over must be an integer or null")
         return value
     if name == "honor_keys":
         if not isinstance(value, bool):
@@ -206,10 +213,45 @@ def status_route(path: str) -> tuple[str, str] | None:
     """(service, operation id) for a status query path, or None if `path` is not one."""
     for prefix, service in STATUS_PREFIXES:
         if path.startswith(prefix):
-            op_id = unquote(path.removeprefix(prefix))
-            if op_id and "/" not in op_id:
-                return service, op_id
+            # One segment as sent; an operation ID may hold a "/" (a child job's step), quoted.
+            segment = path.removeprefix(prefix)
+            if segment and "/" not in segment:
+                return service, unquote(segment)
     return None
+
+
+#: The route kinds whose requests `decline_quantity_over` refuses.
+QUANTITY_KINDS = frozenset({"reserve", "schedule"})
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Whom a request says it comes from, as the scheduler's body names it: the job, the step,
+    the item of a fan-out (its index), and the operation a compensation undoes. Recorded with
+    each delivery, so that a checker can tell whether one item was ever called under two keys."""
+
+    job_id: str
+    step: str
+    item_index: int | None = None
+    compensates: str | None = None
+
+
+def read_caller(body: object) -> Caller | None:
+    """The caller a body names, or None when it names no job and step (read leniently: a
+    malformed body is still a delivery)."""
+    if not isinstance(body, dict):
+        return None
+    job_id, step = body.get("job_id"), body.get("step")
+    if not isinstance(job_id, str) or not isinstance(step, str):
+        return None
+    index = body.get("index")
+    compensates = body.get("compensates")
+    return Caller(
+        job_id=job_id,
+        step=step,
+        item_index=index if isinstance(index, int) and not isinstance(index, bool) else None,
+        compensates=compensates if isinstance(compensates, str) else None,
+    )
 
 
 def request_fingerprint(body: Mapping[str, Any]) -> str:

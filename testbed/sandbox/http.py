@@ -33,6 +33,7 @@ from testbed.sandbox.core import (
     Route,
     SandboxConfig,
     parse_json,
+    read_caller,
     read_operation_request,
     status_route,
 )
@@ -265,7 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
         if attempt is None and isinstance(body, dict):
             attempt = _int_or_none(body.get("attempt"))
         # Logged before validation: a malformed or faulted request was still delivered.
-        self.remote.store.log_delivery(key or None, "POST", path, attempt)
+        self.remote.store.log_delivery(key or None, "POST", path, attempt, read_caller(body))
         try:
             if not key:
                 raise BadRequest("Idempotency-Key header required")

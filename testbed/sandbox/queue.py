@@ -20,7 +20,7 @@ import uuid
 from typing import Any
 
 from testbed.sandbox.async_ import deliver, perform_later, perform_slowly
-from testbed.sandbox.core import ROUTES, BadRequest, read_operation_request
+from testbed.sandbox.core import ROUTES, BadRequest, read_caller, read_operation_request
 from testbed.sandbox.state import SandboxState
 
 logger = logging.getLogger("testbed.sandbox.queue")
@@ -95,7 +95,7 @@ class QueueConsumer:
         reply_to = str(body.get("reply_to") or "")
         attempt = body.get("attempt") if isinstance(body.get("attempt"), int) else None
         path = f"queue:{queue}"
-        self.remote.store.log_delivery(key, "POST", path, attempt)
+        self.remote.store.log_delivery(key, "POST", path, attempt, read_caller(body))
 
         def report(result: dict[str, Any]) -> None:
             self.publish(reply_to, {"operation_id": key, "attempt": attempt, **result})

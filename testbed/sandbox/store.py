@@ -16,9 +16,11 @@ from typing import Any
 from testbed.sandbox.core import (
     FAULT_KINDS,
     KEY_REUSED,
+    QUANTITY_KINDS,
     REPLY_FAULTS,
     UNKNOWN_OPERATION,
     Answer,
+    Caller,
     OperationRequest,
     SandboxConfig,
 )
@@ -52,7 +54,11 @@ CREATE TABLE IF NOT EXISTS deliveries (
     method TEXT NOT NULL,
     path TEXT NOT NULL,
     attempt INTEGER,
-    at REAL NOT NULL
+    at REAL NOT NULL,
+    job_id TEXT,
+    step TEXT,
+    item_index INTEGER,
+    compensates TEXT
 );
 CREATE INDEX IF NOT EXISTS deliveries_op_id ON deliveries (op_id);
 CREATE TABLE IF NOT EXISTS counters (
@@ -66,6 +72,13 @@ CREATE TABLE IF NOT EXISTS voids (
 );
 """
 _TABLES = ("requests", "effects", "deliveries", "counters", "voids")
+#: Columns added to `deliveries` since its first version: a store file made before gains them.
+_DELIVERY_CALLER_COLUMNS = (
+    ("job_id", "TEXT"),
+    ("step", "TEXT"),
+    ("item_index", "INTEGER"),
+    ("compensates", "TEXT"),
+)
 
 
 class SandboxStore:
@@ -114,6 +127,10 @@ class SandboxStore:
             # WAL lets status queries and /stats read while a request holds the write lock.
             conn.execute("PRAGMA journal_mode = WAL")
             conn.executescript(_SCHEMA)
+            present = {row[1] for row in conn.execute("PRAGMA table_info(deliveries)")}
+            for column, kind in _DELIVERY_CALLER_COLUMNS:
+                if column not in present:
+                    conn.execute(f"ALTER TABLE deliveries ADD COLUMN {column} {kind}")
         if wipe:
             self.wipe()
 
@@ -128,12 +145,28 @@ class SandboxStore:
             for table in _TABLES:
                 conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed table names
 
-    def log_delivery(self, op_id: str | None, method: str, path: str, attempt: int | None) -> None:
-        """Record that a request arrived, whatever then happens to it."""
+    def log_delivery(
+        self, op_id: str | None, method: str, path: str, attempt: int | None, caller: Caller | None = None
+    ) -> None:
+        """Record that a request arrived, whatever then happens to it, and whom it said it came
+        from."""
+        c = caller or Caller(job_id="", step="")
         with self.transaction() as conn:
             conn.execute(
-                "INSERT INTO deliveries (op_id, method, path, attempt, at) VALUES (?, ?, ?, ?, ?)",
-                (op_id, method, path, attempt, time.time()),
+                "INSERT INTO deliveries"
+                " (op_id, method, path, attempt, at, job_id, step, item_index, compensates)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    op_id,
+                    method,
+                    path,
+                    attempt,
+                    time.time(),
+                    c.job_id or None,
+                    c.step or None,
+                    c.item_index,
+                    c.compensates,
+                ),
             )
 
     def bump(self, counter: str) -> None:
@@ -203,6 +236,15 @@ class SandboxStore:
                 conn.execute("SELECT method, COUNT(*) FROM deliveries GROUP BY method").fetchall()
             )
             counters = dict(conn.execute("SELECT name, value FROM counters").fetchall())
+            callers = [
+                list(row)
+                for row in conn.execute(
+                    "SELECT job_id, step, item_index, compensates IS NOT NULL, op_id, COUNT(*)"
+                    " FROM deliveries WHERE method = 'POST' AND job_id IS NOT NULL"
+                    " GROUP BY job_id, step, item_index, compensates IS NOT NULL, op_id"
+                    " ORDER BY job_id, step, item_index, op_id"
+                ).fetchall()
+            ]
         return {
             "effects": effects,
             "effects_by_kind": by_kind,
@@ -215,6 +257,8 @@ class SandboxStore:
             "faults": {kind: counters.get(f"fault_{kind}", 0) for kind in (*FAULT_KINDS, *REPLY_FAULTS)},
             "results_reported": counters.get("results_reported", 0),
             "slow_jobs": {name: counters.get(name, 0) for name in SLOW_JOB_COUNTERS},
+            # Who called under which key: [job, step, item index, an undo, key, deliveries].
+            "callers": callers,
         }
 
 
@@ -246,8 +290,18 @@ def _perform(
 ) -> tuple[int, dict[str, Any]]:
     """Apply one request's effect inside the caller's transaction; (status, answer payload)."""
     route = request.route
-    declined = force_decline or (
-        route.kind == "charge" and config.decline_over is not None and request.amount > config.decline_over
+    declined = (
+        force_decline
+        or (
+            route.kind == "charge"
+            and config.decline_over is not None
+            and request.amount > config.decline_over
+        )
+        or (
+            route.kind in QUANTITY_KINDS
+            and config.decline_quantity_over is not None
+            and request.quantity > config.decline_quantity_over
+        )
     )
     if declined:
         _bump(conn, "fault_decline")

@@ -1,9 +1,11 @@
-"""A small run of the fault campaign, every fault on: the invariants must hold, the waits' too."""
+"""A small run of the fault campaign, every fault on: the invariants must hold, the waits' and
+the workflow language's (conditions, fan-outs, sub-workflows) too."""
 
 from __future__ import annotations
 
 import pytest
 
+from testbed import campaign_language
 from testbed.campaign_waits import MUST_BE_ZERO
 from tests.processes import assert_no_job_lost_and_no_effect_doubled, run_fault_campaign
 
@@ -18,9 +20,12 @@ pytestmark = [
 
 
 def test_a_small_campaign_with_every_fault_on_loses_no_job_and_doubles_no_effect() -> None:
-    # 24 wait jobs: every card of the wait faults' decks is dealt.
+    # 24 wait jobs: every card of the wait faults' decks is dealt; 18 language jobs: each of its
+    # deck's cards (a line shipping refuses, a fee payments declines) at least once.
     report = run_fault_campaign(
-        "fault-campaign", "--jobs", "60", "--duration", "20", "--drain", "90", "--wait-share", "0.4"
+        "fault-campaign",
+        *("--jobs", "60", "--duration", "20", "--drain", "90"),
+        *("--wait-share", "0.4", "--language-share", "0.3"),
     )
     assert_no_job_lost_and_no_effect_doubled(report, jobs=60)
     # The faults really happened.
@@ -51,3 +56,17 @@ def test_a_small_campaign_with_every_fault_on_loses_no_job_and_doubles_no_effect
     assert waits["waits_timed_out"] >= 1
     assert faults["cluster_blackouts"] == 1
     assert waits["blackout_timers_due"] >= 1
+    # The workflow language: no item called under another operation ID, no child started twice,
+    # nothing undone that had no effect, every effect of a compensated job undone once, no skipped
+    # step called; and each of its paths was taken.
+    language = report["language"]["figures"]
+    assert language["language_jobs"] == 18
+    assert {n: language[n] for n in campaign_language.MUST_BE_ZERO if language[n]} == {}
+    assert set(language["language_jobs_by_workflow"]) == set(campaign_language.LANGUAGE_WORKFLOWS)
+    assert 1 <= language["charges_skipped_by_condition"] <= language["prepaid_jobs"]
+    assert language["items_called"] >= language["items_by_status"].get("succeeded", 0) >= 1
+    assert language["joins_met"] >= 1 and language["joins_failed"] >= 1
+    assert language["item_undo_effects"] >= 1
+    assert language["children_started"] >= 1
+    assert language["child_jobs_by_status"].get("compensated", 0) >= 1
+    assert report["figures"]["child_jobs"] == language["children_started"]

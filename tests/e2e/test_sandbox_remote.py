@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -288,6 +289,38 @@ def test_amount_at_the_limit_is_charged(remote: Remote) -> None:
     assert remote.post("/payments/charge", key=new_key(), input={"amount": 100}).status_code == 200
 
 
+def test_a_quantity_over_the_limit_is_refused_by_inventory_and_shipping_but_not_payments(
+    remote: Remote,
+) -> None:
+    remote.configure(decline_quantity_over=5)
+
+    reserve = remote.post("/inventory/reserve", key=new_key(), input={"quantity": 6})
+    schedule = remote.post("/shipping/schedule", key=new_key(), input={"quantity": 6})
+    at_limit = remote.post("/shipping/schedule", key=new_key(), input={"quantity": 5})
+    charge = remote.post("/payments/charge", key=new_key(), input={"quantity": 6, "amount": 10})
+
+    assert (reserve.status_code, reserve.json()) == (402, {"error": "out of stock"})
+    assert (schedule.status_code, schedule.json()) == (402, {"error": "no shipping slot available"})
+    assert at_limit.status_code == 200 and charge.status_code == 200
+    assert remote.stats()["faults"]["decline"] == 2
+
+
+def test_stats_name_the_job_step_and_item_each_key_was_called_for(remote: Remote) -> None:
+    item, undo = new_key(), new_key()
+
+    remote.post("/shipping/schedule", key=item, index=3)
+    remote.post("/shipping/schedule", key=item, index=3, attempt=2)
+    remote.post("/shipping/cancel", key=undo, index=3, compensates=item)
+    remote.post("/inventory/reserve", key=None)  # refused, still a delivery
+
+    callers = remote.stats()["callers"]
+    assert sorted(callers, key=lambda c: c[1]) == [
+        ["job-1", "cancel", 3, 1, undo, 1],
+        ["job-1", "reserve", None, 0, None, 1],
+        ["job-1", "schedule", 3, 0, item, 2],
+    ]
+
+
 def test_scripted_decline_is_a_stored_business_failure(remote: Remote) -> None:
     remote.configure(script={"/inventory/reserve": ["decline"]})
     key = new_key()
@@ -494,6 +527,16 @@ def test_status_query_is_404_before_the_operation_and_200_after(remote: Remote) 
     assert remote.stats()["status_queries"] == 3
 
 
+def test_status_query_of_an_operation_id_with_a_slash_names_it_quoted(remote: Remote) -> None:
+    key = f"{new_key()}/bill"  # a child job's step
+    charge = remote.post("/payments/charge", key=key, input={"amount": 12})
+
+    quoted = remote.client.get(f"/payments/{quote(key, safe='')}")
+
+    assert quoted.status_code == 200 and quoted.json() == charge.json()
+    assert remote.client.get(f"/payments/{key}").json() != charge.json()  # two segments: not a query
+
+
 def test_status_query_of_a_declined_operation_is_404(remote: Remote) -> None:
     remote.configure(decline_over=1)
     key = new_key()
@@ -584,6 +627,7 @@ def test_health_answers_ok(remote: Remote) -> None:
         {"latency_rate": "half"},
         {"honor_keys": "yes"},
         {"decline_over": "lots"},
+        {"decline_quantity_over": 2.5},
         {"errror_rate": 0.5},
         {"script": {"/payments/charge": ["explode"]}},
     ],
@@ -633,6 +677,7 @@ def test_flags_set_the_initial_config_and_the_store_survives_a_restart(tmp_path:
         "drop_rate": 0.0,
         "drop_hold_ms": 7,
         "decline_over": 100.0,
+        "decline_quantity_over": None,
         "honor_keys": True,
         "async_delay_ms": 0,
         "reply_loss_rate": 0.0,

@@ -1,5 +1,6 @@
-"""`manage.py fault_campaign`: prove under faults that no job is lost, no effect doubled, and no
-signal, approval or timer taken twice."""
+"""`manage.py fault_campaign`: prove under faults that no job is lost, no effect doubled, no
+signal, approval or timer taken twice, no item called under two operation IDs and no child job
+started twice."""
 
 from __future__ import annotations
 
@@ -147,6 +148,13 @@ class Command(BaseCommand):
             default=d.blackout_seconds,
             help="Seconds every cluster is down at once, halfway through the faults (0: never).",
         )
+        parser.add_argument(
+            "--language-share",
+            type=float,
+            default=d.language_share,
+            help="Share of jobs whose workflow has a condition, a fan-out over items and a "
+            "sub-workflow (0: none).",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
             "--scratch",
@@ -188,6 +196,7 @@ class Command(BaseCommand):
             settled_signal_rate=options["settled_signal_rate"],
             approval_race_rate=options["approval_race_rate"],
             blackout_seconds=options["blackout_seconds"],
+            language_share=options["language_share"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))
