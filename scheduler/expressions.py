@@ -76,6 +76,19 @@ def _root_paths(node: dict[str, Any]) -> list[list[str]]:
     return []
 
 
+def _negates_a_root(node: dict[str, Any]) -> bool:
+    """Whether the expression reads a field of a negation (`!input.x`, which JMESPath parses as
+    `(!input).x`: a field of a boolean, always null) anywhere in it."""
+    children = node.get("children", [])
+    if (
+        node.get("type") in ("subexpression", "index_expression")
+        and children
+        and children[0].get("type") == "not_expression"
+    ):
+        return True
+    return any(_negates_a_root(child) for child in children if isinstance(child, dict))
+
+
 def check(expression: Any, *, where: str, ancestors: set[str], roots: tuple[str, ...] = ROOTS) -> str:
     """A definition's expression, checked: its syntax, and that it reads only `roots` (`results`
     only of `ancestors`). Raises InvalidInput naming `where`."""
@@ -88,6 +101,12 @@ def check(expression: Any, *, where: str, ancestors: set[str], roots: tuple[str,
     except JMESPathError as exc:
         first = str(exc).splitlines()[0]
         raise InvalidInput(f"{where}: not a JMESPath expression ({first})", field="steps") from exc
+    if _negates_a_root(parsed):
+        raise InvalidInput(
+            f"{where}: `!` binds tighter than `.`: `!input.x` reads a field of `!input` (always "
+            "null); write `!(input.x)`",
+            field="steps",
+        )
     for path in _root_paths(parsed):
         if path[0] not in roots:
             allowed = " or ".join(f"`{r}.<step>`" if r == "results" else f"`{r}`" for r in roots)
