@@ -135,7 +135,6 @@ def test_an_output_projection_that_cannot_be_evaluated_holds_the_step_and_keeps_
         ({"output": "results.ship"}, "step 'charge' output reads results.ship"),
         ({"output": "answer.id"}, "step 'charge' output reads 'answer'"),
         ({"when": "input.a && !input.prepaid"}, "step 'charge' when: `!` binds tighter than `.`"),
-        ({"when": "input.a && !input.prepaid"}, "step 'charge' when: `!` binds tighter than `.`"),
     ],
 )
 def test_a_mapping_is_checked_when_the_workflow_is_saved(charge: dict[str, Any], message: str) -> None:
