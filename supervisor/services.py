@@ -172,6 +172,12 @@ def step_retry(
         state, step = _lock_step(unit, step_id)
         if step.status not in RETRYABLE_BY_OPERATOR:
             raise ActionNotAllowed(f"step {step.name} is {step.status}: nothing to retry")
+        if step.fans_out:
+            # Its items carry the calls (and their effects): they are retried, the list is not
+            # made again.
+            raise ActionNotAllowed(
+                f"step {step.name} fans out over items: retry its held or failed items, or resolve it"
+            )
         _check_step_actionable(state, step, "retry")
         edit: dict[str, Any] | None = None
         if input is not None:

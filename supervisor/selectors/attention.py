@@ -75,8 +75,9 @@ class _StepActions:
 
     @property
     def can_retry(self) -> bool:
-        # A retried wait waits again (supervisor.services.step_retry).
-        return self.step.status in RETRYABLE_BY_OPERATOR
+        # A retried wait waits again (supervisor.services.step_retry); a fan-out's items are
+        # retried one by one, not the fan-out.
+        return self.step.status in RETRYABLE_BY_OPERATOR and not self.step.fans_out
 
     @property
     def wait(self) -> Wait | None:

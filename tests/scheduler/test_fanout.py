@@ -223,3 +223,34 @@ def test_cancelling_a_job_mid_fan_out_stops_its_items_and_undoes_those_that_ran(
     # Item 1's task found the job stopping and called nothing: nothing of it to undo.
     assert sorted(c.payload["index"] for c in fake_remote.calls_for("ship")) == [0]
     assert fake_remote.compensations() == ["ship", "reserve"]
+
+
+def test_an_operator_retries_a_fan_outs_items_not_the_fan_out(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any]
+) -> None:
+    from sas_project.errors import ActionNotAllowed
+    from supervisor.services import step_retry
+
+    make_policy("holding", max_attempts=1, on_exhausted="hold")
+    make_workflow("held", {**step("ship", policy="holding"), "for_each": "input.lines"})
+    fake_remote.script("ship", Outcome.TRANSIENT_FAILURE)
+    job = job_submit(workflow="held", input={"lines": ["a", "b"]}).job
+    drain()
+    supervise()
+    drain()
+    olga = User.objects.create_user("olga")
+    held = [i for i in items_of(job) if i.status == S.HELD]
+    assert len(held) == 1 and Job.objects.get(pk=job.pk).status == JobStatus.NEEDS_ATTENTION
+    with pytest.raises(ActionNotAllowed, match="step ship is waiting: nothing to retry"):
+        step_retry(actor=olga, step_id=named(job, "ship").pk)
+    # A fan-out held by its policy (its list was refused) is not made again by a retry either.
+    refused = job_submit(workflow="held", input={"lines": "not a list"}).job
+    drain()
+    assert named(refused, "ship").status == S.HELD
+    with pytest.raises(ActionNotAllowed, match="fans out over items"):
+        step_retry(actor=olga, step_id=named(refused, "ship").pk)
+    step_retry(actor=olga, step_id=held[0].pk)
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    assert [i.status for i in items_of(job)] == [S.SUCCEEDED, S.SUCCEEDED]
