@@ -102,6 +102,10 @@ SETTLED = {
 APP_PREFIX = "sas-campaign"
 
 
+#: The longest the driver submits before it looks at the faults that are due again (seconds).
+SUBMIT_SLICE = 0.5
+
+
 @dataclass
 class CampaignConfig:
     jobs: int = 60
@@ -634,6 +638,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                             wait_job_ids.append(job_id)
                             driver.add(job_id, planner.deal())
                         submitted += 1
+                        if time.monotonic() - now > SUBMIT_SLICE:
+                            break
                         continue
                     rest += 1
                     if _spread(rest - 1, language_of_rest):
@@ -657,6 +663,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                         fault.submit_errors += 1
                         submitted += 1
                         connection.close()
+                    if time.monotonic() - now > SUBMIT_SLICE:
+                        break  # slow submissions must not push the faults out of the window
                 if blackout is None and now >= blackout_at and now - started < cfg.duration:
                     for cluster in clusters:
                         cluster.kill()

@@ -552,3 +552,44 @@ def test_an_operator_approves_a_waiting_step_with_a_comment_and_a_viewer_sees_no
     expect(page.locator('#job-timeline li[data-kind="step_approved"]')).to_contain_text("olga")
     expect(page.locator('svg.dag g.dag-node[data-step="ship"]')).to_have_attribute("data-status", "succeeded")
     shot(page, "job-approved")
+
+
+def test_an_operator_follows_a_fan_out_from_its_dag_to_its_items_and_filters_the_failed_one(
+    live_server: Any, browser: Browser, operator: User, fake_remote: FakeRemote
+) -> None:
+    make_policy("once", max_attempts=1)
+    make_workflow(
+        "lines",
+        {
+            **step("ship", policy="once"),
+            "for_each": "input.lines",
+            "join": {"mode": "at_least", "count": 59},
+            "max_parallel": 5,
+        },
+    )
+    fake_remote.script("ship", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="lines", input={"lines": [f"L{n}" for n in range(60)]}, submitter=operator).job
+    run_queued_tasks()
+    from supervisor.scan import scan
+
+    scan(holder="browser-test", draw=lambda: 0.0)
+    run_queued_tasks()
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    base = live_server.url
+    page = sign_in(browser, base, "olga", PASSWORD, f"/ops/jobs/{job.pk}/")
+    node = page.locator('svg.dag g.dag-node[data-step="ship"][data-kind="fan-out"]')
+    expect(node).to_contain_text("59/60 items succeeded")
+    ship = Step.objects.get(job=job, name="ship")
+    expect(page.locator(f"#items-of-{ship.pk}")).to_contain_text("60 items")
+    shot(page, "job-fan-out")
+    page.get_by_role("link", name="see the items").click()
+    expect(page).to_have_url(f"{base}/ops/jobs/{job.pk}/steps/ship/items/")
+    expect(page.locator("table.items tbody tr")).to_have_count(50)
+    expect(page.locator(".pager")).to_contain_text("page 1 of 2")
+    page.get_by_role("link", name="next →").click()
+    expect(page.locator("table.items tbody tr")).to_have_count(10)
+    page.locator(".item-filter a", has_text="failed").click()
+    expect(page.locator("table.items tbody tr")).to_have_count(1)
+    expect(page.locator("#item-0")).to_contain_text("scripted business_failure")
+    shot(page, "fan-out-items-failed")
