@@ -55,14 +55,18 @@ def _excerpt(body: bytes) -> str:
 def _classify(spec: CallSpec, status: int, body: bytes, location: str) -> tuple[str, Any, str]:
     """(outcome, output, error) for an HTTP answer."""
     output: Any = None
+    note = ""
     if body:
         try:
             output = json.loads(body)
         except ValueError:
             output = None
+        except RecursionError:
+            # Nesting deep enough to exhaust the parser's stack: read as a body that is not JSON.
+            output, note = None, "the answer nests too deeply to read: the output is recorded as null"
     if spec.is_reconcile:
         if status == 200:
-            return Outcome.SUCCEEDED, output, ""
+            return Outcome.SUCCEEDED, output, note
         if status == 404:
             return Outcome.NOT_HAPPENED, None, "the remote has no record of this operation"
         return Outcome.TRANSIENT_FAILURE, None, f"status query answered HTTP {status}"
@@ -70,7 +74,7 @@ def _classify(spec: CallSpec, status: int, body: bytes, location: str) -> tuple[
         # Accepted: the remote reports the result later, to the callback URL the call carried.
         return ACCEPTED, None, ""
     if 200 <= status < 300:
-        return Outcome.SUCCEEDED, output, ""
+        return Outcome.SUCCEEDED, output, note
     if 300 <= status < 400:
         return Outcome.BUSINESS_FAILURE, None, f"redirect to {location[:200]!r} not followed"
     if status in (408, 429) or status >= 500:
