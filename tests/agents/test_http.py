@@ -276,3 +276,13 @@ def test_a_cookie_set_by_a_remote_is_never_sent_back(remote: Remote) -> None:
     for _ in range(2):
         assert call_http(spec(remote.url)).outcome == Outcome.SUCCEEDED
     assert seen == [None, None]
+
+
+def test_the_answer_to_a_body_nesting_too_deeply_to_parse_is_a_success_with_no_output(
+    remote: Remote,
+) -> None:
+    remote.handler = lambda h: _reply(h, 200, b"[" * 2000)
+    result = call_http(spec(remote.url))
+    assert result.outcome == Outcome.SUCCEEDED
+    assert result.output is None
+    assert "nests too deeply" in result.error
