@@ -19,7 +19,7 @@ from django.http import HttpRequest
 
 from agents.models import AgentEndpoint, AgentKind, AgentPool
 from agents.services import pool_save
-from agents.validation import validate_endpoint_url
+from agents.validation import valid_field_value, validate_endpoint_url
 from sas_project.admin_access import ManagersOnly
 from sas_project.errors import InvalidInput
 
@@ -88,6 +88,12 @@ class EndpointFormSet(BaseInlineFormSet):
         ]
         if self.instance.kind == AgentKind.PYTHON and self.specs:
             raise ValidationError("A python pool runs in-process and has no endpoints.")
+        if self.instance.kind == AgentKind.HTTP and not all(
+            valid_field_value(s["secret_header_value"]) for s in self.specs
+        ):
+            raise ValidationError(
+                "A secret header value must be printable ASCII, with no space or tab at either end."
+            )
         urls = [s["url"] for s in self.specs]
         duplicates = sorted({u for u in urls if urls.count(u) > 1})
         if duplicates:

@@ -28,9 +28,12 @@ import httpx
 
 from agents.egress import outbound_client
 from agents.outcome import ACCEPTED, CallResult, CallSpec, Outcome
-from agents.validation import validate_endpoint_url
+from agents.validation import valid_field_value, validate_endpoint_url
 from sas_project.conf import sas_settings
 from sas_project.errors import InvalidInput
+
+#: The error of a call whose request could not be built (it names no header value).
+NOT_SENT = "not sent: a header value is not a valid HTTP field value (check the endpoint's secret header)"
 
 
 class _TooLarge(Exception):
@@ -55,14 +58,18 @@ def _excerpt(body: bytes) -> str:
 def _classify(spec: CallSpec, status: int, body: bytes, location: str) -> tuple[str, Any, str]:
     """(outcome, output, error) for an HTTP answer."""
     output: Any = None
+    note = ""
     if body:
         try:
             output = json.loads(body)
         except ValueError:
             output = None
+        except RecursionError:
+            # Nesting deep enough to exhaust the parser's stack: read as a body that is not JSON.
+            output, note = None, "the answer nests too deeply to read: the output is recorded as null"
     if spec.is_reconcile:
         if status == 200:
-            return Outcome.SUCCEEDED, output, ""
+            return Outcome.SUCCEEDED, output, note
         if status == 404:
             return Outcome.NOT_HAPPENED, None, "the remote has no record of this operation"
         return Outcome.TRANSIENT_FAILURE, None, f"status query answered HTTP {status}"
@@ -70,7 +77,7 @@ def _classify(spec: CallSpec, status: int, body: bytes, location: str) -> tuple[
         # Accepted: the remote reports the result later, to the callback URL the call carried.
         return ACCEPTED, None, ""
     if 200 <= status < 300:
-        return Outcome.SUCCEEDED, output, ""
+        return Outcome.SUCCEEDED, output, note
     if 300 <= status < 400:
         return Outcome.BUSINESS_FAILURE, None, f"redirect to {location[:200]!r} not followed"
     if status in (408, 429) or status >= 500:
@@ -120,6 +127,9 @@ def call_http(spec: CallSpec) -> CallResult:
     }
     if spec.callback_url and not spec.is_reconcile:
         headers["X-SAS-Callback-URL"] = spec.callback_url
+    if not all(valid_field_value(value) for value in headers.values()):
+        # Saved before the check at save time existed: refused here, never quoted (a secret).
+        return CallResult(Outcome.BUSINESS_FAILURE, error=NOT_SENT)
     if spec.is_reconcile:
         method, content = "GET", None
         url = base + spec.path.replace("{operation_id}", quote(spec.operation_id, safe=""))
@@ -159,6 +169,10 @@ def call_http(spec: CallSpec) -> CallResult:
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         # The request never reached the remote: nothing can have happened.
         return CallResult(Outcome.TRANSIENT_FAILURE, latency_ms=elapsed_ms(), error=f"connect: {exc}")
+    except (httpx.LocalProtocolError, UnicodeEncodeError):
+        # The request could not be built, so nothing was sent; the library's message would quote
+        # the offending header value, which may be the endpoint's secret.
+        return CallResult(Outcome.BUSINESS_FAILURE, latency_ms=elapsed_ms(), error=NOT_SENT)
     except httpx.TimeoutException as exc:
         return CallResult(Outcome.NO_ANSWER, latency_ms=elapsed_ms(), error=f"no answer in time: {exc!r}")
     except httpx.TransportError as exc:

@@ -7,10 +7,13 @@ remote call (agents), and they are what the fake remote in the unit tests produc
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import models
+
+from sas_project.errors import InvalidInput
+from sas_project.validation import json_storable
 
 
 class Outcome(models.TextChoices):
@@ -105,3 +108,28 @@ class CallResult:
     def accepted(self) -> bool:
         """The remote took the call; its result comes later (see ACCEPTED)."""
         return self.outcome == ACCEPTED
+
+
+def storable(result: CallResult) -> CallResult:
+    """`result` as the database can store it; the same result when it already can.
+
+    What a remote answers is untrusted, and PostgreSQL refuses a NUL character in text and jsonb
+    and a number that is not finite in jsonb. A NUL in the excerpt or the error becomes U+FFFD
+    (as undecodable bytes already do). An output the API would refuse in a request body (a NUL,
+    NaN or an infinite number, more than 64 levels) is recorded as null, and the attempt's error
+    says why: the outcome stands, so a remote that did the work still completes the step (the
+    operation ID is the same: the effect happened once), as a 2xx whose body is not JSON does.
+    """
+    error = result.error.replace("\x00", "\ufffd")
+    output = result.output
+    if result.succeeded and output is not None:
+        try:
+            json_storable(output, "the answer")
+        except InvalidInput as exc:
+            output = None
+            note = f"{exc.message}: it cannot be stored, so the output is recorded as null"
+            error = f"{error}; {note}" if error else note
+    excerpt = result.excerpt.replace("\x00", "\ufffd")
+    if output is result.output and error == result.error and excerpt == result.excerpt:
+        return result
+    return replace(result, output=output, error=error, excerpt=excerpt)

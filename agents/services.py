@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 
 from agents.models import AgentEndpoint, AgentKind, AgentPool
-from agents.validation import validate_broker_url, validate_endpoint_url
+from agents.validation import valid_field_value, validate_broker_url, validate_endpoint_url
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
 from sas_project.validation import valid_name
@@ -54,6 +54,12 @@ def _endpoint_specs(kind: str, endpoints: Any) -> list[dict[str, Any]]:
         if len(header_value) > 500 or any(ch in header_value for ch in "\r\n\x00"):
             raise InvalidInput(
                 "secret_header_value must be at most 500 characters on one line", field="endpoints"
+            )
+        if kind != AgentKind.QUEUE and not valid_field_value(header_value):
+            raise InvalidInput(
+                "secret_header_value must be an HTTP header value: printable ASCII, with no space "
+                "or tab at either end",
+                field="endpoints",
             )
         specs.append(
             {

@@ -405,3 +405,14 @@ def validate_python_agent(path: str) -> str:
             f"{path!r} is not a registered python agent: add it to the setting SAS_PYTHON_AGENTS"
         )
     return path
+
+
+#: An HTTP field value as RFC 9110 (section 5.5) has it, limited to ASCII (new fields SHOULD be):
+#: visible characters, with spaces and tabs only between them.
+FIELD_VALUE = re.compile(r"^(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?$")
+
+
+def valid_field_value(value: str) -> bool:
+    """Whether `value` may be sent as an HTTP header value: a request built with anything else is
+    refused by the HTTP library, whose error would quote the value (a secret)."""
+    return bool(FIELD_VALUE.match(value))

@@ -19,7 +19,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 from jmespath.exceptions import JMESPathError
 
-from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
+from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome, storable
 from scheduler import expressions
 from scheduler.models import STEP_SETTLED, Attempt, EventKind, Job, Step, StepKind, StepStatus
 from scheduler.services import hotpath
@@ -61,7 +61,11 @@ def step_record_outcome(
 
     `spec` (the claimed call) saves the lookups of the job and the attempt. On PostgreSQL the
     common outcomes take one round trip (scheduler.services.hotpath); the rest come here.
+
+    Whatever the remote answered is made storable first (agents.outcome.storable): an answer the
+    database cannot hold is recorded with a null output and an error saying why, never lost.
     """
+    result = storable(result)
     _step_record_outcome(step_id, number, result, source=source, spec=spec)
     if any_pool_limited():
         # A call of a limited pool ending frees a slot, and the steps this outcome made ready may

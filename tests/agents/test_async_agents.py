@@ -143,6 +143,23 @@ def test_a_reply_completes_the_step_and_repeats_late_and_unknown_ones_change_not
     assert ship.status == StepStatus.SUCCEEDED and ship.output == {"id": 7}
 
 
+@pytest.mark.parametrize("output", [{"note": "a\x00b"}, {"amount": float("nan")}, {"amount": float("inf")}])
+def test_a_reply_whose_output_the_database_cannot_store_completes_the_step_with_a_null_output(
+    redis: RedisProcess, output: Any
+) -> None:
+    queue_workflow(redis.url)
+    job = job_submit(workflow="queued", input={}).job
+    run_tasks()
+    ship = job.steps.get(kind="action")
+    reply = parse_reply(
+        {"operation_id": ship.operation_id, "attempt": 1, "outcome": "succeeded", "output": output}
+    )
+    assert record_reply(reply) == "recorded"
+    ship.refresh_from_db()
+    assert ship.status == StepStatus.SUCCEEDED and ship.output is None
+    assert "recorded as null" in Attempt.objects.get(step=ship, number=1).error
+
+
 def test_a_reply_after_the_supervisor_gave_up_is_late_evidence(
     redis: RedisProcess, supervise: Callable[..., Any]
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import socket
 import threading
@@ -276,3 +277,43 @@ def test_a_cookie_set_by_a_remote_is_never_sent_back(remote: Remote) -> None:
     for _ in range(2):
         assert call_http(spec(remote.url)).outcome == Outcome.SUCCEEDED
     assert seen == [None, None]
+
+
+@pytest.mark.parametrize("secret", [" s3cr3t", "s3cr3t ", "s3cr\u00e9t", "s3\x01cret"])
+def test_a_header_value_http_cannot_send_is_not_sent_and_never_quoted(remote: Remote, secret: str) -> None:
+    result = call_http(dataclasses.replace(spec(remote.url), headers={"Authorization": secret}))
+    assert result.outcome == Outcome.BUSINESS_FAILURE
+    assert result.error.startswith("not sent")
+    assert secret.strip() not in result.error
+    assert remote.requests == []
+
+
+@pytest.mark.django_db
+@pytest.mark.sqlite
+@pytest.mark.parametrize("secret", [" s3cr3t", "s3cr3t\t", "s3cr\u00e9t", "s3\x7fcret"])
+def test_a_secret_header_value_that_is_not_an_http_field_value_is_refused_when_saved(secret: str) -> None:
+    from agents.services import pool_save
+    from sas_project.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="HTTP header value"):
+        pool_save(
+            name="web",
+            kind="http",
+            endpoints=[
+                {
+                    "url": "http://web.example",
+                    "secret_header_name": "Authorization",
+                    "secret_header_value": secret,
+                }
+            ],
+        )
+
+
+def test_the_answer_to_a_body_nesting_too_deeply_to_parse_is_a_success_with_no_output(
+    remote: Remote,
+) -> None:
+    remote.handler = lambda h: _reply(h, 200, b"[" * 2000)
+    result = call_http(spec(remote.url))
+    assert result.outcome == Outcome.SUCCEEDED
+    assert result.output is None
+    assert "nests too deeply" in result.error

@@ -291,6 +291,31 @@ def test_an_endpoint_secret_is_stored_but_never_shown_back(admin_client: Client)
     assert SECRET not in admin_client.get(f"/admin/agents/agentpool/{pool.pk}/change/").content.decode()
 
 
+def test_a_secret_header_value_http_cannot_send_is_refused_in_the_admin_without_quoting_it(
+    admin_client: Client,
+) -> None:
+    secret = SECRET + " "
+    response = admin_client.post(
+        "/admin/agents/agentpool/add/",
+        pool_form(
+            "pay",
+            "http",
+            "",
+            {
+                "url": "http://pay.example/",
+                "enabled": "on",
+                "secret_header_name": "Authorization",
+                "secret_header_value": secret,
+            },
+        ),
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "printable ASCII, with no space or tab at either end" in page
+    assert SECRET not in page
+    assert not AgentPool.objects.filter(name="pay").exists()
+
+
 def test_an_endpoint_url_is_validated(admin_client: Client) -> None:
     response = admin_client.post(
         "/admin/agents/agentpool/add/",
