@@ -327,6 +327,7 @@ SAS_FAST_PATH = _env_bool("SAS_FAST_PATH", True)
 SAS_LEASE_SECONDS = float(os.environ.get("SAS_LEASE_SECONDS", 3 * SAS_SUPERVISOR_INTERVAL))
 #: The most items one fan-out step may have: a longer list fails the step, naming the limit.
 SAS_MAX_FANOUT_ITEMS = int(os.environ.get("SAS_MAX_FANOUT_ITEMS", 1000))
+SAS_SCHEDULES_PER_USER = int(os.environ.get("SAS_SCHEDULES_PER_USER", 50))
 #: How deep sub-workflows may nest (a child of a child ...): deeper, the step fails.
 SAS_MAX_WORKFLOW_DEPTH = int(os.environ.get("SAS_MAX_WORKFLOW_DEPTH", 5))
 SAS_SCAN_BATCH_SIZE = int(os.environ.get("SAS_SCAN_BATCH_SIZE", 200))
