@@ -30,11 +30,23 @@ venv: $(DEV_STAMP)
 # Outbound requests never reach internal addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names them:
 # the demo names its sandbox remote (Procfile: port 8100 on loopback) and its Redis, and nothing
 # else. Add your own local services to it (README, "Point it at your own HTTP service").
+# The demo runs with debug off, as deployed, so it needs a secret key of its own (the settings
+# refuse to start without one): DJANGO_SECRET_KEY when set, else a key made once on this machine
+# and kept in $(DEMO_KEY) (mode 0600), so that sessions and callback tokens survive a restart.
+# Other commands run against the demo take it the same way: export DJANGO_SECRET_KEY=$(cat var/demo-secret-key)
+DEMO_KEY ?= var/demo-secret-key
+WITH_KEY = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$(cat $(DEMO_KEY))}"
+
+$(DEMO_KEY): | $(BIN)/python
+	@mkdir -p $(dir $@) && umask 077 && \
+	$(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))' > $@.tmp && mv $@.tmp $@
+
 run: export SAS_OUTBOUND_INTERNAL_HOSTS ?= 127.0.0.1:8100,localhost:8100
-run: $(RUN_STAMP)
+run: $(RUN_STAMP) $(DEMO_KEY)
 	scripts/ensure-system-packages redis
-	$(BIN)/python manage.py migrate --noinput
+	$(WITH_KEY) $(BIN)/python manage.py migrate --noinput
 	@port=$$($(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') && \
+	export $(WITH_KEY) && \
 	export SAS_DEMO_REDIS_PORT=$$port SAS_DEMO_BROKER=redis://127.0.0.1:$$port/0 SAS_LOG_FORMAT=text \
 	  SAS_OUTBOUND_INTERNAL_HOSTS=$$SAS_OUTBOUND_INTERNAL_HOSTS,127.0.0.1:$$port && \
 	$(BIN)/python manage.py load_demo --admin --broker $$SAS_DEMO_BROKER && \

@@ -132,6 +132,12 @@ class SasSettings:
         }
 
     @property
+    def schedules_per_user(self) -> int:
+        """The most schedules one user may own (each fires as that user, outside the API's request
+        rates); 0: no limit."""
+        return int(getattr(settings, "SAS_SCHEDULES_PER_USER", 50))
+
+    @property
     def trusted_proxies(self) -> int:
         """How many proxies (load balancers) stand in front of the web processes; their
         X-Forwarded-For entries name the client (sas_project.throttling.client_ip)."""

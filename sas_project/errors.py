@@ -48,6 +48,13 @@ class ActionNotAllowed(SasError):
     code = "not_allowed"
 
 
+class LimitReached(SasError):
+    """A user already has the most of something a setting allows."""
+
+    http_status = 409
+    code = "limit_reached"
+
+
 class IdempotencyConflict(SasError):
     """An idempotency key reused with a different request."""
 

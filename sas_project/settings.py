@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SAS_VAR_DIR", BASE_DIR / "var"))
@@ -29,10 +30,22 @@ def _env_list(name: str, default: str = "") -> list[str]:
 
 
 DEBUG = _env_bool("DJANGO_DEBUG", False)
-# The fallback key is only good for the local demo and the test suite; `check --deploy` flags it.
-SECRET_KEY = os.environ.get(
-    "DJANGO_SECRET_KEY", "django-insecure-local-demo-key-change-me-0123456789abcdefghijklmnop"
-)
+# The key signs sessions, callback tokens and django-q's task packages, and the callback secret is
+# derived from it: whoever knows it forges all of them. Outside debug a process refuses to start
+# without a key of its own, here rather than in a system check, because gunicorn and django-q's
+# workers never run the checks. With debug on (a developer's machine) a public demo key is used.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip()
+if not SECRET_KEY and DEBUG:
+    SECRET_KEY = "django-insecure-local-demo-key-change-me-0123456789abcdefghijklmnop"  # noqa: S105 (public, debug only)
+if not DEBUG and (not SECRET_KEY or SECRET_KEY.startswith("django-insecure-")):
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is "
+        + ("a public demo key" if SECRET_KEY else "not set")
+        + ": with DJANGO_DEBUG off the service needs a secret key of its own (50 random characters "
+        "or more: python -c 'import secrets; print(secrets.token_urlsafe(50))'), the same in every "
+        "process. `make run` makes one in var/demo-secret-key; DJANGO_DEBUG=1 uses the demo key "
+        "on a developer's machine."
+    )
 ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
@@ -327,6 +340,7 @@ SAS_FAST_PATH = _env_bool("SAS_FAST_PATH", True)
 SAS_LEASE_SECONDS = float(os.environ.get("SAS_LEASE_SECONDS", 3 * SAS_SUPERVISOR_INTERVAL))
 #: The most items one fan-out step may have: a longer list fails the step, naming the limit.
 SAS_MAX_FANOUT_ITEMS = int(os.environ.get("SAS_MAX_FANOUT_ITEMS", 1000))
+SAS_SCHEDULES_PER_USER = int(os.environ.get("SAS_SCHEDULES_PER_USER", 50))
 #: How deep sub-workflows may nest (a child of a child ...): deeper, the step fails.
 SAS_MAX_WORKFLOW_DEPTH = int(os.environ.get("SAS_MAX_WORKFLOW_DEPTH", 5))
 SAS_SCAN_BATCH_SIZE = int(os.environ.get("SAS_SCAN_BATCH_SIZE", 200))

@@ -576,7 +576,8 @@ class SchedulesView(ApiView):
         summary="Submit a job at an instant, or at every time of a cron expression",
         description=(
             "Each firing submits exactly once (even with several clusters); its job carries the "
-            "idempotency key `schedule:<id>:<fire time>` and a `job_scheduled` event."
+            "idempotency key `schedule:<id>:<fire time>` and a `job_scheduled` event. A user "
+            "owns at most SAS_SCHEDULES_PER_USER schedules: one more is a 409 `limit_reached`."
         ),
         request=ScheduleWriteSerializer,
         responses={201: ScheduleSerializer, **WRITE_ERRORS, **errors(409)},

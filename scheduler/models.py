@@ -655,8 +655,9 @@ class Step(models.Model):
 class Attempt(models.Model):
     """One dispatch of a step. History: the outcome is never rewritten once set.
 
-    A success that arrives after the outcome was set (a late success) is recorded beside it in
-    `late_outcome`, so that the original verdict stays visible.
+    A result that arrives after the outcome was set (a late success, or a late failure that
+    changes nothing) is recorded beside it in `late_outcome`, once, so that the original verdict
+    stays visible and a copy of that result is known as one.
     """
 
     # (step, number) is unique: that index also serves lookups by step.

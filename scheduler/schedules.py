@@ -9,6 +9,10 @@ idempotency key, `schedule:<id>:<fire time>`, says which firing made it). After 
 firings missed meanwhile make one job for the latest of them (`catch_up` = once) or none
 (`skip`; the next firing is on time). A paused schedule does not fire; resumed, it goes on from
 its next firing after now.
+
+A firing submits as the schedule's owner, outside the API's request rates: a user owns at most
+SAS_SCHEDULES_PER_USER schedules, and the schedule of a deactivated owner does not submit (its
+`last_error` says why; it goes on to its next firing, and submits again once the owner is active).
 """
 
 from __future__ import annotations
@@ -19,11 +23,20 @@ import zoneinfo
 from typing import Any
 
 from cronsim import CronSim, CronSimError
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
 from sas_project.audit import definition_deleted, definition_logged
-from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, SasError, StaleWrite
+from sas_project.conf import sas_settings
+from sas_project.errors import (
+    ActionNotAllowed,
+    InvalidInput,
+    LimitReached,
+    NotFound,
+    SasError,
+    StaleWrite,
+)
 from sas_project.validation import json_storable, valid_name
 from scheduler import contracts
 from scheduler.models import CatchUp, EventKind, Schedule, Workflow
@@ -133,9 +146,10 @@ def schedule_create(*, name: str, actor: Any, **fields: Any) -> Schedule:
     values = schedule_validate(fields)
     if Schedule.objects.filter(name=name).exists():
         raise InvalidInput(f"a schedule named {name!r} already exists", field="name")
-    schedule = Schedule(
-        name=name, created_by=actor if getattr(actor, "is_authenticated", False) else None, **values
-    )
+    owner = actor if getattr(actor, "is_authenticated", False) else None
+    if owner is not None:
+        _check_schedule_limit(owner)
+    schedule = Schedule(name=name, created_by=owner, **values)
     schedule.next_fire_at = next_fire(schedule, timezone.now())
     try:
         with transaction.atomic():
@@ -144,6 +158,21 @@ def schedule_create(*, name: str, actor: Any, **fields: Any) -> Schedule:
         raise StaleWrite(f"schedule {name!r} was created at the same moment; send yours again") from exc
     definition_logged(actor, schedule, created=True)
     return schedule
+
+
+def _check_schedule_limit(owner: Any) -> None:
+    """Refuse a schedule beyond the owner's limit. The owner's row is locked first, so that two
+    creations at once cannot both take the last place."""
+    limit = sas_settings.schedules_per_user
+    if not limit:
+        return
+    get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk").first()
+    owned = Schedule.objects.filter(created_by=owner).count()
+    if owned >= limit:
+        raise LimitReached(
+            f"{owner.get_username()} already has {owned} schedules, the most one user may have "
+            f"(SAS_SCHEDULES_PER_USER={limit}): delete one first"
+        )
 
 
 @transaction.atomic
@@ -235,6 +264,15 @@ def _fire_one(schedule_id: int, now: dt.datetime | None) -> int:
             fire_at = latest_fire(schedule, moment) if schedule.catch_up == CatchUp.ONCE else None
         job_id = None
         error = ""
+        owner = schedule.created_by
+        if fire_at is not None and owner is not None and not owner.is_active:
+            error = (
+                f"not submitted for {fire_at.isoformat()}: its owner {owner.get_username()} is "
+                "deactivated (an operator may delete the schedule, or an administrator reactivate "
+                "the owner)"
+            )
+            logger.warning("schedule %s did not submit: %s", schedule.name, error)
+            fire_at = None
         if fire_at is not None:
             try:
                 with transaction.atomic():

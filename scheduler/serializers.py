@@ -268,7 +268,7 @@ def _outcome_field(help_text: str) -> serializers.ChoiceField:
 
 class AttemptSerializer(serializers.ModelSerializer):
     outcome = _outcome_field("Empty while the attempt is in flight.")
-    late_outcome = _outcome_field("A success that arrived after the outcome was set.")
+    late_outcome = _outcome_field("A result that arrived after the outcome was set (noted once).")
     endpoint = serializers.CharField(source="endpoint_url", help_text="The endpoint's URL (empty: python).")
     pool = serializers.CharField(source="pool.name")
 

@@ -130,16 +130,20 @@ JOB_EVENTS: dict[str, EventKind] = {
 
 #: An attempt is *queued* (dispatched, its task not yet taken), then *started* (claimed by the one
 #: delivery that may call; scheduler.services.claims), then *finished* with one outcome, which
-#: never changes. In flight means queued or started. A success that arrives after the outcome was
+#: never changes. In flight means queued or started. A result that arrives after the outcome was
 #: set is noted beside it (`late_outcome`), once.
 IN_FLIGHT = ""
 ATTEMPT_TRANSITIONS: dict[str, frozenset[str]] = {
     IN_FLIGHT: frozenset(Outcome.values),
     **{outcome: frozenset() for outcome in Outcome.values},
 }
-#: The only late outcome an attempt notes: a success is evidence (the effect happened once); a
-#: late failure says nothing new.
-ATTEMPT_LATE_OUTCOMES = frozenset({Outcome.SUCCEEDED})
+#: The late outcomes an attempt notes, once: those a remote reports. A success is evidence (the
+#: effect happened once) and may still complete the step; a failure changes nothing but is noted
+#: all the same, so that a copy of it (a callback token replayed) finds the attempt noted and is
+#: refused without a new event.
+ATTEMPT_LATE_OUTCOMES = frozenset(
+    {Outcome.SUCCEEDED, Outcome.BUSINESS_FAILURE, Outcome.TRANSIENT_FAILURE, Outcome.NOT_HAPPENED}
+)
 
 
 #: The machines by name: their table and their operator-only moves (docs/architecture.md draws

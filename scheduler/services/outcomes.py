@@ -11,6 +11,7 @@ Restated in SQL (keep both in step; the equivalence tests compare them):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +31,7 @@ from scheduler.services.heartbeats import step_silence_deadline
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
 from scheduler.services.saga import ancestor_outputs, job_advance, step_input
 from scheduler.transitions import (
+    ATTEMPT_LATE_OUTCOMES,
     attempt_finish,
     attempt_note_late,
     attempt_supersede,
@@ -173,29 +175,40 @@ def async_result_record(step_id: int, number: int, result: CallResult, *, source
 
     The verdict is taken under the job's row lock, which every writer of an attempt's outcome
     holds: of two copies of one result arriving together, the second waits for the first to
-    commit and is then a duplicate, never a second recording (nor late evidence of itself).
+    commit and is then a duplicate, never a second recording (nor late evidence of itself). A
+    copy of a result already recorded (a remote's outcome and a late note are never undone) is
+    known as one before the lock: replaying it costs one read.
     """
     job_id = Step.objects.filter(pk=step_id).values_list("job_id", flat=True).first()
     if job_id is None:
         return "unknown"
+    attempt = Attempt.objects.filter(step_id=step_id, number=number)
+    if _has_result(attempt.values("finished_at", "outcome", "late_outcome").first()):
+        return "duplicate"
     with transaction.atomic():
         Job.objects.select_for_update(of=("self",)).filter(pk=job_id).values_list("pk").first()
         row = (
-            Attempt.objects.filter(step_id=step_id, number=number)
-            .annotate(elapsed=Now() - F("started_at"))
+            attempt.annotate(elapsed=Now() - F("started_at"))
             .values("finished_at", "outcome", "late_outcome", "elapsed")
             .first()
         )
         if row is None:
             return "unknown"
-        if row["late_outcome"] or (
-            row["finished_at"] is not None and row["outcome"] not in DECIDED_WITHOUT_RESULT
-        ):
+        if _has_result(row):
             return "duplicate"
         elapsed = row["elapsed"]
         latency_ms = int(elapsed.total_seconds() * 1000) if elapsed is not None else None
         step_record_outcome(step_id, number, replace(result, latency_ms=latency_ms), source=source)
     return "late" if row["finished_at"] is not None else "recorded"
+
+
+def _has_result(row: Mapping[str, Any] | None) -> bool:
+    """Whether an attempt (its finished_at, outcome and late_outcome) has the remote's result."""
+    if row is None:
+        return False
+    return bool(row["late_outcome"]) or (
+        row["finished_at"] is not None and row["outcome"] not in DECIDED_WITHOUT_RESULT
+    )
 
 
 def _finish(
@@ -284,6 +297,9 @@ def _record_late(unit: Unit, state: JobState, step: Step, attempt: Attempt, resu
         attempt_finish(unit, step.pk, attempt.number, Outcome.SUPERSEDED, decided_by=AGENT)
     repeat = attempt.outcome == result.outcome and attempt.outcome not in DECIDED_WITHOUT_RESULT
     if not result.succeeded or attempt.late_outcome or repeat:
+        if not (attempt.late_outcome or repeat) and result.outcome in ATTEMPT_LATE_OUTCOMES:
+            # Noted once: a copy of this failure (async_result_record) is then a duplicate.
+            attempt_note_late(unit, step.pk, attempt.number, result.outcome)
         unit.event(
             job_id=step.job_id,
             step=step,

@@ -420,6 +420,36 @@ def test_a_refused_callback_is_a_business_failure(accepting_remote: Remote, sett
     assert pay.last_outcome == Outcome.BUSINESS_FAILURE and "card declined" in pay.error
 
 
+def test_a_late_failure_is_recorded_once_and_its_copies_are_409_without_an_event(
+    accepting_remote: Remote, settings: Any, supervise: Callable[..., Any]
+) -> None:
+    settings.SAS_PUBLIC_URL = "http://testserver"
+    http_workflow(accepting_remote.url, timeout=0.5)
+    job = job_submit(workflow="later", input={}).job
+    run_tasks()
+    pay = job.steps.get(kind="action")
+    path = callback_path(accepting_remote)
+    assert pay.deadline is not None
+    wait_until(lambda: timezone.now() > pay.deadline, timeout=30, message="the step's deadline passed")
+    supervise()  # no result in time: the supervisor gives the attempt up
+    assert Attempt.objects.get(step=pay, number=1).outcome == Outcome.NO_ANSWER
+    anonymous = Client()
+    first = anonymous.post(path, {"outcome": "failed", "error": "down"}, content_type="application/json")
+    assert first.status_code == 200 and first.json() == {"recorded": "late"}
+    attempt = Attempt.objects.get(step=pay, number=1)
+    assert (attempt.outcome, attempt.late_outcome) == (Outcome.NO_ANSWER, Outcome.TRANSIENT_FAILURE)
+    assert Event.objects.filter(step=pay, kind=EventKind.LATE_OUTCOME_IGNORED).count() == 1
+    # A copy (the same token, again and again) is refused and writes nothing, not even on the job.
+    archived = timezone.now()
+    Job.objects.filter(pk=job.pk).update(archived_at=archived)
+    events = Event.objects.count()
+    for outcome in ("failed", "failed", "refused"):
+        again = anonymous.post(path, {"outcome": outcome, "error": "down"}, content_type="application/json")
+        assert again.status_code == 409 and again.json()["code"] == "already_recorded"
+    assert Event.objects.count() == events
+    assert Job.objects.get(pk=job.pk).archived_at == archived
+
+
 def _a_live_attempt(accepting_remote: Remote, settings: Any) -> tuple[Step, str]:
     settings.SAS_PUBLIC_URL = "http://testserver"
     http_workflow(accepting_remote.url)

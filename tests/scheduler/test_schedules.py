@@ -137,3 +137,46 @@ def test_a_schedule_is_its_creators_to_change(fake_remote: FakeRemote) -> None:
     assert ops.patch(f"{V1}/schedules/s/", {"cron": "5 * * * *"}, format="json").status_code == 200
     assert client_for(sam).delete(f"{V1}/schedules/s/").status_code == 204
     assert LogEntry.objects.filter(object_repr="s").count() == 3  # added, changed, deleted
+
+
+@pytest.mark.sqlite
+def test_a_schedule_beyond_its_owners_limit_is_a_409_naming_the_setting(settings: Any) -> None:
+    settings.SAS_SCHEDULES_PER_USER = 2
+    chain(n=1)
+    sam = client_for(make_user("sam", "submitters"))
+    body = {"workflow": "chain", "cron": "* * * * *"}
+    for name in ("a", "b"):
+        assert sam.post(f"{V1}/schedules/", {"name": name, **body}, format="json").status_code == 201
+    refused = sam.post(f"{V1}/schedules/", {"name": "c", **body}, format="json")
+    assert refused.status_code == 409 and refused.json()["code"] == "limit_reached"
+    assert "SAS_SCHEDULES_PER_USER=2" in refused.json()["detail"]
+    assert not Schedule.objects.filter(name="c").exists()
+    # The limit is per owner, operators included; deleting one makes room; 0 lifts it.
+    olga = client_for(make_user("olga", "operators"))
+    assert olga.post(f"{V1}/schedules/", {"name": "o", **body}, format="json").status_code == 201
+    assert sam.delete(f"{V1}/schedules/a/").status_code == 204
+    assert sam.post(f"{V1}/schedules/", {"name": "c", **body}, format="json").status_code == 201
+    settings.SAS_SCHEDULES_PER_USER = 0
+    assert sam.post(f"{V1}/schedules/", {"name": "d", **body}, format="json").status_code == 201
+
+
+@pytest.mark.sqlite
+def test_a_deactivated_owners_schedule_does_not_fire_and_says_why(fake_remote: FakeRemote) -> None:
+    chain(n=1)
+    sam = make_user("sam", "submitters")
+    schedule = schedule_create(name="every-minute", actor=sam, workflow="chain", cron="* * * * *")
+    assert schedule.next_fire_at is not None
+    sam.is_active = False
+    sam.save(update_fields=["is_active"])
+    first = schedule.next_fire_at + dt.timedelta(seconds=5)
+    assert schedules_fire(first) == 0
+    assert not Job.objects.exists()
+    schedule.refresh_from_db()
+    assert "its owner sam is deactivated" in schedule.last_error
+    assert schedule.last_job_id is None and schedule.next_fire_at > first  # on to its next firing
+    # Reactivated, the owner's schedule submits again at its next firing.
+    sam.is_active = True
+    sam.save(update_fields=["is_active"])
+    assert schedules_fire(schedule.next_fire_at + dt.timedelta(seconds=5)) == 1
+    schedule.refresh_from_db()
+    assert schedule.last_error == "" and Job.objects.get().submitter == sam

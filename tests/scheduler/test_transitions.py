@@ -251,7 +251,7 @@ def test_a_late_success_is_noted_once_beside_the_verdict(job: Job) -> None:
     with pytest.raises(StaleWrite), unit_of_work() as unit:
         attempt_note_late(unit, step.pk, step.attempt, Outcome.SUCCEEDED)
     with pytest.raises(InvalidTransition), unit_of_work() as unit:
-        attempt_note_late(unit, step.pk, step.attempt, Outcome.TRANSIENT_FAILURE)
+        attempt_note_late(unit, step.pk, step.attempt, Outcome.NO_ANSWER)
 
 
 def test_a_late_note_needs_a_finished_attempt(job: Job) -> None:

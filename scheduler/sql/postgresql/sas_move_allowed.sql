@@ -71,6 +71,9 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
         'attempt:>succeeded',
         'attempt:>superseded',
         'attempt:>transient_failure',
-        'attempt_late:>succeeded'
+        'attempt_late:>business_failure',
+        'attempt_late:>not_happened',
+        'attempt_late:>succeeded',
+        'attempt_late:>transient_failure'
     ]::text[])
 $fn$;
