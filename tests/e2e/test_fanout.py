@@ -105,7 +105,8 @@ def test_the_demo_order_ships_each_line_skips_the_charge_when_prepaid_and_refund
     assert settle(paid, timeout=120).status == JobStatus.SUCCEEDED
     steps = {s.name: s for s in Step.objects.filter(job=paid, item_index__isnull=True)}
     assert steps["charge"].status == S.SUCCEEDED
-    assert [o is None for o in steps["ship"].output] == [False, True, False]
+    # Which line the remote refuses depends on which of the three calls reaches it second.
+    assert sum(o is None for o in steps["ship"].output) == 1
     child = Job.objects.get(parent_job=paid, parent_step="refund_unshipped")
     assert child.workflow.name == "refund" and child.status == JobStatus.SUCCEEDED
     assert child.input == {"order": "O-7", "unshipped": 1}
