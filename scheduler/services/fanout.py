@@ -55,10 +55,6 @@ class ItemsRefused(Exception):
     """The step's list cannot become items (not a list, too long, bad keys): the step fails."""
 
 
-def is_fan_out(step: Step) -> bool:
-    return step.fans_out
-
-
 def fan_out_start(
     unit: Unit, state: JobState, step: Step, *, source: str, reason: str, data: dict[str, Any]
 ) -> str:
@@ -110,8 +106,8 @@ def fan_out_start(
     )
     if items and state.job.paused_at is None:
         first = items[: definition.max_parallel or len(items)]
-        # bulk_create returns instances with their keys (PostgreSQL, SQLite): adopt them as read.
-        for item in state.adopt(_reload(first)):
+        # bulk_create returns the rows with their keys (PostgreSQL, SQLite): they are as read.
+        for item in state.adopt(first):
             step_dispatch(unit, state, item, source=source, reason=f"item {item.item_index} of {step.name}")
     return "started"
 
@@ -146,13 +142,6 @@ def _keys(expression: str, elements: Any) -> list[str]:
     if duplicates:
         raise ItemsRefused(f"item_key gives two items the key {duplicates[0]!r}: keys name items uniquely")
     return keys
-
-
-def _reload(items: list[Step]) -> list[Step]:
-    ids = [i.pk for i in items]
-    return list(
-        Step.objects.filter(pk__in=ids).select_related("definition__policy", "pool").order_by("item_index")
-    )
 
 
 def _join_text(step: Step) -> str:

@@ -37,7 +37,6 @@ from scheduler.services.fanout import (
     fan_out_held,
     fan_out_start,
     fan_out_unwind,
-    is_fan_out,
     item_counts,
 )
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
@@ -65,6 +64,7 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
     by_name = {s.name: s for s in actions}
     moved = True
     held_items = 0
+    groups: list[Step] = []
     while moved and job.status in JOB_FORWARD:
         # A fan-out that settles makes its dependents ready: go round again.
         moved = False
@@ -74,7 +74,7 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
                     unit, state, step, by_name, source=source
                 ):
                     return  # a fan-out's list was refused: its policy decided the job
-        groups = [s for s in actions if s.status == S.WAITING and is_fan_out(s)]
+        groups = [s for s in actions if s.status == S.WAITING and s.fans_out]
         counts = item_counts(unit, [g.pk for g in groups]) if groups else {}
         held_items = sum(counts[g.pk][S.HELD] for g in groups)
         for group in groups:
@@ -92,7 +92,7 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
         return
     held = [s.name for s in actions if s.status == S.HELD]
     if held_items:
-        held += fan_out_held([s.pk for s in actions if s.status == S.WAITING and is_fan_out(s)])
+        held += fan_out_held([g.pk for g in groups])
     target = J.NEEDS_ATTENTION if held else J.RUNNING
     if job.status != target:
         job_transition(
@@ -125,7 +125,7 @@ def _start_if_ready(
         step_begin_wait(unit, state, step, source=source, reason=reason)
     elif step.definition.kind == StepDefinitionKind.WORKFLOW:
         step_begin_child(unit, state, step, source=source, reason=reason)
-    elif is_fan_out(step):
+    elif step.fans_out:
         data = {"input": step_input(state, step), "results": ancestor_outputs(state, step)}
         try:
             fan_out_start(unit, state, step, source=source, reason=reason, data=data)
@@ -234,7 +234,7 @@ def job_fail(unit: Unit, state: JobState, *, source: str, reason: str, actor: Us
     """End the job `failed` without compensating: stop everything that has not started. A child
     job still running is cancelled (its own saga undoes what it did): nothing waits for it now."""
     for step in state.actions:
-        if step.status == S.WAITING and is_fan_out(step):
+        if step.status == S.WAITING and step.fans_out:
             fan_out_unwind(unit, state, step, source=source, start=False)
             step_transition(
                 unit, step, S.FAILED, source=source, kind=EventKind.STEP_ABANDONED, reason="job failed"
@@ -283,7 +283,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
     job = state.job
     actions = state.actions
     for step in actions:
-        if step.status == S.WAITING and is_fan_out(step):
+        if step.status == S.WAITING and step.fans_out:
             continue  # its items are stopped and undone below, in its place in the reverse order
         if _child_stopped(unit, state, step, source=source, reason=f"its parent job is {job.status}"):
             # It waits for its child to settle (the child's settling moves it).
@@ -319,7 +319,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
     def done(step: Step) -> bool:
         if step.status == S.COMPENSATED:
             return True
-        if is_fan_out(step):
+        if step.fans_out:
             # Undone once its items are: then failed (it was running) or compensated.
             return step.status in (S.FAILED, S.SKIPPED) or (
                 step.status == S.SUCCEEDED and not step.definition.compensation_path
@@ -338,7 +338,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
         # A fan-out or a child undone at once makes the steps before it ready: go round again.
         moved = False
         for group in reversed(actions):
-            if not is_fan_out(group) or done(group) or group.status not in (S.WAITING, S.SUCCEEDED):
+            if not group.fans_out or done(group) or group.status not in (S.WAITING, S.SUCCEEDED):
                 continue
             ready = job.paused_at is None and all(done(d) for d in dependents[group.name])
             if fan_out_unwind(unit, state, group, source=source, start=ready) and ready:
