@@ -318,8 +318,8 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "bad_header":
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
-            # A control character: RFC 9110 forbids it in a field value.
-            self.send_header("X-Remote-Note", "done\x01really")
+            # A NUL character: RFC 9110 forbids it in a field value, and HTTP clients refuse it.
+            self.send_header("X-Remote-Note", "done\x00really")
             self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"{}")
