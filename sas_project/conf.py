@@ -29,8 +29,18 @@ class SasSettings:
 
     @property
     def agent_allowed_hosts(self) -> list[str]:
-        """Hosts agent endpoints may target; empty means any host."""
+        """Hosts agent endpoints (and queue brokers) may target; empty means any host."""
         return list(getattr(settings, "SAS_AGENT_ALLOWED_HOSTS", []))
+
+    @property
+    def callback_allowed_hosts(self) -> list[str]:
+        """Hosts jobs' completion callbacks may target; empty means any host."""
+        return list(getattr(settings, "SAS_CALLBACK_ALLOWED_HOSTS", []))
+
+    @property
+    def webhook_allowed_hosts(self) -> list[str]:
+        """Hosts alert subscriptions' webhooks may target; empty means any host."""
+        return list(getattr(settings, "SAS_WEBHOOK_ALLOWED_HOSTS", []))
 
     @property
     def python_agents(self) -> list[str]:
@@ -60,9 +70,20 @@ class SasSettings:
 
     @property
     def outbound_internal_hosts(self) -> list[str]:
-        """Hosts (`host`, `host:port`), addresses and networks that outbound requests may reach
-        although they are internal (loopback, private, link-local...); see agents.validation."""
+        """Hosts (`host`, `host:port`), addresses and networks that agent endpoints and queue
+        brokers may reach although they are internal (loopback, private, link-local...); see
+        agents.validation."""
         return list(getattr(settings, "SAS_OUTBOUND_INTERNAL_HOSTS", []))
+
+    @property
+    def callback_internal_hosts(self) -> list[str]:
+        """The same for jobs' completion callbacks."""
+        return list(getattr(settings, "SAS_CALLBACK_INTERNAL_HOSTS", []))
+
+    @property
+    def webhook_internal_hosts(self) -> list[str]:
+        """The same for alert subscriptions' webhooks."""
+        return list(getattr(settings, "SAS_WEBHOOK_INTERNAL_HOSTS", []))
 
     @property
     def supervisor_in_cluster(self) -> bool:
