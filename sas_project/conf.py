@@ -54,6 +54,12 @@ class SasSettings:
         return str(getattr(settings, "SAS_REPLY_QUEUE", "sas.replies"))
 
     @property
+    def reply_max_tries(self) -> int:
+        """How many times the reply consumer tries to record a reply while its database answers
+        before the reply goes to the dead-letter queue (`<reply queue>.dead`)."""
+        return max(1, int(getattr(settings, "SAS_REPLY_MAX_TRIES", 5)))
+
+    @property
     def replies_in_cluster(self) -> bool:
         """Whether `qcluster` runs the consumer of queue pools' replies beside the cluster."""
         return bool(getattr(settings, "SAS_REPLIES_IN_CLUSTER", True))
