@@ -44,10 +44,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from agents.outcome import ACCEPTED, HEARTBEAT_DETAILS_MAX_BYTES, AttemptKind, CallResult, CallSpec, Outcome
 from agents.validation import OutboundRefused, pinned_broker_url, validate_broker_url, validate_queue_name
@@ -105,9 +107,26 @@ def broker_connection(url: str, credentials: tuple[str, str]) -> Any:
         pinned_broker_url(url),
         userid=user or None,
         password=password or None,
+        ssl=tls_options(url),
         connect_timeout=PUBLISH_TIMEOUT,
         transport_options={"socket_timeout": PUBLISH_TIMEOUT, "socket_connect_timeout": PUBLISH_TIMEOUT},
     )
+
+
+def tls_options(url: str) -> dict[str, Any] | bool:
+    """The TLS arguments of a connection to the saved broker URL `url` (False for the plain
+    schemes): the broker's certificate must chain to a trusted authority (SAS_BROKER_CA_FILE, or
+    the system's trust store) and name the host of `url`, the name the pool was saved with, even
+    when the connection goes to an address checked for it. Left to themselves, kombu verifies no
+    `rediss://` certificate (CERT_NONE) and py-amqp checks no `amqps://` host name."""
+    parts = urlsplit(url)
+    ca_file = sas_settings.broker_ca_file or None
+    if parts.scheme == "rediss":
+        # redis-py checks the name it connects to, which pinned_broker_url keeps for rediss.
+        return {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_check_hostname": True, "ssl_ca_certs": ca_file}
+    if parts.scheme == "amqps":
+        return {"cert_reqs": ssl.CERT_REQUIRED, "server_hostname": parts.hostname, "ca_certs": ca_file}
+    return False
 
 
 def _forget(url: str, credentials: tuple[str, str]) -> None:

@@ -60,6 +60,12 @@ class SasSettings:
         return max(1, int(getattr(settings, "SAS_REPLY_MAX_TRIES", 5)))
 
     @property
+    def broker_ca_file(self) -> str:
+        """A PEM file of the certificate authorities that sign `rediss://` and `amqps://` brokers'
+        certificates; empty: the system's trust store."""
+        return str(getattr(settings, "SAS_BROKER_CA_FILE", "") or "")
+
+    @property
     def replies_in_cluster(self) -> bool:
         """Whether `qcluster` runs the consumer of queue pools' replies beside the cluster."""
         return bool(getattr(settings, "SAS_REPLIES_IN_CLUSTER", True))
