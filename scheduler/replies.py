@@ -104,7 +104,10 @@ def record_dead_letter(dead: DeadLetter) -> UUID | None:
     return reply_dead_letter_record(dead, source=SOURCE)
 
 
-def _record_or_reconnect(reply: Reply | Heartbeat) -> None:
+def record_message(reply: Reply | Heartbeat) -> None:
+    """Record a reply or a heartbeat (the consumer's handler). Raises HandlerUnavailable when it
+    failed and the database does not answer (an outage: the reply waits, using no try); any other
+    failure is raised as it is (the database refused this reply: a try is counted)."""
     try:
         if isinstance(reply, Heartbeat):
             record_heartbeat(reply)
@@ -151,7 +154,7 @@ def run_replies(should_stop: Callable[[], bool], *, refresh: float = REFRESH) ->
 
         try:
             for handled in consume_replies(
-                current, _record_or_reconnect, should_stop=turn_over, on_dead_letter=_dead_letter
+                current, record_message, should_stop=turn_over, on_dead_letter=_dead_letter
             ):
                 total += handled
         except Exception:

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import DataError, connection
 
 from agents.models import ReplyDeadLetters
+from agents.outcome import CallResult, Outcome
 from agents.queue import (
     DEAD_REASON,
     TRIES_HEADER,
@@ -237,6 +239,22 @@ def test_a_handler_whose_database_is_away_puts_the_reply_back_without_counting_a
         pass
     assert len(handled) == 6 and dead == []
     assert dead_letters(redis.url) == [] and drain_queue(redis.url, REPLIES) == []
+
+
+def test_a_reply_the_database_refuses_is_a_counted_try_and_a_database_away_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    refused = Reply(operation_id="op\x00x", attempt=1, result=CallResult(Outcome.SUCCEEDED))
+    with pytest.raises(DataError):  # PostgreSQL refuses the NUL: the database answers
+        replies.record_message(refused)
+    reply = Reply(operation_id="op", attempt=1, result=CallResult(Outcome.SUCCEEDED))
+    connection.close()
+    monkeypatch.setitem(connection.settings_dict, "PORT", str(free_port()))  # nothing listens
+    with pytest.raises(HandlerUnavailable):
+        replies.record_message(reply)
+    monkeypatch.undo()
+    connection.close()
+    assert replies.record_message(reply) is None  # the database is back
 
 
 # --- the metric ----------------------------------------------------------------------------------------
