@@ -1,4 +1,5 @@
-"""Agent pool definitions: create or update a pool with its endpoints, validated."""
+"""Agent pool definitions: create or update a pool with its endpoints, validated; the count of
+queue replies set aside."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import ProtectedError
+from django.db.models import F, ProtectedError
+from django.db.models.functions import Now
 
-from agents.models import AgentEndpoint, AgentKind, AgentPool
+from agents.models import AgentEndpoint, AgentKind, AgentPool, ReplyDeadLetters
 from agents.validation import (
     same_origin,
     valid_field_value,
@@ -284,3 +286,11 @@ def _named(rows: Any) -> str:
         if workflow is not None:
             return f"workflow {workflow.name!r} (version {workflow.version})"
     return str(rows[0]) if rows else "another definition"
+
+
+def reply_dead_letters_count(reason: str) -> None:
+    """Count one queue reply sent to a dead-letter queue for `reason` (in the caller's
+    transaction): the row is made once, then incremented in place, so concurrent consumers never
+    lose a count."""
+    ReplyDeadLetters.objects.bulk_create([ReplyDeadLetters(reason=reason)], ignore_conflicts=True)
+    ReplyDeadLetters.objects.filter(reason=reason).update(count=F("count") + 1, last_at=Now())

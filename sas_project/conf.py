@@ -64,6 +64,18 @@ class SasSettings:
         return str(getattr(settings, "SAS_REPLY_QUEUE", "sas.replies"))
 
     @property
+    def reply_max_tries(self) -> int:
+        """How many times the reply consumer tries to record a reply while its database answers
+        before the reply goes to the dead-letter queue (`<reply queue>.dead`)."""
+        return max(1, int(getattr(settings, "SAS_REPLY_MAX_TRIES", 5)))
+
+    @property
+    def broker_ca_file(self) -> str:
+        """A PEM file of the certificate authorities that sign `rediss://` and `amqps://` brokers'
+        certificates; empty: the system's trust store."""
+        return str(getattr(settings, "SAS_BROKER_CA_FILE", "") or "")
+
+    @property
     def replies_in_cluster(self) -> bool:
         """Whether `qcluster` runs the consumer of queue pools' replies beside the cluster."""
         return bool(getattr(settings, "SAS_REPLIES_IN_CLUSTER", True))

@@ -365,6 +365,10 @@ SAS_PUBLIC_URL = os.environ.get("SAS_PUBLIC_URL", "http://127.0.0.1:8000")
 SAS_CALLBACK_TOKEN_MAX_AGE = float(os.environ.get("SAS_CALLBACK_TOKEN_MAX_AGE", 7 * 24 * 3600))
 SAS_REPLY_QUEUE = os.environ.get("SAS_REPLY_QUEUE", "sas.replies")
 SAS_REPLIES_IN_CLUSTER = _env_bool("SAS_REPLIES_IN_CLUSTER", True)
+# Tries at recording a reply while the database answers, then it goes to `<reply queue>.dead`.
+SAS_REPLY_MAX_TRIES = int(os.environ.get("SAS_REPLY_MAX_TRIES", 5))
+# The certificate authorities of TLS brokers (rediss://, amqps://); empty: the system's trust store.
+SAS_BROKER_CA_FILE = os.environ.get("SAS_BROKER_CA_FILE", "")
 SAS_Q_STOP_SECONDS = float(os.environ.get("SAS_Q_STOP_SECONDS", 60))
 SAS_CALLBACK_SECRET = os.environ.get("SAS_CALLBACK_SECRET", "")
 SAS_METRICS_TOKEN = os.environ.get("SAS_METRICS_TOKEN", "")
