@@ -564,6 +564,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     poison: campaign_hostile.PoisonPublisher | None = None
     #: Job id -> (callback mode, the tag its callback URL ends with).
     callbacks: dict[str, tuple[str, str]] = {}
+    dead_before = campaign_hostile.dead_lettered()
     if cfg.hostile:
         receiver = campaign_hostile.HostileReceiver(free_port())
         sampler = campaign_hostile.Sampler()
@@ -794,7 +795,16 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             good = [job for job, (mode, _) in callbacks.items() if mode == "ok"]
             campaign_hostile.wait_for_callbacks(good, timeout=max(20.0, cfg.supervisor_interval * 10))
             report["hostile"] = campaign_hostile.check_hostile(
-                job_ids, callbacks, stats, receiver, sampler.stop(), poison, None
+                job_ids,
+                callbacks,
+                stats,
+                receiver,
+                sampler.stop(),
+                poison,
+                {
+                    reason: n - dead_before.get(reason, 0)
+                    for reason, n in campaign_hostile.dead_lettered().items()
+                },
             )
             report["violations"] |= report["hostile"]["violations"]
     finally:

@@ -32,6 +32,7 @@ from typing import Any
 
 from django.db import connection
 
+from agents.models import ReplyDeadLetters
 from scheduler.models import (
     JOB_SETTLED,
     Delivery,
@@ -229,6 +230,11 @@ class Sampler:
                 self.samples.largest_rss_kb, self.samples.largest_rss_process = kb, command
 
 
+def dead_lettered() -> dict[str, int]:
+    """Queue replies dead-lettered so far, by reason (the counter behind the metric)."""
+    return dict(ReplyDeadLetters.objects.values_list("reason", "count"))
+
+
 def wait_for_callbacks(job_ids: Sequence[Any], timeout: float) -> None:
     """Wait until no callback of `job_ids` to a good receiver is still pending."""
     until = time.monotonic() + timeout
@@ -252,7 +258,7 @@ def check_hostile(
     receiver: HostileReceiver,
     samples: Samples,
     poison: PoisonPublisher | None,
-    dead_lettered: int | None,
+    dead: dict[str, int],
 ) -> dict[str, Any]:
     """The hostile mode's figures. `callbacks` maps a job id to its callback's mode and tag."""
     effects: dict[str, int] = stats["effects"]
@@ -279,7 +285,8 @@ def check_hostile(
         "good_callbacks_delivered": len(good) - len(good_lost),
         "good_callbacks_lost": len(good_lost),
         "poison_published": dict(poison.published) if poison else {},
-        "replies_dead_lettered": dead_lettered,
+        "replies_dead_lettered": sum(dead.values()),
+        "replies_dead_lettered_by_reason": {reason: n for reason, n in dead.items() if n},
         "supervisor_longest_scan_gap_s": round(samples.longest_scan_gap, 2),
         "supervisor_scans_seen": samples.scans_seen,
         "largest_rss_mb": round(samples.largest_rss_kb / 1024, 1),
@@ -294,22 +301,22 @@ def check_hostile(
     }
 
 
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{kind} {n}" for kind, n in counts.items())
+
+
 def table_rows(hostile: dict[str, Any]) -> list[tuple[str, Any]]:
     f = hostile["figures"]
+    dead = f"{f['replies_dead_lettered']} ({_counts(f['replies_dead_lettered_by_reason'])})"
+    rss = f"{f['largest_rss_mb']} ({f['largest_rss_process'][:60]})"
     return [
-        ("hostile answers by kind", ", ".join(f"{k} {v}" for k, v in f["hostile_answers"].items())),
-        (
-            "hostile callback tries by kind",
-            ", ".join(f"{k} {v}" for k, v in f["hostile_callback_tries"].items()),
-        ),
-        ("poison replies published", ", ".join(f"{k} {v}" for k, v in f["poison_published"].items())),
-        ("replies dead-lettered", f["replies_dead_lettered"]),
+        ("hostile answers by kind", _counts(f["hostile_answers"])),
+        ("hostile callback tries by kind", _counts(f["hostile_callback_tries"])),
+        ("poison replies published", _counts(f["poison_published"])),
+        ("replies dead-lettered", dead),
         ("good callbacks delivered", f["good_callbacks_delivered"]),
         ("good callbacks lost (must be 0)", f["good_callbacks_lost"]),
         ("results lost (must be 0)", f["results_lost"]),
         ("longest time between two scans of one supervisor, s", f["supervisor_longest_scan_gap_s"]),
-        (
-            "largest resident memory of any process, MB",
-            f"{f['largest_rss_mb']} ({f['largest_rss_process'][:60]})",
-        ),
+        ("largest resident memory of any process, MB", rss),
     ]
