@@ -1,13 +1,15 @@
 """Admin for agent pools and their endpoints, saved through `agents.services.pool_save`.
 
 An endpoint's secret header value is write-only: the form never renders it back (not even
-masked characters of it), an empty field keeps the stored value, and read-only views leave the
-field out altogether.
+masked characters of it), an empty field keeps the stored value (when the row's URL is edited,
+only if it keeps its origin: pool_save drops it otherwise), and read-only views leave the field
+out altogether. Each row is checked by `agents.services.endpoint_spec_clean` for the pool's kind,
+as over the API: an HTTP URL or a queue pool's broker URL, a secret header name that is not
+reserved.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, cast
 
 from django import forms
@@ -18,12 +20,9 @@ from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 
 from agents.models import AgentEndpoint, AgentKind, AgentPool
-from agents.services import pool_save
-from agents.validation import valid_field_value, validate_endpoint_url
+from agents.services import endpoint_spec_clean, pool_save
 from sas_project.admin_access import ManagersOnly
 from sas_project.errors import InvalidInput
-
-HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 
 
 class EndpointForm(forms.ModelForm):
@@ -42,58 +41,60 @@ class EndpointForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # Kept aside before validation writes the (empty) form value onto the instance.
-        self.stored_secret = self.instance.secret_header_value if self.instance.pk else ""
+        # The URL the row had when the page was shown ("" for a new row), kept aside before
+        # validation writes the form's values onto the instance.
+        self.previous_url = self.instance.url if self.instance.pk else ""
         self.initial.pop("secret_header_value", None)
 
     def clean_url(self) -> str:
-        try:
-            return validate_endpoint_url(self.cleaned_data.get("url", ""))
-        except InvalidInput as exc:
-            raise ValidationError(exc.message) from exc
+        # Checked by the formset, which knows the pool's kind (an HTTP URL or a broker's).
+        return str(self.cleaned_data.get("url") or "").strip()
 
     def clean_secret_header_name(self) -> str:
-        name = (self.cleaned_data.get("secret_header_name") or "").strip()
-        if name and not HEADER_NAME.match(name):
-            raise ValidationError("Use an HTTP header name: letters, digits and '-'.")
-        return name
+        return str(self.cleaned_data.get("secret_header_name") or "").strip()
 
     def spec(self) -> dict[str, Any]:
-        """The endpoint as pool_save takes it; an empty secret keeps the stored one (also when
-        the URL was edited, which pool_save sees as a new endpoint)."""
+        """The endpoint as pool_save takes it. An empty secret keeps the stored one: pool_save
+        keeps it for the same URL, and for an edited URL (`previous_url`) only on the same
+        origin."""
         data = self.cleaned_data
         name = data.get("secret_header_name") or ""
-        value = data.get("secret_header_value") or ""
-        if name and not value:
-            value = self.stored_secret
         return {
             "url": data["url"],
             "enabled": bool(data.get("enabled")),
             "secret_header_name": name,
-            "secret_header_value": value if name else "",
+            "secret_header_value": (data.get("secret_header_value") or "") if name else "",
         }
 
 
 class EndpointFormSet(BaseInlineFormSet):
     specs: list[dict[str, Any]]
+    moved: dict[str, str]
 
     def clean(self) -> None:
         super().clean()
         if any(self.errors):
             return
-        self.specs = [
-            cast(EndpointForm, form).spec()
+        rows = [
+            cast(EndpointForm, form)
             for form in self.forms
             if form.cleaned_data and not form.cleaned_data.get("DELETE")  # type: ignore[attr-defined]
         ]
-        if self.instance.kind == AgentKind.PYTHON and self.specs:
+        kind = self.instance.kind
+        if kind == AgentKind.PYTHON and rows:
             raise ValidationError("A python pool runs in-process and has no endpoints.")
-        if self.instance.kind == AgentKind.HTTP and not all(
-            valid_field_value(s["secret_header_value"]) for s in self.specs
-        ):
-            raise ValidationError(
-                "A secret header value must be printable ASCII, with no space or tab at either end."
-            )
+        self.specs, self.moved = [], {}
+        for row in rows:
+            try:
+                spec = endpoint_spec_clean(kind, row.spec())
+            except InvalidInput as exc:
+                row.add_error(None, exc.message)
+                continue
+            self.specs.append(spec)
+            if row.previous_url and row.previous_url != spec["url"]:
+                self.moved[spec["url"]] = row.previous_url
+        if any(self.errors):
+            return
         urls = [s["url"] for s in self.specs]
         duplicates = sorted({u for u in urls if urls.count(u) > 1})
         if duplicates:
@@ -181,6 +182,7 @@ class AgentPoolAdmin(ManagersOnly, admin.ModelAdmin):
             actor=request.user,
             max_in_flight=form.cleaned_data.get("max_in_flight"),
             max_per_second=form.cleaned_data.get("max_per_second"),
+            moved=endpoints.moved,
         )
         form.instance.pk = pool.pk
 

@@ -37,7 +37,8 @@ class PoolsView(ApiView):
         summary="Create a pool",
         description="Endpoint URLs must be http or https, to hosts allowed by SAS_AGENT_ALLOWED_HOSTS "
         "when it is set, and to public addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names the host. "
-        "Secret header values are write-only.",
+        "Secret header values are write-only; a secret header may not take a name the service sets "
+        "or that frames the request (Host, Content-Length, Idempotency-Key, X-SAS-*...).",
         request=PoolWriteSerializer,
         responses={201: PoolSerializer, **WRITE_ERRORS, **errors(409)},
     )

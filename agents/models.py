@@ -82,3 +82,17 @@ class AgentEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.url
+
+
+class ReplyDeadLetters(models.Model):
+    """How many queue replies went to a dead-letter queue, by reason (agents.queue.DEAD_REASONS):
+    the counter behind `sas_queue_replies_dead_lettered_total`. One row per reason, incremented in
+    place (agents.services.reply_dead_letters_count), so it stays a few rows however many replies
+    a broker sets aside, and holds whether or not the reply named a job."""
+
+    reason = models.CharField(max_length=40, primary_key=True)
+    count = models.BigIntegerField(default=0)
+    last_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.count}"

@@ -32,6 +32,11 @@ the last details in its request (`heartbeat_details`), so that it can resume.
 
 Messages are persistent (delivery mode 2) and use kombu's JSON serialisation, so any kombu (or
 Celery-compatible) consumer reads them, and on AMQP they are plain messages with a JSON body.
+
+What the reply consumer cannot record (a message it cannot decode, one that is not a reply, one
+larger than SAS_MAX_RESPONSE_BYTES, a reply refused at each of SAS_REPLY_MAX_TRIES tries) goes to
+the dead-letter queue `<reply queue>.dead` on the same broker (consume_replies). Connections to
+`rediss://` and `amqps://` brokers verify the certificate and the host name (tls_options).
 """
 
 from __future__ import annotations
@@ -39,10 +44,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from agents.outcome import ACCEPTED, HEARTBEAT_DETAILS_MAX_BYTES, AttemptKind, CallResult, CallSpec, Outcome
 from agents.validation import OutboundRefused, pinned_broker_url, validate_broker_url, validate_queue_name
@@ -72,11 +79,10 @@ _connections_pid: int | None = None
 
 def _connection(url: str, credentials: tuple[str, str]) -> Any:
     """This process's connection to a broker (a new one after a fork). A new connection is made
-    to the address the outbound-URL guard checks now (`pinned_broker_url`: OutboundRefused or
+    to the address the outbound-URL guard checks now (`broker_connection`: OutboundRefused or
     OSError when it cannot be); a kept one stays with the address checked when it was made, so
     a publish resolves the broker's name only when it connects."""
     global _connections_pid
-    from kombu import Connection
 
     if _connections_pid != os.getpid():
         _connections.clear()
@@ -84,16 +90,43 @@ def _connection(url: str, credentials: tuple[str, str]) -> Any:
     key = (url, *credentials)
     conn = _connections.get(key)
     if conn is None:
-        user, password = credentials
-        conn = Connection(
-            pinned_broker_url(url),
-            userid=user or None,
-            password=password or None,
-            connect_timeout=PUBLISH_TIMEOUT,
-            transport_options={"socket_timeout": PUBLISH_TIMEOUT, "socket_connect_timeout": PUBLISH_TIMEOUT},
-        )
+        conn = broker_connection(url, credentials)
         _connections[key] = conn
     return conn
+
+
+def broker_connection(url: str, credentials: tuple[str, str]) -> Any:
+    """A kombu connection (not yet connected) to the saved broker URL `url`, for the publisher
+    and the reply consumer alike: to the address the outbound-URL guard checks now
+    (`pinned_broker_url`; OutboundRefused or OSError when it cannot be), with the TLS checks of
+    `tls_options`, and time limits on connecting and on every socket operation."""
+    from kombu import Connection
+
+    user, password = credentials
+    return Connection(
+        pinned_broker_url(url),
+        userid=user or None,
+        password=password or None,
+        ssl=tls_options(url),
+        connect_timeout=PUBLISH_TIMEOUT,
+        transport_options={"socket_timeout": PUBLISH_TIMEOUT, "socket_connect_timeout": PUBLISH_TIMEOUT},
+    )
+
+
+def tls_options(url: str) -> dict[str, Any] | bool:
+    """The TLS arguments of a connection to the saved broker URL `url` (False for the plain
+    schemes): the broker's certificate must chain to a trusted authority (SAS_BROKER_CA_FILE, or
+    the system's trust store) and name the host of `url`, the name the pool was saved with, even
+    when the connection goes to an address checked for it. Left to themselves, kombu verifies no
+    `rediss://` certificate (CERT_NONE) and py-amqp checks no `amqps://` host name."""
+    parts = urlsplit(url)
+    ca_file = sas_settings.broker_ca_file or None
+    if parts.scheme == "rediss":
+        # redis-py checks the name it connects to, which pinned_broker_url keeps for rediss.
+        return {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_check_hostname": True, "ssl_ca_certs": ca_file}
+    if parts.scheme == "amqps":
+        return {"cert_reqs": ssl.CERT_REQUIRED, "server_hostname": parts.hostname, "ca_certs": ca_file}
+    return False
 
 
 def _forget(url: str, credentials: tuple[str, str]) -> None:
@@ -198,7 +231,7 @@ class Heartbeat:
 
 
 class BadReply(ValueError):
-    """A reply that names no attempt or no known outcome; it is logged and dropped."""
+    """A reply that names no attempt or no known outcome; it goes to the dead-letter queue."""
 
 
 def parse_reply(body: Any) -> Reply | Heartbeat:
@@ -212,8 +245,8 @@ def parse_reply(body: Any) -> Reply | Heartbeat:
     operation_id = body.get("operation_id")
     attempt = body.get("attempt")
     outcome = body.get("outcome")
-    if not isinstance(operation_id, str) or not operation_id or len(operation_id) > 200:
-        raise BadReply("the reply has no operation_id")
+    if not isinstance(operation_id, str) or not _printable_id(operation_id):
+        raise BadReply("the reply has no operation_id (1-200 printable characters)")
     if not isinstance(attempt, int) or isinstance(attempt, bool) or not 0 < attempt < 2**31:
         raise BadReply("the reply has no attempt number")
     if body.get("heartbeat") is True:
@@ -242,12 +275,53 @@ def _details(details: Any) -> Any:
     return details
 
 
+#: Why a reply went to the dead-letter queue (the `x-sas-dead-reason` header, the metric's label).
+DEAD_REASONS: dict[str, str] = {
+    "undecodable": "not JSON, or a content type other than JSON",
+    "too_large": "larger than SAS_MAX_RESPONSE_BYTES",
+    "invalid": "JSON that is not a reply (BadReply)",
+    "refused": "not recorded at any of SAS_REPLY_MAX_TRIES tries while the database answered",
+}
+#: The headers a dead letter carries, beside the message's own.
+DEAD_REASON = "x-sas-dead-reason"
+DEAD_ERROR = "x-sas-dead-error"
+#: How many tries a reply has had (set when it is put back at the end of the queue).
+TRIES_HEADER = "x-sas-tries"
+#: The size of a message cut to SAS_MAX_RESPONSE_BYTES in the dead-letter queue.
+BYTES_HEADER = "x-sas-bytes"
+
+
+def dead_letter_queue(reply_queue: str) -> str:
+    """The dead-letter queue beside a reply queue, on the same broker."""
+    return f"{reply_queue}.dead"
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message of the reply queue sent to the dead-letter queue: why, and the attempt it names
+    when it names one (operation ID and attempt number read from it, or None)."""
+
+    reason: str  # one of DEAD_REASONS
+    error: str
+    queue: str
+    tries: int = 1
+    operation_id: str | None = None
+    attempt: int | None = None
+
+
+class HandlerUnavailable(Exception):
+    """Raised by a reply handler that cannot record anything now (its database is away): the
+    reply is put back where it was and the try is not counted."""
+
+
 def consume_replies(
     brokers: list[tuple[str, tuple[str, str]]],
     handle: Callable[[Reply | Heartbeat], None],
     *,
     should_stop: Callable[[], bool],
+    on_dead_letter: Callable[[DeadLetter], None] | None = None,
     poll: float = 0.5,
+    pause: float = 1.0,
 ) -> Iterator[int]:
     """Consume the reply queue of every broker until `should_stop()`, calling `handle` with each
     reply; yields the number of replies handled at each turn, so that the caller can look at its
@@ -255,50 +329,123 @@ def consume_replies(
 
     A reply is acknowledged once `handle` returns (after its transaction committed): a consumer
     that dies first leaves it to be delivered again, which is harmless (the first result of an
-    attempt wins; a heartbeat only moves a deadline). Heartbeats come through `handle` too. A
-    reply that cannot be parsed is logged and dropped. When `handle` raises (the database is
-    away), the reply is put back and the consumer pauses.
+    attempt wins; a heartbeat only moves a deadline). Heartbeats come through `handle` too.
+
+    No message holds up the ones behind it. A message larger than SAS_MAX_RESPONSE_BYTES, one
+    that cannot be decoded (not JSON, another content type) and one that is not a reply
+    (BadReply) go to the broker's dead-letter queue (`dead_letter_queue`) at once, with their raw
+    body (cut to the limit when too large) and the reason in their headers. When `handle` raises
+    HandlerUnavailable (the database is away), the reply is put back and the consumer pauses;
+    when it raises anything else, the reply goes to the end of the queue with its tries counted
+    in a header (TRIES_HEADER), and after SAS_REPLY_MAX_TRIES to the dead-letter queue. The
+    message is acknowledged only once its dead letter is published; `on_dead_letter` is then told
+    (to record an event and count it): when it fails, that is logged and the message stays dead.
     """
     from kombu import Consumer, Queue
 
     queue_name = sas_settings.reply_queue
+    dead_name = dead_letter_queue(queue_name)
     opened: list[tuple[Any, Any]] = []
     handled = 0
 
-    def on_message(body: Any, message: Any) -> None:
+    def set_aside(message: Any, dead: DeadLetter, raw: bytes) -> None:
+        """Publish `raw` to the dead-letter queue (raises when the broker does not take it: the
+        message is then not acknowledged, and comes back), acknowledge, and tell the caller."""
+        limit = sas_settings.max_response_bytes
+        headers = {
+            **_headers(message),
+            DEAD_REASON: dead.reason,
+            DEAD_ERROR: dead.error[:500],
+            TRIES_HEADER: dead.tries,
+        }
+        if len(raw) > limit:
+            headers[BYTES_HEADER] = len(raw)
+        _publish_raw(message, raw[:limit], dead_name, headers)
+        message.ack()
+        logger.warning(
+            "reply dead-lettered: %s",
+            dead.error,
+            extra={"reason": dead.reason, "operation_id": dead.operation_id, "queue": dead_name},
+        )
+        if on_dead_letter is not None:
+            try:
+                on_dead_letter(dead)
+            except Exception:
+                logger.exception("a dead-lettered reply was not counted", extra={"reason": dead.reason})
+
+    def on_decode_error(message: Any, exc: Exception) -> None:
+        error = f"the reply cannot be decoded: {type(exc).__name__}: {exc}"[:1000]
+        set_aside(message, DeadLetter("undecodable", error, dead_name), _raw(message))
+
+    def on_message(message: Any) -> None:
         nonlocal handled
+        raw = _raw(message)
+        limit = sas_settings.max_response_bytes
+        if len(raw) > limit:
+            error = f"the reply is {len(raw)} bytes, more than {limit}"
+            set_aside(message, DeadLetter("too_large", error, dead_name), raw)
+            return
+        try:
+            body = message.decode()
+        except Exception as exc:  # noqa: BLE001 - whatever the serialiser raises: not decodable
+            on_decode_error(message, exc)
+            return
         try:
             reply = parse_reply(body)
         except BadReply as exc:
-            logger.warning("reply dropped: %s", exc, extra={"reply": str(body)[:300]})
-            message.ack()
+            operation_id, attempt = _names(body)
+            dead = DeadLetter("invalid", str(exc), dead_name, operation_id=operation_id, attempt=attempt)
+            set_aside(message, dead, raw)
             return
         try:
             handle(reply)
-        except Exception:
-            logger.exception("reply not recorded; put back", extra={"operation_id": reply.operation_id})
+        except HandlerUnavailable:
+            logger.warning("reply not recorded; put back", extra={"operation_id": reply.operation_id})
             message.requeue()
-            time.sleep(1.0)
+            time.sleep(pause)
+            return
+        except Exception as exc:  # the reply's own fault (the database answers): counted
+            tries = _tries(message) + 1
+            error = f"not recorded: {type(exc).__name__}: {exc}"[:1000]
+            logger.exception(
+                "reply not recorded (try %d of %d)",
+                tries,
+                sas_settings.reply_max_tries,
+                extra={"operation_id": reply.operation_id},
+            )
+            if tries >= sas_settings.reply_max_tries:
+                dead = DeadLetter(
+                    "refused",
+                    error,
+                    dead_name,
+                    tries=tries,
+                    operation_id=reply.operation_id,
+                    attempt=reply.attempt,
+                )
+                set_aside(message, dead, raw)
+            else:
+                _publish_raw(message, raw, queue_name, {**_headers(message), TRIES_HEADER: tries})
+                message.ack()
+            time.sleep(pause)
             return
         message.ack()
         handled += 1
 
     try:
         for saved, credentials in brokers:
-            user, password = credentials
-            from kombu import Connection
-
             try:
-                url = pinned_broker_url(saved)
+                conn = broker_connection(saved, credentials)
             except (OutboundRefused, OSError) as exc:
                 logger.warning("reply consumer skips broker %s: %s", saved, exc)
                 continue
-            conn = Connection(
-                url, userid=user or None, password=password or None, connect_timeout=PUBLISH_TIMEOUT
-            )
             queue = Queue(queue_name, routing_key=queue_name, durable=True)
             consumer = Consumer(
-                conn, queues=[queue], callbacks=[on_message], accept=["json"], prefetch_count=50
+                conn,
+                queues=[queue],
+                on_message=on_message,
+                on_decode_error=on_decode_error,
+                accept=["json"],
+                prefetch_count=50,
             )
             opened.append((conn, consumer))
         connected: set[int] = set()
@@ -326,6 +473,62 @@ def consume_replies(
     finally:
         for conn, _consumer in opened:
             _release(conn)
+
+
+def _raw(message: Any) -> bytes:
+    body = message.body
+    if isinstance(body, bytes):
+        return body
+    return str(body if body is not None else "").encode("utf-8", "surrogateescape")
+
+
+def _headers(message: Any) -> dict[str, Any]:
+    headers = message.headers
+    return dict(headers) if isinstance(headers, dict) else {}
+
+
+def _tries(message: Any) -> int:
+    tries = _headers(message).get(TRIES_HEADER)
+    return tries if isinstance(tries, int) and not isinstance(tries, bool) and tries > 0 else 0
+
+
+def _names(body: Any) -> tuple[str | None, int | None]:
+    """The operation ID and attempt a message that is not a reply names, when it names them in
+    a form a reply would (nothing is looked up for anything else)."""
+    if isinstance(body, bytes | str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return None, None
+    if not isinstance(body, dict):
+        return None, None
+    operation_id, attempt = body.get("operation_id"), body.get("attempt")
+    if not isinstance(operation_id, str) or not _printable_id(operation_id):
+        return None, None
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or not 0 < attempt < 2**31:
+        attempt = None
+    return operation_id, attempt
+
+
+def _printable_id(operation_id: str) -> bool:
+    return 0 < len(operation_id) <= 200 and operation_id.isprintable()
+
+
+def _publish_raw(message: Any, raw: bytes, queue_name: str, headers: dict[str, Any]) -> None:
+    """Publish `raw` as it came (its content type and encoding) to `queue_name` on the broker
+    `message` came from, persistent."""
+    from kombu import Producer, Queue
+
+    producer = Producer(message.channel)
+    producer.publish(
+        raw,
+        routing_key=queue_name,
+        declare=[Queue(queue_name, routing_key=queue_name, durable=True)],
+        content_type=message.content_type or "application/data",
+        content_encoding=message.content_encoding or "binary",
+        headers=headers,
+        delivery_mode=2,
+    )
 
 
 def _safe(conn: Any) -> str:

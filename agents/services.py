@@ -1,18 +1,75 @@
-"""Agent pool definitions: create or update a pool with its endpoints, validated."""
+"""Agent pool definitions: create or update a pool with its endpoints, validated; the count of
+queue replies set aside."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import ProtectedError
+from django.db.models import F, ProtectedError
+from django.db.models.functions import Now
 
-from agents.models import AgentEndpoint, AgentKind, AgentPool
-from agents.validation import valid_field_value, validate_broker_url, validate_endpoint_url
+from agents.models import AgentEndpoint, AgentKind, AgentPool, ReplyDeadLetters
+from agents.validation import (
+    same_origin,
+    valid_field_value,
+    validate_broker_url,
+    validate_endpoint_url,
+    validate_secret_header_name,
+)
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
 from sas_project.validation import valid_name
+
+
+def endpoint_spec_clean(kind: str, item: Any) -> dict[str, Any]:
+    """One endpoint to save, checked for a pool of `kind`: its URL through the outbound-URL guard
+    (a broker URL for a queue pool), its secret header's name (an HTTP header name that is not
+    reserved; for a queue pool the broker user name) and value. Raises InvalidInput whose message
+    names the part that is wrong (field "endpoints")."""
+    spec = {"url": item} if isinstance(item, str) else item
+    if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
+        raise InvalidInput("each endpoint is a URL or an object with a url", field="endpoints")
+    try:
+        if kind == AgentKind.QUEUE:
+            url = validate_broker_url(spec["url"])
+        else:
+            url = validate_endpoint_url(spec["url"])
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, field="endpoints") from exc
+    header_name = spec.get("secret_header_name", "") or ""
+    header_value = spec.get("secret_header_value", "") or ""
+    if not isinstance(header_name, str) or not isinstance(header_value, str):
+        raise InvalidInput("secret header name and value must be strings", field="endpoints")
+    if kind == AgentKind.QUEUE:
+        # A broker's credentials: the user name (optional) and the password.
+        if header_name and not re.match(r"^[A-Za-z0-9._@-]{1,100}$", header_name):
+            raise InvalidInput(
+                "a broker user name (secret_header_name) is 1-100 plain characters", field="endpoints"
+            )
+    elif header_name:
+        try:
+            header_name = validate_secret_header_name(header_name)
+        except InvalidInput as exc:
+            raise InvalidInput(exc.message, field="endpoints") from exc
+    if len(header_value) > 500 or any(ch in header_value for ch in "\r\n\x00"):
+        raise InvalidInput(
+            "secret_header_value must be at most 500 characters on one line", field="endpoints"
+        )
+    if kind != AgentKind.QUEUE and not valid_field_value(header_value):
+        raise InvalidInput(
+            "secret_header_value must be an HTTP header value: printable ASCII, with no space "
+            "or tab at either end",
+            field="endpoints",
+        )
+    return {
+        "url": url,
+        "enabled": bool(spec.get("enabled", True)),
+        "secret_header_name": header_name,
+        "secret_header_value": header_value,
+    }
 
 
 def _endpoint_specs(kind: str, endpoints: Any) -> list[dict[str, Any]]:
@@ -25,50 +82,11 @@ def _endpoint_specs(kind: str, endpoints: Any) -> list[dict[str, Any]]:
     specs: list[dict[str, Any]] = []
     seen: set[str] = set()
     for item in endpoints:
-        spec = {"url": item} if isinstance(item, str) else item
-        if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
-            raise InvalidInput("each endpoint is a URL or an object with a url", field="endpoints")
-        try:
-            url = (
-                validate_broker_url(spec["url"])
-                if kind == AgentKind.QUEUE
-                else validate_endpoint_url(spec["url"])
-            )
-        except InvalidInput as exc:
-            raise InvalidInput(exc.message, field="endpoints") from exc
-        if url in seen:
-            raise InvalidInput(f"endpoint {url} is listed twice", field="endpoints")
-        seen.add(url)
-        header_name = spec.get("secret_header_name", "") or ""
-        header_value = spec.get("secret_header_value", "") or ""
-        if not isinstance(header_name, str) or not isinstance(header_value, str):
-            raise InvalidInput("secret header name and value must be strings", field="endpoints")
-        if kind == AgentKind.QUEUE:
-            # A broker's credentials: the user name (optional) and the password.
-            if header_name and not re.match(r"^[A-Za-z0-9._@-]{1,100}$", header_name):
-                raise InvalidInput(
-                    "a broker user name (secret_header_name) is 1-100 plain characters", field="endpoints"
-                )
-        elif header_name and not re.match(r"^[A-Za-z0-9-]{1,100}$", header_name):
-            raise InvalidInput("secret_header_name must be an HTTP header name", field="endpoints")
-        if len(header_value) > 500 or any(ch in header_value for ch in "\r\n\x00"):
-            raise InvalidInput(
-                "secret_header_value must be at most 500 characters on one line", field="endpoints"
-            )
-        if kind != AgentKind.QUEUE and not valid_field_value(header_value):
-            raise InvalidInput(
-                "secret_header_value must be an HTTP header value: printable ASCII, with no space "
-                "or tab at either end",
-                field="endpoints",
-            )
-        specs.append(
-            {
-                "url": url,
-                "enabled": bool(spec.get("enabled", True)),
-                "secret_header_name": header_name,
-                "secret_header_value": header_value,
-            }
-        )
+        spec = endpoint_spec_clean(kind, item)
+        if spec["url"] in seen:
+            raise InvalidInput(f"endpoint {spec['url']} is listed twice", field="endpoints")
+        seen.add(spec["url"])
+        specs.append(spec)
     return specs
 
 
@@ -101,12 +119,19 @@ def pool_save(
     actor: Any = None,
     max_in_flight: int | None = None,
     max_per_second: float | None = None,
+    moved: Mapping[str, str] | None = None,
 ) -> AgentPool:
     """Create a pool (or update `pool`) with exactly the given endpoints and limits.
 
     Endpoints are matched by URL: kept ones keep their history and health, missing ones are
     removed. A secret header value left empty on update keeps the stored one. The endpoints are
     checked (their hosts resolved) before the transaction opens.
+
+    `moved` maps a new URL to the URL that endpoint had, for an endpoint edited in place (a row
+    of the admin's form). Its secret, left empty, is carried over only when both URLs have the
+    same origin (scheme, host and port): a secret meant for one host is never sent to another.
+    Moved to another origin, the secret is dropped, and the audit entry says so
+    (`secret_dropped`). Without `moved` a new URL is a new endpoint, and no secret carries.
     """
     valid_name(name, "pool name", "name")
     if kind not in AgentKind.values:
@@ -122,6 +147,7 @@ def pool_save(
         actor=actor,
         max_in_flight=max_in_flight,
         max_per_second=max_per_second,
+        moved=dict(moved or {}),
     )
 
 
@@ -136,6 +162,7 @@ def _pool_write(
     actor: Any,
     max_in_flight: int | None,
     max_per_second: float | None,
+    moved: dict[str, str],
 ) -> AgentPool:
     other = AgentPool.objects.filter(name=name)
     if pool is not None:
@@ -172,10 +199,13 @@ def _pool_write(
             update_fields=["name", "kind", "alternate", "max_in_flight", "max_per_second", "updated_at"]
         )
     existing = {e.url: e for e in pool.endpoints.all()}
+    stored = dict(existing)
+    dropped: list[tuple[str, str]] = []
     for spec in specs:
         endpoint = existing.pop(spec["url"], None)
         if endpoint is None:
-            AgentEndpoint.objects.create(pool=pool, **spec)
+            previous = stored.get(moved.get(spec["url"], ""))
+            AgentEndpoint.objects.create(pool=pool, **_carried_secret(spec, previous, dropped))
             continue
         endpoint.enabled = spec["enabled"]
         endpoint.secret_header_name = spec["secret_header_name"]
@@ -186,9 +216,27 @@ def _pool_write(
         endpoint.delete()
     after = _pool_state(pool)
     changes = {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v}
+    if dropped:
+        changes["secret_dropped"] = [[old for old, _ in dropped], [new for _, new in dropped]]
     if created or changes:
         definition_logged(actor, pool, created=created, changes=changes)
     return pool
+
+
+def _carried_secret(
+    spec: dict[str, Any], previous: AgentEndpoint | None, dropped: list[tuple[str, str]]
+) -> dict[str, Any]:
+    """The spec of an endpoint edited in place from `previous`: with a secret header named and its
+    value left empty, the stored value when the origin is the same; else none, noted in
+    `dropped`."""
+    if previous is None or not previous.secret_header_value:
+        return spec
+    if spec["secret_header_value"] or not spec["secret_header_name"]:
+        return spec
+    if same_origin(previous.url, spec["url"]):
+        return {**spec, "secret_header_value": previous.secret_header_value}
+    dropped.append((previous.url, spec["url"]))
+    return spec
 
 
 def _pool_state(pool: AgentPool) -> dict[str, Any]:
@@ -238,3 +286,11 @@ def _named(rows: Any) -> str:
         if workflow is not None:
             return f"workflow {workflow.name!r} (version {workflow.version})"
     return str(rows[0]) if rows else "another definition"
+
+
+def reply_dead_letters_count(reason: str) -> None:
+    """Count one queue reply sent to a dead-letter queue for `reason` (in the caller's
+    transaction): the row is made once, then incremented in place, so concurrent consumers never
+    lose a count."""
+    ReplyDeadLetters.objects.bulk_create([ReplyDeadLetters(reason=reason)], ignore_conflicts=True)
+    ReplyDeadLetters.objects.filter(reason=reason).update(count=F("count") + 1, last_at=Now())

@@ -3,22 +3,35 @@
 Every outbound request (agent endpoints with their status and compensation paths, completion
 callbacks, alert webhooks, and any later kind such as a queue broker URL) goes through two checks:
 
-1. **When the URL is saved** (`validate_outbound_url`, `validate_endpoint_url` for http(s)): the
-   URL's form (scheme, host, no credentials unless the caller allows them), the optional
-   restrictive list `SAS_AGENT_ALLOWED_HOSTS`, and the host's addresses: a literal address in any
-   spelling (dotted, decimal `2130706433`, octal `0177.0.0.1`, hex, IPv6, IPv4-mapped IPv6) and
-   every address a host name resolves to must be public. A name that does not resolve (yet) is
-   accepted here: the second check decides. This check only gives the person saving a clear 400.
+1. **When the URL is saved** (`validate_outbound_url`; for http(s) `validate_endpoint_url`,
+   `validate_callback_url`, `validate_webhook_url`): the URL's form (scheme, host, no credentials
+   unless the caller allows them), the optional restrictive list of its kind of URL, and the
+   host's addresses: a literal address in any spelling (dotted, decimal `2130706433`, octal
+   `0177.0.0.1`, hex, IPv6, IPv4-mapped IPv6) and, unless the caller asks for no lookup, every
+   address a host name resolves to must be public. A name that does not resolve (yet) is accepted
+   here: the second check decides. This check only gives the person saving a clear 400.
 2. **When connecting** (`checked_addresses`, used by the httpx transport of `agents.egress`): the
    host is resolved once, every address is checked, and the connection is made to one of those
    checked addresses, so a DNS answer that changes between the check and the connection (DNS
    rebinding) cannot redirect it. This is the check that holds.
 
+Each kind of URL (`OutboundKind`) has its own lists, since different people set them: agent
+endpoints and brokers (administrators), completion callbacks (any submitter), alert webhooks
+(administrators). A host one list allows is not thereby allowed to another kind:
+
+=========  =========================== ============================
+kind       restrictive list            internal hosts it may reach
+=========  =========================== ============================
+agent      SAS_AGENT_ALLOWED_HOSTS     SAS_OUTBOUND_INTERNAL_HOSTS
+callback   SAS_CALLBACK_ALLOWED_HOSTS  SAS_CALLBACK_INTERNAL_HOSTS
+webhook    SAS_WEBHOOK_ALLOWED_HOSTS   SAS_WEBHOOK_INTERNAL_HOSTS
+=========  =========================== ============================
+
 Internal addresses (loopback, private, carrier-grade NAT, link-local with the cloud metadata
 address 169.254.169.254, multicast, unspecified, reserved, and their IPv6 counterparts, unique
-local and site-local included) are refused unless the host is named: by
-`SAS_OUTBOUND_INTERNAL_HOSTS` (host names, `host:port`, addresses or networks such as
-`10.2.0.0/16`), or by `SAS_AGENT_ALLOWED_HOSTS`, whose hosts an administrator chose one by one.
+local and site-local included) are refused unless the kind's internal list names the host (host
+names, `host:port`, addresses or networks such as `10.2.0.0/16`), or its restrictive list does,
+whose hosts an administrator chose one by one.
 
 Queue pools' brokers (`redis://host:6379/0`, `amqp://host/`) go through the same two checks:
 `validate_broker_url` when saved, and `pinned_broker_url` before every connection, which resolves
@@ -31,7 +44,10 @@ python step may name, checked when a workflow is saved and again at every call.
 
 from __future__ import annotations
 
+import enum
 import functools
+import importlib
+import inspect
 import ipaddress
 import re
 import socket
@@ -48,6 +64,49 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 HTTP_SCHEMES: Mapping[str, int] = {"http": 80, "https": 443}
+
+
+class OutboundKind(enum.StrEnum):
+    """Who sets a kind of outbound URL, hence which lists apply to it. The values of the last two
+    are those of the outbox's delivery kinds (`OutboundKind(delivery.kind)`)."""
+
+    #: Agent endpoints and queue brokers, set by administrators.
+    AGENT = "agent"
+    #: A job's completion callback, set by whoever submits the job.
+    CALLBACK = "callback"
+    #: An alert subscription's webhook, set by administrators.
+    WEBHOOK = "webhook"
+
+
+#: Each kind's (restrictive list, internal-hosts list), as the settings name them.
+LIST_SETTINGS: Mapping[OutboundKind, tuple[str, str]] = {
+    OutboundKind.AGENT: ("SAS_AGENT_ALLOWED_HOSTS", "SAS_OUTBOUND_INTERNAL_HOSTS"),
+    OutboundKind.CALLBACK: ("SAS_CALLBACK_ALLOWED_HOSTS", "SAS_CALLBACK_INTERNAL_HOSTS"),
+    OutboundKind.WEBHOOK: ("SAS_WEBHOOK_ALLOWED_HOSTS", "SAS_WEBHOOK_INTERNAL_HOSTS"),
+}
+
+#: What a kind's URL is called in a refusal.
+_WHAT: Mapping[OutboundKind, str] = {
+    OutboundKind.AGENT: "endpoint URL",
+    OutboundKind.CALLBACK: "callback URL",
+    OutboundKind.WEBHOOK: "webhook URL",
+}
+
+
+def _allowed_hosts(kind: OutboundKind) -> list[str]:
+    if kind == OutboundKind.CALLBACK:
+        return sas_settings.callback_allowed_hosts
+    if kind == OutboundKind.WEBHOOK:
+        return sas_settings.webhook_allowed_hosts
+    return sas_settings.agent_allowed_hosts
+
+
+def _internal_hosts(kind: OutboundKind) -> list[str]:
+    if kind == OutboundKind.CALLBACK:
+        return sas_settings.callback_internal_hosts
+    if kind == OutboundKind.WEBHOOK:
+        return sas_settings.webhook_internal_hosts
+    return sas_settings.outbound_internal_hosts
 
 
 class OutboundRefused(InvalidInput):
@@ -126,9 +185,9 @@ def literal_address(host: str) -> Address | None:
 
 @dataclass(frozen=True)
 class AllowList:
-    """Entries of SAS_OUTBOUND_INTERNAL_HOSTS and SAS_AGENT_ALLOWED_HOSTS that may be internal:
-    host names (optionally with a port) match the URL's host; addresses and networks (optionally
-    with a port) match the addresses it resolves to."""
+    """Entries of a kind's internal-hosts and restrictive lists, which may be internal: host
+    names (optionally with a port) match the URL's host; addresses and networks (optionally with
+    a port) match the addresses it resolves to."""
 
     names: frozenset[tuple[str, int | None]]
     networks: tuple[tuple[Network, int | None], ...]
@@ -176,10 +235,10 @@ def _parse_allow_list(entries: tuple[str, ...]) -> AllowList:
     return AllowList(frozenset(names), tuple(networks))
 
 
-def internal_allow_list() -> AllowList:
-    """What may be internal: SAS_OUTBOUND_INTERNAL_HOSTS plus SAS_AGENT_ALLOWED_HOSTS."""
-    entries = (*sas_settings.outbound_internal_hosts, *sas_settings.agent_allowed_hosts)
-    return _parse_allow_list(tuple(entries))
+def internal_allow_list(kind: OutboundKind = OutboundKind.AGENT) -> AllowList:
+    """What a kind of URL may reach although internal: its internal-hosts list plus its
+    restrictive list (for agents, SAS_OUTBOUND_INTERNAL_HOSTS plus SAS_AGENT_ALLOWED_HOSTS)."""
+    return _parse_allow_list((*_internal_hosts(kind), *_allowed_hosts(kind)))
 
 
 # --- resolution -------------------------------------------------------------------------------
@@ -224,32 +283,35 @@ def _resolve_for_save(host: str, port: int) -> list[str] | None:
     return addresses
 
 
-def _check_addresses(host: str, port: int, addresses: Iterable[str], allowed: AllowList) -> list[str]:
-    """The addresses, if each is public or allowed; else OutboundRefused naming the kind only
-    (the address itself is not echoed: the answer would map the internal network)."""
+def _check_addresses(
+    host: str, port: int, addresses: Iterable[str], allowed: AllowList, kind: OutboundKind
+) -> list[str]:
+    """The addresses, if each is public or allowed; else OutboundRefused naming the class of
+    address only (the address itself is not echoed: the answer would map the internal network)."""
     checked: list[str] = []
     for text in addresses:
         address = ipaddress.ip_address(text.split("%", 1)[0])
-        kind = internal_kind(address)
-        if kind is not None and not allowed.covers(address, port):
+        why = internal_kind(address)
+        if why is not None and not allowed.covers(address, port):
             raise OutboundRefused(
-                f"host {host!r} is not a public address ({kind}); internal hosts are reached only "
-                "when SAS_OUTBOUND_INTERNAL_HOSTS names them"
+                f"host {host!r} is not a public address ({why}); internal hosts are reached only "
+                f"when {LIST_SETTINGS[kind][1]} names them"
             )
         checked.append(text)
     return checked
 
 
-def checked_addresses(host: str, port: int) -> list[str]:
+def checked_addresses(host: str, port: int, kind: OutboundKind = OutboundKind.AGENT) -> list[str]:
     """Connect-time check: resolve `host` once and return the addresses to connect to, every one
-    of them checked. Raises OutboundRefused for an internal address the allow-lists do not name,
-    OSError when the name does not resolve. Connect to one of these, never to the name."""
-    allowed = internal_allow_list()
+    of them checked against the lists of `kind`. Raises OutboundRefused for an internal address
+    those lists do not name, OSError when the name does not resolve. Connect to one of these,
+    never to the name."""
+    allowed = internal_allow_list(kind)
     literal = literal_address(host)
     addresses = [str(literal)] if literal is not None else resolve(host, port)
     if allowed.names_host(host, port):
         return addresses
-    return _check_addresses(host, port, addresses, allowed)
+    return _check_addresses(host, port, addresses, allowed, kind)
 
 
 # --- the URL checks -------------------------------------------------------------------------------
@@ -263,14 +325,15 @@ def validate_outbound_url(
     credentials: bool = False,
     query: bool = False,
     resolve: bool = True,
+    kind: OutboundKind = OutboundKind.AGENT,
 ) -> str:
-    """Save-time check of an outbound URL; returns it stripped, or raises InvalidInput (or its
-    OutboundRefused) saying what is wrong.
+    """Save-time check of an outbound URL of `kind`; returns it stripped, or raises InvalidInput
+    (or its OutboundRefused) saying what is wrong.
 
     `schemes` maps each accepted scheme to its default port; `credentials` and `query` allow a
     user:password part and a query string (a broker URL has them, an HTTP endpoint must not).
     With `resolve=False` no name is looked up (literal addresses are still checked): for a
-    caller that connects through the connect-time check anyway.
+    caller that connects through the connect-time check anyway, or that must not wait on DNS.
     """
     if not isinstance(url, str) or not url.strip():
         raise InvalidInput(f"{what} is empty")
@@ -292,32 +355,62 @@ def validate_outbound_url(
         raise InvalidInput(f"{what} must not have a query or fragment")
     host = _normal_host(parts.hostname)
     port = port or schemes[parts.scheme]
-    restricted = sas_settings.agent_allowed_hosts
+    restricted = _allowed_hosts(kind)
     if restricted:
         host_port = f"{host}:{parts.port}" if parts.port else host
         if host not in restricted and host_port not in restricted:
             raise InvalidInput(
-                f"{what} host {host!r} is not in SAS_AGENT_ALLOWED_HOSTS ({', '.join(restricted)})"
+                f"{what} host {host!r} is not in {LIST_SETTINGS[kind][0]} ({', '.join(restricted)})"
             )
-    allowed = internal_allow_list()
+    allowed = internal_allow_list(kind)
     if allowed.names_host(host, port):
         return url
     literal = literal_address(host)
     if literal is not None:
-        _check_addresses(host, port, [str(literal)], allowed)
+        _check_addresses(host, port, [str(literal)], allowed, kind)
     elif resolve:
         addresses = _resolve_for_save(host, port)
         if addresses is not None:
-            _check_addresses(host, port, addresses, allowed)
+            _check_addresses(host, port, addresses, allowed, kind)
     return url
 
 
-def validate_endpoint_url(url: str, *, resolve: bool = True) -> str:
-    """An HTTP(S) URL the service may call (an endpoint, a callback, a webhook), without a
+def validate_endpoint_url(url: str, *, resolve: bool = True, kind: OutboundKind = OutboundKind.AGENT) -> str:
+    """An HTTP(S) URL the service may call, of `kind` (an agent endpoint unless told), without a
     trailing slash; see validate_outbound_url. The HTTP agent and the outbox pass resolve=False:
     their transport checks every connection."""
-    checked = validate_outbound_url(url, schemes=HTTP_SCHEMES, what="endpoint URL", resolve=resolve)
+    checked = validate_outbound_url(url, schemes=HTTP_SCHEMES, what=_WHAT[kind], resolve=resolve, kind=kind)
     return checked.rstrip("/")
+
+
+def validate_callback_url(url: str, *, resolve: bool = False) -> str:
+    """A job's completion callback (any submitter sets one): the callback lists, and by default
+    no name lookup, so that a submission never waits on a name server (inside its transaction);
+    a literal internal address is still refused, and the connection is checked when the outbox
+    sends (`checked_addresses(..., OutboundKind.CALLBACK)`)."""
+    return validate_endpoint_url(url, resolve=resolve, kind=OutboundKind.CALLBACK)
+
+
+def validate_webhook_url(url: str, *, resolve: bool = True) -> str:
+    """An alert subscription's webhook: the webhook lists; the host is looked up when saved (an
+    administrator's edit, outside any job's transaction) unless the caller says not to."""
+    return validate_endpoint_url(url, resolve=resolve, kind=OutboundKind.WEBHOOK)
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Whether two saved URLs (HTTP or broker) have one origin: scheme, host and port, the
+    default port of the scheme counting as written."""
+
+    def origin(url: str) -> tuple[str, str, int | None]:
+        parts = urlsplit(url)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        default = {**HTTP_SCHEMES, **BROKER_SCHEMES}.get(parts.scheme)
+        return parts.scheme, _normal_host(parts.hostname or ""), port or default
+
+    return origin(a) == origin(b)
 
 
 def validate_operation_path(path: str, *, http: bool) -> str:
@@ -388,12 +481,28 @@ def validate_queue_name(name: str) -> str:
 
 
 def python_agent_allowed(path: str) -> bool:
-    """Whether SAS_PYTHON_AGENTS registers the callable `path` (an entry ending in `.*` registers
-    every callable of that module)."""
+    """Whether SAS_PYTHON_AGENTS registers the callable `path`: named exactly, or by an entry
+    `module.*` when `path` is a public function defined in that module itself (`obj.__module__`
+    is the module): what the module merely imports (`from os import system`) is not registered
+    by its wildcard. The wildcard's case imports the module to look."""
+    module, _, name = path.rpartition(".")
     for entry in sas_settings.python_agents:
-        if entry == path or (entry.endswith(".*") and path.rpartition(".")[0] == entry[:-2]):
+        if entry == path:
+            return True
+        if entry.endswith(".*") and module == entry[:-2] and _defined_in(module, name):
             return True
     return False
+
+
+def _defined_in(module: str, name: str) -> bool:
+    """Whether `module.name` is a public function whose own module is `module`."""
+    if not name or name.startswith("_"):
+        return False
+    try:
+        obj = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return False
+    return inspect.isfunction(obj) and getattr(obj, "__module__", None) == module
 
 
 def validate_python_agent(path: str) -> str:
@@ -405,6 +514,48 @@ def validate_python_agent(path: str) -> str:
             f"{path!r} is not a registered python agent: add it to the setting SAS_PYTHON_AGENTS"
         )
     return path
+
+
+#: Header names an endpoint's secret header may not take (compared without case): those that
+#: frame or route the request (a secret `Host` or `Content-Length` would change where or what
+#: is sent), hop-by-hop ones, and those the HTTP agent sets itself (`Idempotency-Key`,
+#: `Content-Type`, `Accept` and every `X-SAS-` header), which a secret must not replace.
+RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "expect",
+        "proxy-connection",
+        "content-type",
+        "content-encoding",
+        "accept",
+        "idempotency-key",
+    }
+)
+RESERVED_HEADER_PREFIXES = ("x-sas-", "proxy-")
+#: An HTTP field name (RFC 9110 token), limited to what header names use in practice.
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,100}$")
+
+
+def validate_secret_header_name(name: str) -> str:
+    """The name of an HTTP endpoint's secret header: an HTTP field name that is not reserved
+    (RESERVED_HEADERS, `X-SAS-*`, `Proxy-*`). Returns it stripped; raises InvalidInput."""
+    name = name.strip()
+    if not HEADER_NAME.match(name):
+        raise InvalidInput("secret_header_name must be an HTTP header name (letters, digits and '-')")
+    lowered = name.lower()
+    if lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_HEADER_PREFIXES):
+        raise InvalidInput(
+            f"secret_header_name {name!r} is reserved: the service sets or frames it itself; "
+            "use a header such as Authorization or X-Api-Key"
+        )
+    return name
 
 
 #: An HTTP field value as RFC 9110 (section 5.5) has it, limited to ASCII (new fields SHOULD be):

@@ -29,8 +29,18 @@ class SasSettings:
 
     @property
     def agent_allowed_hosts(self) -> list[str]:
-        """Hosts agent endpoints may target; empty means any host."""
+        """Hosts agent endpoints (and queue brokers) may target; empty means any host."""
         return list(getattr(settings, "SAS_AGENT_ALLOWED_HOSTS", []))
+
+    @property
+    def callback_allowed_hosts(self) -> list[str]:
+        """Hosts jobs' completion callbacks may target; empty means any host."""
+        return list(getattr(settings, "SAS_CALLBACK_ALLOWED_HOSTS", []))
+
+    @property
+    def webhook_allowed_hosts(self) -> list[str]:
+        """Hosts alert subscriptions' webhooks may target; empty means any host."""
+        return list(getattr(settings, "SAS_WEBHOOK_ALLOWED_HOSTS", []))
 
     @property
     def python_agents(self) -> list[str]:
@@ -54,15 +64,38 @@ class SasSettings:
         return str(getattr(settings, "SAS_REPLY_QUEUE", "sas.replies"))
 
     @property
+    def reply_max_tries(self) -> int:
+        """How many times the reply consumer tries to record a reply while its database answers
+        before the reply goes to the dead-letter queue (`<reply queue>.dead`)."""
+        return max(1, int(getattr(settings, "SAS_REPLY_MAX_TRIES", 5)))
+
+    @property
+    def broker_ca_file(self) -> str:
+        """A PEM file of the certificate authorities that sign `rediss://` and `amqps://` brokers'
+        certificates; empty: the system's trust store."""
+        return str(getattr(settings, "SAS_BROKER_CA_FILE", "") or "")
+
+    @property
     def replies_in_cluster(self) -> bool:
         """Whether `qcluster` runs the consumer of queue pools' replies beside the cluster."""
         return bool(getattr(settings, "SAS_REPLIES_IN_CLUSTER", True))
 
     @property
     def outbound_internal_hosts(self) -> list[str]:
-        """Hosts (`host`, `host:port`), addresses and networks that outbound requests may reach
-        although they are internal (loopback, private, link-local...); see agents.validation."""
+        """Hosts (`host`, `host:port`), addresses and networks that agent endpoints and queue
+        brokers may reach although they are internal (loopback, private, link-local...); see
+        agents.validation."""
         return list(getattr(settings, "SAS_OUTBOUND_INTERNAL_HOSTS", []))
+
+    @property
+    def callback_internal_hosts(self) -> list[str]:
+        """The same for jobs' completion callbacks."""
+        return list(getattr(settings, "SAS_CALLBACK_INTERNAL_HOSTS", []))
+
+    @property
+    def webhook_internal_hosts(self) -> list[str]:
+        """The same for alert subscriptions' webhooks."""
+        return list(getattr(settings, "SAS_WEBHOOK_INTERNAL_HOSTS", []))
 
     @property
     def supervisor_in_cluster(self) -> bool:

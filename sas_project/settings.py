@@ -329,10 +329,18 @@ SPECTACULAR_SETTINGS = {
 
 # --- The service's own settings (read through sas_project.conf) -------------------------------
 SAS_SUPERVISOR_INTERVAL = float(os.environ.get("SAS_SUPERVISOR_INTERVAL", 5))
+# Each kind of outbound URL has its own lists (agents.validation): agent endpoints and brokers,
+# completion callbacks (set by any submitter), alert webhooks. A restrictive list, when set, is
+# the only hosts that kind may target (and they may be internal).
 SAS_AGENT_ALLOWED_HOSTS = _env_list("SAS_AGENT_ALLOWED_HOSTS")
-# Outbound requests never reach internal addresses unless a host is named here (or in
-# SAS_AGENT_ALLOWED_HOSTS): `make run` names its sandbox, production its internal services.
+SAS_CALLBACK_ALLOWED_HOSTS = _env_list("SAS_CALLBACK_ALLOWED_HOSTS")
+SAS_WEBHOOK_ALLOWED_HOSTS = _env_list("SAS_WEBHOOK_ALLOWED_HOSTS")
+# Outbound requests never reach internal addresses unless a host is named in the list of their
+# kind (or its restrictive list): `make run` names its sandbox and Redis for agents, production
+# its internal services. A callback or webhook receiver on an internal host needs its own entry.
 SAS_OUTBOUND_INTERNAL_HOSTS = _env_list("SAS_OUTBOUND_INTERNAL_HOSTS")
+SAS_CALLBACK_INTERNAL_HOSTS = _env_list("SAS_CALLBACK_INTERNAL_HOSTS")
+SAS_WEBHOOK_INTERNAL_HOSTS = _env_list("SAS_WEBHOOK_INTERNAL_HOSTS")
 SAS_SUPERVISOR_IN_CLUSTER = _env_bool("SAS_SUPERVISOR_IN_CLUSTER", True)
 # A LISTEN through a transaction pooler registers on whichever server session ran it, and the
 # announcements never reach the pusher: behind one, idle pushers look every SAS_Q_POLL instead.
@@ -360,6 +368,10 @@ SAS_PUBLIC_URL = os.environ.get("SAS_PUBLIC_URL", "http://127.0.0.1:8000")
 SAS_CALLBACK_TOKEN_MAX_AGE = float(os.environ.get("SAS_CALLBACK_TOKEN_MAX_AGE", 7 * 24 * 3600))
 SAS_REPLY_QUEUE = os.environ.get("SAS_REPLY_QUEUE", "sas.replies")
 SAS_REPLIES_IN_CLUSTER = _env_bool("SAS_REPLIES_IN_CLUSTER", True)
+# Tries at recording a reply while the database answers, then it goes to `<reply queue>.dead`.
+SAS_REPLY_MAX_TRIES = int(os.environ.get("SAS_REPLY_MAX_TRIES", 5))
+# The certificate authorities of TLS brokers (rediss://, amqps://); empty: the system's trust store.
+SAS_BROKER_CA_FILE = os.environ.get("SAS_BROKER_CA_FILE", "")
 SAS_Q_STOP_SECONDS = float(os.environ.get("SAS_Q_STOP_SECONDS", 60))
 SAS_CALLBACK_SECRET = os.environ.get("SAS_CALLBACK_SECRET", "")
 SAS_METRICS_TOKEN = os.environ.get("SAS_METRICS_TOKEN", "")

@@ -757,6 +757,9 @@ class EventKind(models.TextChoices):
     LATE_SUCCESS_NOTED = "late_success_noted", "Late success noted"
     #: A failure arrived for an attempt already decided: nothing moved.
     LATE_OUTCOME_IGNORED = "late_outcome_ignored", "Late outcome ignored"
+    #: A queue reply naming the step could not be recorded (not a reply, or refused at every try):
+    #: it went to the broker's dead-letter queue; nothing moved.
+    REPLY_DEAD_LETTERED = "reply_dead_lettered", "Reply dead-lettered"
     #: The remote refused the operation (4xx other than 408/429).
     STEP_BUSINESS_FAILURE = "step_business_failure", "Business failure"
     #: The remote could not do it now (408, 429, 5xx, connection refused).

@@ -11,6 +11,14 @@ wins: a duplicate changes nothing; a reply after the supervisor gave up on its a
 before the deadline) is late evidence, as a late HTTP answer is; a reply for an unknown operation
 is logged and dropped. Each reply is acknowledged after its transaction commits.
 
+What cannot be recorded goes to the broker's dead-letter queue (`<SAS_REPLY_QUEUE>.dead`,
+agents.queue.consume_replies): a message that is not JSON or not a reply, one larger than
+SAS_MAX_RESPONSE_BYTES, and a reply whose recording fails SAS_REPLY_MAX_TRIES times while the
+database answers. A failure while the database does not answer is an outage, not the reply's
+fault: the reply is put back and the try is not counted. Each dead letter is counted
+(`sas_queue_replies_dead_lettered_total{reason}`) and, when it names a step, recorded on its job
+(`reply_dead_lettered`).
+
 A heartbeat message (`{"operation_id", "attempt", "heartbeat": true, "details"}`, agents.queue)
 on the same queue says the attempt is alive: it moves the attempt's deadline when the policy sets
 a heartbeat interval (scheduler.services.heartbeats); one for an attempt already given up on, or
@@ -22,13 +30,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from uuid import UUID
 
 from django.db import close_old_connections, connection
 
 from agents.models import AgentEndpoint, AgentKind
-from agents.queue import Heartbeat, Reply, consume_replies
+from agents.queue import DeadLetter, HandlerUnavailable, Heartbeat, Reply, consume_replies
 from scheduler.models import Step
-from scheduler.services import async_result_record, attempt_heartbeat
+from scheduler.services import async_result_record, attempt_heartbeat, reply_dead_letter_record
 
 logger = logging.getLogger("scheduler.replies")
 
@@ -89,16 +98,38 @@ def record_heartbeat(heartbeat: Heartbeat) -> str:
     return verdict
 
 
-def _record_or_reconnect(reply: Reply | Heartbeat) -> None:
+def record_dead_letter(dead: DeadLetter) -> UUID | None:
+    """Count a reply sent to the dead-letter queue (agents.queue logged it) and, when it names a
+    step, record it on the step's job; returns the job's id, or None."""
+    return reply_dead_letter_record(dead, source=SOURCE)
+
+
+def record_message(reply: Reply | Heartbeat) -> None:
+    """Record a reply or a heartbeat (the consumer's handler). Raises HandlerUnavailable when it
+    failed and the database does not answer (an outage: the reply waits, using no try); any other
+    failure is raised as it is (the database refused this reply: a try is counted)."""
     try:
         if isinstance(reply, Heartbeat):
             record_heartbeat(reply)
         else:
             record_reply(reply)
-    except Exception:
-        # The reply is put back; the next one starts on a fresh database connection.
+    except Exception as exc:
+        # The reply is put back; the next one starts on a fresh database connection. Whether
+        # the database answers tells an outage (the try is not counted) from a reply it refuses.
         connection.close()
+        if not _database_answers():
+            raise HandlerUnavailable("the database does not answer") from exc
         raise
+
+
+def _database_answers() -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception:  # noqa: BLE001 - any failure to reach it is an outage
+        connection.close()
+        return False
+    return True
 
 
 def run_replies(should_stop: Callable[[], bool], *, refresh: float = REFRESH) -> int:
@@ -122,13 +153,23 @@ def run_replies(should_stop: Callable[[], bool], *, refresh: float = REFRESH) ->
             return should_stop() or time.monotonic() > until
 
         try:
-            for handled in consume_replies(current, _record_or_reconnect, should_stop=turn_over):
+            for handled in consume_replies(
+                current, record_message, should_stop=turn_over, on_dead_letter=_dead_letter
+            ):
                 total += handled
         except Exception:
             logger.exception("reply consumer failed; starting again")
             connection.close()
             _sleep(1.0, should_stop)
     return total
+
+
+def _dead_letter(dead: DeadLetter) -> None:
+    try:
+        record_dead_letter(dead)
+    except Exception:
+        connection.close()
+        raise
 
 
 def _sleep(seconds: float, should_stop: Callable[[], bool]) -> None:

@@ -48,8 +48,8 @@ class JobSubmitSerializer(StrictSerializer):
         allow_null=True,
         help_text=(
             "Where to POST the job's summary (id, workflow, status, result, finished_at) when it "
-            "settles: http(s), checked like an endpoint URL. Signed with X-SAS-Signature and sent "
-            "with Idempotency-Key `<job id>:<status>`, at least once."
+            "settles: http(s), to hosts the callback lists allow (docs/security.md). Signed with "
+            "X-SAS-Signature and sent with Idempotency-Key `<job id>:<status>`, at least once."
         ),
     )
     business_key = serializers.CharField(

@@ -8,6 +8,8 @@ reaches and counts the work of every cluster process on every host:
   that row's lock. Only events older than SAS_METRICS_SETTLE_SECONDS (15 s) are taken, so a transaction that
   commits a little after it started is not skipped: the counters trail by that much. They start
   at zero on the first scrape, and the history's retention never lowers them;
+- the count of queue replies sent to a dead-letter queue is read from its own few rows
+  (agents.models.ReplyDeadLetters): most of them name no job, so they have no event;
 - gauges are read at scrape time through the indexes that serve the console (live steps, the
   queue, the lease).
 
@@ -25,6 +27,7 @@ from django.db import connection, transaction
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from agents.models import ReplyDeadLetters
 from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql
 from scheduler.models import STEP_LIVE, EventKind
@@ -246,6 +249,14 @@ class ServiceCollector(Collector):
         for action, _, value in _pairs(totals, "operator"):
             actions.add_metric([action], value)
         yield actions
+        dead = CounterMetricFamily(
+            "sas_queue_replies_dead_lettered",
+            "Queue replies sent to the broker's dead-letter queue, by reason.",
+            labels=["reason"],
+        )
+        for reason, count in ReplyDeadLetters.objects.order_by("reason").values_list("reason", "count"):
+            dead.add_metric([reason], float(count))
+        yield dead
         yield from gauges()
 
     def _latency(self, totals: dict[str, dict[str, Any]]) -> HistogramMetricFamily:

@@ -205,7 +205,7 @@ class AlertSubscriptionWriteSerializer(StrictSerializer):
         max_length=500,
         required=False,
         allow_blank=True,
-        help_text="POSTed each alert as JSON, signed with X-SAS-Signature; checked like an endpoint URL.",
+        help_text="POSTed each alert as JSON, signed with X-SAS-Signature; to hosts the webhook lists allow.",
     )
     email = serializers.CharField(max_length=254, required=False, allow_blank=True)
     kinds = serializers.ListField(

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 
-from agents.validation import validate_endpoint_url
+from agents.validation import validate_webhook_url
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import InvalidInput, NotFound, StaleWrite
 from sas_project.validation import valid_name
@@ -24,14 +24,14 @@ def subscription_settings(subscription: AlertSubscription) -> dict[str, Any]:
 
 
 def subscription_validate(values: dict[str, Any]) -> dict[str, Any]:
-    """The values, cleaned: the webhook checked like an endpoint URL (http(s), no credentials,
-    the allowed hosts), the email address's form, the kinds known and not repeated, and at least
+    """The values, cleaned: the webhook checked as one (http(s), no credentials, the webhook
+    lists of the outbound-URL guard), the email address's form, the kinds known and not repeated, and at least
     one of webhook and email."""
     clean = dict(values)
     webhook = str(clean.get("webhook_url") or "")
     if webhook:
         try:
-            webhook = validate_endpoint_url(webhook)
+            webhook = validate_webhook_url(webhook)
         except InvalidInput as exc:
             raise InvalidInput(f"webhook_url: {exc.message}", field="webhook_url") from exc
     clean["webhook_url"] = webhook

@@ -34,16 +34,26 @@ ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK_REMOTES = ("127.0.0.1", "localhost")
 
 
+#: The lists naming internal hosts, one per kind of outbound URL (agents.validation).
+INTERNAL_HOSTS_SETTINGS = (
+    "SAS_OUTBOUND_INTERNAL_HOSTS",
+    "SAS_CALLBACK_INTERNAL_HOSTS",
+    "SAS_WEBHOOK_INTERNAL_HOSTS",
+)
+
+
 def allow_loopback_remotes() -> None:
-    """Outbound requests reach internal addresses only when SAS_OUTBOUND_INTERNAL_HOSTS names
-    them; the tools (and the test suite) name loopback, where their own remotes listen, for this
-    process and for every process it starts (which inherit the environment)."""
+    """Outbound requests reach internal addresses only when the list of their kind names them
+    (agent endpoints, callbacks, webhooks); the tools (and the test suite) name loopback, where
+    their own remotes and receivers listen, in each list, for this process and for every process
+    it starts (which inherit the environment)."""
     from django.conf import settings
 
-    names = [n for n in os.environ.get("SAS_OUTBOUND_INTERNAL_HOSTS", "").split(",") if n.strip()]
-    names += [n for n in LOOPBACK_REMOTES if n not in names]
-    os.environ["SAS_OUTBOUND_INTERNAL_HOSTS"] = ",".join(names)
-    settings.SAS_OUTBOUND_INTERNAL_HOSTS = names
+    for setting in INTERNAL_HOSTS_SETTINGS:
+        names = [n for n in os.environ.get(setting, "").split(",") if n.strip()]
+        names += [n for n in LOOPBACK_REMOTES if n not in names]
+        os.environ[setting] = ",".join(names)
+        setattr(settings, setting, names)
 
 
 def free_port() -> int:

@@ -22,6 +22,7 @@ from scheduler.services.locking import JOB_FORWARD, JobState, load_locked_jobs, 
 from scheduler.services.outcomes import (
     async_result_record,
     attempt_accepted,
+    reply_dead_letter_record,
     step_record_outcome,
     step_succeed,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "load_locked_jobs",
     "lock_job",
     "needs_compensation",
+    "reply_dead_letter_record",
     "rerun_create",
     "step_abandon",
     "step_dispatch",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
+from uuid import UUID
 
 from django.db import transaction
 from django.db.models import F
@@ -21,6 +22,8 @@ from django.db.models.functions import Now
 from jmespath.exceptions import JMESPathError
 
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome, storable
+from agents.queue import DeadLetter
+from agents.services import reply_dead_letters_count
 from scheduler import expressions
 from scheduler.models import STEP_SETTLED, Attempt, EventKind, Job, Step, StepKind, StepStatus
 from scheduler.services import hotpath
@@ -200,6 +203,32 @@ def async_result_record(step_id: int, number: int, result: CallResult, *, source
         latency_ms = int(elapsed.total_seconds() * 1000) if elapsed is not None else None
         step_record_outcome(step_id, number, replace(result, latency_ms=latency_ms), source=source)
     return "late" if row["finished_at"] is not None else "recorded"
+
+
+def reply_dead_letter_record(dead: DeadLetter, *, source: str) -> UUID | None:
+    """Count a queue reply the consumer sent to its broker's dead-letter queue and, when it names
+    the operation of a step, record `reply_dead_lettered` on that step's job, in one transaction;
+    returns the job's id, or None when the reply names no step.
+
+    Nothing else moves: the attempt it was about stays in flight under its deadline, and with no
+    reply in time the supervisor handles it as no answer (a status query, by policy).
+    """
+    step = None
+    if dead.operation_id:
+        step = Step.objects.filter(operation_id=dead.operation_id).only("pk", "job_id").first()
+    with unit_of_work() as unit:
+        reply_dead_letters_count(dead.reason)
+        if step is not None:
+            unit.event(
+                job_id=step.job_id,
+                kind=EventKind.REPLY_DEAD_LETTERED,
+                source=source,
+                step=step,
+                attempt=dead.attempt,
+                reason=dead.error[:1000].replace("\x00", "\ufffd"),
+                data={"reason": dead.reason, "queue": dead.queue, "tries": dead.tries},
+            )
+    return step.job_id if step is not None else None
 
 
 def _has_result(row: Mapping[str, Any] | None) -> bool:

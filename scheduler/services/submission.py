@@ -19,7 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Subquery
 from django.db.models.functions import Now
 
-from agents.validation import validate_endpoint_url
+from agents.validation import validate_callback_url
 from sas_project import tracing
 from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInput
 from sas_project.validation import json_storable
@@ -129,7 +129,9 @@ def job_submit(
         raise InvalidInput("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
     if callback_url:
         try:
-            callback_url = validate_endpoint_url(callback_url)
+            # No name lookup here: a name server that never answers would hold this request
+            # (and, below, its transaction). The outbox checks every address it connects to.
+            callback_url = validate_callback_url(callback_url)
         except InvalidInput as exc:
             raise InvalidInput(f"callback_url: {exc.message}", field="callback_url") from exc
     business_key = valid_business_key(business_key)

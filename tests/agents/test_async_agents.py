@@ -22,7 +22,10 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from agents.outcome import ACCEPTED, AttemptKind, CallSpec, Outcome
+from agents.python import call_python
 from agents.queue import BadReply, call_queue, parse_reply
+from agents.validation import validate_python_agent
+from sas_project.errors import InvalidInput
 from scheduler.callback_tokens import token_for
 from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Step, StepStatus
 from scheduler.replies import record_reply, run_replies
@@ -581,6 +584,44 @@ def test_a_python_step_outside_the_allow_list_is_a_400(path: str) -> None:
 def test_a_module_entry_allows_its_callables(settings: Any) -> None:
     settings.SAS_PYTHON_AGENTS = ["agents.builtin.*"]
     make_workflow("echo", step("a", path="agents.builtin.echo"))
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "agents.python.import_string",  # a function the module imports, from django
+        "agents.builtin.Any",  # a name the module imports, from typing
+        "agents.builtin.annotations",
+        "agents.builtin.__name__",
+    ],
+)
+def test_a_module_entry_allows_only_the_public_functions_defined_in_that_module(
+    settings: Any, path: str
+) -> None:
+    settings.SAS_PYTHON_AGENTS = ["agents.builtin.*", "agents.python.*"]
+    with pytest.raises(InvalidInput, match="SAS_PYTHON_AGENTS"):
+        validate_python_agent(path)
+    result = call_python(
+        CallSpec(
+            job_id="j",
+            step_id=1,
+            attempt=1,
+            operation_id="op-1",
+            kind=AttemptKind.CALL,
+            agent_kind="python",
+            base_url="",
+            path=path,
+            payload={},
+            timeout=2.0,
+        )
+    )
+    assert result.outcome == Outcome.BUSINESS_FAILURE and "SAS_PYTHON_AGENTS" in result.error
+    assert validate_python_agent("agents.python.call_python") == "agents.python.call_python"
+
+
+def test_an_exact_entry_allows_what_it_names(settings: Any) -> None:
+    settings.SAS_PYTHON_AGENTS = ["agents.python.import_string"]
+    assert validate_python_agent("agents.python.import_string") == "agents.python.import_string"
 
 
 def test_a_callable_removed_from_the_allow_list_is_refused_at_call_time(settings: Any) -> None:

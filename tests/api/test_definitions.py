@@ -304,6 +304,56 @@ def test_a_bad_pool_is_a_400_naming_the_field_and_creates_nothing(
     assert AgentPool.objects.count() == 0 and AgentEndpoint.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Host",
+        "content-length",
+        "Transfer-Encoding",
+        "CONNECTION",
+        "Content-Type",
+        "Idempotency-Key",
+        "X-SAS-Attempt",
+        "x-sas-callback-url",
+        "Proxy-Authorization",
+    ],
+)
+def test_a_secret_header_with_a_reserved_name_is_a_400_naming_the_field(ada: APIClient, header: str) -> None:
+    endpoint = {"url": "https://pay.example.com", "secret_header_name": header, "secret_header_value": "v"}
+    response = ada.post(f"{V1}/pools/", {"name": "p", "endpoints": [endpoint]}, format="json")
+    assert response.status_code == 400, response.json()
+    assert response.json()["field"] == "endpoints"
+    assert "secret_header_name" in response.json()["detail"] and "reserved" in response.json()["detail"]
+    assert AgentPool.objects.count() == 0
+
+
+def test_a_queue_pools_broker_user_name_is_not_held_to_header_names(ada: APIClient, settings: Any) -> None:
+    settings.SAS_OUTBOUND_INTERNAL_HOSTS = ["mq.internal"]
+    endpoint = {
+        "url": "redis://mq.internal:6379/0",
+        "secret_header_name": "app.user@example",
+        "secret_header_value": "pw",
+    }
+    response = ada.post(
+        f"{V1}/pools/", {"name": "mq", "kind": "queue", "endpoints": [endpoint]}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+
+
+def test_an_endpoint_replaced_by_one_on_another_host_takes_no_secret_along(ada: APIClient) -> None:
+    secret = {"secret_header_name": "Authorization", "secret_header_value": "Bearer s3cret"}
+    ada.post(
+        f"{V1}/pools/",
+        {"name": "pay", "endpoints": [{"url": "https://pay.example.com", **secret}]},
+        format="json",
+    )
+    moved = {"url": "https://elsewhere.example.net", "secret_header_name": "Authorization"}
+    response = ada.patch(f"{V1}/pools/pay/", {"endpoints": [moved]}, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["endpoints"][0]["secret_header_set"] is False
+    assert AgentEndpoint.objects.get().secret_header_value == ""
+
+
 def test_an_endpoint_host_outside_the_allowed_hosts_is_refused(ada: APIClient, settings: Any) -> None:
     settings.SAS_AGENT_ALLOWED_HOSTS = ["agents.internal"]
     response = ada.post(f"{V1}/pools/", {"name": "p", "endpoints": ["http://evil.example"]}, format="json")

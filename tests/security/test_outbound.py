@@ -30,16 +30,22 @@ from agents.outcome import CallSpec
 from agents.queue import call_queue
 from agents.services import pool_save
 from agents.validation import (
+    OutboundKind,
     OutboundRefused,
     checked_addresses,
     pinned_broker_url,
+    validate_callback_url,
     validate_endpoint_url,
     validate_outbound_url,
+    validate_webhook_url,
 )
 from sas_project.errors import InvalidInput
-from scheduler.models import AttemptKind, Delivery, DeliveryKind, Outcome
+from scheduler.models import AttemptKind, Delivery, DeliveryKind, Job, Outcome
 from supervisor.deliveries import send_due
-from testbed.processes import ROOT
+from supervisor.subscriptions import subscription_create
+from testbed.processes import INTERNAL_HOSTS_SETTINGS, ROOT
+from tests.api.support import V1, client_for, make_user
+from tests.factories import chain
 
 pytestmark = pytest.mark.sqlite
 
@@ -96,8 +102,11 @@ def url_for(address: str, port: int | None = None) -> str:
 @pytest.fixture(autouse=True)
 def guard_defaults(settings: Any) -> None:
     """The guard as it ships: nothing internal is named (the suite names loopback elsewhere)."""
-    settings.SAS_OUTBOUND_INTERNAL_HOSTS = []
+    for name in INTERNAL_HOSTS_SETTINGS:
+        setattr(settings, name, [])
     settings.SAS_AGENT_ALLOWED_HOSTS = []
+    settings.SAS_CALLBACK_ALLOWED_HOSTS = []
+    settings.SAS_WEBHOOK_ALLOWED_HOSTS = []
 
 
 @pytest.fixture
@@ -269,6 +278,130 @@ def test_hosts_an_administrator_listed_in_the_agent_allow_list_may_be_internal(
     assert validate_endpoint_url("http://warehouse.internal") == "http://warehouse.internal"
     with pytest.raises(InvalidInput, match="SAS_AGENT_ALLOWED_HOSTS"):
         validate_endpoint_url("http://10.0.0.1")
+
+
+# --- one set of lists per kind of URL ------------------------------------------------------------
+
+
+def test_a_host_the_agent_allow_list_names_is_no_callback_or_webhook_target(
+    settings: Any, resolver: dict[str, list[str]]
+) -> None:
+    # An administrator lets agents reach an internal service; a submitter's callback URL (or a
+    # webhook) naming it must not make the service POST to any path of it.
+    resolver["payments.internal"] = ["10.2.0.7"]
+    settings.SAS_AGENT_ALLOWED_HOSTS = ["payments.internal"]
+    assert validate_endpoint_url("https://payments.internal") == "https://payments.internal"
+    assert checked_addresses("payments.internal", 443) == ["10.2.0.7"]
+    with pytest.raises(OutboundRefused, match="SAS_CALLBACK_INTERNAL_HOSTS"):
+        validate_callback_url("https://payments.internal/refund", resolve=True)
+    with pytest.raises(OutboundRefused, match="SAS_CALLBACK_INTERNAL_HOSTS"):
+        checked_addresses("payments.internal", 443, OutboundKind.CALLBACK)
+    with pytest.raises(OutboundRefused, match="SAS_WEBHOOK_INTERNAL_HOSTS"):
+        validate_webhook_url("https://payments.internal/alerts")
+    with pytest.raises(OutboundRefused, match="SAS_WEBHOOK_INTERNAL_HOSTS"):
+        checked_addresses("payments.internal", 443, OutboundKind.WEBHOOK)
+
+
+def test_the_agent_internal_hosts_list_does_not_open_internal_hosts_to_callbacks_or_webhooks(
+    settings: Any, resolver: dict[str, list[str]]
+) -> None:
+    resolver["ledger.internal"] = ["10.3.0.9"]
+    settings.SAS_OUTBOUND_INTERNAL_HOSTS = ["ledger.internal", "127.0.0.1:9000"]
+    assert checked_addresses("ledger.internal", 443) == ["10.3.0.9"]
+    assert validate_endpoint_url("http://127.0.0.1:9000") == "http://127.0.0.1:9000"
+    for kind in (OutboundKind.CALLBACK, OutboundKind.WEBHOOK):
+        with pytest.raises(OutboundRefused):
+            checked_addresses("ledger.internal", 443, kind)
+        with pytest.raises(OutboundRefused):
+            checked_addresses("127.0.0.1", 9000, kind)
+    with pytest.raises(OutboundRefused):
+        validate_callback_url("http://127.0.0.1:9000/done")
+    with pytest.raises(OutboundRefused):
+        validate_webhook_url("http://127.0.0.1:9000/alerts")
+
+
+def test_each_kind_reaches_the_internal_hosts_its_own_list_names(
+    settings: Any, resolver: dict[str, list[str]]
+) -> None:
+    resolver["receiver.internal"] = ["10.4.0.2"]
+    settings.SAS_CALLBACK_INTERNAL_HOSTS = ["receiver.internal"]
+    settings.SAS_WEBHOOK_INTERNAL_HOSTS = ["127.0.0.1:8766"]
+    assert checked_addresses("receiver.internal", 443, OutboundKind.CALLBACK) == ["10.4.0.2"]
+    assert validate_callback_url("https://receiver.internal/done", resolve=True)
+    assert validate_webhook_url("http://127.0.0.1:8766/alerts") == "http://127.0.0.1:8766/alerts"
+    with pytest.raises(OutboundRefused, match="SAS_OUTBOUND_INTERNAL_HOSTS"):
+        checked_addresses("receiver.internal", 443)
+    with pytest.raises(OutboundRefused):
+        checked_addresses("receiver.internal", 443, OutboundKind.WEBHOOK)
+    with pytest.raises(OutboundRefused):
+        validate_endpoint_url("http://127.0.0.1:8766")
+
+
+def test_each_kind_has_its_own_restrictive_list(settings: Any, resolver: dict[str, list[str]]) -> None:
+    settings.SAS_AGENT_ALLOWED_HOSTS = ["agents.example.com"]
+    settings.SAS_CALLBACK_ALLOWED_HOSTS = ["hooks.example.com"]
+    settings.SAS_WEBHOOK_ALLOWED_HOSTS = ["alerts.example.com"]
+    assert validate_endpoint_url("https://agents.example.com")
+    assert validate_callback_url("https://hooks.example.com/done")
+    assert validate_webhook_url("https://alerts.example.com/in")
+    with pytest.raises(InvalidInput, match="not in SAS_CALLBACK_ALLOWED_HOSTS"):
+        validate_callback_url("https://agents.example.com/refund")
+    with pytest.raises(InvalidInput, match="not in SAS_WEBHOOK_ALLOWED_HOSTS"):
+        validate_webhook_url("https://hooks.example.com/in")
+    with pytest.raises(InvalidInput, match="not in SAS_AGENT_ALLOWED_HOSTS"):
+        validate_endpoint_url("https://alerts.example.com")
+
+
+@pytest.mark.django_db
+def test_an_alert_webhook_on_a_host_only_agents_may_reach_is_a_400(
+    settings: Any, resolver: dict[str, list[str]]
+) -> None:
+    resolver["payments.internal"] = ["10.2.0.7"]
+    settings.SAS_AGENT_ALLOWED_HOSTS = ["payments.internal"]
+    with pytest.raises(InvalidInput, match="not a public address") as refused:
+        subscription_create(actor=None, name="ops", webhook_url="https://payments.internal/x")
+    assert refused.value.detail["field"] == "webhook_url"
+
+
+# --- a submission never waits on a name server ------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_submission_with_a_callback_url_looks_no_name_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A name server that never answers would hold the request and its transaction: the lookup is
+    # left to the connect-time check of the outbox, so the resolver is never asked.
+    asked: list[str] = []
+
+    def hanging_resolver(host: str, port: int) -> list[str]:
+        asked.append(host)
+        raise AssertionError("a submission must not resolve its callback host")
+
+    monkeypatch.setattr("agents.validation.resolve", hanging_resolver)
+    chain(n=1)
+    client = client_for(make_user("sam", "submitters"))
+    response = client.post(
+        f"{V1}/jobs/",
+        {"workflow": "chain", "input": {}, "callback_url": "https://slow-dns.example.com/done"},
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    assert response.json()["callback_url"] == "https://slow-dns.example.com/done"
+    assert asked == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "url", ["http://10.0.0.1/done", "http://[::1]:8000/", "http://2130706433/", "http://169.254.169.254/"]
+)
+def test_a_submission_with_a_literal_internal_callback_address_is_still_a_400(url: str) -> None:
+    chain(n=1)
+    client = client_for(make_user("sam", "submitters"))
+    response = client.post(
+        f"{V1}/jobs/", {"workflow": "chain", "input": {}, "callback_url": url}, format="json"
+    )
+    assert response.status_code == 400, response.json()
+    assert response.json()["field"] == "callback_url" and "not a public address" in response.json()["detail"]
+    assert Job.objects.count() == 0
 
 
 def test_a_broker_url_is_checked_with_its_own_schemes_and_may_carry_a_password(

@@ -336,6 +336,101 @@ def test_an_endpoint_url_is_validated(admin_client: Client) -> None:
     assert not AgentPool.objects.filter(name="bad").exists()
 
 
+def test_a_queue_pool_is_saved_in_the_admin_with_its_broker_and_user_name(
+    admin_client: Client, settings: Any
+) -> None:
+    settings.SAS_OUTBOUND_INTERNAL_HOSTS = ["mq.internal"]
+    broker = {
+        "url": "redis://mq.internal:6379/0",
+        "enabled": "on",
+        "secret_header_name": "app.user",
+        "secret_header_value": "broker-password",
+    }
+    response = admin_client.post("/admin/agents/agentpool/add/", pool_form("mq", "queue", "", broker))
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    endpoint = AgentEndpoint.objects.get(pool__name="mq")
+    assert (endpoint.url, endpoint.secret_header_name) == ("redis://mq.internal:6379/0", "app.user")
+    assert endpoint.secret_header_value == "broker-password"
+    # And an HTTP URL is no broker.
+    http = {**broker, "url": "http://mq.internal"}
+    refused = admin_client.post("/admin/agents/agentpool/add/", pool_form("mq2", "queue", "", http))
+    assert refused.status_code == 200 and "must use redis" in refused.content.decode()
+    assert not AgentPool.objects.filter(name="mq2").exists()
+
+
+@pytest.mark.parametrize("header", ["Host", "idempotency-key", "X-SAS-Attempt", "Content-Length"])
+def test_a_reserved_secret_header_name_is_refused_in_the_admin(admin_client: Client, header: str) -> None:
+    row = {
+        "url": "http://pay.example",
+        "enabled": "on",
+        "secret_header_name": header,
+        "secret_header_value": SECRET,
+    }
+    response = admin_client.post("/admin/agents/agentpool/add/", pool_form("pay", "http", "", row))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "secret_header_name" in page and "is reserved" in page and SECRET not in page
+    assert not AgentPool.objects.filter(name="pay").exists()
+
+
+def edit_endpoint_url(admin_client: Client, pool: AgentPool, url: str) -> Any:
+    endpoint = pool.endpoints.get()
+    row = {
+        "id": endpoint.pk,
+        "pool": pool.pk,
+        "url": url,
+        "enabled": "on",
+        "secret_header_name": "Authorization",
+        "secret_header_value": "",
+    }
+    return admin_client.post(
+        f"/admin/agents/agentpool/{pool.pk}/change/", pool_form(pool.name, "http", "", row, initial=1)
+    )
+
+
+def test_an_endpoint_moved_to_another_host_in_the_admin_loses_its_secret_and_the_log_says_so(
+    admin_client: Client,
+) -> None:
+    pool = make_pool(
+        "pay",
+        kind="http",
+        endpoints=[
+            {
+                "url": "https://pay.example",
+                "secret_header_name": "Authorization",
+                "secret_header_value": SECRET,
+            }
+        ],
+    )
+    response = edit_endpoint_url(admin_client, pool, "https://attacker.example/collect")
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    endpoint = pool.endpoints.get()
+    assert endpoint.url == "https://attacker.example/collect" and endpoint.secret_header_value == ""
+    entry = LogEntry.objects.filter(object_id=str(pool.pk)).latest("action_time")
+    assert "secret_dropped" in entry.change_message
+
+
+def test_an_endpoint_moved_on_its_own_host_in_the_admin_keeps_its_secret(admin_client: Client) -> None:
+    pool = make_pool(
+        "pay",
+        kind="http",
+        endpoints=[
+            {
+                "url": "https://pay.example/v1",
+                "secret_header_name": "Authorization",
+                "secret_header_value": SECRET,
+            }
+        ],
+    )
+    for url in ("https://pay.example/v2", "https://pay.example:443/v3"):
+        response = edit_endpoint_url(admin_client, pool, url)
+        assert response.status_code == 302, response.content.decode()[-3000:]
+        assert pool.endpoints.get().secret_header_value == SECRET
+    # A change of scheme or port is another origin: the secret stays behind.
+    edit_endpoint_url(admin_client, pool, "http://pay.example/v3")
+    assert pool.endpoints.get().secret_header_value == ""
+
+
 def test_a_python_pool_has_no_endpoints_and_an_alternate_must_match_its_kind(admin_client: Client) -> None:
     web = make_pool("web", kind="http", endpoints=["http://web.example"])
     response = admin_client.post(

@@ -307,8 +307,8 @@ def test_a_bad_callback_url_is_a_400_and_creates_nothing(url: str) -> None:
     assert Job.objects.count() == 0 and Delivery.objects.count() == 0
 
 
-def test_callback_hosts_follow_the_endpoint_allow_list(settings: Any) -> None:
-    settings.SAS_AGENT_ALLOWED_HOSTS = ["hooks.example.com"]
+def test_callback_hosts_follow_the_callback_allow_list(settings: Any) -> None:
+    settings.SAS_CALLBACK_ALLOWED_HOSTS = ["hooks.example.com"]
     chain(n=1)
     client = client_for(make_user("sam", "submitters"))
     refused = client.post(
