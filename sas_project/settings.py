@@ -74,6 +74,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # The probes and the metrics first: they are asked with the pod's address as Host, which
+    # ALLOWED_HOSTS does not list (supervisor.probes.ProbesBeforeHostCheck).
+    "supervisor.probes.ProbesBeforeHostCheck",
     "django.middleware.security.SecurityMiddleware",
     # The Content-Security-Policy header on every answer (CONTENT_SECURITY_POLICY below).
     "csp.middleware.CSPMiddleware",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -125,3 +126,25 @@ def metrics(request: HttpRequest) -> HttpResponse:
             response["WWW-Authenticate"] = 'Bearer realm="metrics"'
             return response
     return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
+class ProbesBeforeHostCheck:
+    """Answers /healthz, /readyz and /metrics before anything reads the Host header.
+
+    A Kubernetes probe and a Prometheus scrape of a pod send the pod's IP address as `Host`, which
+    DJANGO_ALLOWED_HOSTS does not list (and should not: any IP would then do for the console and
+    the API), so CommonMiddleware would answer them 400. These three views read nothing from the
+    host, so they are served here, first in MIDDLEWARE, for GET and HEAD; every other request, and
+    any other method on these paths, goes through the whole stack as before."""
+
+    VIEWS = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics}
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        view = self.VIEWS.get(request.path_info)
+        if view is not None and request.method in ("GET", "HEAD"):
+            response: HttpResponse = view(request)
+            return response
+        return self.get_response(request)
