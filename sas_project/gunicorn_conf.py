@@ -9,6 +9,7 @@ PostgreSQL are opened per worker after the fork (the app is not preloaded).
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from gunicorn import glogging
@@ -33,10 +34,30 @@ accesslog = "-"
 errorlog = "-"
 
 
-class JsonLogger(glogging.Logger):
+#: An attempt's callback URL (`/api/v1/callbacks/<token>/`, `.../heartbeat/`): the token is the
+#: credential of its result, so the access log never holds it.
+CALLBACK_TOKEN = re.compile(r"(/callbacks/)[^/?#\s]+")
+
+
+def redact_path(text: str) -> str:
+    """`text` with the token of every callback URL in it replaced by `(token)`."""
+    return CALLBACK_TOKEN.sub(r"\1(token)", text)
+
+
+class RedactingLogger(glogging.Logger):
+    """gunicorn's access lines (SAS_LOG_FORMAT=text) without callback tokens: every value the
+    access_log_format may print (the request line, the path, the raw URI...) is redacted."""
+
+    def atoms(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> dict[str, Any]:
+        atoms: dict[str, Any] = super().atoms(resp, req, environ, request_time)
+        return {name: redact_path(v) if isinstance(v, str) else v for name, v in atoms.items()}
+
+
+class JsonLogger(RedactingLogger):
     """gunicorn's own lines as JSON objects, like the service's (SAS_LOG_FORMAT=json): one per
-    request (method, path, status, bytes, duration, remote address, user agent; never the query
-    string or any header but the user agent) and one per server message."""
+    request (method, path with any callback token redacted, status, bytes, duration, remote
+    address, user agent; never the query string or any header but the user agent) and one per
+    server message."""
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
@@ -57,7 +78,7 @@ class JsonLogger(glogging.Logger):
             extra={
                 "remote": environ.get("REMOTE_ADDR"),
                 "method": environ.get("REQUEST_METHOD"),
-                "path": environ.get("PATH_INFO"),
+                "path": redact_path(environ.get("PATH_INFO") or ""),
                 "status": int(status) if status.isdigit() else status,
                 "bytes": getattr(resp, "sent", None),
                 "duration_ms": round(request_time.total_seconds() * 1000, 1),
@@ -66,5 +87,4 @@ class JsonLogger(glogging.Logger):
         )
 
 
-if os.environ.get("SAS_LOG_FORMAT", "json") == "json":
-    logger_class = JsonLogger
+logger_class = JsonLogger if os.environ.get("SAS_LOG_FORMAT", "json") == "json" else RedactingLogger
