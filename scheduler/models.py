@@ -972,6 +972,8 @@ class AlertKind(models.TextChoices):
     CIRCUIT_OPENED = "circuit_opened", "An endpoint's circuit opened"
     #: An approval step waits for an operator's decision.
     APPROVAL_REQUESTED = "approval_requested", "An approval is requested"
+    #: Writing the history archive failed (a full or read-only disk): archiving backs off.
+    ARCHIVE_FAILED = "archive_failed", "The history archive cannot be written"
 
 
 def all_alert_kinds() -> list[str]:
