@@ -46,6 +46,7 @@ from supervisor.deliveries import delivery_retry
 from supervisor.models import SupervisorLease
 from supervisor.policies import POLICY_FIELDS, policy_create, policy_update, policy_validate
 from supervisor.serializers import webhook_origin
+from supervisor.signing import subscription_secret_rotate
 from supervisor.subscriptions import (
     SUBSCRIPTION_FIELDS,
     subscription_create,
@@ -191,9 +192,40 @@ class AlertSubscriptionAdmin(ManagersOnly, admin.ModelAdmin):
     list_display = ["name", "webhook_url", "email", "kinds", "enabled", "updated_at"]
     search_fields = ["name", "webhook_url", "email"]
     readonly_fields = ["created_by", "created_at", "updated_at"]
+    #: The secret is shown on the subscription's page (administrators only, behind a click),
+    #: never in the list; it changes only by the rotate action.
+    secret_fields = ["signing_secret_shown", "signing_rotated_at", "previous_signing_until"]
+    actions = ["rotate_signing_secret"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [*self.readonly_fields, "name"] if obj else list(self.readonly_fields)
+        if obj is None:
+            return list(self.readonly_fields)
+        return [*self.readonly_fields, "name", *self.secret_fields]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = ["name", *SUBSCRIPTION_FIELDS]
+        return [*fields, *self.secret_fields, *self.readonly_fields] if obj else fields
+
+    @admin.display(description="signing secret")
+    def signing_secret_shown(self, subscription: AlertSubscription) -> str:
+        return format_html(
+            "<details><summary>Show</summary><code>{}</code></details>"
+            "<p class='help'>Receivers verify this subscription's webhooks with it (Standard "
+            "Webhooks). Rotate it with the list's action; the previous one signs too for a while.</p>",
+            subscription.signing_secret,
+        )
+
+    @admin.action(description="Rotate the signing secret of the selected subscriptions")
+    def rotate_signing_secret(self, request: HttpRequest, queryset: QuerySet[AlertSubscription]) -> None:
+        names = list(queryset.values_list("name", flat=True))
+        for name in names:
+            subscription_secret_rotate(name, actor=request.user)
+        self.message_user(
+            request,
+            f"{len(names)} signing secret(s) rotated; the previous ones still sign until "
+            "the grace period ends. Each subscription's page shows its new secret.",
+            messages.SUCCESS,
+        )
 
     def save_model(self, request: HttpRequest, obj: AlertSubscription, form: Any, change: bool) -> None:
         values = {name: form.cleaned_data.get(name) for name in SUBSCRIPTION_FIELDS}

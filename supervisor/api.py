@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
+from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -27,6 +28,7 @@ from sas_project.api import (
     refuse_rename,
     validated,
 )
+from sas_project.permissions import can_submit
 from scheduler import selectors as job_selectors
 from scheduler.models import AlertSubscription, Job
 from scheduler.serializers import JobSerializer, drf_datetime
@@ -44,6 +46,7 @@ from supervisor.serializers import (
     AttentionItemSerializer,
     BulkActionSerializer,
     BulkResultSerializer,
+    CallbackSecretSerializer,
     JobRerunSerializer,
     PolicyReplaceSerializer,
     PolicyRevisionSerializer,
@@ -66,6 +69,7 @@ from supervisor.services import (
     step_resolve,
     step_retry,
 )
+from supervisor.signing import callback_secret_get, callback_secret_rotate
 from supervisor.subscriptions import (
     SUBSCRIPTION_FIELDS,
     subscription_create,
@@ -398,6 +402,50 @@ class AlertView(ApiView):
                 subscription_update(name, actor=request.user, changes=changes), context={"request": request}
             ).data
         )
+
+
+# --- the submitter's callback secret -------------------------------------------------------------
+
+
+class CallbackSecretAccess(BasePermission):
+    """A submitter's own callback secret: only its own, so the path names no user."""
+
+    message = "This needs the submitter role (or operator, or administrator)."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return can_submit(request.user)
+
+
+class CallbackSecretView(ApiView):
+    permission_classes = [CallbackSecretAccess]
+
+    @extend_schema(
+        operation_id="callback_secret_read",
+        tags=["callbacks"],
+        summary="Your callback signing secret (created on first read)",
+        description="The completion callbacks of your jobs are signed with it, the Standard Webhooks "
+        "way (webhook-id, webhook-timestamp, webhook-signature): docs/api.md shows how to verify.",
+        responses={200: CallbackSecretSerializer, **errors(401, 403)},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(CallbackSecretSerializer(callback_secret_get(request.user)).data)
+
+
+class CallbackSecretRotateView(ApiView):
+    permission_classes = [CallbackSecretAccess]
+
+    @extend_schema(
+        operation_id="callback_secret_rotate",
+        tags=["callbacks"],
+        summary="Replace your callback signing secret",
+        description="The previous secret still signs, beside the new one, for "
+        "SAS_SIGNING_ROTATION_GRACE_SECONDS (a day by default): change your receiver's key within "
+        "that time. Recorded with your user in the admin log.",
+        request=None,
+        responses={200: CallbackSecretSerializer, **errors(401, 403)},
+    )
+    def post(self, request: Request) -> Response:
+        return Response(CallbackSecretSerializer(callback_secret_rotate(user=request.user)).data)
 
 
 # --- what the console shows: the Needs-attention list, bulk actions, the supervisor ---------------

@@ -153,6 +153,24 @@ class PolicyReplaceSerializer(ReplaceMixin, PolicyWriteSerializer):
     """Replacing a policy (PUT) needs every setting. A policy cannot be renamed."""
 
 
+# --- signing secrets ----------------------------------------------------------------------------
+
+
+class CallbackSecretSerializer(serializers.Serializer):
+    """A submitter's key for verifying its jobs' completion callbacks (Standard Webhooks)."""
+
+    signing_secret = serializers.CharField(
+        help_text="`whsec_` and the base64 of the key: pass it whole to a Standard Webhooks verifier."
+    )
+    previous_signing_until = serializers.DateTimeField(
+        allow_null=True,
+        help_text="After a rotation, the previous secret still signs (a second `v1,` signature) "
+        "until this instant.",
+    )
+    signing_rotated_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
 # --- alert subscriptions ----------------------------------------------------------------------
 
 
