@@ -33,7 +33,7 @@ from tests.api.support import V1, client_for, make_user
 from tests.factories import chain
 from tests.processes import ARTIFACTS
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
 
 BODY = b'{"alert":"job_failed"}'
 
