@@ -39,6 +39,7 @@ from supervisor.selectors.attention import AttentionFilters, needs_attention
 from supervisor.selectors.overview import endpoint_health, supervisor_health
 from supervisor.serializers import (
     ActionSerializer,
+    AlertSubscriptionCreatedSerializer,
     AlertSubscriptionReplaceSerializer,
     AlertSubscriptionSerializer,
     AlertSubscriptionWriteSerializer,
@@ -331,10 +332,11 @@ class AlertsView(ApiView):
         summary="Subscribe a webhook and/or an email address to alerts",
         description=(
             "Kinds: step_needs_attention, job_failed, job_compensated, supervisor_stale, "
-            "circuit_opened. Each alert is sent once per subscription (retried until delivered)."
+            "circuit_opened. Each alert is sent once per subscription (retried until delivered). "
+            "The answer holds the subscription's signing secret, this once."
         ),
         request=AlertSubscriptionWriteSerializer,
-        responses={201: AlertSubscriptionSerializer, **WRITE_ERRORS, **errors(409)},
+        responses={201: AlertSubscriptionCreatedSerializer, **WRITE_ERRORS, **errors(409)},
     )
     def post(self, request: Request) -> Response:
         data = validated(AlertSubscriptionWriteSerializer, request.data)
@@ -342,7 +344,7 @@ class AlertsView(ApiView):
         with one_writer(f"subscription {name!r}"):
             subscription = subscription_create(name=name, actor=request.user, **data)
         return Response(
-            AlertSubscriptionSerializer(subscription, context={"request": request}).data,
+            AlertSubscriptionCreatedSerializer(subscription, context={"request": request}).data,
             status=status.HTTP_201_CREATED,
             headers=location("api-alert", name=subscription.name),
         )

@@ -214,6 +214,18 @@ class AlertSubscriptionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class AlertSubscriptionCreatedSerializer(AlertSubscriptionSerializer):
+    """A subscription as its creation answers it: once, with its signing secret."""
+
+    signing_secret = serializers.CharField(
+        help_text="The secret its webhooks are signed with (Standard Webhooks; docs/api.md). Shown in "
+        "this answer only; administrators reveal and rotate it in the admin."
+    )
+
+    class Meta(AlertSubscriptionSerializer.Meta):
+        fields = [*AlertSubscriptionSerializer.Meta.fields, "signing_secret"]
+
+
 class AlertSubscriptionWriteSerializer(StrictSerializer):
     """Creating a subscription: a name, and a webhook URL and/or an email address. `kinds`
     defaults to every kind."""

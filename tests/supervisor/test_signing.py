@@ -17,7 +17,7 @@ from django.utils import timezone
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from agents.fake import FakeRemote
-from scheduler.models import AlertKind, CallbackSecret, Delivery, DeliveryKind
+from scheduler.models import AlertKind, AlertSubscription, CallbackSecret, Delivery, DeliveryKind
 from scheduler.services import job_submit
 from supervisor import deliveries
 from supervisor.alerts import alert_write
@@ -235,3 +235,15 @@ def test_no_signing_secret_is_in_the_job_api_or_the_delivery_payload(
     secret = CallbackSecret.objects.get(user=sam).signing_secret
     assert secret not in client_for(sam).get(f"{V1}/jobs/{job.pk}/").content.decode()
     assert secret not in json.dumps(delivery.payload)
+
+
+def test_creating_a_subscription_over_the_api_shows_its_secret_that_once() -> None:
+    api = client_for(make_user("ada", "administrators"))
+    created = api.post(
+        f"{V1}/alerts/", {"name": "ops", "webhook_url": "https://ops.example.com/hook"}, format="json"
+    )
+    assert created.status_code == 201
+    secret = created.json()["signing_secret"]
+    assert secret == AlertSubscription.objects.get(name="ops").signing_secret and secret.startswith("whsec_")
+    assert "signing_secret" not in api.get(f"{V1}/alerts/ops/").json()
+    assert secret not in api.get(f"{V1}/alerts/").content.decode()
