@@ -9,11 +9,12 @@ PostgreSQL are opened per worker after the fork (the app is not preloaded).
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from gunicorn import glogging
 from pythonjsonlogger.json import JsonFormatter
+
+from sas_project.logredact import redact_path
 
 #: Where to listen. Behind a load balancer or a reverse proxy, on the host's private address.
 bind = os.environ.get("SAS_WEB_BIND", "127.0.0.1:8000")
@@ -32,16 +33,6 @@ max_requests_jitter = 500
 forwarded_allow_ips = os.environ.get("SAS_WEB_FORWARDED_ALLOW_IPS", "127.0.0.1")
 accesslog = "-"
 errorlog = "-"
-
-
-#: An attempt's callback URL (`/api/v1/callbacks/<token>/`, `.../heartbeat/`): the token is the
-#: credential of its result, so the access log never holds it.
-CALLBACK_TOKEN = re.compile(r"(/callbacks/)[^/?#\s]+")
-
-
-def redact_path(text: str) -> str:
-    """`text` with the token of every callback URL in it replaced by `(token)`."""
-    return CALLBACK_TOKEN.sub(r"\1(token)", text)
 
 
 class RedactingLogger(glogging.Logger):

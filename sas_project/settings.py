@@ -414,10 +414,13 @@ LOGGING = {
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },
     },
+    # No line carries an attempt's callback token (Django logs the path of every 4xx answer).
+    "filters": {"redact": {"()": "sas_project.logredact.RedactCallbackTokens"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "json" if SAS_LOG_FORMAT == "json" else "plain",
+            "filters": ["redact"],
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("SAS_LOG_LEVEL", "INFO")},

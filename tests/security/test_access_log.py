@@ -1,17 +1,24 @@
-"""gunicorn's access log never holds an attempt's callback token (the credential of its result,
-in the callback URL's path), in either log format of sas_project.gunicorn_conf."""
+"""No log line holds an attempt's callback token (the credential of its result, in the callback
+URL's path): gunicorn's access log in either format of sas_project.gunicorn_conf, and the
+service's own lines (Django logs the path of every 4xx answer)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import io
+import json
 import logging
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from django.test import Client
 from gunicorn.config import Config
 
-from sas_project.gunicorn_conf import JsonLogger, RedactingLogger, redact_path
+from sas_project.gunicorn_conf import JsonLogger, RedactingLogger
+from sas_project.logredact import redact_path
+from tests.agents.test_async_agents import Remote, _a_live_attempt, accepting_remote  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.sqlite
 
@@ -66,3 +73,28 @@ def test_the_json_access_line_shows_the_callback_path_without_its_token() -> Non
 def test_other_paths_are_logged_as_they_are() -> None:
     assert redact_path("/api/v1/jobs/8d1c/") == "/api/v1/jobs/8d1c/"
     assert access_line(JsonLogger, "/api/v1/jobs/").__dict__["path"] == "/api/v1/jobs/"
+
+
+@pytest.fixture
+def service_log() -> Iterator[io.StringIO]:
+    """What the service's own log handler (settings.LOGGING's `console`) writes."""
+    (handler,) = [h for h in logging.getLogger().handlers if h.name == "console"]
+    assert isinstance(handler, logging.StreamHandler)
+    written = io.StringIO()
+    previous = handler.setStream(written)
+    yield written
+    handler.setStream(previous)
+
+
+@pytest.mark.django_db
+def test_the_services_line_for_a_refused_callback_shows_no_token(
+    accepting_remote: Remote,  # noqa: F811 - the fixture
+    settings: Any,
+    service_log: io.StringIO,
+) -> None:
+    _, path = _a_live_attempt(accepting_remote, settings)
+    token = path.rstrip("/").rsplit("/", 1)[1]
+    response = Client().post(path, json.dumps({"outcome": "maybe"}), content_type="application/json")
+    assert response.status_code == 400  # the token stays valid: a leak would let anyone answer
+    written = service_log.getvalue()
+    assert "/api/v1/callbacks/(token)/" in written and token not in written
