@@ -139,6 +139,18 @@ class SasSettings:
         return hashlib.sha256(f"sas-callbacks:{settings.SECRET_KEY}".encode()).hexdigest()
 
     @property
+    def legacy_signature(self) -> bool:
+        """Whether callbacks and alert webhooks still carry the former X-SAS-Signature (one key
+        for every receiver, no timestamp) beside the Standard Webhooks headers; for one release,
+        while receivers move over."""
+        return bool(getattr(settings, "SAS_LEGACY_SIGNATURE", True))
+
+    @property
+    def signing_rotation_grace_seconds(self) -> float:
+        """How long a rotated signing secret still signs, beside its successor."""
+        return float(getattr(settings, "SAS_SIGNING_ROTATION_GRACE_SECONDS", 24 * 3600))
+
+    @property
     def delivery_retry_seconds(self) -> float:
         """Wait before the second try of a callback or alert; it doubles at each try (an hour
         at most)."""

@@ -374,6 +374,12 @@ SAS_REPLY_MAX_TRIES = int(os.environ.get("SAS_REPLY_MAX_TRIES", 5))
 SAS_BROKER_CA_FILE = os.environ.get("SAS_BROKER_CA_FILE", "")
 SAS_Q_STOP_SECONDS = float(os.environ.get("SAS_Q_STOP_SECONDS", 60))
 SAS_CALLBACK_SECRET = os.environ.get("SAS_CALLBACK_SECRET", "")
+# Callbacks and alert webhooks are signed the Standard Webhooks way, each receiver with its own
+# secret (supervisor.signing); the former X-SAS-Signature (SAS_CALLBACK_SECRET, shared) is sent
+# beside it for one release unless this is off.
+SAS_LEGACY_SIGNATURE = _env_bool("SAS_LEGACY_SIGNATURE", True)
+# How long a rotated signing secret still signs beside its successor.
+SAS_SIGNING_ROTATION_GRACE_SECONDS = float(os.environ.get("SAS_SIGNING_ROTATION_GRACE_SECONDS", 24 * 3600))
 SAS_METRICS_TOKEN = os.environ.get("SAS_METRICS_TOKEN", "")
 SAS_METRICS_SETTLE_SECONDS = float(os.environ.get("SAS_METRICS_SETTLE_SECONDS", 15))
 SAS_DELIVERY_RETRY_SECONDS = float(os.environ.get("SAS_DELIVERY_RETRY_SECONDS", 5))
@@ -423,10 +429,13 @@ LOGGING = {
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },
     },
+    # No line carries an attempt's callback token (Django logs the path of every 4xx answer).
+    "filters": {"redact": {"()": "sas_project.logredact.RedactCallbackTokens"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "json" if SAS_LOG_FORMAT == "json" else "plain",
+            "filters": ["redact"],
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("SAS_LOG_LEVEL", "INFO")},

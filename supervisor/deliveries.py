@@ -19,8 +19,6 @@ then kept as `failed`, visible in the admin and on the job.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import hmac
 import json
 import logging
 import random
@@ -36,6 +34,7 @@ from agents.validation import validate_endpoint_url
 from sas_project.conf import sas_settings
 from sas_project.errors import InvalidInput
 from scheduler.models import Delivery, DeliveryKind, DeliveryStatus
+from supervisor import signing
 
 logger = logging.getLogger("supervisor.deliveries")
 
@@ -55,10 +54,9 @@ def backoff(tries: int) -> float:
     return base * random.uniform(0.8, 1.0)
 
 
-def sign(body: bytes) -> str:
-    """The value of X-SAS-Signature for `body`."""
-    digest = hmac.new(sas_settings.callback_secret.encode(), body, hashlib.sha256).hexdigest()
-    return f"sha256={digest}"
+def sign(delivery: Delivery, body: bytes) -> dict[str, str]:
+    """The signing headers of one try of `delivery` (supervisor.signing)."""
+    return signing.headers_for(delivery, body)
 
 
 def send_due(limit: int = BATCH) -> int:
@@ -96,9 +94,9 @@ def _send(delivery: Delivery) -> tuple[bool, int | None, str]:
     headers = {
         "Content-Type": "application/json",
         "Idempotency-Key": delivery.key,
-        "X-SAS-Signature": sign(body),
         "X-SAS-Delivery": delivery.kind,
     }
+    headers.update(sign(delivery, body))
     try:
         with outbound_client(timeout=SEND_TIMEOUT) as client:
             response = client.post(url, content=body, headers=headers)

@@ -17,8 +17,8 @@ from django.db import close_old_connections, connection
 
 from sas_project.conf import sas_settings
 from scheduler.schedules import schedules_fire
-from scheduler.services.retention import history_prune_if_due
-from supervisor.alerts import reactions_handle, supervisor_stale_check
+from scheduler.services.retention import ArchiveUnwritable, history_prune_if_due
+from supervisor.alerts import archive_failed_alert, reactions_handle, supervisor_stale_check
 from supervisor.deliveries import send_due
 from supervisor.lease import LeaseGrant, lease_release
 from supervisor.scan import scan
@@ -77,7 +77,11 @@ def run_loop(
         if last_grant is not None:
             try:
                 # History retention, once a day, by the lease holder only, a slice per pass.
-                history_prune_if_due(source=f"supervisor:{holder}")
+                try:
+                    history_prune_if_due(source=f"supervisor:{holder}")
+                except ArchiveUnwritable as exc:
+                    # Logged by retention, which backs off; alerted once per run of failures.
+                    archive_failed_alert(exc)
             except Exception:
                 logger.exception("supervisor %s: history prune failed", holder)
                 connection.close()
