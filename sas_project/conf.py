@@ -18,6 +18,11 @@ class SasSettings:
         return float(getattr(settings, "SAS_SUPERVISOR_INTERVAL", 5))
 
     @property
+    def cluster_heartbeat_seconds(self) -> float:
+        """Seconds between two heartbeats of a cluster (supervisor.heartbeats)."""
+        return float(getattr(settings, "SAS_CLUSTER_HEARTBEAT_SECONDS", 10))
+
+    @property
     def lease_seconds(self) -> float:
         """How long a supervisor lease lasts without renewal: three scan intervals."""
         return float(getattr(settings, "SAS_LEASE_SECONDS", 3 * self.supervisor_interval))

@@ -247,7 +247,7 @@ if _env_bool("DJANGO_SECURE", False):
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     # Load balancers and Prometheus probe these over plain HTTP on the private network.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^supervisorz$", r"^metrics$"]
 
 # A health check costs a `SELECT 1` (and a commit) each time a connection is reused after
 # close_old_connections(), which django-q2 calls before every task and every broker poll. The
@@ -329,6 +329,7 @@ SPECTACULAR_SETTINGS = {
 
 # --- The service's own settings (read through sas_project.conf) -------------------------------
 SAS_SUPERVISOR_INTERVAL = float(os.environ.get("SAS_SUPERVISOR_INTERVAL", 5))
+SAS_CLUSTER_HEARTBEAT_SECONDS = float(os.environ.get("SAS_CLUSTER_HEARTBEAT_SECONDS", 10))
 # Each kind of outbound URL has its own lists (agents.validation): agent endpoints and brokers,
 # completion callbacks (set by any submitter), alert webhooks. A restrictive list, when set, is
 # the only hosts that kind may target (and they may be internal).

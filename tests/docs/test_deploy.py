@@ -79,6 +79,8 @@ def test_the_probes_use_the_paths_served_before_the_host_check() -> None:
     web = by_kind("Deployment")["sas-web"]["spec"]["template"]["spec"]["containers"][0]
     paths = {web[probe]["httpGet"]["path"] for probe in ("livenessProbe", "readinessProbe", "startupProbe")}
     assert paths <= set(ProbesBeforeHostCheck.VIEWS)
+    cluster = by_kind("Deployment")["sas-cluster"]["spec"]["template"]["spec"]["containers"][0]
+    assert cluster["livenessProbe"]["exec"]["command"][-2:] == ["manage", "cluster_check"]
     monitor = by_kind("ServiceMonitor")["sas"]["spec"]["endpoints"][0]
     assert monitor["path"] in ProbesBeforeHostCheck.VIEWS and monitor["port"] == "http"
 
@@ -112,6 +114,7 @@ def test_compose_yaml_is_valid_for_docker_compose_and_its_stops_are_long_enough(
     assert set(resolved) == {"postgres", "redis", "migrate", "web", "cluster-1", "cluster-2"}
     for cluster in ("cluster-1", "cluster-2"):
         assert resolved[cluster]["command"] == ["cluster"]
+        assert resolved[cluster]["healthcheck"]["test"][-2:] == ["manage", "cluster_check"]
         seconds = int(resolved[cluster]["stop_grace_period"].rstrip("s"))
         assert seconds > settings.SAS_Q_STOP_SECONDS
     assert resolved["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"

@@ -110,6 +110,18 @@ def test_the_image_migrates_serves_runs_a_job_and_stops_cleanly_on_sigterm(
             podman("run", "-d", "--name", name, *options, image, role)
         base = f"http://127.0.0.1:{web_port}"
         wait_until(lambda: _status(f"{base}/readyz") == 200, timeout=120, interval=0.5, message="/readyz 200")
+        # The cluster beats; its liveness probe, run inside its container, finds it.
+        wait_until(
+            lambda: (
+                podman(
+                    "exec", names["cluster"], "/app/docker/entrypoint", "manage", "cluster_check", check=False
+                ).returncode
+                == 0
+            ),
+            timeout=60,
+            interval=1,
+            message="cluster_check passes in the cluster's container",
+        )
         user = podman("exec", names["web"], "id", "-u").stdout.strip()
         assert user == "10001"  # not root
         client = httpx.Client(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=10)
