@@ -11,10 +11,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.models import Delivery, DeliveryKind, DeliveryStatus
 from supervisor import deliveries
 from supervisor.loop import run_loop
+from supervisor.metrics import exposition
 from supervisor.models import SupervisorLease
 from testbed.processes import wait_until
 
@@ -224,7 +226,14 @@ def test_the_loop_sends_more_than_its_senders_as_they_free_up(
 
 
 @pytest.mark.django_db(transaction=True)  # the loop closes and reopens its connection
-def test_each_pass_of_the_loop_goes_with_the_next_scan_figures() -> None:
+def test_each_pass_of_the_loop_goes_with_the_next_scan_figures_to_the_metrics() -> None:
     run_loop(holder="loop-1", should_stop=lambda: False, interval=0, max_scans=3)
     figures = SupervisorLease.objects.get().last_scan
     assert figures["longest_pass_ms"] >= figures["pass_ms"] >= 0
+    served = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(exposition().decode())
+        for sample in family.samples
+    }
+    assert served["sas_supervisor_pass_seconds"] == figures["pass_ms"] / 1000
+    assert served["sas_supervisor_longest_pass_seconds"] == figures["longest_pass_ms"] / 1000
