@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
+from agents.egress import deadline, outbound_client
 from agents.http import call_http
 from agents.outcome import CallSpec
 from scheduler.models import AttemptKind, Outcome
@@ -219,6 +221,23 @@ def test_a_remote_trickling_its_headers_is_cut_at_the_deadline_as_no_answer(remo
     result = call_http(spec(remote.url, timeout=1.0))
     stop.set()
     assert result.outcome == Outcome.NO_ANSWER
+
+
+def test_a_request_whose_deadline_has_passed_connects_nowhere(remote: Remote) -> None:
+    with outbound_client() as http_client, deadline(0), pytest.raises(httpx.ConnectTimeout):
+        http_client.get(remote.url)
+    assert remote.requests == []
+
+
+def test_a_kept_alive_connection_serves_each_request_under_its_own_deadline(remote: Remote) -> None:
+    remote.keep_alive()
+    with outbound_client() as http_client:
+        with deadline(0.5):
+            assert http_client.get(remote.url).status_code == 200
+        time.sleep(0.6)  # the first request's deadline is long past
+        with deadline(5):
+            assert http_client.get(remote.url).status_code == 200
+    assert len(remote.requests) == 2
 
 
 def _bomb(encoding: str, size: int) -> bytes:
