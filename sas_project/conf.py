@@ -162,6 +162,16 @@ class SasSettings:
         return float(getattr(settings, "SAS_DELIVERY_RETRY_SECONDS", 5))
 
     @property
+    def delivery_timeout(self) -> float:
+        """Wall-clock deadline of one send of a callback or webhook, connecting included."""
+        return float(getattr(settings, "SAS_DELIVERY_TIMEOUT", 10))
+
+    @property
+    def delivery_concurrency(self) -> int:
+        """Messages a supervisor process sends at once, beside its loop."""
+        return max(int(getattr(settings, "SAS_DELIVERY_CONCURRENCY", 8)), 1)
+
+    @property
     def metrics_settle_seconds(self) -> float:
         """How far the /metrics counters trail the event history, so that a transaction that
         commits a little after it started is not skipped."""
