@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: run serve test test-sqlite test-postgres venv lint typecheck audit bench campaign clean
+.PHONY: run serve test test-sqlite test-postgres image image-test venv lint typecheck audit bench campaign clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -60,7 +60,7 @@ serve: $(RUN_STAMP)
 	$(BIN)/python manage.py collectstatic --noinput -v0
 	$(BIN)/honcho -f Procfile.prod start
 
-test: test-sqlite test-postgres
+test: test-sqlite test-postgres image-test
 
 # The tests marked `sqlite` on the embedded default of `make run` (a fresh SQLite file in a
 # temporary folder; tests/conftest.py keeps only those tests on SQLite), a real qcluster included.
@@ -76,8 +76,18 @@ ifdef PYTEST_ARGS
 	$(BIN)/python scripts/with_postgres.py -- $(BIN)/python -m pytest $(PYTEST_ARGS)
 else
 	$(BIN)/python scripts/with_postgres.py -- sh -c \
-	  '$(BIN)/python -m pytest -n 2 -m "not serial" && $(BIN)/python -m pytest -m serial'
+	  '$(BIN)/python -m pytest -n 2 -m "not serial and not image" && $(BIN)/python -m pytest -m "serial and not image"'
 endif
+
+# The container image (Dockerfile), built offline with podman from a local Debian base
+# (testbed/image.py), then run as a deployment runs it: migrate, web, cluster, a job, SIGTERM.
+image: $(DEV_STAMP)
+	scripts/ensure-system-packages podman
+	$(BIN)/python -m testbed.image --tag localhost/sas:latest
+
+image-test: $(DEV_STAMP)
+	scripts/ensure-system-packages podman postgresql
+	$(BIN)/python scripts/with_postgres.py -- $(BIN)/python -m pytest -p no:cacheprovider -m image
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

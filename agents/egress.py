@@ -9,20 +9,118 @@ costs no new check: it already goes to a checked address.
 
 A refused destination raises `agents.validation.OutboundRefused` out of the request (nothing was
 sent); a name that does not resolve is httpx's ConnectError, as before.
+
+**A whole request has a deadline.** httpx's timeouts bound each socket operation, so a remote
+that answers one byte at a time holds a request forever. A request made inside `with
+deadline(seconds):` ends at that wall-clock deadline: every connection the backend makes (TCP
+connect, TLS handshake) and every read and write on it is given at most the time left, and once
+none is left raises httpcore's ConnectTimeout, ReadTimeout or WriteTimeout (httpx's timeouts).
+The deadline belongs to the request, not to the connection (a kept-alive connection serves the
+next request under that request's deadline): it is a context variable, so each thread has its
+own.
+
+**An answer is read capped.** `read_capped` reads the raw body and decodes gzip and deflate itself,
+a bounded piece at a time, so the cap counts decoded bytes and a compression bomb is refused
+having allocated about the cap, never its expansion. The clients ask only for those two
+encodings; an answer in another one is read as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import socket
+import ssl
+import time
 import typing
+import zlib
+from collections.abc import Iterator
 
 import httpcore
 import httpx
 
-from agents.validation import checked_addresses
+from agents.validation import OutboundKind, checked_addresses
+
+#: The encodings `read_capped` decodes, asked for by every outbound client.
+ACCEPT_ENCODING = "gzip, deflate"
+#: Largest piece a decoder yields at once.
+_PIECE = 64 * 1024
+
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("sas_egress_deadline", default=None)
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Requests made in this block (in this thread) end `seconds` from now at the latest."""
+    token = _deadline.set(time.monotonic() + max(seconds, 0.0))
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def _bounded(timeout: float | None, expired: type[Exception]) -> float | None:
+    """`timeout` cut to the time left to the current deadline; raises `expired` when none is left."""
+    end = _deadline.get()
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        raise expired("the request's deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class DeadlineStream(httpcore.NetworkStream):
+    """A network stream whose every operation ends by the current request's deadline."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        sock = self._stream.get_extra_info("socket")
+        if not isinstance(sock, socket.socket):
+            self._stream.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+            return
+        # httpcore's own loop gives every send() the whole timeout: a remote reading one byte at
+        # a time would stretch it without end, so each send gets only the time left.
+        view = memoryview(buffer)
+        while view:
+            left = _bounded(timeout, httpcore.WriteTimeout)
+            try:
+                sock.settimeout(left)
+                sent = sock.send(view)
+            except TimeoutError as exc:
+                raise httpcore.WriteTimeout(str(exc)) from exc
+            except OSError as exc:
+                raise httpcore.WriteError(str(exc)) from exc
+            view = view[sent:]
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        # The handshake as a whole is bounded by the socket's timeout (the ssl module keeps one
+        # deadline across its reads and writes), given here as the time left.
+        bounded = _bounded(timeout, httpcore.ConnectTimeout)
+        return DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, bounded))
+
+    def get_extra_info(self, info: str) -> typing.Any:
+        return self._stream.get_extra_info(info)
 
 
 class CheckedBackend(httpcore.SyncBackend):
-    """httpcore's socket backend, connecting only to addresses the guard checked."""
+    """httpcore's socket backend, connecting only to addresses the guard checked for `kind`."""
+
+    def __init__(self, kind: OutboundKind = OutboundKind.AGENT) -> None:
+        self.kind = kind
 
     def connect_tcp(
         self,
@@ -33,15 +131,18 @@ class CheckedBackend(httpcore.SyncBackend):
         socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
         try:
-            addresses = checked_addresses(host, port)
+            addresses = checked_addresses(host, port, self.kind)
         except OSError as exc:
             raise httpcore.ConnectError(f"{host}: {exc}") from exc
         error: httpcore.ConnectError | None = None
         for address in addresses:
+            bounded = _bounded(timeout, httpcore.ConnectTimeout)
             try:
-                return super().connect_tcp(address, port, timeout, local_address, socket_options)
+                stream = super().connect_tcp(address, port, bounded, local_address, socket_options)
             except httpcore.ConnectError as exc:
                 error = exc
+                continue
+            return DeadlineStream(stream)
         raise error or httpcore.ConnectError(f"{host}: no address to connect to")
 
 
@@ -49,7 +150,13 @@ class CheckedTransport(httpx.HTTPTransport):
     """httpx's transport with the checked backend. httpx builds its connection pool without a
     way to choose the backend, so the pool is rebuilt with the same arguments and ours."""
 
-    def __init__(self, *, limits: httpx.Limits | None = None, verify: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        limits: httpx.Limits | None = None,
+        verify: bool = True,
+        kind: OutboundKind = OutboundKind.AGENT,
+    ) -> None:
         limits = limits or httpx.Limits()
         super().__init__(verify=verify, trust_env=False, limits=limits)
         self._pool = httpcore.ConnectionPool(
@@ -57,13 +164,115 @@ class CheckedTransport(httpx.HTTPTransport):
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            network_backend=CheckedBackend(),
+            network_backend=CheckedBackend(kind),
         )
 
 
-def outbound_client(*, limits: httpx.Limits | None = None, **kwargs: typing.Any) -> httpx.Client:
-    """An httpx client for untrusted destinations: checked connections, no redirects followed,
-    no proxy or certificate settings taken from the environment."""
-    return httpx.Client(
-        transport=CheckedTransport(limits=limits), follow_redirects=False, trust_env=False, **kwargs
+def outbound_client(
+    *,
+    limits: httpx.Limits | None = None,
+    kind: OutboundKind = OutboundKind.AGENT,
+    **kwargs: typing.Any,
+) -> httpx.Client:
+    """An httpx client for untrusted destinations of `kind`: connections checked against that
+    kind's lists, no redirects followed, no proxy or certificate settings taken from the
+    environment, only the encodings `read_capped` decodes asked for."""
+    client = httpx.Client(
+        transport=CheckedTransport(limits=limits, kind=kind),
+        follow_redirects=False,
+        trust_env=False,
+        **kwargs,
     )
+    client.headers["Accept-Encoding"] = ACCEPT_ENCODING
+    return client
+
+
+class TooLarge(Exception):
+    """The answer's body, decoded, is larger than the cap."""
+
+
+class _Inflate:
+    """One gzip or deflate layer, decoded a bounded piece at a time."""
+
+    def __init__(self, encoding: str) -> None:
+        self._encoding = encoding
+        # gzip: the gzip wrapper; deflate: the zlib wrapper, or raw deflate as some servers send
+        # it (decided on the first bytes, as httpx does).
+        self._z = zlib.decompressobj(zlib.MAX_WBITS | 16 if encoding == "gzip" else zlib.MAX_WBITS)
+        self._started = encoding == "gzip"
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        if not self._started and data:
+            self._started = True
+            try:
+                yield from self._pieces(data)
+            except zlib.error:
+                self._z = zlib.decompressobj(-zlib.MAX_WBITS)
+                yield from self._pieces(data)
+            return
+        yield from self._pieces(data)
+
+    def _pieces(self, data: bytes) -> Iterator[bytes]:
+        while not self._z.eof:
+            piece = self._z.decompress(data, _PIECE)
+            data = self._z.unconsumed_tail
+            if piece:
+                yield piece
+            # A full piece may leave output inside the decoder even when the input is used up.
+            if not data and len(piece) < _PIECE:
+                return
+
+
+def _decoders(response: httpx.Response) -> list[_Inflate] | None:
+    """The decoders of the answer's Content-Encoding, outermost last; None to read it as it is."""
+    names = [
+        name.strip().lower()
+        for name in response.headers.get("content-encoding", "").split(",")
+        if name.strip().lower() not in ("", "identity")
+    ]
+    if not names or any(name not in ("gzip", "deflate") for name in names):
+        return None
+    return [_Inflate(name) for name in names]
+
+
+def _through(layers: list[_Inflate], data: bytes, *, end: bool = False) -> Iterator[bytes]:
+    """`data` decoded through `layers` (the last applied first), a bounded piece at a time;
+    `end` drains what the decoders still hold."""
+    if not layers:
+        if data:
+            yield data
+        return
+    *inner, outer = layers
+    for piece in outer.feed(data):
+        yield from _through(inner, piece)
+    if end and inner:
+        yield from _through(inner, b"", end=True)
+
+
+def read_capped(response: httpx.Response, limit: int) -> bytes:
+    """The answer's body, decoded, read from a streamed response; raises `TooLarge` as soon as
+    it passes `limit` bytes (encoded or decoded), having held about `limit` at most. A body
+    that does not decode raises httpx.DecodingError, as httpx's own reading would."""
+    layers = _decoders(response)
+    chunks: list[bytes] = []
+    size = 0
+    received = 0
+
+    def take(pieces: Iterator[bytes]) -> None:
+        nonlocal size
+        for piece in pieces:
+            size += len(piece)
+            if size > limit:
+                raise TooLarge
+            chunks.append(piece)
+
+    try:
+        for raw in response.iter_raw():
+            received += len(raw)
+            if received > limit:
+                raise TooLarge
+            take(_through(layers or [], raw))
+        take(_through(layers or [], b"", end=True))
+    except zlib.error as exc:
+        raise httpx.DecodingError(f"the answer does not decode: {exc}") from exc
+    return b"".join(chunks)

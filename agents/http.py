@@ -5,12 +5,15 @@ Accepted: the remote took the call and will POST the result to the `X-SAS-Callba
 call carries (the attempt stays in flight, its deadline still applies); 4xx other than 408/429 =
 business failure; 408, 429, 5xx and refused connections = transient failure; a
 request sent with no answer before the deadline = no answer (it may have happened). No retries
-here (the supervisor owns them), no redirects followed, the answer's size capped, and every
-connection made only to an address the outbound-URL guard checked (agents.egress).
+here (the supervisor owns them), no redirects followed, and every connection made only to an
+address the outbound-URL guard checked (agents.egress). The whole call, connecting included,
+ends by the step's deadline whatever pace the remote answers at (`agents.egress.deadline`), and
+the answer is read capped at SAS_MAX_RESPONSE_BYTES decoded bytes (a compressed answer is refused
+as soon as it decodes past the cap).
 
 One client per worker process: its connection pool keeps connections to the remotes alive
 between calls, and its TLS context is built once (building one costs about as much CPU as a
-whole step). Each call still sets its own timeout, the time left to its deadline. A forked or
+whole step). Each call still sets its own deadline, the time left to the step's. A forked or
 recycled worker is a new process and builds its own client: a client is never shared across a
 fork.
 """
@@ -26,7 +29,7 @@ from urllib.parse import quote
 
 import httpx
 
-from agents.egress import outbound_client
+from agents.egress import TooLarge, deadline, outbound_client, read_capped
 from agents.outcome import ACCEPTED, CallResult, CallSpec, Outcome
 from agents.validation import valid_field_value, validate_endpoint_url
 from sas_project.conf import sas_settings
@@ -34,21 +37,6 @@ from sas_project.errors import InvalidInput
 
 #: The error of a call whose request could not be built (it names no header value).
 NOT_SENT = "not sent: a header value is not a valid HTTP field value (check the endpoint's secret header)"
-
-
-class _TooLarge(Exception):
-    pass
-
-
-def _read_capped(response: httpx.Response, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _excerpt(body: bytes) -> str:
@@ -139,11 +127,17 @@ def call_http(spec: CallSpec) -> CallResult:
         headers["Content-Type"] = "application/json"
         url = base + spec.path
     timeout = max(spec.timeout, 0.001)
+    # Built (a first time, with its TLS context) before the deadline starts: a connection is made
+    # under it.
+    http_client = client()
     try:
-        with client().stream(
-            method, url, content=content, headers=headers, timeout=httpx.Timeout(timeout)
-        ) as response:
-            body = _read_capped(response, sas_settings.max_response_bytes)
+        with (
+            deadline(timeout),
+            http_client.stream(
+                method, url, content=content, headers=headers, timeout=httpx.Timeout(timeout)
+            ) as response,
+        ):
+            body = read_capped(response, sas_settings.max_response_bytes)
             outcome, output, error = _classify(
                 spec, response.status_code, body, response.headers.get("location", "")
             )
@@ -160,7 +154,7 @@ def call_http(spec: CallSpec) -> CallResult:
         return CallResult(
             Outcome.BUSINESS_FAILURE, latency_ms=elapsed_ms(), error=f"endpoint refused: {exc.message}"
         )
-    except _TooLarge:
+    except TooLarge:
         return CallResult(
             Outcome.TRANSIENT_FAILURE,
             latency_ms=elapsed_ms(),

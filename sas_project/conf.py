@@ -18,6 +18,11 @@ class SasSettings:
         return float(getattr(settings, "SAS_SUPERVISOR_INTERVAL", 5))
 
     @property
+    def cluster_heartbeat_seconds(self) -> float:
+        """Seconds between two heartbeats of a cluster (supervisor.heartbeats)."""
+        return float(getattr(settings, "SAS_CLUSTER_HEARTBEAT_SECONDS", 10))
+
+    @property
     def lease_seconds(self) -> float:
         """How long a supervisor lease lasts without renewal: three scan intervals."""
         return float(getattr(settings, "SAS_LEASE_SECONDS", 3 * self.supervisor_interval))
@@ -139,10 +144,32 @@ class SasSettings:
         return hashlib.sha256(f"sas-callbacks:{settings.SECRET_KEY}".encode()).hexdigest()
 
     @property
+    def legacy_signature(self) -> bool:
+        """Whether callbacks and alert webhooks still carry the former X-SAS-Signature (one key
+        for every receiver, no timestamp) beside the Standard Webhooks headers; for one release,
+        while receivers move over."""
+        return bool(getattr(settings, "SAS_LEGACY_SIGNATURE", True))
+
+    @property
+    def signing_rotation_grace_seconds(self) -> float:
+        """How long a rotated signing secret still signs, beside its successor."""
+        return float(getattr(settings, "SAS_SIGNING_ROTATION_GRACE_SECONDS", 24 * 3600))
+
+    @property
     def delivery_retry_seconds(self) -> float:
         """Wait before the second try of a callback or alert; it doubles at each try (an hour
         at most)."""
         return float(getattr(settings, "SAS_DELIVERY_RETRY_SECONDS", 5))
+
+    @property
+    def delivery_timeout(self) -> float:
+        """Wall-clock deadline of one send of a callback or webhook, connecting included."""
+        return float(getattr(settings, "SAS_DELIVERY_TIMEOUT", 10))
+
+    @property
+    def delivery_concurrency(self) -> int:
+        """Messages a supervisor process sends at once, beside its loop."""
+        return max(int(getattr(settings, "SAS_DELIVERY_CONCURRENCY", 8)), 1)
 
     @property
     def metrics_settle_seconds(self) -> float:

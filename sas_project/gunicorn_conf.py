@@ -14,6 +14,8 @@ from typing import Any
 from gunicorn import glogging
 from pythonjsonlogger.json import JsonFormatter
 
+from sas_project.logredact import redact_path
+
 #: Where to listen. Behind a load balancer or a reverse proxy, on the host's private address.
 bind = os.environ.get("SAS_WEB_BIND", "127.0.0.1:8000")
 #: Worker processes. About 2 per core on a host that runs only the web tier.
@@ -33,10 +35,20 @@ accesslog = "-"
 errorlog = "-"
 
 
-class JsonLogger(glogging.Logger):
+class RedactingLogger(glogging.Logger):
+    """gunicorn's access lines (SAS_LOG_FORMAT=text) without callback tokens: every value the
+    access_log_format may print (the request line, the path, the raw URI...) is redacted."""
+
+    def atoms(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> dict[str, Any]:
+        atoms: dict[str, Any] = super().atoms(resp, req, environ, request_time)
+        return {name: redact_path(v) if isinstance(v, str) else v for name, v in atoms.items()}
+
+
+class JsonLogger(RedactingLogger):
     """gunicorn's own lines as JSON objects, like the service's (SAS_LOG_FORMAT=json): one per
-    request (method, path, status, bytes, duration, remote address, user agent; never the query
-    string or any header but the user agent) and one per server message."""
+    request (method, path with any callback token redacted, status, bytes, duration, remote
+    address, user agent; never the query string or any header but the user agent) and one per
+    server message."""
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
@@ -57,7 +69,7 @@ class JsonLogger(glogging.Logger):
             extra={
                 "remote": environ.get("REMOTE_ADDR"),
                 "method": environ.get("REQUEST_METHOD"),
-                "path": environ.get("PATH_INFO"),
+                "path": redact_path(environ.get("PATH_INFO") or ""),
                 "status": int(status) if status.isdigit() else status,
                 "bytes": getattr(resp, "sent", None),
                 "duration_ms": round(request_time.total_seconds() * 1000, 1),
@@ -66,5 +78,4 @@ class JsonLogger(glogging.Logger):
         )
 
 
-if os.environ.get("SAS_LOG_FORMAT", "json") == "json":
-    logger_class = JsonLogger
+logger_class = JsonLogger if os.environ.get("SAS_LOG_FORMAT", "json") == "json" else RedactingLogger

@@ -74,6 +74,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # The probes and the metrics first: they are asked with the pod's address as Host, which
+    # ALLOWED_HOSTS does not list (supervisor.probes.ProbesBeforeHostCheck).
+    "supervisor.probes.ProbesBeforeHostCheck",
     "django.middleware.security.SecurityMiddleware",
     # The Content-Security-Policy header on every answer (CONTENT_SECURITY_POLICY below).
     "csp.middleware.CSPMiddleware",
@@ -244,7 +247,7 @@ if _env_bool("DJANGO_SECURE", False):
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     # Load balancers and Prometheus probe these over plain HTTP on the private network.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^supervisorz$", r"^metrics$"]
 
 # A health check costs a `SELECT 1` (and a commit) each time a connection is reused after
 # close_old_connections(), which django-q2 calls before every task and every broker poll. The
@@ -326,6 +329,7 @@ SPECTACULAR_SETTINGS = {
 
 # --- The service's own settings (read through sas_project.conf) -------------------------------
 SAS_SUPERVISOR_INTERVAL = float(os.environ.get("SAS_SUPERVISOR_INTERVAL", 5))
+SAS_CLUSTER_HEARTBEAT_SECONDS = float(os.environ.get("SAS_CLUSTER_HEARTBEAT_SECONDS", 10))
 # Each kind of outbound URL has its own lists (agents.validation): agent endpoints and brokers,
 # completion callbacks (set by any submitter), alert webhooks. A restrictive list, when set, is
 # the only hosts that kind may target (and they may be internal).
@@ -371,9 +375,17 @@ SAS_REPLY_MAX_TRIES = int(os.environ.get("SAS_REPLY_MAX_TRIES", 5))
 SAS_BROKER_CA_FILE = os.environ.get("SAS_BROKER_CA_FILE", "")
 SAS_Q_STOP_SECONDS = float(os.environ.get("SAS_Q_STOP_SECONDS", 60))
 SAS_CALLBACK_SECRET = os.environ.get("SAS_CALLBACK_SECRET", "")
+# Callbacks and alert webhooks are signed the Standard Webhooks way, each receiver with its own
+# secret (supervisor.signing); the former X-SAS-Signature (SAS_CALLBACK_SECRET, shared) is sent
+# beside it for one release unless this is off.
+SAS_LEGACY_SIGNATURE = _env_bool("SAS_LEGACY_SIGNATURE", True)
+# How long a rotated signing secret still signs beside its successor.
+SAS_SIGNING_ROTATION_GRACE_SECONDS = float(os.environ.get("SAS_SIGNING_ROTATION_GRACE_SECONDS", 24 * 3600))
 SAS_METRICS_TOKEN = os.environ.get("SAS_METRICS_TOKEN", "")
 SAS_METRICS_SETTLE_SECONDS = float(os.environ.get("SAS_METRICS_SETTLE_SECONDS", 15))
 SAS_DELIVERY_RETRY_SECONDS = float(os.environ.get("SAS_DELIVERY_RETRY_SECONDS", 5))
+SAS_DELIVERY_TIMEOUT = float(os.environ.get("SAS_DELIVERY_TIMEOUT", 10))
+SAS_DELIVERY_CONCURRENCY = int(os.environ.get("SAS_DELIVERY_CONCURRENCY", 8))
 SAS_TOKEN_LIFETIME_DAYS = float(os.environ.get("SAS_TOKEN_LIFETIME_DAYS", 90))
 SAS_TOKEN_LAST_USED_SECONDS = float(os.environ.get("SAS_TOKEN_LAST_USED_SECONDS", 60))
 SAS_THROTTLE_USER = os.environ.get("SAS_THROTTLE_USER", "1200/min")
@@ -420,10 +432,13 @@ LOGGING = {
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },
     },
+    # No line carries an attempt's callback token (Django logs the path of every 4xx answer).
+    "filters": {"redact": {"()": "sas_project.logredact.RedactCallbackTokens"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "json" if SAS_LOG_FORMAT == "json" else "plain",
+            "filters": ["redact"],
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("SAS_LOG_LEVEL", "INFO")},

@@ -157,13 +157,31 @@ def job_records(job_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
 # --- writing ----------------------------------------------------------------------------------------
 
 
+#: The archive holds every job's input, output and history: only the service's user reads it,
+#: whatever the process's umask.
+DIRECTORY_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def _private_directory(directory: Path) -> None:
+    """Create `directory` (and its parents) if missing, the archive folder itself 0700."""
+    if directory.is_dir():
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(DIRECTORY_MODE)
+
+
 def append_member(path: Path, lines: Iterable[str]) -> None:
     """Append `lines` to `path` as one gzip member, then flush and fsync it (and the directory,
     when the file is new). On any error the file is cut back to its previous length, so a failed
-    batch leaves no partial member behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    batch leaves no partial member behind. A new file is created 0600 and a new folder 0700,
+    whatever the umask."""
+    _private_directory(path.parent)
     created = not path.exists()
-    with path.open("ab") as raw:
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    if created:
+        os.fchmod(descriptor, FILE_MODE)  # the umask may have taken bits off, never added any
+    with os.fdopen(descriptor, "ab") as raw:
         start = raw.tell()
         try:
             # Level 6, gzip's own default: level 9 costs several times the CPU for a few per cent.

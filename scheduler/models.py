@@ -9,6 +9,8 @@ what a row may hold.
 
 from __future__ import annotations
 
+import base64
+import secrets
 import uuid
 from typing import TYPE_CHECKING
 
@@ -975,15 +977,41 @@ class AlertKind(models.TextChoices):
     CIRCUIT_OPENED = "circuit_opened", "An endpoint's circuit opened"
     #: An approval step waits for an operator's decision.
     APPROVAL_REQUESTED = "approval_requested", "An approval is requested"
+    #: Writing the history archive failed (a full or read-only disk): archiving backs off.
+    ARCHIVE_FAILED = "archive_failed", "The history archive cannot be written"
 
 
 def all_alert_kinds() -> list[str]:
     return list(AlertKind.values)
 
 
-class AlertSubscription(models.Model):
-    """Who is told when something needs a person: a webhook (signed, like completion callbacks)
-    and/or an email address, for some kinds of alert.
+#: The prefix of a Standard Webhooks secret: `whsec_` and the base64 of the key's bytes.
+SIGNING_SECRET_PREFIX = "whsec_"  # noqa: S105 - a prefix, not a secret
+
+
+def signing_secret_new() -> str:
+    """A new Standard Webhooks signing secret: `whsec_` and 32 random bytes in base64."""
+    return SIGNING_SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+class SigningSecrets(models.Model):
+    """The keys a receiver verifies messages with (supervisor.signing): the current one, and the
+    one it replaced, which still signs until `previous_until` so that receivers can change their
+    key without refusing a message. Never shown in logs, events, the job API or the archive."""
+
+    signing_secret = models.CharField(max_length=100, default=signing_secret_new)
+    previous_signing_secret = models.CharField(max_length=100, blank=True, default="")
+    #: The previous secret signs (beside the current one) until this instant.
+    previous_signing_until = models.DateTimeField(null=True, blank=True)
+    signing_rotated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class AlertSubscription(SigningSecrets):
+    """Who is told when something needs a person: a webhook (signed with the subscription's own
+    secret) and/or an email address, for some kinds of alert.
 
     Data the outbox points at (Delivery.subscription), so it lives here, below the supervisor,
     which writes the alerts (supervisor.alerts) and owns the editing (supervisor.subscriptions)."""
@@ -1012,6 +1040,21 @@ class AlertSubscription(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class CallbackSecret(SigningSecrets):
+    """A submitter's key for the completion callbacks of its jobs: created on first need (the
+    first callback sent, or the first time the user reads it over the API), rotated by the user
+    (POST /api/v1/callback-secret/rotate/). One per user: a receiver of one user's callbacks
+    cannot sign another's."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="callback_secret"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"callback secret of user {self.user_id}"
 
 
 class Delivery(models.Model):

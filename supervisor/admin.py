@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from typing import Any
 
 from django import forms
@@ -34,6 +35,7 @@ from scheduler.models import (
     AlertKind,
     AlertSubscription,
     Delivery,
+    DeliveryKind,
     Job,
     PolicyRevision,
     RemediationPolicy,
@@ -43,6 +45,8 @@ from supervisor import services
 from supervisor.deliveries import delivery_retry
 from supervisor.models import SupervisorLease
 from supervisor.policies import POLICY_FIELDS, policy_create, policy_update, policy_validate
+from supervisor.serializers import webhook_origin
+from supervisor.signing import subscription_secret_rotate
 from supervisor.subscriptions import (
     SUBSCRIPTION_FIELDS,
     subscription_create,
@@ -188,9 +192,40 @@ class AlertSubscriptionAdmin(ManagersOnly, admin.ModelAdmin):
     list_display = ["name", "webhook_url", "email", "kinds", "enabled", "updated_at"]
     search_fields = ["name", "webhook_url", "email"]
     readonly_fields = ["created_by", "created_at", "updated_at"]
+    #: The secret is shown on the subscription's page (administrators only, behind a click),
+    #: never in the list; it changes only by the rotate action.
+    secret_fields = ["signing_secret_shown", "signing_rotated_at", "previous_signing_until"]
+    actions = ["rotate_signing_secret"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [*self.readonly_fields, "name"] if obj else list(self.readonly_fields)
+        if obj is None:
+            return list(self.readonly_fields)
+        return [*self.readonly_fields, "name", *self.secret_fields]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = ["name", *SUBSCRIPTION_FIELDS]
+        return [*fields, *self.secret_fields, *self.readonly_fields] if obj else fields
+
+    @admin.display(description="signing secret")
+    def signing_secret_shown(self, subscription: AlertSubscription) -> str:
+        return format_html(
+            "<details><summary>Show</summary><code>{}</code></details>"
+            "<p class='help'>Receivers verify this subscription's webhooks with it (Standard "
+            "Webhooks). Rotate it with the list's action; the previous one signs too for a while.</p>",
+            subscription.signing_secret,
+        )
+
+    @admin.action(description="Rotate the signing secret of the selected subscriptions")
+    def rotate_signing_secret(self, request: HttpRequest, queryset: QuerySet[AlertSubscription]) -> None:
+        names = list(queryset.values_list("name", flat=True))
+        for name in names:
+            subscription_secret_rotate(name, actor=request.user)
+        self.message_user(
+            request,
+            f"{len(names)} signing secret(s) rotated; the previous ones still sign until "
+            "the grace period ends. Each subscription's page shows its new secret.",
+            messages.SUCCESS,
+        )
 
     def save_model(self, request: HttpRequest, obj: AlertSubscription, form: Any, change: bool) -> None:
         values = {name: form.cleaned_data.get(name) for name in SUBSCRIPTION_FIELDS}
@@ -217,6 +252,18 @@ class AlertSubscriptionAdmin(ManagersOnly, admin.ModelAdmin):
         return None  # subscription_delete wrote it
 
 
+#: Whether the user the Delivery admin is rendering a page for is an administrator (the admin
+#: object is shared by every request; the display method has no request of its own).
+_reader_manages: ContextVar[bool] = ContextVar("delivery_reader_manages", default=False)
+
+
+def _rendered(response: Any) -> Any:
+    """The response rendered now (a TemplateResponse renders after the view returns)."""
+    if hasattr(response, "render") and not getattr(response, "is_rendered", True):
+        response.render()
+    return response
+
+
 @admin.register(Delivery)
 class DeliveryAdmin(admin.ModelAdmin):
     """The outbox: completion callbacks and alerts, with how their delivery goes."""
@@ -225,7 +272,7 @@ class DeliveryAdmin(admin.ModelAdmin):
         "id",
         "kind",
         "status",
-        "target",
+        "target_shown",
         "tries",
         "last_status_code",
         "next_try_at",
@@ -234,9 +281,44 @@ class DeliveryAdmin(admin.ModelAdmin):
     ]
     list_filter = ["status", "kind"]
     search_fields = ["key", "target"]
-    readonly_fields = [f.name for f in Delivery._meta.fields]
+    readonly_fields = [f.name if f.name != "target" else "target_shown" for f in Delivery._meta.fields]
+    #: Only the read-only values: the raw `target` would otherwise be shown as a form field.
+    fields = tuple(readonly_fields)
     actions = ["retry_failed"]
     show_facets = admin.ShowFacets.NEVER
+
+    @admin.display(description="target")
+    def target_shown(self, delivery: Delivery) -> str:
+        """The whole URL for administrators (who read the subscriptions too); for operators
+        only its scheme and host, as the rest of a webhook URL is often its credential. An email
+        address is shown to both."""
+        if delivery.kind == DeliveryKind.EMAIL or _reader_manages.get():
+            return delivery.target
+        return webhook_origin(delivery.target)
+
+    def get_search_fields(self, request: HttpRequest) -> list[str]:
+        # Searching the hidden part of a URL would reveal it a character at a time.
+        return list(self.search_fields) if can_manage(request.user) else ["key"]
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        reset = _reader_manages.set(can_manage(request.user))
+        try:
+            return _rendered(super().changelist_view(request, extra_context))
+        finally:
+            _reader_manages.reset(reset)
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: Any = None,
+    ) -> Any:
+        reset = _reader_manages.set(can_manage(request.user))
+        try:
+            return _rendered(super().changeform_view(request, object_id, form_url, extra_context))
+        finally:
+            _reader_manages.reset(reset)
 
     @admin.display(description="job")
     def job_link(self, delivery: Delivery) -> str:

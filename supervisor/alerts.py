@@ -4,7 +4,9 @@ Kinds (scheduler.models.AlertKind): a step needs attention (held), a job failed,
 compensated (each from its event, whoever wrote it: the database queues those events for
 `reactions_handle`, which every supervisor loop runs), an endpoint's circuit opened (when the
 scan opens it), and the supervisor stopped (its last scan is older than three intervals; every
-cluster's loop checks). Each alert is written once per subscription: its outbox key names what it is about.
+cluster's loop checks), and the history archive cannot be written (once per run of failures,
+from the lease holder's loop). Each alert is written once per subscription: its outbox key names
+what it is about.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from django.utils import timezone
 from agents.health import endpoint_assess
 from agents.models import AgentEndpoint
 from scheduler.models import AlertKind, AlertSubscription, Delivery, DeliveryKind, EventKind, EventReaction
+from scheduler.services.retention import ArchiveUnwritable
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
 
@@ -137,3 +140,18 @@ def supervisor_stale_check(interval: float) -> bool:
         },
     )
     return True
+
+
+def archive_failed_alert(failure: ArchiveUnwritable) -> int:
+    """Alert that the history archive cannot be written: once per run of failures in a row (the
+    key names when it began), however often the backed-off retries fail again."""
+    return alert_write(
+        AlertKind.ARCHIVE_FAILED,
+        f"archive-{failure.failing_since.isoformat()}",
+        {
+            "directory": str(failure.directory),
+            "error": f"{type(failure.error).__name__}: {failure.error}",
+            "failures": failure.failures,
+            "retry_at": failure.retry_at.isoformat(),
+        },
+    )

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
+from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -27,6 +28,7 @@ from sas_project.api import (
     refuse_rename,
     validated,
 )
+from sas_project.permissions import can_submit
 from scheduler import selectors as job_selectors
 from scheduler.models import AlertSubscription, Job
 from scheduler.serializers import JobSerializer, drf_datetime
@@ -37,6 +39,7 @@ from supervisor.selectors.attention import AttentionFilters, needs_attention
 from supervisor.selectors.overview import endpoint_health, supervisor_health
 from supervisor.serializers import (
     ActionSerializer,
+    AlertSubscriptionCreatedSerializer,
     AlertSubscriptionReplaceSerializer,
     AlertSubscriptionSerializer,
     AlertSubscriptionWriteSerializer,
@@ -44,6 +47,7 @@ from supervisor.serializers import (
     AttentionItemSerializer,
     BulkActionSerializer,
     BulkResultSerializer,
+    CallbackSecretSerializer,
     JobRerunSerializer,
     PolicyReplaceSerializer,
     PolicyRevisionSerializer,
@@ -66,6 +70,7 @@ from supervisor.services import (
     step_resolve,
     step_retry,
 )
+from supervisor.signing import callback_secret_get, callback_secret_rotate
 from supervisor.subscriptions import (
     SUBSCRIPTION_FIELDS,
     subscription_create,
@@ -327,10 +332,11 @@ class AlertsView(ApiView):
         summary="Subscribe a webhook and/or an email address to alerts",
         description=(
             "Kinds: step_needs_attention, job_failed, job_compensated, supervisor_stale, "
-            "circuit_opened. Each alert is sent once per subscription (retried until delivered)."
+            "circuit_opened. Each alert is sent once per subscription (retried until delivered). "
+            "The answer holds the subscription's signing secret, this once."
         ),
         request=AlertSubscriptionWriteSerializer,
-        responses={201: AlertSubscriptionSerializer, **WRITE_ERRORS, **errors(409)},
+        responses={201: AlertSubscriptionCreatedSerializer, **WRITE_ERRORS, **errors(409)},
     )
     def post(self, request: Request) -> Response:
         data = validated(AlertSubscriptionWriteSerializer, request.data)
@@ -338,7 +344,7 @@ class AlertsView(ApiView):
         with one_writer(f"subscription {name!r}"):
             subscription = subscription_create(name=name, actor=request.user, **data)
         return Response(
-            AlertSubscriptionSerializer(subscription, context={"request": request}).data,
+            AlertSubscriptionCreatedSerializer(subscription, context={"request": request}).data,
             status=status.HTTP_201_CREATED,
             headers=location("api-alert", name=subscription.name),
         )
@@ -398,6 +404,50 @@ class AlertView(ApiView):
                 subscription_update(name, actor=request.user, changes=changes), context={"request": request}
             ).data
         )
+
+
+# --- the submitter's callback secret -------------------------------------------------------------
+
+
+class CallbackSecretAccess(BasePermission):
+    """A submitter's own callback secret: only its own, so the path names no user."""
+
+    message = "This needs the submitter role (or operator, or administrator)."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return can_submit(request.user)
+
+
+class CallbackSecretView(ApiView):
+    permission_classes = [CallbackSecretAccess]
+
+    @extend_schema(
+        operation_id="callback_secret_read",
+        tags=["callbacks"],
+        summary="Your callback signing secret (created on first read)",
+        description="The completion callbacks of your jobs are signed with it, the Standard Webhooks "
+        "way (webhook-id, webhook-timestamp, webhook-signature): docs/api.md shows how to verify.",
+        responses={200: CallbackSecretSerializer, **errors(401, 403)},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(CallbackSecretSerializer(callback_secret_get(request.user)).data)
+
+
+class CallbackSecretRotateView(ApiView):
+    permission_classes = [CallbackSecretAccess]
+
+    @extend_schema(
+        operation_id="callback_secret_rotate",
+        tags=["callbacks"],
+        summary="Replace your callback signing secret",
+        description="The previous secret still signs, beside the new one, for "
+        "SAS_SIGNING_ROTATION_GRACE_SECONDS (a day by default): change your receiver's key within "
+        "that time. Recorded with your user in the admin log.",
+        request=None,
+        responses={200: CallbackSecretSerializer, **errors(401, 403)},
+    )
+    def post(self, request: Request) -> Response:
+        return Response(CallbackSecretSerializer(callback_secret_rotate(user=request.user)).data)
 
 
 # --- what the console shows: the Needs-attention list, bulk actions, the supervisor ---------------

@@ -23,4 +23,8 @@ urlpatterns: list[URLPattern] = [
     path("policies/<slug:name>/revisions/", api.PolicyRevisionsView.as_view(), name="api-policy-revisions"),
     path("alerts/", api.AlertsView.as_view(), name="api-alerts"),
     path("alerts/<slug:name>/", api.AlertView.as_view(), name="api-alert"),
+    path("callback-secret/", api.CallbackSecretView.as_view(), name="api-callback-secret"),
+    path(
+        "callback-secret/rotate/", api.CallbackSecretRotateView.as_view(), name="api-callback-secret-rotate"
+    ),
 ]

@@ -2,6 +2,13 @@
 
 Run beside every django-q2 cluster (`manage.py qcluster`) and by `manage.py supervise`. Every
 loop scans; the lease decides which one acts.
+
+Nothing in a pass waits on a remote: the outbox is sent by the loop's `deliveries.Sender`
+threads, which the loop feeds with what is due (at each pass, and while it sleeps when more is
+due than its threads took). Each pass's duration, all its work included, goes with the next
+scan's figures (`pass_ms`, and the longest since this loop started, `longest_pass_ms`: /metrics'
+`sas_supervisor_pass_seconds` and `sas_supervisor_longest_pass_seconds`); a pass that takes more
+than `SLOW_PASS` intervals is logged as a warning.
 """
 
 from __future__ import annotations
@@ -17,13 +24,16 @@ from django.db import close_old_connections, connection
 
 from sas_project.conf import sas_settings
 from scheduler.schedules import schedules_fire
-from scheduler.services.retention import history_prune_if_due
-from supervisor.alerts import reactions_handle, supervisor_stale_check
-from supervisor.deliveries import send_due
+from scheduler.services.retention import ArchiveUnwritable, history_prune_if_due
+from supervisor.alerts import archive_failed_alert, reactions_handle, supervisor_stale_check
+from supervisor.deliveries import Sender
 from supervisor.lease import LeaseGrant, lease_release
 from supervisor.scan import scan
 
 logger = logging.getLogger("supervisor")
+
+#: A pass longer than this many intervals is logged as a warning (the lease lasts three).
+SLOW_PASS = 2.0
 
 
 def holder_name(kind: str) -> str:
@@ -38,16 +48,29 @@ def run_loop(
     interval: float | None = None,
     max_scans: int | None = None,
 ) -> int:
-    """Scan until `should_stop()`; returns the number of scans. Survives database errors."""
+    """Scan until `should_stop()`; returns the number of scans. Survives database errors. On
+    stop it waits for the sends in flight (each over by SAS_DELIVERY_TIMEOUT)."""
     interval = interval if interval is not None else sas_settings.supervisor_interval
+    sender = Sender()
+    try:
+        return _passes(holder, should_stop, interval, max_scans, sender)
+    finally:
+        sender.stop()
+        connection.close()
+
+
+def _passes(
+    holder: str, should_stop: Callable[[], bool], interval: float, max_scans: int | None, sender: Sender
+) -> int:
     scans = 0
     last_grant: LeaseGrant | None = None
+    pass_ms = longest_ms = 0
     logger.info("supervisor %s: scanning every %.1fs", holder, interval)
     while not should_stop() and (max_scans is None or scans < max_scans):
         started = time.monotonic()
         try:
             close_old_connections()
-            report = scan(holder=holder)
+            report = scan(holder=holder, pass_ms=pass_ms, longest_pass_ms=longest_ms)
             scans += 1
             if report.acted:
                 last_grant = LeaseGrant(holder=holder, token=report.token or 0)
@@ -69,7 +92,7 @@ def run_loop(
             supervisor_stale_check(interval)
             while reactions_handle() and not should_stop():
                 pass
-            send_due()
+            sender.pump()
             schedules_fire()
         except Exception:
             logger.exception("supervisor %s: alerts and deliveries failed", holder)
@@ -77,13 +100,29 @@ def run_loop(
         if last_grant is not None:
             try:
                 # History retention, once a day, by the lease holder only, a slice per pass.
-                history_prune_if_due(source=f"supervisor:{holder}")
+                try:
+                    history_prune_if_due(source=f"supervisor:{holder}")
+                except ArchiveUnwritable as exc:
+                    # Logged by retention, which backs off; alerted once per run of failures.
+                    archive_failed_alert(exc)
             except Exception:
                 logger.exception("supervisor %s: history prune failed", holder)
                 connection.close()
+        took = time.monotonic() - started
+        pass_ms = int(took * 1000)
+        longest_ms = max(longest_ms, pass_ms)
+        if took > SLOW_PASS * interval and took > 1:
+            logger.warning(
+                "supervisor %s: a pass took %.1fs, the interval is %.1fs",
+                holder,
+                took,
+                interval,
+                extra={"pass_ms": pass_ms, "interval": interval},
+            )
         remaining = interval - (time.monotonic() - started)
         while remaining > 0 and not should_stop():
             time.sleep(min(remaining, 0.2))
+            _send_more(holder, sender)
             remaining = interval - (time.monotonic() - started)
     if last_grant is not None:
         try:
@@ -91,3 +130,14 @@ def run_loop(
         except Exception:
             logger.exception("supervisor %s: could not release the lease", holder)
     return scans
+
+
+def _send_more(holder: str, sender: Sender) -> None:
+    """Between passes: when more was due than the sender took, hand it over as threads free up."""
+    if not sender.more_due or sender.free() <= 0:
+        return
+    try:
+        sender.pump()
+    except Exception:
+        logger.exception("supervisor %s: deliveries failed", holder)
+        connection.close()

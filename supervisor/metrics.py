@@ -307,6 +307,12 @@ SELECT 'scan_lag', '', COALESCE((last_scan->>'lag_ms')::float / 1000.0, 0)
 UNION ALL
 SELECT 'scan_duration', '', COALESCE((last_scan->>'duration_ms')::float / 1000.0, 0)
     FROM supervisor_supervisorlease WHERE name = 'supervisor'
+UNION ALL
+SELECT 'pass', '', COALESCE((last_scan->>'pass_ms')::float / 1000.0, 0)
+    FROM supervisor_supervisorlease WHERE name = 'supervisor'
+UNION ALL
+SELECT 'longest_pass', '', COALESCE((last_scan->>'longest_pass_ms')::float / 1000.0, 0)
+    FROM supervisor_supervisorlease WHERE name = 'supervisor'
 """  # noqa: S608 - the statuses are constants of the code
 
 
@@ -348,6 +354,8 @@ def _gauge_rows_python() -> list[tuple[str, str, float]]:
         rows.append(("lease_token", "", float(lease.token)))
         rows.append(("scan_lag", "", float((lease.last_scan or {}).get("lag_ms", 0)) / 1000))
         rows.append(("scan_duration", "", float((lease.last_scan or {}).get("duration_ms", 0)) / 1000))
+        rows.append(("pass", "", float((lease.last_scan or {}).get("pass_ms", 0)) / 1000))
+        rows.append(("longest_pass", "", float((lease.last_scan or {}).get("longest_pass_ms", 0)) / 1000))
     return rows
 
 
@@ -386,6 +394,18 @@ def gauges() -> Iterator[GaugeMetricFamily]:
     )
     yield _one(
         "sas_supervisor_scan_duration_seconds", "How long the last scan took.", values, "scan_duration"
+    )
+    yield _one(
+        "sas_supervisor_pass_seconds",
+        "How long the lease holder's last loop pass took, all its work included.",
+        values,
+        "pass",
+    )
+    yield _one(
+        "sas_supervisor_longest_pass_seconds",
+        "The lease holder's longest loop pass since its loop started.",
+        values,
+        "longest_pass",
     )
     yield _one(
         "sas_supervisor_lease_token",

@@ -67,3 +67,31 @@ class MetricsCheckpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} up to event {self.event_id}"
+
+
+class ClusterHeartbeat(models.Model):
+    """One cluster process (`manage.py qcluster`) saying it is alive: written when it starts, every
+    SAS_CLUSTER_HEARTBEAT_SECONDS while django-q2's sentinel lives, and once more when it stops
+    (supervisor.heartbeats). Read by `manage.py cluster_check` (a container's liveness probe) and
+    the console's Clusters card; django-q2's own statistics live in a per-process cache that no
+    other process can read."""
+
+    #: `<host>:<pid>`: unique while the process lives, and what a probe on the same host finds.
+    name = models.CharField(max_length=200, primary_key=True)
+    host = models.CharField(max_length=200)
+    pid = models.IntegerField()
+    #: Worker processes the cluster runs (Q_CLUSTER workers).
+    workers = models.IntegerField(default=0)
+    #: The service's version the process runs.
+    version = models.CharField(max_length=50, blank=True, default="")
+    started_at = models.DateTimeField()
+    beat_at = models.DateTimeField()
+    #: Set by a clean stop; a cluster whose beats stopped without it was lost (killed, host down).
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-beat_at"]
+        indexes = [models.Index(fields=["host", "-beat_at"], name="heartbeat_host_idx")]
+
+    def __str__(self) -> str:
+        return self.name

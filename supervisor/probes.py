@@ -1,4 +1,5 @@
-"""What a process manager, a load balancer and Prometheus ask: /healthz, /readyz, /metrics.
+"""What a process manager, a load balancer and Prometheus ask: /healthz, /readyz, /supervisorz,
+/metrics.
 
 Plain Django views (no session, no DRF): they are called every few seconds and must stay cheap.
 No authentication on the probes, and nothing in their answers that a stranger should not read
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -68,9 +70,11 @@ def _supervisor_fresh() -> str | None:
 @never_cache
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Ready to serve: the database answers, every migration is applied, its functions and
-    triggers are this code's (sas_project.dbcode), and a supervisor renewed its lease (scanned)
-    within three intervals. 503 with the reasons otherwise."""
+    """This process can serve: the database answers, every migration is applied and its functions
+    and triggers are this code's (sas_project.dbcode). 503 with the reasons otherwise. Nothing
+    outside the process and its database counts: with every cluster stopped the web pods stay
+    ready (submissions and the remotes' callbacks are still taken), and /supervisorz and the
+    SasSupervisorNotScanning alert say the supervisor stopped."""
     checks: dict[str, str] = {}
     reasons: list[str] = []
     try:
@@ -91,21 +95,31 @@ def readyz(request: HttpRequest) -> JsonResponse:
             checks["database_code"] = "ok" if current else "failing"
             if not current:
                 reasons.append("the database code differs from its files")
-            stale = _supervisor_fresh()
-            checks["supervisor"] = "ok" if stale is None else "failing"
-            if stale is not None:
-                reasons.append(stale)
         except Exception:
             logger.warning("readyz: check failed", exc_info=True)
             checks.setdefault("migrations", "unknown")
             checks.setdefault("database_code", "unknown")
-            checks.setdefault("supervisor", "unknown")
             reasons.append("the database refused a check")
     ready = not reasons
     return JsonResponse(
         {"status": "ready" if ready else "unavailable", "checks": checks, "reasons": reasons},
         status=200 if ready else 503,
     )
+
+
+@never_cache
+@require_GET
+def supervisorz(request: HttpRequest) -> JsonResponse:
+    """Whether a supervisor scanned within three intervals: 200, or 503 with why not. For a
+    blackbox probe or a status page; not a readiness probe (a web pod can serve without it)."""
+    try:
+        stale = _supervisor_fresh()
+    except Exception:
+        logger.warning("supervisorz: database unreachable", exc_info=True)
+        return JsonResponse({"status": "unknown", "reason": "the database is unreachable"}, status=503)
+    if stale is not None:
+        return JsonResponse({"status": "stale", "reason": stale}, status=503)
+    return JsonResponse({"status": "scanning"})
 
 
 @never_cache
@@ -125,3 +139,25 @@ def metrics(request: HttpRequest) -> HttpResponse:
             response["WWW-Authenticate"] = 'Bearer realm="metrics"'
             return response
     return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
+class ProbesBeforeHostCheck:
+    """Answers the probes and /metrics before anything reads the Host header.
+
+    A Kubernetes probe and a Prometheus scrape of a pod send the pod's IP address as `Host`, which
+    DJANGO_ALLOWED_HOSTS does not list (and should not: any IP would then do for the console and
+    the API), so CommonMiddleware would answer them 400. These three views read nothing from the
+    host, so they are served here, first in MIDDLEWARE, for GET and HEAD; every other request, and
+    any other method on these paths, goes through the whole stack as before."""
+
+    VIEWS = {"/healthz": healthz, "/readyz": readyz, "/supervisorz": supervisorz, "/metrics": metrics}
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        view = self.VIEWS.get(request.path_info)
+        if view is not None and request.method in ("GET", "HEAD"):
+            response: HttpResponse = view(request)
+            return response
+        return self.get_response(request)

@@ -69,6 +69,9 @@ class ScanReport:
     duration_ms: int = 0
     lost_lease: bool = False
     decisions: dict[str, int] = field(default_factory=dict)
+    #: The scanning loop's previous pass, all its work included, and its longest since it started.
+    pass_ms: int = 0
+    longest_pass_ms: int = 0
 
     def figures(self) -> dict[str, Any]:
         data = asdict(self)
@@ -120,10 +123,13 @@ def scan(
     batch_size: int | None = None,
     draw: Callable[[], float] = random.random,
     max_batches: int | None = None,
+    pass_ms: int = 0,
+    longest_pass_ms: int = 0,
 ) -> ScanReport:
-    """Take or renew the lease; if held, remediate every due step in bounded batches."""
+    """Take or renew the lease; if held, remediate every due step in bounded batches. The loop's
+    pass figures go with the scan's (supervisor.loop)."""
     started = time.monotonic()
-    report = ScanReport(acted=False, holder=holder)
+    report = ScanReport(acted=False, holder=holder, pass_ms=pass_ms, longest_pass_ms=longest_pass_ms)
     grant = lease_acquire(holder)
     if grant is None:
         return report

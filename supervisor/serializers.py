@@ -153,6 +153,24 @@ class PolicyReplaceSerializer(ReplaceMixin, PolicyWriteSerializer):
     """Replacing a policy (PUT) needs every setting. A policy cannot be renamed."""
 
 
+# --- signing secrets ----------------------------------------------------------------------------
+
+
+class CallbackSecretSerializer(serializers.Serializer):
+    """A submitter's key for verifying its jobs' completion callbacks (Standard Webhooks)."""
+
+    signing_secret = serializers.CharField(
+        help_text="`whsec_` and the base64 of the key: pass it whole to a Standard Webhooks verifier."
+    )
+    previous_signing_until = serializers.DateTimeField(
+        allow_null=True,
+        help_text="After a rotation, the previous secret still signs (a second `v1,` signature) "
+        "until this instant.",
+    )
+    signing_rotated_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
 # --- alert subscriptions ----------------------------------------------------------------------
 
 
@@ -194,6 +212,18 @@ class AlertSubscriptionSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = fields
+
+
+class AlertSubscriptionCreatedSerializer(AlertSubscriptionSerializer):
+    """A subscription as its creation answers it: once, with its signing secret."""
+
+    signing_secret = serializers.CharField(
+        help_text="The secret its webhooks are signed with (Standard Webhooks; docs/api.md). Shown in "
+        "this answer only; administrators reveal and rotate it in the admin."
+    )
+
+    class Meta(AlertSubscriptionSerializer.Meta):
+        fields = [*AlertSubscriptionSerializer.Meta.fields, "signing_secret"]
 
 
 class AlertSubscriptionWriteSerializer(StrictSerializer):

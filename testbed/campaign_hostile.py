@@ -131,6 +131,8 @@ class PoisonPublisher:
 @dataclass
 class Samples:
     longest_scan_gap: float = 0.0
+    #: The longest pass any acting supervisor reported (its lease's `last_scan.longest_pass_ms`).
+    longest_pass_ms: int = 0
     scans_seen: int = 0
     largest_rss_kb: int = 0
     largest_rss_process: str = ""
@@ -206,7 +208,9 @@ class Sampler:
     def _scan_sample(self) -> None:
         try:
             row = (
-                SupervisorLease.objects.filter(pk="supervisor").values_list("holder", "last_scan_at").first()
+                SupervisorLease.objects.filter(pk="supervisor")
+                .values_list("holder", "last_scan_at", "last_scan")
+                .first()
             )
         except Exception as exc:  # noqa: BLE001 - the database restarts under the campaign
             connection.close()
@@ -215,7 +219,9 @@ class Sampler:
             return
         if row is None or row[1] is None:
             return
-        holder, scanned_at = row
+        holder, scanned_at, figures = row
+        passes = (figures or {}).get("longest_pass_ms") or 0
+        self.samples.longest_pass_ms = max(self.samples.longest_pass_ms, int(passes))
         if self._last is not None and self._last[1] != scanned_at:
             self.samples.scans_seen += 1
             if self._last[0] == holder:
@@ -288,6 +294,7 @@ def check_hostile(
         "replies_dead_lettered": sum(dead.values()),
         "replies_dead_lettered_by_reason": {reason: n for reason, n in dead.items() if n},
         "supervisor_longest_scan_gap_s": round(samples.longest_scan_gap, 2),
+        "supervisor_longest_pass_s": round(samples.longest_pass_ms / 1000, 2),
         "supervisor_scans_seen": samples.scans_seen,
         "largest_rss_mb": round(samples.largest_rss_kb / 1024, 1),
         "largest_rss_process": samples.largest_rss_process,
@@ -317,6 +324,7 @@ def table_rows(hostile: dict[str, Any]) -> list[tuple[str, Any]]:
         ("good callbacks delivered", f["good_callbacks_delivered"]),
         ("good callbacks lost (must be 0)", f["good_callbacks_lost"]),
         ("results lost (must be 0)", f["results_lost"]),
+        ("supervisor's longest pass, s", f["supervisor_longest_pass_s"]),
         ("longest time between two scans of one supervisor, s", f["supervisor_longest_scan_gap_s"]),
         ("largest resident memory of any process, MB", rss),
     ]

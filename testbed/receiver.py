@@ -2,8 +2,10 @@
 
 It records every POST it accepts and can refuse the first tries of each message (by its
 `Idempotency-Key`) with 503, to exercise the outbox's retries. `GET /received` answers what it
-holds: the accepted deliveries (key, signature, body, path) and the tries per key. Nothing is
-kept on disk: a receiver lives for one test or one demo.
+holds: the accepted deliveries (key, signatures, body, path) and the tries per key. It verifies
+nothing itself: the tests verify what it recorded, the `webhook-*` headers with the
+`standardwebhooks` package as a real receiver would. Nothing is kept on disk: a receiver lives
+for one test or one demo.
 
 A POST whose path starts with a hostile mode's name (HOSTILE_MODES) is answered as a hostile
 receiver would, and counted under `hostile`: `/blackhole/...` reads the request and never answers
@@ -44,7 +46,9 @@ class Receiver:
         with self.lock:
             self.hostile[mode] += 1
 
-    def take(self, key: str, path: str, signature: str, kind: str, body: bytes) -> int:
+    def take(
+        self, key: str, path: str, signature: str, kind: str, body: bytes, webhook: dict[str, str]
+    ) -> int:
         """The status to answer one POST with."""
         with self.lock:
             self.tries[key] = self.tries.get(key, 0) + 1
@@ -57,6 +61,7 @@ class Receiver:
                     "signature": signature,
                     "kind": kind,
                     "body": body.decode("utf-8", "replace"),
+                    "webhook": webhook,
                 }
             )
             return 200
@@ -128,6 +133,7 @@ def make_server(port: int, receiver: Receiver) -> ThreadingHTTPServer:
                 self.headers.get("X-SAS-Signature", ""),
                 self.headers.get("X-SAS-Delivery", ""),
                 body,
+                {name: value for name, value in self.headers.items() if name.lower().startswith("webhook-")},
             )
             self._answer(status, {"ok": status == 200})
 

@@ -23,6 +23,10 @@ costs more than deleting its rows) and has no reason to wait for the cutoff:
    ever waits for retention) and deletes their rows (events, attempts, deliveries, steps, the
    job), set-wise.
 
+A write that fails (a full disk) rolls its batch back and makes the supervisor's chore back off
+(ARCHIVE_HEALTH: a minute, doubling to an hour) and alert, instead of rebuilding a batch under
+row locks at every pass for nothing.
+
 Both phases lock the job rows they work on the same way, and a job an event is being written
 for holds a key-share lock on its row until that commits (the trigger), so a job is never
 archived or deleted under a writer's feet. A run (`history_prune`) first archives whatever is
@@ -82,6 +86,81 @@ DAILY = dt.timedelta(days=1)
 #: Seconds of retention work per supervisor loop pass: a large backlog (the first run on an old
 #: database) is worked off over many passes, and the scan still runs at every interval.
 CHORE_BUDGET = 1.0
+#: After a failed archive write (a full disk), the chore waits this long before it tries again,
+#: doubling at each failure in a row, at most ARCHIVE_BACKOFF_MAX: each try builds a batch of
+#: lines under row locks, for nothing while the disk stays full.
+ARCHIVE_BACKOFF_FIRST = dt.timedelta(minutes=1)
+ARCHIVE_BACKOFF_MAX = dt.timedelta(hours=1)
+
+
+class ArchiveUnwritable(Exception):
+    """Writing the archive failed (a full or read-only disk, a lost mount): the batch was rolled
+    back, nothing was marked archived, and the chore backs off until `retry_at`."""
+
+    def __init__(
+        self,
+        *,
+        error: OSError,
+        directory: Path,
+        failures: int,
+        failing_since: dt.datetime,
+        retry_at: dt.datetime,
+    ) -> None:
+        super().__init__(f"the archive in {directory} cannot be written: {error}")
+        self.error = error
+        self.directory = directory
+        self.failures = failures
+        self.failing_since = failing_since
+        self.retry_at = retry_at
+
+
+@dataclass
+class ArchiveHealth:
+    """The archive writes failed in a row, and when the chore may try again. Held by the process
+    (the lease holder's loop): a new holder tries once, then backs off the same way."""
+
+    failures: int = 0
+    failing_since: dt.datetime | None = None
+    retry_at: dt.datetime | None = None
+
+    def backing_off(self, now: dt.datetime) -> bool:
+        return self.retry_at is not None and now < self.retry_at
+
+    def failed(self, error: OSError, directory: Path) -> ArchiveUnwritable:
+        now = timezone.now()
+        self.failures += 1
+        self.failing_since = self.failing_since or now
+        wait = min(ARCHIVE_BACKOFF_FIRST * 2 ** (self.failures - 1), ARCHIVE_BACKOFF_MAX)
+        self.retry_at = now + wait
+        logger.error(
+            "history archive cannot be written (%s failures in a row); archiving again after %s",
+            self.failures,
+            self.retry_at.isoformat(),
+            extra={
+                "archive": {
+                    "directory": str(directory),
+                    "error": f"{type(error).__name__}: {error}",
+                    "errno": error.errno,
+                    "failures": self.failures,
+                    "retry_at": self.retry_at.isoformat(),
+                }
+            },
+        )
+        return ArchiveUnwritable(
+            error=error,
+            directory=directory,
+            failures=self.failures,
+            failing_since=self.failing_since,
+            retry_at=self.retry_at,
+        )
+
+    def written(self) -> None:
+        if self.failures:
+            logger.info("history archive written again after %s failures", self.failures)
+        self.failures, self.failing_since, self.retry_at = 0, None, None
+
+
+ARCHIVE_HEALTH = ArchiveHealth()
 
 
 @dataclass
@@ -288,8 +367,12 @@ def _archive_batch(
         for pk, settled_at, _ in jobs:
             by_file.setdefault(archive.archive_name(settled_at), []).append(lines[pk])
         # Durable before the jobs count as archived: written and fsynced first.
-        for name, file_lines in sorted(by_file.items()):
-            archive.append_member(directory / name, file_lines)
+        try:
+            for name, file_lines in sorted(by_file.items()):
+                archive.append_member(directory / name, file_lines)
+        except OSError as exc:
+            raise ARCHIVE_HEALTH.failed(exc, directory) from exc
+        ARCHIVE_HEALTH.written()
         Job.objects.filter(pk__in=ids).update(archived_at=timezone.now())
         ArchivedJob.objects.bulk_create(
             [
@@ -414,8 +497,12 @@ def history_prune_if_due(
 
     Called only by the lease holder, so one cluster acts at a time; the runs are PruneRun rows,
     so the next holder (another cluster, or after a restart) continues or waits just the same.
+    After an archive write failed, does nothing until ARCHIVE_HEALTH's backoff has passed
+    (raises ArchiveUnwritable when a write fails).
     """
     now = now or timezone.now()
+    if ARCHIVE_HEALTH.backing_off(now):
+        return None
     last = PruneRun.objects.filter(dry_run=False).order_by("-started_at").first()
     if last is not None and last.finished_at is None and not last.error:
         return history_prune(source=source, now=now, budget=budget, run=last)

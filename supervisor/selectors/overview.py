@@ -30,6 +30,7 @@ from scheduler.models import (
     StepStatus,
 )
 from scheduler.unit import db_now
+from supervisor.heartbeats import ClusterState, clusters
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
 
@@ -115,6 +116,12 @@ class Overview:
     throughput_max: int
     supervisor: SupervisorHealth
     pools: list[PoolHealthRow]
+    #: Live and lost clusters, and those stopped in the last day (supervisor.heartbeats).
+    clusters: list[ClusterState] = field(default_factory=list)
+
+    @property
+    def clusters_live(self) -> int:
+        return sum(1 for c in self.clusters if c.state == "live")
 
     @property
     def jobs_live(self) -> int:
@@ -143,8 +150,8 @@ def signature(*parts: Any) -> str:
 
 
 def overview(now: dt.datetime | None = None) -> Overview:
-    """Everything the overview shows, in six queries (the clock, jobs, steps, events, lease,
-    endpoints)."""
+    """Everything the overview shows, in seven queries (the clock, jobs, steps, events, lease,
+    endpoints, cluster heartbeats)."""
     now = now or db_now()
     buckets, peak = throughput(now)
     return Overview(
@@ -155,6 +162,7 @@ def overview(now: dt.datetime | None = None) -> Overview:
         throughput_max=peak,
         supervisor=supervisor_health(now),
         pools=endpoint_health(now),
+        clusters=clusters(now),
     )
 
 

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gzip
 import json
 import socket
 import threading
+import time
+import tracemalloc
+import zlib
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
+from agents.egress import deadline, outbound_client
 from agents.http import call_http
 from agents.outcome import CallSpec
 from scheduler.models import AttemptKind, Outcome
@@ -157,7 +163,7 @@ def test_no_answer_before_the_deadline_is_no_answer(remote: Remote) -> None:
     # The agent gave up while the remote was still holding the request.
     assert not answered.is_set()
     release.set()
-    assert result.outcome == Outcome.NO_ANSWER
+    assert result.outcome == Outcome.NO_ANSWER, result.error
     assert answered.wait(10)
 
 
@@ -176,6 +182,105 @@ def test_an_oversized_answer_is_not_read_into_memory(remote: Remote, settings: A
     remote.handler = lambda h: _reply(h, 200, b"x" * 5000)
     result = call_http(spec(remote.url))
     assert result.outcome == Outcome.TRANSIENT_FAILURE and "larger than" in result.error
+
+
+def test_a_remote_answering_a_byte_at_a_time_is_cut_at_the_deadline_as_no_answer(remote: Remote) -> None:
+    # Each byte comes well within a read timeout; only the call's deadline can end it.
+    stop = threading.Event()
+
+    def trickle(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Length", "1000")
+        h.end_headers()
+        h.wfile.flush()
+        with contextlib.suppress(OSError):
+            while not stop.wait(0.1):
+                h.wfile.write(b" ")
+                h.wfile.flush()
+
+    remote.handler = trickle
+    started = time.monotonic()
+    result = call_http(spec(remote.url, timeout=1.0))
+    took = time.monotonic() - started
+    stop.set()
+    assert result.outcome == Outcome.NO_ANSWER and "no answer in time" in result.error
+    assert took < 10  # the trickle alone would run 100 s
+
+
+def test_a_remote_trickling_its_headers_is_cut_at_the_deadline_as_no_answer(remote: Remote) -> None:
+    stop = threading.Event()
+
+    def trickle(h: BaseHTTPRequestHandler) -> None:
+        with contextlib.suppress(OSError):
+            h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            while not stop.wait(0.1):
+                h.wfile.write(b"X-Slow: a\r\n")
+                h.wfile.flush()
+
+    remote.handler = trickle
+    result = call_http(spec(remote.url, timeout=1.0))
+    stop.set()
+    assert result.outcome == Outcome.NO_ANSWER
+
+
+def test_a_request_whose_deadline_has_passed_connects_nowhere(remote: Remote) -> None:
+    with outbound_client() as http_client, deadline(0), pytest.raises(httpx.ConnectTimeout):
+        http_client.get(remote.url)
+    assert remote.requests == []
+
+
+def test_a_kept_alive_connection_serves_each_request_under_its_own_deadline(remote: Remote) -> None:
+    remote.keep_alive()
+    with outbound_client() as http_client:
+        with deadline(0.5):
+            assert http_client.get(remote.url).status_code == 200
+        time.sleep(0.6)  # the first request's deadline is long past
+        with deadline(5):
+            assert http_client.get(remote.url).status_code == 200
+    assert len(remote.requests) == 2
+
+
+def _bomb(encoding: str, size: int) -> bytes:
+    """`size` zero bytes compressed (about a thousandth of that)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16 if encoding == "gzip" else zlib.MAX_WBITS)
+    zeros = bytes(1024 * 1024)
+    parts = [packer.compress(zeros) for _ in range(size // len(zeros))]
+    return b"".join([*parts, packer.flush()])
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_compressed_answer_expanding_past_the_cap_is_refused_without_expanding_it(
+    remote: Remote, settings: Any, encoding: str
+) -> None:
+    settings.SAS_MAX_RESPONSE_BYTES = 1024 * 1024
+    bomb = _bomb(encoding, 128 * 1024 * 1024)
+    assert len(bomb) < settings.SAS_MAX_RESPONSE_BYTES
+    remote.handler = lambda h: _reply(h, 200, bomb, {"Content-Encoding": encoding})
+    tracemalloc.start()
+    try:
+        result = call_http(spec(remote.url, timeout=30))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.outcome == Outcome.TRANSIENT_FAILURE
+    assert result.error == f"answer larger than {settings.SAS_MAX_RESPONSE_BYTES} bytes"
+    assert peak < 16 * 1024 * 1024  # about the cap, not the 128 MiB it expands to
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "deflate-raw"])
+def test_a_compressed_answer_within_the_cap_is_read_decoded(remote: Remote, encoding: str) -> None:
+    data = json.dumps({"ok": True, "pad": "x" * 200_000}).encode()
+    if encoding == "gzip":
+        body = gzip.compress(data)
+    elif encoding == "deflate":
+        body = zlib.compress(data)
+    else:
+        packer = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+        body = packer.compress(data) + packer.flush()
+    remote.handler = lambda h: _reply(h, 200, body, {"Content-Encoding": encoding.split("-")[0]})
+    result = call_http(spec(remote.url))
+    assert result.outcome == Outcome.SUCCEEDED and result.output["ok"] is True
+    assert remote.requests[0]["headers"]["Accept-Encoding"] == "gzip, deflate"
 
 
 def test_a_non_json_success_is_a_success_with_no_output(remote: Remote) -> None:

@@ -70,6 +70,8 @@ ENDPOINTS: list[tuple[str, str, Any, str]] = [
     ),
     ("patch", "/alerts/ops/", {"enabled": False}, "administrators"),
     ("delete", "/alerts/ops/", None, "administrators"),
+    ("get", "/callback-secret/", None, "submitters"),
+    ("post", "/callback-secret/rotate/", {}, "submitters"),
 ]
 
 

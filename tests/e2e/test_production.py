@@ -4,7 +4,8 @@ that refuses the first tries of every message.
 
 One run checks what an operator of the service relies on: the probes, /metrics against the
 database, completion callbacks and alerts delivered exactly once per key with valid signatures,
-JSON logs carrying the ids and no secret, /readyz going 503 when the supervisors stop, and every
+JSON logs carrying the ids and no secret, the clusters' heartbeats and their liveness probe,
+/supervisorz going 503 when the supervisors stop while /readyz stays 200, and every
 process stopping on SIGTERM (to the whole process group, as systemd sends it, and to the parent
 alone) within its graceful timeout.
 """
@@ -17,6 +18,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,12 +27,14 @@ import httpx
 import pytest
 from django.db.models import Count
 from prometheus_client.parser import text_string_to_metric_families
+from standardwebhooks import Webhook
 
 from agents.models import AgentEndpoint
 from scheduler.models import Attempt, Delivery, DeliveryStatus, Job, Step
-from supervisor.models import MetricsCheckpoint, SupervisorLease
+from supervisor.models import ClusterHeartbeat, MetricsCheckpoint, SupervisorLease
 from supervisor.subscriptions import subscription_create
 from testbed.bench.definitions import api_token
+from testbed.processes import ROOT as ROOT_DIR
 from testbed.processes import ClusterProcess, ReceiverProcess, WebProcess
 from tests.e2e.test_qcluster import TERMINAL, load_demo
 from tests.processes import ARTIFACTS, Sandbox, child_env, free_port, wait_until
@@ -90,7 +94,7 @@ def test_the_production_stack(sandbox: Sandbox, tmp_path: Path) -> None:
     load_demo(sandbox)
     AgentEndpoint.objects.update(secret_header_name="X-Api-Key", secret_header_value=ENDPOINT_SECRET)
     sandbox.config(decline_over=100)
-    subscription_create(
+    oncall = subscription_create(
         name="oncall",
         actor=None,
         webhook_url=f"{receiver.url}/alerts",
@@ -129,6 +133,28 @@ def test_the_production_stack(sandbox: Sandbox, tmp_path: Path) -> None:
             interval=0.25,
             message="/readyz 200",
         )
+        wait_until(
+            lambda: httpx.get(f"{base}/supervisorz", timeout=5).status_code == 200,
+            timeout=60,
+            interval=0.25,
+            message="/supervisorz 200",
+        )
+        # Both clusters beat, and the liveness probe finds one on this host.
+        wait_until(
+            lambda: ClusterHeartbeat.objects.filter(stopped_at__isnull=True).count() == 2,
+            timeout=30,
+            interval=0.25,
+            message="two cluster heartbeats",
+        )
+        probe = subprocess.run(
+            [sys.executable, "manage.py", "cluster_check"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT_DIR,
+        )
+        assert probe.returncode == 0 and "live" in probe.stdout, probe.stderr
         assert httpx.get(f"{base}/metrics", timeout=5).status_code == 401
         scrape(base)  # the counters start here
         start = MetricsCheckpoint.objects.get().event_id
@@ -169,9 +195,16 @@ def test_the_production_stack(sandbox: Sandbox, tmp_path: Path) -> None:
         alerts = [a for a in got["accepted"] if a["path"] == "/alerts"]
         assert sorted(json.loads(a["body"])["alert"] for a in alerts) == ["job_compensated"] * 2
         assert all(got["tries"][key] == FAIL_FIRST + 1 for key in keys)
+        # Each receiver verifies with its own secret, as the Standard Webhooks package does: the
+        # callbacks with the submitter's (read over the API), the alerts with the subscription's.
+        # The former shared signature is still sent beside (for one release).
+        callback_secret = client.get("/api/v1/callback-secret/").json()["signing_secret"]
         for accepted in got["accepted"]:
             digest = hmac.new(CALLBACK_SECRET.encode(), accepted["body"].encode(), hashlib.sha256).hexdigest()
             assert accepted["signature"] == f"sha256={digest}"
+            secret = callback_secret if accepted["path"] == "/callbacks" else oncall.signing_secret
+            Webhook(secret).verify(accepted["body"], accepted["webhook"])
+            assert accepted["webhook"]["webhook-id"] == accepted["key"]
         for key, accepted in callbacks.items():
             summary = json.loads(accepted["body"])
             assert set(summary) == {"id", "workflow", "status", "result", "finished_at"}
@@ -229,12 +262,27 @@ def test_the_production_stack(sandbox: Sandbox, tmp_path: Path) -> None:
             running = [line for line in group.stdout.splitlines() if line.split()[1:2] != ["Z"]]
             assert running == [], group.stdout
 
-        def unready() -> bool:
-            response = httpx.get(f"{base}/readyz", timeout=5)
-            return response.status_code == 503 and "supervisor" in response.json()["reasons"][0]
+        def supervisor_stale() -> bool:
+            response = httpx.get(f"{base}/supervisorz", timeout=5)
+            return response.status_code == 503 and "supervisor" in response.json()["reason"]
 
-        wait_until(unready, timeout=20, interval=0.25, message="/readyz 503 without a supervisor")
+        wait_until(
+            supervisor_stale, timeout=20, interval=0.25, message="/supervisorz 503 without a supervisor"
+        )
+        # The web tier stays ready without the clusters: submissions and callbacks are taken.
+        assert httpx.get(f"{base}/readyz", timeout=5).status_code == 200
         assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+        # Both clusters said they stopped; the probe fails.
+        assert ClusterHeartbeat.objects.filter(stopped_at__isnull=False).count() == 2
+        probe = subprocess.run(
+            [sys.executable, "manage.py", "cluster_check"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT_DIR,
+        )
+        assert probe.returncode == 1 and "stopped" not in probe.stdout
 
         assert web.proc is not None
         os.killpg(web.proc.pid, signal.SIGTERM)
@@ -262,5 +310,15 @@ def test_the_production_stack(sandbox: Sandbox, tmp_path: Path) -> None:
     requests = [r for r in records["web"] if r.get("logger") == "gunicorn.access"]
     assert any(r["path"] == "/api/v1/jobs/" and r["status"] == 201 for r in requests)
     everything = "".join(path.read_text() for path in logs.values())
-    for secret in (CALLBACK_SECRET, METRICS_TOKEN, ENDPOINT_SECRET, token):
+    for secret in (
+        CALLBACK_SECRET,
+        METRICS_TOKEN,
+        ENDPOINT_SECRET,
+        token,
+        callback_secret,
+        oncall.signing_secret,
+    ):
         assert secret not in everything
+    # An attempt's callback URL is logged without its token.
+    callback_paths = [r["path"] for r in requests if "/callbacks/" in r["path"]]
+    assert all(path.startswith("/api/v1/callbacks/(token)/") for path in callback_paths), callback_paths[:3]

@@ -1,15 +1,18 @@
 """Objects and secrets: every API endpoint has a known rule for whose objects it reaches (and
 another user's object is a 404 where objects are owned); no secret (an endpoint's secret header,
-an API key, the callback secret, a password) appears in any API answer, admin page, log line or
-error page, after a run that uses every one of them."""
+an API key, the callback secret, the signing secrets, a password) appears in any API answer,
+admin page, log line, admin log entry, archive record or error page, after a run that uses every
+one of them."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client
 from drf_spectacular.generators import SchemaGenerator
@@ -17,7 +20,8 @@ from rest_framework.test import APIClient
 
 from agents.models import AgentPool
 from sas_project.tokens.services import token_create
-from scheduler.models import Delivery, Job
+from scheduler.archive import job_records
+from scheduler.models import AlertSubscription, CallbackSecret, Delivery, Job
 from scheduler.services import job_submit
 from supervisor.deliveries import send_due
 from supervisor.subscriptions import subscription_create
@@ -37,6 +41,7 @@ SUPERVISOR_VIEW = "every job: operators and viewers read; actions operators only
 SIGNED_ATTEMPT = "no user: the signed token names one attempt; forged, expired or reused is 4xx"
 SIGNAL_SENDER = "a submitter signals its own jobs; operators any; another's is a 404, a viewer's 403"
 APPROVER = "the step's group (operators when none); a job the user may not see is a 404"
+OWN_SECRET = "the signed-in submitter's own callback secret: the path names no user"
 
 RULES = {
     "/api/v1/jobs/": OWNED_BY_SUBMITTER,
@@ -74,6 +79,8 @@ RULES = {
     "/api/v1/tokens/": OWNED_TOKEN,
     "/api/v1/tokens/{token_id}/": OWNED_TOKEN,
     "/api/v1/tokens/{token_id}/revoke/": OWNED_TOKEN,
+    "/api/v1/callback-secret/": OWN_SECRET,
+    "/api/v1/callback-secret/rotate/": OWN_SECRET,
 }
 
 
@@ -210,7 +217,15 @@ def test_no_secret_appears_in_any_answer_admin_page_or_log_line(
     texts = [r.content.decode() for r in answers + pages]
     texts += [record.getMessage() for record in caplog.records]
     texts += [str(record.__dict__) for record in caplog.records]
-    for secret in (ENDPOINT_SECRET, "endpoint-secret-4f1c", key, CALLBACK_SECRET, PASSWORD):
+    # What the archive would hold of the job, and the history it records.
+    texts += list(job_records([uuid.UUID(job_id)]).values())
+    texts += [entry.change_message + entry.object_repr for entry in LogEntry.objects.all()]
+    # The signing secrets: the subscription's, and the submitter's that signed the callback.
+    signing = [
+        AlertSubscription.objects.get(name="hooks").signing_secret,
+        CallbackSecret.objects.get(user=root).signing_secret,
+    ]
+    for secret in (ENDPOINT_SECRET, "endpoint-secret-4f1c", key, CALLBACK_SECRET, PASSWORD, *signing):
         leaks = [text[:200] for text in texts if secret in text]
         assert not leaks, f"{secret[:6]}… leaked: {leaks}"
 

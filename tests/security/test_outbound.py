@@ -540,7 +540,7 @@ def test_a_callback_to_an_internal_address_is_refused_at_send_time_and_reaches_n
 
 @pytest.mark.django_db
 def test_a_callback_to_a_named_internal_host_is_delivered(canary: Canary, settings: Any) -> None:
-    settings.SAS_OUTBOUND_INTERNAL_HOSTS = [f"127.0.0.1:{canary.port}"]
+    settings.SAS_CALLBACK_INTERNAL_HOSTS = [f"127.0.0.1:{canary.port}"]
     Delivery.objects.create(
         kind=DeliveryKind.CALLBACK,
         key="job-2:succeeded",
@@ -549,6 +549,25 @@ def test_a_callback_to_a_named_internal_host_is_delivered(canary: Canary, settin
     )
     send_due()
     assert Delivery.objects.get().status == "delivered" and len(canary.hits) == 1
+
+
+@pytest.mark.django_db
+def test_a_callback_to_a_host_only_agents_may_reach_is_refused_at_connect_time(
+    canary: Canary, resolver: dict[str, list[str]], settings: Any
+) -> None:
+    # The submission looked no name up; the outbox's connection is checked with the callback lists.
+    resolver["payments.internal"] = ["127.0.0.1"]
+    settings.SAS_OUTBOUND_INTERNAL_HOSTS = ["payments.internal"]
+    Delivery.objects.create(
+        kind=DeliveryKind.CALLBACK,
+        key="job-3:succeeded",
+        target=f"http://payments.internal:{canary.port}/refund",
+        payload={"id": "job-3"},
+    )
+    send_due()
+    delivery = Delivery.objects.get()
+    assert delivery.status == "pending" and "SAS_CALLBACK_INTERNAL_HOSTS" in delivery.last_error
+    assert canary.hits == []
 
 
 # --- the demo of `make run` -------------------------------------------------------------------------

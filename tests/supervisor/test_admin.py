@@ -19,6 +19,8 @@ from agents.fake import FakeRemote
 from agents.models import AgentEndpoint, AgentPool
 from sas_project.permissions import role_groups_ensure
 from scheduler.models import (
+    Delivery,
+    DeliveryKind,
     Event,
     Job,
     JobStatus,
@@ -659,3 +661,33 @@ def test_a_fan_out_with_input_mapping_is_saved_in_the_admin_and_a_bad_expression
     )
     assert refused.status_code == 200 and not Workflow.objects.filter(name="bad").exists()
     assert "step &#x27;ship&#x27; input.line.$: not a JMESPath expression" in refused.content.decode()
+
+
+# --- the outbox -----------------------------------------------------------------------------------
+
+
+def test_operators_see_only_the_scheme_and_host_of_a_deliverys_url(client: Client) -> None:
+    role_groups_ensure()
+    delivery = Delivery.objects.create(
+        kind=DeliveryKind.WEBHOOK,
+        key="alert:event-1:1:webhook",
+        target="https://ops.example.com/services/T000/B000/very-secret-path",
+        payload={"alert": "job_failed"},
+    )
+    operator = User.objects.create_user("opal", is_staff=True)
+    operator.groups.add(Group.objects.get(name="operators"))
+    client.force_login(operator)
+    listing = client.get("/admin/scheduler/delivery/").content.decode()
+    detail = client.get(f"/admin/scheduler/delivery/{delivery.pk}/change/").content.decode()
+    for page in (listing, detail):
+        assert "https://ops.example.com/(hidden)" in page and "very-secret-path" not in page
+    # Nor can a search tell the hidden part a character at a time.
+    assert "ops.example.com" not in client.get("/admin/scheduler/delivery/?q=very-secret").content.decode()
+    # Administrators, who read the subscriptions too, see it whole.
+    manager = User.objects.create_user("ada", is_staff=True)
+    manager.groups.add(Group.objects.get(name="administrators"))
+    client.force_login(manager)
+    assert "very-secret-path" in client.get("/admin/scheduler/delivery/").content.decode()
+    assert (
+        "very-secret-path" in client.get(f"/admin/scheduler/delivery/{delivery.pk}/change/").content.decode()
+    )

@@ -86,25 +86,34 @@ def test_healthz_answers_without_touching_the_database(django_assert_num_queries
 
 
 @pytest.mark.sqlite
-def test_readyz_wants_a_recent_scan_and_says_why_not(supervise: Supervise, settings: Any) -> None:
+def test_readyz_answers_for_this_process_whether_or_not_a_supervisor_scans(settings: Any) -> None:
+    settings.SAS_SUPERVISOR_INTERVAL = 1
+    response = Client().get("/readyz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ready" and body["reasons"] == []
+    assert body["checks"] == {"database": "ok", "migrations": "ok", "database_code": "ok"}
+
+
+@pytest.mark.sqlite
+def test_supervisorz_wants_a_recent_scan_and_says_why_not(supervise: Supervise, settings: Any) -> None:
     settings.SAS_SUPERVISOR_INTERVAL = 1
     client = Client()
-    response = client.get("/readyz")
+    response = client.get("/supervisorz")
     assert response.status_code == 503
-    body = response.json()
-    assert body["status"] == "unavailable" and body["checks"]["database"] == "ok"
-    assert body["checks"]["migrations"] == "ok" and body["checks"]["supervisor"] == "failing"
-    assert body["reasons"] == ["no supervisor has scanned yet"]
+    assert response.json() == {"status": "stale", "reason": "no supervisor has scanned yet"}
     supervise()
-    response = client.get("/readyz")
-    assert response.status_code == 200 and response.json()["status"] == "ready"
-    # Three intervals without a scan: not ready, and the answer names no host or holder.
+    response = client.get("/supervisorz")
+    assert response.status_code == 200 and response.json() == {"status": "scanning"}
+    # Three intervals without a scan: stale, and the answer names no host or holder.
     SupervisorLease.objects.update(last_scan_at=timezone.now() - dt.timedelta(seconds=10))
-    response = client.get("/readyz")
+    response = client.get("/supervisorz")
     assert response.status_code == 503
-    assert "last scan is 10s old" in response.json()["reasons"][0]
+    assert "last scan is 10s old" in response.json()["reason"]
     lease = SupervisorLease.objects.get()
     assert lease.holder and lease.holder not in response.content.decode()
+    # The web tier stays ready meanwhile.
+    assert client.get("/readyz").status_code == 200
 
 
 def test_readyz_is_a_503_when_the_database_is_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,8 +129,7 @@ def test_readyz_is_a_503_when_the_database_is_unreachable(monkeypatch: pytest.Mo
     assert "hunter2" not in response.content.decode()
 
 
-def test_readyz_sees_unapplied_migrations(monkeypatch: pytest.MonkeyPatch, supervise: Supervise) -> None:
-    supervise()
+def test_readyz_sees_unapplied_migrations(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(probes, "_migrated", False)
     monkeypatch.setattr(
         "django.db.migrations.executor.MigrationExecutor.migration_plan", lambda self, targets: [object()]

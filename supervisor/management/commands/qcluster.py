@@ -36,6 +36,8 @@ from sas_project.conf import sas_settings
 from scheduler.replies import run_replies
 from scheduler.services.capacity import run_capacity
 from scheduler.services.dispatch import step_dispatch
+from supervisor.heartbeats import run_heartbeats, this_cluster
+from supervisor.heartbeats import stopped as heartbeat_stopped
 from supervisor.loop import holder_name, run_loop
 
 logger = logging.getLogger("supervisor")
@@ -87,6 +89,21 @@ class Command(DjangoQClusterCommand):
             daemon=True,
         )
         pump.start()
+        # Heartbeats while the sentinel lives (supervisor.heartbeats): the Clusters card and
+        # `manage.py cluster_check` read them.
+        name = this_cluster()
+        heartbeats = threading.Thread(
+            target=run_heartbeats,
+            args=(name,),
+            kwargs={
+                "workers": int(str(settings.Q_CLUSTER.get("workers", 0))),
+                "alive": lambda: cluster.sentinel is not None and cluster.sentinel.is_alive(),
+                "should_stop": stopping.is_set,
+            },
+            name="heartbeats",
+            daemon=True,
+        )
+        heartbeats.start()
         if sas_settings.supervisor_in_cluster:
             # The sentinel is forked before the loop opens any database connection.
             run_loop(holder=holder_name("qcluster"), should_stop=done)
@@ -98,6 +115,12 @@ class Command(DjangoQClusterCommand):
         if replies is not None:
             replies.join(timeout=5)
         pump.join(timeout=5)
+        heartbeats.join(timeout=5)
+        try:
+            heartbeat_stopped(name)
+        except Exception:
+            # The database away: the cluster shows as lost instead of stopped.
+            logger.warning("cluster %s: its stop was not recorded", name, exc_info=True)
 
 
 class ProcessTree:

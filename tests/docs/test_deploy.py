@@ -1,0 +1,130 @@
+"""The deployment files kept valid and true: the Kubernetes manifests against Kubernetes' schemas,
+compose.yaml through docker-compose's own validation, their grace periods longer than the stop
+times they wrap, their environment naming only settings that exist, and the PrometheusRule equal
+to docs/prometheus-alerts.yml."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from django.conf import settings
+
+from supervisor.probes import ProbesBeforeHostCheck
+from tests.docs.test_docs import settings_read_in_code
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBERNETES = ROOT / "deploy" / "kubernetes"
+#: The oldest Kubernetes release the manifests are written for (PodDisruptionBudget policy/v1,
+#: batch/v1 Jobs with a TTL: 1.23 and later).
+KUBERNETES_VERSION = "1.29.0"
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
+ENVIRONMENT = settings_read_in_code() | {
+    "DATABASE_URL",
+    "DJANGO_SECRET_KEY",
+    "DJANGO_DEBUG",
+    "DJANGO_SECURE",
+    "DJANGO_ALLOWED_HOSTS",
+    "DJANGO_CSRF_TRUSTED_ORIGINS",
+}
+
+
+def manifests() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in sorted(KUBERNETES.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        for document in yaml.safe_load_all(path.read_text()):
+            found.append((path.name, document))
+    return found
+
+
+def by_kind(kind: str) -> dict[str, dict[str, Any]]:
+    return {doc["metadata"]["name"]: doc for _, doc in manifests() if doc["kind"] == kind}
+
+
+@pytest.mark.parametrize(("name", "document"), manifests(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_kubernetes_manifest_is_valid_against_the_kubernetes_schemas(
+    name: str, document: dict[str, Any]
+) -> None:
+    if document["kind"] in OPERATOR_KINDS:
+        # The Prometheus Operator's kinds have no schema in Kubernetes' own: their shape is pinned
+        # below (the scrape's port, the rules equal to the documented ones).
+        assert document["apiVersion"] == "monitoring.coreos.com/v1"
+        return
+    kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_kustomization_lists_every_manifest_but_the_secret_example() -> None:
+    kustomization = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())
+    files = {p.name for p in KUBERNETES.glob("*.yaml")} - {"kustomization.yaml", "secret.example.yaml"}
+    assert set(kustomization["resources"]) == files
+
+
+def test_the_pods_are_given_longer_than_their_processes_take_to_stop() -> None:
+    deployments = by_kind("Deployment")
+    cluster = deployments["sas-cluster"]["spec"]["template"]["spec"]
+    assert cluster["terminationGracePeriodSeconds"] > settings.SAS_Q_STOP_SECONDS
+    web = deployments["sas-web"]["spec"]["template"]["spec"]
+    # The preStop pause, then gunicorn's graceful timeout (sas_project/gunicorn_conf.py, 30 s).
+    assert web["terminationGracePeriodSeconds"] > 5 + 30
+
+
+def test_the_probes_use_the_paths_served_before_the_host_check() -> None:
+    web = by_kind("Deployment")["sas-web"]["spec"]["template"]["spec"]["containers"][0]
+    paths = {web[probe]["httpGet"]["path"] for probe in ("livenessProbe", "readinessProbe", "startupProbe")}
+    assert paths <= set(ProbesBeforeHostCheck.VIEWS)
+    cluster = by_kind("Deployment")["sas-cluster"]["spec"]["template"]["spec"]["containers"][0]
+    assert cluster["livenessProbe"]["exec"]["command"][-2:] == ["manage", "cluster_check"]
+    monitor = by_kind("ServiceMonitor")["sas"]["spec"]["endpoints"][0]
+    assert monitor["path"] in ProbesBeforeHostCheck.VIEWS and monitor["port"] == "http"
+
+
+def test_the_prometheus_rule_is_the_documented_alert_rules() -> None:
+    documented = yaml.safe_load((ROOT / "docs" / "prometheus-alerts.yml").read_text())
+    assert by_kind("PrometheusRule")["sas"]["spec"]["groups"] == documented["groups"]
+
+
+def test_the_deployment_files_name_only_settings_that_exist() -> None:
+    configured = set(by_kind("ConfigMap")["sas"]["data"]) | set(by_kind("Secret")["sas"]["stringData"])
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    for service in compose["services"].values():
+        configured |= {
+            name for name in service.get("environment", {}) if name.startswith(("SAS_", "DJANGO_"))
+        }
+    assert configured <= ENVIRONMENT
+
+
+def test_compose_yaml_is_valid_for_docker_compose_and_its_stops_are_long_enough() -> None:
+    env = {**os.environ, "DJANGO_SECRET_KEY": "k" * 50, "POSTGRES_PASSWORD": "p"}
+    result = subprocess.run(
+        ["docker-compose", "-f", str(ROOT / "compose.yaml"), "config"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    resolved = yaml.safe_load(result.stdout)["services"]
+    assert set(resolved) == {"postgres", "redis", "migrate", "web", "cluster-1", "cluster-2"}
+    for cluster in ("cluster-1", "cluster-2"):
+        assert resolved[cluster]["command"] == ["cluster"]
+        assert resolved[cluster]["healthcheck"]["test"][-2:] == ["manage", "cluster_check"]
+        seconds = int(resolved[cluster]["stop_grace_period"].rstrip("s"))
+        assert seconds > settings.SAS_Q_STOP_SECONDS
+    assert resolved["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    # Without the secrets it refuses to start rather than run with empty ones.
+    bare = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "POSTGRES_PASSWORD")}
+    refused = subprocess.run(
+        ["docker-compose", "-f", str(ROOT / "compose.yaml"), "config"],
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode != 0 and "POSTGRES_PASSWORD" in refused.stderr
