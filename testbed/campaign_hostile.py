@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from django.db import connection
+from django.utils import timezone
 
 from agents.models import ReplyDeadLetters
 from scheduler.models import (
@@ -184,6 +185,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="hostile-sampler", daemon=True)
         self._last: tuple[str, Any] | None = None
+        self._started_at = timezone.now()
 
     def start(self) -> None:
         self._thread.start()
@@ -224,7 +226,9 @@ class Sampler:
         self.samples.longest_pass_ms = max(self.samples.longest_pass_ms, int(passes))
         if self._last is not None and self._last[1] != scanned_at:
             self.samples.scans_seen += 1
-            if self._last[0] == holder:
+            # Only scans seen during the run, by one holder: the row's first value may be a scan
+            # of an earlier run, and a hand-over is not a pass.
+            if self._last[0] == holder and holder and self._last[1] >= self._started_at:
                 gap = (scanned_at - self._last[1]).total_seconds()
                 self.samples.longest_scan_gap = max(self.samples.longest_scan_gap, gap)
         self._last = (holder, scanned_at)
