@@ -63,6 +63,7 @@ from scheduler.transitions import (
     STEP_TRANSITIONS,
     STEP_WAIT_COMPLETIONS,
 )
+from supervisor.deliveries import claim_seconds
 from supervisor.lease import LEASE_NAME
 from supervisor.models import LeaseTerm, SupervisorLease
 from supervisor.services import step_retry
@@ -793,7 +794,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         report["violations"] |= report["waits"]["violations"]
         if receiver is not None and sampler is not None:
             good = [job for job, (mode, _) in callbacks.items() if mode == "ok"]
-            campaign_hostile.wait_for_callbacks(good, timeout=max(20.0, cfg.supervisor_interval * 10))
+            # As long as a claim lasts: a cluster killed mid-send leaves its message claimed.
+            campaign_hostile.wait_for_callbacks(good, timeout=claim_seconds() + 15)
             report["hostile"] = campaign_hostile.check_hostile(
                 job_ids,
                 callbacks,
