@@ -93,8 +93,10 @@ def test_a_hostile_campaign_loses_no_result_and_never_stalls_the_supervisor() ->
     assert all(n >= 1 for n in hostile["hostile_callback_tries"].values()), hostile["hostile_callback_tries"]
     assert all(n >= 1 for n in hostile["poison_published"].values()), hostile["poison_published"]
     assert hostile["replies_dead_lettered"] >= 1
-    # No receiver holds the supervisor: one supervisor's scans follow each other within a few
-    # intervals (a black-holed callback used to hold a pass for 10 s a try); nothing read whole.
+    # No receiver holds the supervisor: every pass of the acting loop (as it measures them) stays
+    # short; a black-holed callback used to hold a pass 10 s a try, one after the other. (The gap
+    # between two scans is reported, not asserted: a PostgreSQL restart widens it too.)
     assert hostile["supervisor_scans_seen"] >= 10
-    assert hostile["supervisor_longest_scan_gap_s"] < 5.0
+    assert 0 < hostile["supervisor_longest_pass_s"] < 5.0
+    # Nothing read whole: no process grew towards the 50 MB bodies, let alone several of them.
     assert hostile["largest_rss_mb"] < 400
