@@ -15,7 +15,8 @@ What turns hostile:
 
 What it measures: the longest time between two scans of one supervisor (a stalled loop shows
 here; a hand-over to another holder does not count), the largest resident memory any process of
-the service reached, the results lost (an effect at the remote that its job neither recorded nor
+the service reached (clusters, their workers, web servers: not the campaign's own tools), the
+results lost (an effect at the remote that its job neither recorded nor
 undid, and a good receiver's callback never delivered), and the replies dead-lettered.
 """
 
@@ -52,6 +53,8 @@ CALLBACK_MODES = (*HOSTILE_MODES, *(["ok"] * len(HOSTILE_MODES)))
 #: Poison published on the reply queue, in turn.
 POISON_KINDS = ("not_json", "pickle", "oversized", "not_a_reply", "unstorable_unknown")
 OVERSIZED_BYTES = 4 * 1024 * 1024
+#: What the command line of a process of the service holds.
+SERVICE_COMMANDS = ("qcluster", "gunicorn", "runserver")
 #: Must be 0.
 MUST_BE_ZERO = ("results_lost", "good_callbacks_lost")
 
@@ -236,6 +239,10 @@ class Sampler:
     def _memory_sample(self) -> None:
         for pid in _children_of(os.getpid()):
             kb, command = _peak_rss_kb(pid)
+            # The service's processes (clusters and their workers, web servers), not the tools
+            # the campaign runs beside them (the sandbox remote, Redis).
+            if not any(role in command for role in SERVICE_COMMANDS):
+                continue
             if kb > self.samples.largest_rss_kb:
                 self.samples.largest_rss_kb, self.samples.largest_rss_process = kb, command
 

@@ -99,4 +99,4 @@ def test_a_hostile_campaign_loses_no_result_and_never_stalls_the_supervisor() ->
     assert hostile["supervisor_scans_seen"] >= 10
     assert 0 < hostile["supervisor_longest_pass_s"] < 5.0
     # Nothing read whole: no process grew towards the 50 MB bodies, let alone several of them.
-    assert hostile["largest_rss_mb"] < 400
+    assert hostile["largest_rss_mb"] < 175  # about 140 here; 199 when a 50 MB body was read whole
