@@ -49,6 +49,7 @@ from django.contrib.auth.models import Group
 from django.db import OperationalError, close_old_connections, connection
 from django.utils import timezone
 
+from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql
 from sas_project.errors import SasError
 from sas_project.permissions import role_groups_ensure
@@ -62,10 +63,11 @@ from scheduler.transitions import (
     STEP_TRANSITIONS,
     STEP_WAIT_COMPLETIONS,
 )
+from supervisor.deliveries import claim_seconds
 from supervisor.lease import LEASE_NAME
 from supervisor.models import LeaseTerm, SupervisorLease
 from supervisor.services import step_retry
-from testbed import campaign_language
+from testbed import campaign_hostile, campaign_language
 from testbed.campaign_language import AMOUNT_LIMIT, QUANTITY_LIMIT, LanguagePlanner, check_language
 from testbed.campaign_waits import (
     WORKFLOW_WAITS,
@@ -160,6 +162,13 @@ class CampaignConfig:
     #: Share of the jobs that run the workflows with a condition, a fan-out and a sub-workflow
     #: (0: none).
     language_share: float = 0.2
+    #: The hostile mode (testbed.campaign_hostile): hostile answers, callback receivers and
+    #: poison on the reply queue.
+    hostile: bool = False
+    #: Share of the remote's answers that are hostile (the work done first).
+    hostile_rate: float = 0.1
+    #: Seconds between two poison messages on the reply queue.
+    poison_every: float = 1.0
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -418,17 +427,16 @@ class ApiSubmitter:
         self.clients = [httpx.Client(base_url=u, headers=headers, timeout=30, trust_env=False) for u in urls]
         self.sent = 0
 
-    def submit(self, workflow: str, payload: dict[str, Any], key: str) -> str:
+    def submit(self, workflow: str, payload: dict[str, Any], key: str, callback_url: str = "") -> str:
         errors: list[str] = []
+        body: dict[str, Any] = {"workflow": workflow, "input": payload}
+        if callback_url:
+            body["callback_url"] = callback_url
         for _ in range(20):
             client = self.clients[self.sent % len(self.clients)]
             self.sent += 1
             try:
-                response = client.post(
-                    "/api/v1/jobs/",
-                    json={"workflow": workflow, "input": payload},
-                    headers={"Idempotency-Key": key},
-                )
+                response = client.post("/api/v1/jobs/", json=body, headers={"Idempotency-Key": key})
             except httpx.HTTPError as exc:
                 errors.append(str(exc))
             else:
@@ -552,6 +560,18 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     )
     first_event = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
     first_term = LeaseTerm.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    receiver: campaign_hostile.HostileReceiver | None = None
+    sampler: campaign_hostile.Sampler | None = None
+    poison: campaign_hostile.PoisonPublisher | None = None
+    #: Job id -> (callback mode, the tag its callback URL ends with).
+    callbacks: dict[str, tuple[str, str]] = {}
+    dead_before = campaign_hostile.dead_lettered()
+    if cfg.hostile:
+        receiver = campaign_hostile.HostileReceiver(free_port())
+        sampler = campaign_hostile.Sampler()
+        sampler.start()
+        if redis is not None:
+            poison = campaign_hostile.PoisonPublisher(redis.url, sas_settings.reply_queue)
 
     def cluster_env(index: int, faults: bool) -> dict[str, str]:
         env = {
@@ -593,6 +613,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             latency_rate=cfg.latency_rate,
             decline_over=AMOUNT_LIMIT,
             decline_quantity_over=QUANTITY_LIMIT,
+            hostile_rate=cfg.hostile_rate if cfg.hostile else 0.0,
             **_reply_faults(cfg, on=True),
         )
         submit_until = started + cfg.duration * 0.6
@@ -601,6 +622,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         next_operator = started + cfg.operator_every
         next_pg = started + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
         next_broker = started + cfg.broker_restart_every
+        next_poison = started + cfg.poison_every
         restart_queue: list[tuple[float, ClusterProcess]] = []
         # Every cluster down at once, halfway through the faults; the timers of the wait jobs
         # submitted shortly before come due meanwhile.
@@ -649,13 +671,21 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                         workflow = workflows[plain % len(workflows)]
                         plain += 1
                         mine = None
+                    tag = f"{run_id}-{submitted}"
+                    mode, callback_url = receiver.deal(tag) if receiver and mine is None else ("", "")
                     try:
                         if submitter is not None:
-                            job_ids.append(submitter.submit(workflow, payload, key=f"{run_id}-{submitted}"))
+                            job_ids.append(
+                                submitter.submit(workflow, payload, key=tag, callback_url=callback_url)
+                            )
                         else:
-                            job_ids.append(job_submit(workflow=workflow, input=payload).job_id)
+                            job_ids.append(
+                                job_submit(workflow=workflow, input=payload, callback_url=callback_url).job_id
+                            )
                         if mine is not None:
                             mine.append(job_ids[-1])
+                        if mode:
+                            callbacks[str(job_ids[-1])] = (mode, tag)
                         submitted += 1
                     except SasError:
                         raise
@@ -703,6 +733,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                     redis.restart(down_seconds=rng.uniform(0.2, 1.0))
                     fault.broker_restarts += 1
                     next_broker = time.monotonic() + cfg.broker_restart_every
+                if poison is not None and now >= next_poison and now - started < cfg.duration:
+                    poison.publish_next()
+                    next_poison = time.monotonic() + cfg.poison_every
                 if cfg.pg_restart and now >= next_pg and now - started < cfg.duration:
                     _restart_postgres(fault)
                     next_pg = time.monotonic() + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
@@ -717,7 +750,12 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         # Faults off: the remote behaves, the clusters restart without injected commit errors.
         with contextlib.suppress(httpx.HTTPError):
             sandbox.config(
-                error_rate=0, drop_rate=0, latency_rate=0, latency_ms=0, **_reply_faults(cfg, on=False)
+                error_rate=0,
+                drop_rate=0,
+                latency_rate=0,
+                latency_ms=0,
+                hostile_rate=0.0,
+                **_reply_faults(cfg, on=False),
             )
         for cluster in clusters:
             cluster.stop()
@@ -754,7 +792,28 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             grace_seconds=max(5.0, cfg.supervisor_interval * 5),
         )
         report["violations"] |= report["waits"]["violations"]
+        if receiver is not None and sampler is not None:
+            good = [job for job, (mode, _) in callbacks.items() if mode == "ok"]
+            # As long as a claim lasts: a cluster killed mid-send leaves its message claimed.
+            campaign_hostile.wait_for_callbacks(good, timeout=claim_seconds() + 15)
+            report["hostile"] = campaign_hostile.check_hostile(
+                job_ids,
+                callbacks,
+                stats,
+                receiver,
+                sampler.stop(),
+                poison,
+                {
+                    reason: n - dead_before.get(reason, 0)
+                    for reason, n in campaign_hostile.dead_lettered().items()
+                },
+            )
+            report["violations"] |= report["hostile"]["violations"]
     finally:
+        if sampler is not None:
+            sampler.stop()
+        if receiver is not None:
+            receiver.stop()
         if driver is not None:
             driver.close()
         if wait_submitter is not None and wait_submitter is not submitter:
@@ -1018,6 +1077,9 @@ def table(report: dict[str, Any]) -> str:
     language = report.get("language")
     if language is not None and language["figures"]["language_jobs"]:
         rows += campaign_language.table_rows(language)
+    hostile = report.get("hostile")
+    if hostile is not None:
+        rows += campaign_hostile.table_rows(hostile)
     lease = report.get("lease")
     if lease is not None:
         rows += [

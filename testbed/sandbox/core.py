@@ -27,10 +27,17 @@ RATE_FIELDS = (
     "reply_duplicate_rate",
     "reply_late_rate",
     "reply_unknown_rate",
+    "hostile_rate",
 )
-DELAY_FIELDS = ("latency_ms", "drop_hold_ms", "async_delay_ms", "reply_late_ms")
+DELAY_FIELDS = ("latency_ms", "drop_hold_ms", "async_delay_ms", "reply_late_ms", "trickle_ms")
 #: Faults of the asynchronous modes (a result reported later, by callback or reply message).
 REPLY_FAULTS = ("reply_lost", "reply_duplicate", "reply_late", "reply_unknown")
+#: Hostile answers (`hostile_rate`): the work is done and committed, then the answer is one a
+#: careless client cannot survive. `trickle`: the headers, then one byte every `trickle_ms`;
+#: `huge`: a 50 MB body; `bomb`: a small gzip body that inflates to 50 MB; `unstorable`: JSON the
+#: database cannot store (a NUL character, NaN, 1e999) or nests too deeply to parse; `bad_header`:
+#: a header value HTTP forbids. On the queue, `unstorable` replies carry such an output.
+HOSTILE_KINDS = ("trickle", "huge", "bomb", "unstorable", "bad_header")
 
 
 class ConfigError(ValueError):
@@ -77,6 +84,10 @@ class SandboxConfig:
     reply_late_ms: int = 0
     #: Share of results followed by a result for an operation nobody asked for.
     reply_unknown_rate: float = 0.0
+    #: Share of answers that are hostile (HOSTILE_KINDS, chosen in turn), the work done first.
+    hostile_rate: float = 0.0
+    #: A trickling answer's pause between two bytes.
+    trickle_ms: int = 1000
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,6 +149,8 @@ class FaultPlan:
     hold_ms: int = 0
     #: Refuse with the route's stored business failure (402) whatever the input.
     decline: bool = False
+    #: Answer with this hostile kind (HOSTILE_KINDS) instead of the answer, the work done first.
+    hostile: str = ""
 
 
 def parse_script_action(action: object) -> str:

@@ -8,6 +8,7 @@ server's threads.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import signal
 import socket
 import sqlite3
@@ -41,6 +42,10 @@ from testbed.sandbox.state import SandboxState
 
 #: Request bodies above this are refused with 413 before being read.
 MAX_BODY_BYTES = 1024 * 1024
+#: A hostile answer's size (`huge`, and what `bomb` inflates to).
+HOSTILE_HUGE_BYTES = 50 * 1024 * 1024
+#: 50 MB of spaces, gzipped (about 50 KB).
+HOSTILE_BOMB = gzip.compress(b"[" + b" " * (HOSTILE_HUGE_BYTES - 2) + b"]", compresslevel=9)
 MAX_KEY_LENGTH = 255
 
 
@@ -296,7 +301,66 @@ class _Handler(BaseHTTPRequestHandler):
             self.remote.store.bump("fault_drop")
             self._drop(plan.hold_ms)
             return
+        if plan.hostile and 200 <= answer.status < 300:
+            # Only once the work is done: what is hostile is the answer, never the effect.
+            self.remote.store.bump(f"hostile_{plan.hostile}")
+            self._send_hostile(plan.hostile, config)
+            return
         self._send(answer)
+
+    def _send_hostile(self, kind: str, config: SandboxConfig) -> None:
+        """Answer a done operation in a way a careless client cannot survive (HOSTILE_KINDS).
+        The connection is closed afterwards: what was sent on it cannot be followed."""
+        self.close_connection = True
+        if kind == "unstorable":
+            self._hostile_unstorable()
+            return
+        if kind == "bad_header":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            # A NUL character: RFC 9110 forbids it in a field value, and HTTP clients refuse it.
+            self.send_header("X-Remote-Note", "done\x00really")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if kind == "bomb":
+            body = HOSTILE_BOMB
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_header("Content-Length", str(HOSTILE_HUGE_BYTES))
+        self.end_headers()
+        if kind == "huge":
+            chunk = b" " * 65536
+            for _ in range(HOSTILE_HUGE_BYTES // len(chunk)):
+                self.wfile.write(chunk)  # until the client hangs up (BrokenPipeError)
+            return
+        # trickle: one byte at a time, until the client hangs up or two minutes passed.
+        until = time.monotonic() + 120
+        self.wfile.write(b"{")
+        while time.monotonic() < until:
+            time.sleep(config.trickle_ms / 1000)
+            self.wfile.write(b" ")
+            self.wfile.flush()
+
+    def _hostile_unstorable(self) -> None:
+        variants = (
+            b'{"note": "nul \\u0000 here"}',
+            b'{"ratio": NaN}',
+            b'{"amount": 1e999}',
+            b"[" * 2000 + b"]" * 2000,
+        )
+        body = variants[self.remote.store.counter("hostile_unstorable") % len(variants)]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _accept(
         self, request: OperationRequest, config: SandboxConfig, plan: FaultPlan, attempt: int | None

@@ -27,6 +27,12 @@ logger = logging.getLogger("testbed.sandbox.queue")
 
 #: Queue name -> route path.
 REQUEST_QUEUES = {path.strip("/").replace("/", "."): path for path in ROUTES}
+#: Outputs a reply may carry that the database cannot store (a NUL character, NaN, infinity).
+UNSTORABLE_OUTPUTS: tuple[dict[str, Any], ...] = (
+    {"note": "nul \u0000 here"},
+    {"ratio": float("nan")},
+    {"amount": float("inf")},
+)
 #: Queue name -> service, for status queries.
 STATUS_QUEUES = {f"{route.service}.status": route.service for route in ROUTES.values()}
 
@@ -134,6 +140,17 @@ class QueueConsumer:
             return
         if plan.delay_ms:
             self.remote.store.bump("fault_slow")
+        if plan.hostile and request.slow is None:
+            # The work done, its reply's output is one the database cannot store.
+            self.remote.store.bump("hostile_unstorable")
+            turn = self.remote.store.counter("hostile_unstorable")
+            plain_report = report
+
+            def report(result: dict[str, Any]) -> None:
+                if result.get("outcome") == "succeeded":
+                    result = {**result, "output": UNSTORABLE_OUTPUTS[turn % len(UNSTORABLE_OUTPUTS)]}
+                plain_report(result)
+
         if request.slow is not None:
 
             def beat(details: dict[str, Any]) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from testbed.sandbox.core import FaultPlan, SandboxConfig, parse_script, plan_for_action
+from testbed.sandbox.core import HOSTILE_KINDS, FaultPlan, SandboxConfig, parse_script, plan_for_action
 from testbed.sandbox.store import SandboxStore
 
 
@@ -36,6 +36,7 @@ class SandboxState:
         self._config = self.initial_config
         self._scripts: dict[str, deque[str]] = {}
         self._rng = random.Random(seed)
+        self._hostile_turn = 0
         self._lock = threading.Lock()
         self._in_progress: dict[str, int] = {}
         #: Requests being processed now, and the most at once, per path.
@@ -118,11 +119,17 @@ class SandboxState:
                 return FaultPlan(error=True), config
             slow = config.latency_ms > 0 and self._rng.random() < config.latency_rate
             drop = config.drop_rate > 0 and self._rng.random() < config.drop_rate
+            hostile = ""
+            if not drop and config.hostile_rate and self._rng.random() < config.hostile_rate:
+                # In turn, so that a short run meets every kind.
+                hostile = HOSTILE_KINDS[self._hostile_turn % len(HOSTILE_KINDS)]
+                self._hostile_turn += 1
         return (
             FaultPlan(
                 delay_ms=config.latency_ms if slow else 0,
                 drop=drop,
                 hold_ms=config.drop_hold_ms,
+                hostile=hostile,
             ),
             config,
         )

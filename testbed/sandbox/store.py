@@ -15,6 +15,7 @@ from typing import Any
 
 from testbed.sandbox.core import (
     FAULT_KINDS,
+    HOSTILE_KINDS,
     KEY_REUSED,
     QUANTITY_KINDS,
     REPLY_FAULTS,
@@ -169,6 +170,12 @@ class SandboxStore:
                 ),
             )
 
+    def counter(self, name: str) -> int:
+        """A counter's value."""
+        with self.transaction("DEFERRED") as conn:
+            row = conn.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
+        return int(row[0]) if row else 0
+
     def bump(self, counter: str) -> None:
         with self.transaction() as conn:
             _bump(conn, counter)
@@ -255,6 +262,7 @@ class SandboxStore:
             "duplicates": sum(1 for count in effects.values() if count > 1),
             "voided": counters.get("voided", 0),
             "faults": {kind: counters.get(f"fault_{kind}", 0) for kind in (*FAULT_KINDS, *REPLY_FAULTS)},
+            "hostile": {kind: counters.get(f"hostile_{kind}", 0) for kind in HOSTILE_KINDS},
             "results_reported": counters.get("results_reported", 0),
             "slow_jobs": {name: counters.get(name, 0) for name in SLOW_JOB_COUNTERS},
             # Who called under which key: [job, step, item index, an undo, key, deliveries].

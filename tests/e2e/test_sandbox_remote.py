@@ -694,3 +694,53 @@ def test_flags_set_the_initial_config_and_the_store_survives_a_restart(tmp_path:
         assert remote.stats()["effects"] == {key: 1}
     with running_remote(db, "--reset") as remote:
         assert remote.stats()["effects"] == {}
+
+
+def test_hostile_answers_come_after_the_work_and_are_each_what_they_claim(remote: Remote) -> None:
+    remote.configure(hostile_rate=1.0, trickle_ms=200)
+    seen: dict[str, Any] = {}
+    for n, kind in enumerate(("trickle", "huge", "bomb", "unstorable", "bad_header")):
+        key = f"hostile-{n}"
+        request = remote.client.build_request(
+            "POST",
+            "/payments/charge",
+            json={
+                "job_id": "j",
+                "step": "charge",
+                "operation_id": key,
+                "attempt": 1,
+                "input": {},
+                "results": {},
+            },
+            headers={"Idempotency-Key": key, "Accept-Encoding": "identity"},
+        )
+        try:
+            response = remote.client.send(request, stream=True)
+        except httpx.RemoteProtocolError as exc:
+            seen[kind] = f"refused: {exc}"
+        else:
+            try:
+                raw = response.iter_raw()
+                first = next(raw)
+                seen[kind] = (response.status_code, response.headers.get("content-length"), first[:20])
+                if kind == "trickle":
+                    started = time.monotonic()
+                    next(raw)
+                    seen["trickle_pause"] = time.monotonic() - started
+                elif kind == "unstorable":
+                    seen[kind] = first + b"".join(raw)
+                elif kind == "bomb":
+                    assert response.headers["content-encoding"] == "gzip"
+                    seen[kind] = len(first + b"".join(raw))
+            finally:
+                response.close()
+        # The work was done before the answer: its status says so.
+        assert remote.client.get(f"/payments/{key}").status_code == 200, kind
+    assert seen["trickle"][:2] == (200, str(50 * 1024 * 1024)) and seen["trickle_pause"] >= 0.15
+    assert seen["huge"][:2] == (200, str(50 * 1024 * 1024))
+    assert seen["bomb"] < 1024 * 1024  # 50 MB once inflated
+    assert b"NaN" in seen["unstorable"] or b"\\u0000" in seen["unstorable"] or b"1e999" in seen["unstorable"]
+    assert str(seen["bad_header"]).startswith("refused")
+    hostile = remote.stats()["hostile"]
+    assert hostile == {"trickle": 1, "huge": 1, "bomb": 1, "unstorable": 1, "bad_header": 1}
+    assert sum(remote.stats()["effects"].values()) == 5

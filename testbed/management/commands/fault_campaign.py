@@ -155,6 +155,24 @@ class Command(BaseCommand):
             help="Share of jobs whose workflow has a condition, a fan-out over items and a "
             "sub-workflow (0: none).",
         )
+        parser.add_argument(
+            "--hostile",
+            action="store_true",
+            help="Hostile answers, callback receivers and poison on the reply queue "
+            "(testbed.campaign_hostile).",
+        )
+        parser.add_argument(
+            "--hostile-rate",
+            type=float,
+            default=d.hostile_rate,
+            help="Share of the remote's answers that are hostile, the work done first.",
+        )
+        parser.add_argument(
+            "--poison-every",
+            type=float,
+            default=d.poison_every,
+            help="Seconds between two poison messages on the reply queue.",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
             "--scratch",
@@ -197,6 +215,9 @@ class Command(BaseCommand):
             approval_race_rate=options["approval_race_rate"],
             blackout_seconds=options["blackout_seconds"],
             language_share=options["language_share"],
+            hostile=options["hostile"],
+            hostile_rate=options["hostile_rate"],
+            poison_every=options["poison_every"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))
