@@ -31,10 +31,14 @@ import httpx
 
 from agents.egress import TooLarge, deadline, outbound_client, read_capped
 from agents.outcome import ACCEPTED, CallResult, CallSpec, Outcome
-from agents.validation import valid_field_value, validate_endpoint_url
+from agents.validation import reserved_header_name, valid_field_value, validate_endpoint_url
 from sas_project.conf import sas_settings
 from sas_project.errors import InvalidInput
 
+#: The error of a call whose endpoint's secret header has a name the service sets itself.
+NOT_SENT_RESERVED = (
+    "not sent: the endpoint's secret header has a reserved name (check the endpoint's secret header)"
+)
 #: The error of a call whose request could not be built (it names no header value).
 NOT_SENT = "not sent: a header value is not a valid HTTP field value (check the endpoint's secret header)"
 
@@ -107,6 +111,10 @@ def call_http(spec: CallSpec) -> CallResult:
         base = validate_endpoint_url(spec.base_url, resolve=False)
     except InvalidInput as exc:
         return CallResult(Outcome.BUSINESS_FAILURE, error=f"endpoint refused: {exc.message}")
+    if any(reserved_header_name(name) for name in spec.headers):
+        # Saved before names were checked at save time: a secret under Host or Idempotency-Key
+        # would replace what the service sends. Refused here, nothing sent.
+        return CallResult(Outcome.BUSINESS_FAILURE, error=NOT_SENT_RESERVED)
     headers = {
         "Idempotency-Key": spec.operation_id,
         "X-SAS-Attempt": str(spec.attempt),

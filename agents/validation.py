@@ -543,14 +543,20 @@ RESERVED_HEADER_PREFIXES = ("x-sas-", "proxy-")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 
 
+def reserved_header_name(name: str) -> bool:
+    """Whether the service sets or frames header `name` itself (RESERVED_HEADERS, `X-SAS-*`,
+    `Proxy-*`): no endpoint secret may be sent under it."""
+    lowered = name.strip().lower()
+    return lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_HEADER_PREFIXES)
+
+
 def validate_secret_header_name(name: str) -> str:
     """The name of an HTTP endpoint's secret header: an HTTP field name that is not reserved
     (RESERVED_HEADERS, `X-SAS-*`, `Proxy-*`). Returns it stripped; raises InvalidInput."""
     name = name.strip()
     if not HEADER_NAME.match(name):
         raise InvalidInput("secret_header_name must be an HTTP header name (letters, digits and '-')")
-    lowered = name.lower()
-    if lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_HEADER_PREFIXES):
+    if reserved_header_name(name):
         raise InvalidInput(
             f"secret_header_name {name!r} is reserved: the service sets or frames it itself; "
             "use a header such as Authorization or X-Api-Key"

@@ -1,6 +1,7 @@
-"""Settings, read from the environment.
+"""Settings, read from the environment, typed and checked when the process starts (environs: every
+bad value is named at once, docs/settings.md).
 
-Only the variables documented in README.md are read; everything else is fixed here. Production
+Only the variables documented in docs/settings.md are read; everything else is fixed here. Production
 deployments set DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS and DATABASE_URL (PostgreSQL).
 """
 
@@ -8,21 +9,50 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from environs import Env, EnvValidationError
+from marshmallow.validate import OneOf, Range
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SAS_VAR_DIR", BASE_DIR / "var"))
 
 
+_env = Env(eager=False)
+
+
+class _Reader:
+    """environs' typed reads (`env.int(name, default, validate=...)`, `env.float`, `env.bool`,
+    `env.str`), each bad value collected rather than raised: it reads as its default meanwhile,
+    so that the settings computed from it can still be, and the end of this module refuses to
+    start with one line per bad value (`_env.seal()`)."""
+
+    def __getattr__(self, kind: str) -> Callable[..., Any]:
+        parse = getattr(_env, kind)
+
+        def read(name: str, default: Any, **kwargs: Any) -> Any:
+            value = parse(name, default, **kwargs)
+            if value is None and os.environ.get(name) is not None:
+                return default  # refused: named by seal() below
+            return value
+
+        return read
+
+
+env = _Reader()
+_SECRET_NAMES = re.compile(r"SECRET|TOKEN|PASSWORD|KEY")
+LOG_LEVELS = OneOf(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+
+
 def _env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    """1/0, true/false, yes/no, on/off (any case); anything else is refused at start."""
+    return bool(env.bool(name, default))
 
 
 def _env_list(name: str, default: str = "") -> list[str]:
@@ -34,18 +64,9 @@ DEBUG = _env_bool("DJANGO_DEBUG", False)
 # derived from it: whoever knows it forges all of them. Outside debug a process refuses to start
 # without a key of its own, here rather than in a system check, because gunicorn and django-q's
 # workers never run the checks. With debug on (a developer's machine) a public demo key is used.
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip()
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", "").strip()
 if not SECRET_KEY and DEBUG:
     SECRET_KEY = "django-insecure-local-demo-key-change-me-0123456789abcdefghijklmnop"  # noqa: S105 (public, debug only)
-if not DEBUG and (not SECRET_KEY or SECRET_KEY.startswith("django-insecure-")):
-    raise ImproperlyConfigured(
-        "DJANGO_SECRET_KEY is "
-        + ("a public demo key" if SECRET_KEY else "not set")
-        + ": with DJANGO_DEBUG off the service needs a secret key of its own (50 random characters "
-        "or more: python -c 'import secrets; print(secrets.token_urlsafe(50))'), the same in every "
-        "process. `make run` makes one in var/demo-secret-key; DJANGO_DEBUG=1 uses the demo key "
-        "on a developer's machine."
-    )
 ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
@@ -160,9 +181,7 @@ else:
         DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
         DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5
     # Names this process's sessions in pg_stat_activity (the fault campaign drops them by name).
-    DATABASES["default"]["OPTIONS"].setdefault(
-        "application_name", os.environ.get("SAS_DB_APPLICATION_NAME", "sas")
-    )
+    DATABASES["default"]["OPTIONS"].setdefault("application_name", env.str("SAS_DB_APPLICATION_NAME", "sas"))
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -175,8 +194,8 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "sas_project.a
 # (for any account) for SAS_LOGIN_LOCKOUT_MINUTES; a failure while locked restarts the wait. The
 # console's and the admin's login both go through it. Administrators see the attempts in the
 # admin (Axes) and unlock by deleting them, or with `manage.py axes_reset`.
-AXES_FAILURE_LIMIT = int(os.environ.get("SAS_LOGIN_FAILURE_LIMIT", 5))
-AXES_COOLOFF_TIME = dt.timedelta(minutes=float(os.environ.get("SAS_LOGIN_LOCKOUT_MINUTES", 15)))
+AXES_FAILURE_LIMIT = env.int("SAS_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env.float("SAS_LOGIN_LOCKOUT_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "sas_project.throttling.lockout_response"
@@ -210,7 +229,7 @@ LOGIN_REDIRECT_URL = "/ops/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # Bodies larger than this are refused before they are parsed (also applies to DRF >= 3.17.2).
-DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("SAS_MAX_BODY_BYTES", 256 * 1024))
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("SAS_MAX_BODY_BYTES", 256 * 1024)
 
 # --- Security (production values when DEBUG is off) --------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
@@ -262,25 +281,25 @@ if "qcluster" in sys.argv and not _env_bool("SAS_DB_HEALTH_CHECKS", False):
 Q_CLUSTER = {
     "name": "sas",
     "orm": "default",
-    "workers": int(os.environ.get("SAS_Q_WORKERS", 4)),
-    "queue_limit": int(os.environ.get("SAS_Q_WORKERS", 4)),
+    "workers": env.int("SAS_Q_WORKERS", 4, validate=Range(min=1)),
+    "queue_limit": env.int("SAS_Q_WORKERS", 4, validate=Range(min=1)),
     # A pusher takes up to 4 tasks per look: a third of the commits of one look per task, and the
     # best throughput measured (docs/performance.md, "Tuning").
-    "bulk": int(os.environ.get("SAS_Q_BULK", 4)),
-    "poll": float(os.environ.get("SAS_Q_POLL", 0.2)),
-    "timeout": int(os.environ.get("SAS_Q_TIMEOUT", 120)),
-    "retry": int(os.environ.get("SAS_Q_RETRY", 600)),
+    "bulk": env.int("SAS_Q_BULK", 4),
+    "poll": env.float("SAS_Q_POLL", 0.2),
+    "timeout": env.int("SAS_Q_TIMEOUT", 120),
+    "retry": env.int("SAS_Q_RETRY", 600),
     "max_attempts": 1,
     "ack_failures": True,
     "catch_up": False,
-    "save_limit": int(os.environ.get("SAS_Q_SAVE_LIMIT", -1)),
+    "save_limit": env.int("SAS_Q_SAVE_LIMIT", -1),
     "recycle": 500,
     "max_rss": 300_000,
     "label": "Task queue",
     # Claims a task by deleting it: one statement per task, no broker re-delivery (the
     # supervisor's deadlines recover a task lost with its worker). See agents/broker.py.
     "broker_class": "agents.broker.ClaimByDeleteORM",
-    "log_level": os.environ.get("SAS_Q_LOG_LEVEL", "WARNING"),
+    "log_level": env.str("SAS_Q_LOG_LEVEL", "WARNING", validate=LOG_LEVELS),
 }
 
 # --- REST framework ---------------------------------------------------------------------------
@@ -328,8 +347,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- The service's own settings (read through sas_project.conf) -------------------------------
-SAS_SUPERVISOR_INTERVAL = float(os.environ.get("SAS_SUPERVISOR_INTERVAL", 5))
-SAS_CLUSTER_HEARTBEAT_SECONDS = float(os.environ.get("SAS_CLUSTER_HEARTBEAT_SECONDS", 10))
+SAS_SUPERVISOR_INTERVAL = env.float("SAS_SUPERVISOR_INTERVAL", 5, validate=Range(min=0.05))
+SAS_CLUSTER_HEARTBEAT_SECONDS = env.float("SAS_CLUSTER_HEARTBEAT_SECONDS", 10, validate=Range(min=0.1))
 # Each kind of outbound URL has its own lists (agents.validation): agent endpoints and brokers,
 # completion callbacks (set by any submitter), alert webhooks. A restrictive list, when set, is
 # the only hosts that kind may target (and they may be internal).
@@ -349,51 +368,51 @@ SAS_Q_NOTIFY = _env_bool("SAS_Q_NOTIFY", True) and not SAS_DB_TRANSACTION_POOLIN
 # The outcome's one-round-trip PostgreSQL function (scheduler.services.hotpath); off only to
 # compare it with the general path.
 SAS_FAST_PATH = _env_bool("SAS_FAST_PATH", True)
-SAS_LEASE_SECONDS = float(os.environ.get("SAS_LEASE_SECONDS", 3 * SAS_SUPERVISOR_INTERVAL))
+SAS_LEASE_SECONDS = env.float("SAS_LEASE_SECONDS", 3 * SAS_SUPERVISOR_INTERVAL, validate=Range(min=0.1))
 #: The most items one fan-out step may have: a longer list fails the step, naming the limit.
-SAS_MAX_FANOUT_ITEMS = int(os.environ.get("SAS_MAX_FANOUT_ITEMS", 1000))
-SAS_SCHEDULES_PER_USER = int(os.environ.get("SAS_SCHEDULES_PER_USER", 50))
+SAS_MAX_FANOUT_ITEMS = env.int("SAS_MAX_FANOUT_ITEMS", 1000, validate=Range(min=1))
+SAS_SCHEDULES_PER_USER = env.int("SAS_SCHEDULES_PER_USER", 50)
 #: How deep sub-workflows may nest (a child of a child ...): deeper, the step fails.
-SAS_MAX_WORKFLOW_DEPTH = int(os.environ.get("SAS_MAX_WORKFLOW_DEPTH", 5))
-SAS_SCAN_BATCH_SIZE = int(os.environ.get("SAS_SCAN_BATCH_SIZE", 200))
-SAS_HEALTH_COOLDOWN_SECONDS = float(os.environ.get("SAS_HEALTH_COOLDOWN_SECONDS", 30))
-SAS_HEALTH_WINDOW = int(os.environ.get("SAS_HEALTH_WINDOW", 10))
-SAS_RESPONSE_EXCERPT_BYTES = int(os.environ.get("SAS_RESPONSE_EXCERPT_BYTES", 2048))
-SAS_MAX_RESPONSE_BYTES = int(os.environ.get("SAS_MAX_RESPONSE_BYTES", 1024 * 1024))
+SAS_MAX_WORKFLOW_DEPTH = env.int("SAS_MAX_WORKFLOW_DEPTH", 5)
+SAS_SCAN_BATCH_SIZE = env.int("SAS_SCAN_BATCH_SIZE", 200, validate=Range(min=1))
+SAS_HEALTH_COOLDOWN_SECONDS = env.float("SAS_HEALTH_COOLDOWN_SECONDS", 30)
+SAS_HEALTH_WINDOW = env.int("SAS_HEALTH_WINDOW", 10)
+SAS_RESPONSE_EXCERPT_BYTES = env.int("SAS_RESPONSE_EXCERPT_BYTES", 2048)
+SAS_MAX_RESPONSE_BYTES = env.int("SAS_MAX_RESPONSE_BYTES", 1024 * 1024, validate=Range(min=1024))
 # Python steps may call only these callables (dotted paths; `module.*` for every callable of a
 # module): a definition naming anything else is refused when saved and when called.
 SAS_PYTHON_AGENTS = _env_list("SAS_PYTHON_AGENTS", "agents.builtin.noop,agents.builtin.echo")
 # Where remotes reach this service: HTTP calls carry X-SAS-Callback-URL under it, for remotes that
 # answer 202 and report the result later. Empty: no callback URL is sent.
-SAS_PUBLIC_URL = os.environ.get("SAS_PUBLIC_URL", "http://127.0.0.1:8000")
-SAS_CALLBACK_TOKEN_MAX_AGE = float(os.environ.get("SAS_CALLBACK_TOKEN_MAX_AGE", 7 * 24 * 3600))
-SAS_REPLY_QUEUE = os.environ.get("SAS_REPLY_QUEUE", "sas.replies")
+SAS_PUBLIC_URL = env.str("SAS_PUBLIC_URL", "http://127.0.0.1:8000")
+SAS_CALLBACK_TOKEN_MAX_AGE = env.float("SAS_CALLBACK_TOKEN_MAX_AGE", 7 * 24 * 3600)
+SAS_REPLY_QUEUE = env.str("SAS_REPLY_QUEUE", "sas.replies")
 SAS_REPLIES_IN_CLUSTER = _env_bool("SAS_REPLIES_IN_CLUSTER", True)
 # Tries at recording a reply while the database answers, then it goes to `<reply queue>.dead`.
-SAS_REPLY_MAX_TRIES = int(os.environ.get("SAS_REPLY_MAX_TRIES", 5))
+SAS_REPLY_MAX_TRIES = env.int("SAS_REPLY_MAX_TRIES", 5, validate=Range(min=1))
 # The certificate authorities of TLS brokers (rediss://, amqps://); empty: the system's trust store.
-SAS_BROKER_CA_FILE = os.environ.get("SAS_BROKER_CA_FILE", "")
-SAS_Q_STOP_SECONDS = float(os.environ.get("SAS_Q_STOP_SECONDS", 60))
-SAS_CALLBACK_SECRET = os.environ.get("SAS_CALLBACK_SECRET", "")
+SAS_BROKER_CA_FILE = env.str("SAS_BROKER_CA_FILE", "")
+SAS_Q_STOP_SECONDS = env.float("SAS_Q_STOP_SECONDS", 60, validate=Range(min=0))
+SAS_CALLBACK_SECRET = env.str("SAS_CALLBACK_SECRET", "")
 # Callbacks and alert webhooks are signed the Standard Webhooks way, each receiver with its own
 # secret (supervisor.signing); the former X-SAS-Signature (SAS_CALLBACK_SECRET, shared) is sent
 # beside it for one release unless this is off.
 SAS_LEGACY_SIGNATURE = _env_bool("SAS_LEGACY_SIGNATURE", True)
 # How long a rotated signing secret still signs beside its successor.
-SAS_SIGNING_ROTATION_GRACE_SECONDS = float(os.environ.get("SAS_SIGNING_ROTATION_GRACE_SECONDS", 24 * 3600))
-SAS_METRICS_TOKEN = os.environ.get("SAS_METRICS_TOKEN", "")
-SAS_METRICS_SETTLE_SECONDS = float(os.environ.get("SAS_METRICS_SETTLE_SECONDS", 15))
-SAS_DELIVERY_RETRY_SECONDS = float(os.environ.get("SAS_DELIVERY_RETRY_SECONDS", 5))
-SAS_DELIVERY_TIMEOUT = float(os.environ.get("SAS_DELIVERY_TIMEOUT", 10))
-SAS_DELIVERY_CONCURRENCY = int(os.environ.get("SAS_DELIVERY_CONCURRENCY", 8))
-SAS_TOKEN_LIFETIME_DAYS = float(os.environ.get("SAS_TOKEN_LIFETIME_DAYS", 90))
-SAS_TOKEN_LAST_USED_SECONDS = float(os.environ.get("SAS_TOKEN_LAST_USED_SECONDS", 60))
-SAS_THROTTLE_USER = os.environ.get("SAS_THROTTLE_USER", "1200/min")
-SAS_THROTTLE_ANON = os.environ.get("SAS_THROTTLE_ANON", "300/min")
-SAS_TRUSTED_PROXIES = int(os.environ.get("SAS_TRUSTED_PROXIES", 0))
+SAS_SIGNING_ROTATION_GRACE_SECONDS = env.float("SAS_SIGNING_ROTATION_GRACE_SECONDS", 24 * 3600)
+SAS_METRICS_TOKEN = env.str("SAS_METRICS_TOKEN", "")
+SAS_METRICS_SETTLE_SECONDS = env.float("SAS_METRICS_SETTLE_SECONDS", 15)
+SAS_DELIVERY_RETRY_SECONDS = env.float("SAS_DELIVERY_RETRY_SECONDS", 5)
+SAS_DELIVERY_TIMEOUT = env.float("SAS_DELIVERY_TIMEOUT", 10, validate=Range(min=0.1))
+SAS_DELIVERY_CONCURRENCY = env.int("SAS_DELIVERY_CONCURRENCY", 8, validate=Range(min=1))
+SAS_TOKEN_LIFETIME_DAYS = env.float("SAS_TOKEN_LIFETIME_DAYS", 90)
+SAS_TOKEN_LAST_USED_SECONDS = env.float("SAS_TOKEN_LAST_USED_SECONDS", 60)
+SAS_THROTTLE_USER = env.str("SAS_THROTTLE_USER", "1200/min")
+SAS_THROTTLE_ANON = env.str("SAS_THROTTLE_ANON", "300/min")
+SAS_TRUSTED_PROXIES = env.int("SAS_TRUSTED_PROXIES", 0, validate=Range(min=0))
 # History retention (scheduler.services.retention): jobs settled longer ago than this leave the
 # hot tables, archived first as gzip JSON Lines under SAS_ARCHIVE_DIR.
-SAS_HISTORY_DAYS = float(os.environ.get("SAS_HISTORY_DAYS", 30))
+SAS_HISTORY_DAYS = env.float("SAS_HISTORY_DAYS", 30, validate=Range(min=0))
 SAS_ARCHIVE_DIR = Path(os.environ.get("SAS_ARCHIVE_DIR", VAR_DIR / "archive"))
 
 # The API's request counts (sas_project.throttling): each process's memory, which needs no
@@ -407,20 +426,20 @@ CACHES = {
 if os.environ.get("SAS_EMAIL_HOST"):
     EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     EMAIL_HOST = os.environ["SAS_EMAIL_HOST"]
-    EMAIL_PORT = int(os.environ.get("SAS_EMAIL_PORT", 587))
-    EMAIL_HOST_USER = os.environ.get("SAS_EMAIL_USER", "")
-    EMAIL_HOST_PASSWORD = os.environ.get("SAS_EMAIL_PASSWORD", "")
+    EMAIL_PORT = env.int("SAS_EMAIL_PORT", 587)
+    EMAIL_HOST_USER = env.str("SAS_EMAIL_USER", "")
+    EMAIL_HOST_PASSWORD = env.str("SAS_EMAIL_PASSWORD", "")
     EMAIL_USE_TLS = _env_bool("SAS_EMAIL_TLS", True)
 else:
     EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
-DEFAULT_FROM_EMAIL = os.environ.get("SAS_EMAIL_FROM", "scheduler-agent-supervisor@localhost")
+DEFAULT_FROM_EMAIL = env.str("SAS_EMAIL_FROM", "scheduler-agent-supervisor@localhost")
 # A mail server that does not answer must not hold the supervisor loop.
 EMAIL_TIMEOUT = 10
 
 # Logs: one JSON object per line (SAS_LOG_FORMAT=json, the default: what log shippers read), with
 # the ids a line is about (job_id, step, operation_id, attempt, pool, endpoint, outcome,
 # latency_ms) as fields; `make run` sets SAS_LOG_FORMAT=text for people reading a terminal.
-SAS_LOG_FORMAT = os.environ.get("SAS_LOG_FORMAT", "json")
+SAS_LOG_FORMAT = env.str("SAS_LOG_FORMAT", "json", validate=OneOf(["json", "text"]))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -441,11 +460,39 @@ LOGGING = {
             "filters": ["redact"],
         }
     },
-    "root": {"handlers": ["console"], "level": os.environ.get("SAS_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env.str("SAS_LOG_LEVEL", "INFO", validate=LOG_LEVELS)},
     "loggers": {
         "django.db.backends": {"level": "INFO"},
         # One line per task and per HTTP call is noise next to the events the service records.
-        "django-q": {"level": os.environ.get("SAS_Q_LOG_LEVEL", "WARNING")},
+        "django-q": {"level": env.str("SAS_Q_LOG_LEVEL", "WARNING", validate=LOG_LEVELS)},
         "httpx": {"level": "WARNING"},
     },
 }
+
+
+# --- start only with a valid environment -----------------------------------------------------
+
+try:
+    _env.seal()
+except EnvValidationError as exc:
+    # environs reports a mapping of variable to messages (a list only for errors of no variable).
+    errors_by_name = exc.error_messages if isinstance(exc.error_messages, dict) else {"": exc.error_messages}
+    lines = [
+        # The value too, unless it may be a secret; each message once (a variable read twice).
+        f"  {name}{'' if _SECRET_NAMES.search(name) else '=' + repr(os.environ.get(name, ''))}: "
+        + " ".join(dict.fromkeys(errors))
+        for name, errors in errors_by_name.items()
+    ]
+    raise ImproperlyConfigured(
+        "the environment holds values the service cannot use; fix them and start again:\n" + "\n".join(lines)
+    ) from None
+
+if not DEBUG and (not SECRET_KEY or SECRET_KEY.startswith("django-insecure-")):
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is "
+        + ("a public demo key" if SECRET_KEY else "not set")
+        + ": with DJANGO_DEBUG off the service needs a secret key of its own (50 random characters "
+        "or more: python -c 'import secrets; print(secrets.token_urlsafe(50))'), the same in every "
+        "process. `make run` makes one in var/demo-secret-key; DJANGO_DEBUG=1 uses the demo key "
+        "on a developer's machine."
+    )

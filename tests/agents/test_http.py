@@ -384,6 +384,16 @@ def test_a_cookie_set_by_a_remote_is_never_sent_back(remote: Remote) -> None:
     assert seen == [None, None]
 
 
+@pytest.mark.parametrize("name", ["Host", "idempotency-key", "Content-Length", "X-SAS-Attempt"])
+def test_a_secret_saved_under_a_reserved_header_name_is_not_sent(remote: Remote, name: str) -> None:
+    # Saved before the name was checked when saved: the call refuses rather than let the secret
+    # replace a header the service sets.
+    result = call_http(dataclasses.replace(spec(remote.url), headers={name: "s3cret"}))
+    assert result.outcome == Outcome.BUSINESS_FAILURE and "reserved name" in result.error
+    assert "s3cret" not in result.error
+    assert remote.requests == []
+
+
 @pytest.mark.parametrize("secret", [" s3cr3t", "s3cr3t ", "s3cr\u00e9t", "s3\x01cret"])
 def test_a_header_value_http_cannot_send_is_not_sent_and_never_quoted(remote: Remote, secret: str) -> None:
     result = call_http(dataclasses.replace(spec(remote.url), headers={"Authorization": secret}))
