@@ -27,10 +27,13 @@ encodings; an answer in another one is read as it is.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import contextvars
+import os
 import socket
 import ssl
+import threading
 import time
 import typing
 import zlib
@@ -39,7 +42,7 @@ from collections.abc import Iterator
 import httpcore
 import httpx
 
-from agents.validation import OutboundKind, checked_addresses
+from agents.validation import OutboundKind, checked_addresses, literal_address
 
 #: The encodings `read_capped` decodes, asked for by every outbound client.
 ACCEPT_ENCODING = "gzip, deflate"
@@ -116,6 +119,37 @@ class DeadlineStream(httpcore.NetworkStream):
         return self._stream.get_extra_info(info)
 
 
+#: Name lookups run here when a deadline bounds them: the system resolver has no timeout of its
+#: own, so the caller waits for the answer at most until its deadline and goes on without it (the
+#: lookup ends in its thread whenever the resolver answers). A few threads per process: lookups
+#: beyond them wait their turn, under the same bound.
+_resolvers: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+_resolvers_lock = threading.Lock()
+RESOLVER_THREADS = 8
+
+
+def _resolver_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _resolvers
+    with _resolvers_lock:
+        if _resolvers is None or _resolvers[0] != os.getpid():  # not shared across a fork
+            _resolvers = (
+                os.getpid(),
+                concurrent.futures.ThreadPoolExecutor(RESOLVER_THREADS, thread_name_prefix="sas-resolve"),
+            )
+        return _resolvers[1]
+
+
+def _checked_within(host: str, port: int, kind: OutboundKind, limit: float | None) -> list[str]:
+    """`checked_addresses`, given at most `limit` seconds (None: unbounded) to resolve."""
+    if limit is None or literal_address(host) is not None:
+        return checked_addresses(host, port, kind)
+    lookup = _resolver_pool().submit(checked_addresses, host, port, kind)
+    try:
+        return lookup.result(timeout=limit)
+    except concurrent.futures.TimeoutError:
+        raise httpcore.ConnectTimeout(f"{host}: no name resolution before the request's deadline") from None
+
+
 class CheckedBackend(httpcore.SyncBackend):
     """httpcore's socket backend, connecting only to addresses the guard checked for `kind`."""
 
@@ -131,7 +165,7 @@ class CheckedBackend(httpcore.SyncBackend):
         socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
         try:
-            addresses = checked_addresses(host, port, self.kind)
+            addresses = _checked_within(host, port, self.kind, _bounded(timeout, httpcore.ConnectTimeout))
         except OSError as exc:
             raise httpcore.ConnectError(f"{host}: {exc}") from exc
         error: httpcore.ConnectError | None = None

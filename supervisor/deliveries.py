@@ -55,7 +55,7 @@ BATCH = 50
 
 def claim_seconds() -> float:
     """A claimed message is not due again before this: more than a send can take (its deadline,
-    plus the name lookup before connecting, which the deadline does not bound, and the record)."""
+    with room for a resolver thread that answers late and for the record)."""
     return 3 * sas_settings.delivery_timeout + 30
 
 

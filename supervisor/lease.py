@@ -22,7 +22,7 @@ from django.db.models import Case, F, Q, When
 from django.db.models.functions import Now
 
 from sas_project.conf import sas_settings
-from supervisor.models import SupervisorLease
+from supervisor.models import ScanHistogramBucket, SupervisorLease
 
 LEASE_NAME = "supervisor"
 #: The supervisor is stale when its last scan is older than this many scan intervals: the one
@@ -96,10 +96,16 @@ def lease_fence(grant: LeaseGrant) -> bool:
 
 
 def lease_record_scan(grant: LeaseGrant, figures: dict[str, Any]) -> None:
-    """The scan's heartbeat and figures, written only while the grant holds."""
-    SupervisorLease.objects.filter(pk=LEASE_NAME, holder=grant.holder, token=grant.token).update(
+    """The scan's heartbeat and figures, written only while the grant holds, and its duration
+    added to the scans' histogram (every bucket it fits, in one statement)."""
+    held = SupervisorLease.objects.filter(pk=LEASE_NAME, holder=grant.holder, token=grant.token).update(
         last_scan_at=Now(), last_scan=figures
     )
+    if held:
+        seconds = float(figures.get("duration_ms", 0)) / 1000
+        ScanHistogramBucket.objects.filter(Q(bound__isnull=True) | Q(bound__gte=seconds)).update(
+            count=F("count") + 1, total=F("total") + seconds
+        )
 
 
 def lease_release(grant: LeaseGrant) -> None:

@@ -20,6 +20,7 @@ last scrape, not the size of the history.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,10 +29,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from agents.models import ReplyDeadLetters
+from sas_project import VERSION
 from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql
 from scheduler.models import STEP_LIVE, EventKind
-from supervisor.models import MetricsCheckpoint
+from supervisor.models import MetricsCheckpoint, ScanHistogramBucket
 
 BATCH = 20_000
 #: Call latency buckets, seconds.
@@ -257,6 +259,10 @@ class ServiceCollector(Collector):
         for reason, count in ReplyDeadLetters.objects.order_by("reason").values_list("reason", "count"):
             dead.add_metric([reason], float(count))
         yield dead
+        yield _scan_histogram()
+        build = GaugeMetricFamily("sas_build_info", "The service's version (always 1).", labels=["version"])
+        build.add_metric([VERSION], 1.0)
+        yield build
         yield from gauges()
 
     def _latency(self, totals: dict[str, dict[str, Any]]) -> HistogramMetricFamily:
@@ -385,9 +391,10 @@ def gauges() -> Iterator[GaugeMetricFamily]:
     yield deliveries
     yield _one(
         "sas_supervisor_last_scan_age_seconds",
-        "Seconds since the supervisor's last scan.",
+        "Seconds since the supervisor's last scan (+Inf when none was ever recorded).",
         values,
         "scan_age",
+        missing=math.inf,
     )
     yield _one(
         "sas_supervisor_scan_lag_seconds", "How late the last scan found an overdue step.", values, "scan_lag"
@@ -415,9 +422,27 @@ def gauges() -> Iterator[GaugeMetricFamily]:
     )
 
 
-def _one(name: str, doc: str, values: dict[str, list[tuple[str, float]]], metric: str) -> GaugeMetricFamily:
+def _one(
+    name: str, doc: str, values: dict[str, list[tuple[str, float]]], metric: str, missing: float = 0.0
+) -> GaugeMetricFamily:
+    """One gauge; `missing` when the database has nothing for it (never NaN: a rule comparing
+    NaN is never true, so an alert on it could not fire)."""
     found = values.get(metric, [])
-    return GaugeMetricFamily(name, doc, value=found[0][1] if found else float("nan"))
+    return GaugeMetricFamily(name, doc, value=found[0][1] if found else missing)
+
+
+def _scan_histogram() -> HistogramMetricFamily:
+    """`sas_supervisor_scan_seconds`: every scan the acting supervisors recorded
+    (supervisor.models.ScanHistogramBucket, cumulative already)."""
+    rows = list(ScanHistogramBucket.objects.values_list("le", "count", "total"))
+    buckets = [(le, float(count)) for le, count, _ in rows]
+    total = next((float(t) for le, _, t in rows if le == "+Inf"), 0.0)
+    return HistogramMetricFamily(
+        "sas_supervisor_scan_seconds",
+        "How long the supervisor's scans took.",
+        buckets=buckets,
+        sum_value=total,
+    )
 
 
 def exposition() -> bytes:

@@ -95,3 +95,22 @@ class ClusterHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ScanHistogramBucket(models.Model):
+    """The supervisor's scan durations as a cumulative histogram (`sas_supervisor_scan_seconds`):
+    one row per bucket, `bound` its upper bound in seconds (null: +Inf), `count` the scans that
+    took at most that long, `total` their summed seconds (the +Inf row's is the histogram's sum).
+    The acting supervisor adds each scan with one statement (supervisor.lease.lease_record_scan);
+    the rows are made by the migration (SCAN_BUCKETS)."""
+
+    le = models.CharField(max_length=20, primary_key=True)
+    bound = models.FloatField(null=True, blank=True)
+    count = models.BigIntegerField(default=0)
+    total = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = [models.F("bound").asc(nulls_last=True)]
+
+    def __str__(self) -> str:
+        return f"le {self.le}: {self.count}"

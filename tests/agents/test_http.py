@@ -229,6 +229,27 @@ def test_a_request_whose_deadline_has_passed_connects_nowhere(remote: Remote) ->
     assert remote.requests == []
 
 
+def test_a_name_server_that_does_not_answer_holds_a_call_no_longer_than_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agents import validation
+
+    released = threading.Event()
+
+    def silent(host: str, port: int) -> list[str]:
+        released.wait(10)  # a resolver with no timeout of its own
+        return ["203.0.113.9"]
+
+    monkeypatch.setattr(validation, "resolve", silent)
+    started = time.monotonic()
+    result = call_http(spec("http://slow-dns.example.com", timeout=0.5))
+    took = time.monotonic() - started
+    released.set()
+    assert result.outcome == Outcome.TRANSIENT_FAILURE  # nothing was sent
+    assert "no name resolution before the request's deadline" in result.error
+    assert took < 2
+
+
 def test_a_kept_alive_connection_serves_each_request_under_its_own_deadline(remote: Remote) -> None:
     remote.keep_alive()
     with outbound_client() as http_client:

@@ -685,6 +685,8 @@ def test_flags_set_the_initial_config_and_the_store_survives_a_restart(tmp_path:
         "reply_late_rate": 0.0,
         "reply_late_ms": 0,
         "reply_unknown_rate": 0.0,
+        "hostile_rate": 0.0,
+        "trickle_ms": 1000,
         "script": {},
     }
     with running_remote(db) as remote:

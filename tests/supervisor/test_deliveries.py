@@ -136,6 +136,31 @@ def test_a_receiver_trickling_its_answer_is_cut_at_the_deadline_as_a_failed_try(
 
 
 @pytest.mark.django_db
+def test_a_callback_whose_name_server_does_not_answer_fails_its_try_by_the_deadline(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    from agents import validation
+
+    settings.SAS_DELIVERY_TIMEOUT = 0.5
+    released = threading.Event()
+
+    def silent(host: str, port: int) -> list[str]:
+        released.wait(10)
+        return ["203.0.113.9"]
+
+    monkeypatch.setattr(validation, "resolve", silent)
+    callback("https://hooks.slow-dns.example.com/done")
+    started = time.monotonic()
+    deliveries.send_due()
+    took = time.monotonic() - started
+    released.set()
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.tries) == (DeliveryStatus.PENDING, 1)
+    assert "no name resolution" in delivery.last_error
+    assert took < 2
+
+
+@pytest.mark.django_db
 def test_a_huge_answer_is_not_read(receivers: Callable[[Behaviour], Receiver]) -> None:
     size = 256 * 1024 * 1024
 
