@@ -103,9 +103,10 @@ def lease_record_scan(grant: LeaseGrant, figures: dict[str, Any]) -> None:
     )
     if held:
         seconds = float(figures.get("duration_ms", 0)) / 1000
-        ScanHistogramBucket.objects.filter(Q(bound__isnull=True) | Q(bound__gte=seconds)).update(
-            count=F("count") + 1, total=F("total") + seconds
-        )
+        fitting = ScanHistogramBucket.objects.filter(Q(bound__isnull=True) | Q(bound__gte=seconds))
+        if not fitting.update(count=F("count") + 1, total=F("total") + seconds):
+            ScanHistogramBucket.ensure()
+            fitting.update(count=F("count") + 1, total=F("total") + seconds)
 
 
 def lease_release(grant: LeaseGrant) -> None:

@@ -33,7 +33,7 @@ from sas_project import VERSION
 from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql
 from scheduler.models import STEP_LIVE, EventKind
-from supervisor.models import MetricsCheckpoint, ScanHistogramBucket
+from supervisor.models import SCAN_BUCKETS, MetricsCheckpoint, ScanHistogramBucket
 
 BATCH = 20_000
 #: Call latency buckets, seconds.
@@ -434,9 +434,14 @@ def _one(
 def _scan_histogram() -> HistogramMetricFamily:
     """`sas_supervisor_scan_seconds`: every scan the acting supervisors recorded
     (supervisor.models.ScanHistogramBucket, cumulative already)."""
-    rows = list(ScanHistogramBucket.objects.values_list("le", "count", "total"))
-    buckets = [(le, float(count)) for le, count, _ in rows]
-    total = next((float(t) for le, _, t in rows if le == "+Inf"), 0.0)
+    rows = {
+        le: (float(count), float(total))
+        for le, count, total in ScanHistogramBucket.objects.values_list("le", "count", "total")
+    }
+    # Every bucket, at 0 where its row is missing (none recorded yet in this database).
+    names = [str(bound) for bound in SCAN_BUCKETS] + ["+Inf"]
+    buckets = [(le, rows.get(le, (0.0, 0.0))[0]) for le in names]
+    total = rows.get("+Inf", (0.0, 0.0))[1]
     return HistogramMetricFamily(
         "sas_supervisor_scan_seconds",
         "How long the supervisor's scans took.",

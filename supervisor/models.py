@@ -97,12 +97,17 @@ class ClusterHeartbeat(models.Model):
         return self.name
 
 
+#: The scans' histogram buckets, upper bounds in seconds (and +Inf, the row whose bound is null).
+SCAN_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
 class ScanHistogramBucket(models.Model):
     """The supervisor's scan durations as a cumulative histogram (`sas_supervisor_scan_seconds`):
     one row per bucket, `bound` its upper bound in seconds (null: +Inf), `count` the scans that
     took at most that long, `total` their summed seconds (the +Inf row's is the histogram's sum).
     The acting supervisor adds each scan with one statement (supervisor.lease.lease_record_scan);
-    the rows are made by the migration (SCAN_BUCKETS)."""
+    the rows are made by the migration, and again by the first scan that finds them gone
+    (`ensure`)."""
 
     le = models.CharField(max_length=20, primary_key=True)
     bound = models.FloatField(null=True, blank=True)
@@ -114,3 +119,12 @@ class ScanHistogramBucket(models.Model):
 
     def __str__(self) -> str:
         return f"le {self.le}: {self.count}"
+
+    @classmethod
+    def ensure(cls) -> None:
+        """The bucket rows, made where missing (a restored or flushed database)."""
+        ScanHistogramBucket.objects.bulk_create(
+            [ScanHistogramBucket(le=str(bound), bound=bound) for bound in SCAN_BUCKETS]
+            + [ScanHistogramBucket(le="+Inf", bound=None)],
+            ignore_conflicts=True,
+        )

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,20 @@ class Cluster:
         self.process = ClusterProcess(
             name=self.name, env=child_env(**self.env), log=ARTIFACTS / f"qcluster-{self.name}.log"
         ).start()
+        self._wait_until_beating()
         return self
+
+    def _wait_until_beating(self, timeout: float = 60) -> None:
+        """Until the cluster's first heartbeat (its sentinel runs): a job submitted earlier would
+        spend its first attempt's deadline on the cluster's start, which a loaded machine makes
+        longer than the demo's 5 s. A cluster that dies first is left to the test to notice."""
+        from supervisor.models import ClusterHeartbeat
+
+        until = time.monotonic() + timeout
+        while time.monotonic() < until and self.alive:
+            if ClusterHeartbeat.objects.filter(pid=self.proc.pid, stopped_at__isnull=True).exists():
+                return
+            time.sleep(0.1)
 
     @property
     def proc(self) -> Any:

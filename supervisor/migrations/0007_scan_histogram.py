@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-#: The buckets' upper bounds in seconds (and +Inf): supervisor.metrics.SCAN_BUCKETS at the time.
+#: The buckets' upper bounds in seconds (and +Inf): supervisor.models.SCAN_BUCKETS at the time.
 BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 

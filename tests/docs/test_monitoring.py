@@ -104,3 +104,16 @@ def test_every_scan_is_counted_in_the_scans_histogram(supervise: Callable[[], ob
 def test_the_version_is_the_one_pyproject_declares() -> None:
     declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
     assert declared is not None and declared.group(1) == VERSION
+
+
+@pytest.mark.django_db
+@pytest.mark.sqlite
+def test_the_scans_histogram_survives_its_rows_being_gone(supervise: Callable[[], object]) -> None:
+    from supervisor.models import ScanHistogramBucket
+
+    ScanHistogramBucket.objects.all().delete()  # a flushed or hand-restored database
+    response = Client().get("/metrics")
+    assert response.status_code == 200
+    assert 'sas_supervisor_scan_seconds_bucket{le="+Inf"} 0.0' in response.content.decode()
+    supervise()
+    assert ScanHistogramBucket.objects.get(le="+Inf").count == 1

@@ -91,7 +91,9 @@ def test_commit_then_drop_is_retried_with_the_same_operation_id_and_happens_once
     assert job.status == JobStatus.SUCCEEDED
     reserve = Step.objects.get(job=job, name="reserve")
     attempts = list(Attempt.objects.filter(step=reserve).order_by("number"))
-    assert [a.outcome for a in attempts] == ["no_answer", "succeeded"]
+    assert [a.outcome for a in attempts] == ["no_answer", "succeeded"], [
+        (a.outcome, a.error) for a in attempts
+    ]
     assert effects_of(sandbox, job) == {"reserve": 1, "charge": 1, "ship": 1}
     stats = sandbox.stats()
     assert stats["deliveries"][reserve.operation_id] == 2
