@@ -16,7 +16,7 @@ import yaml
 from django.conf import settings
 
 from supervisor.probes import ProbesBeforeHostCheck
-from tests.docs.test_docs import settings_read_in_code
+from tests.docs.test_docs import known_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBERNETES = ROOT / "deploy" / "kubernetes"
@@ -24,14 +24,6 @@ KUBERNETES = ROOT / "deploy" / "kubernetes"
 #: batch/v1 Jobs with a TTL: 1.23 and later).
 KUBERNETES_VERSION = "1.29.0"
 OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
-ENVIRONMENT = settings_read_in_code() | {
-    "DATABASE_URL",
-    "DJANGO_SECRET_KEY",
-    "DJANGO_DEBUG",
-    "DJANGO_SECURE",
-    "DJANGO_ALLOWED_HOSTS",
-    "DJANGO_CSRF_TRUSTED_ORIGINS",
-}
 
 
 def manifests() -> list[tuple[str, dict[str, Any]]]:
@@ -97,7 +89,7 @@ def test_the_deployment_files_name_only_settings_that_exist() -> None:
         configured |= {
             name for name in service.get("environment", {}) if name.startswith(("SAS_", "DJANGO_"))
         }
-    assert configured <= ENVIRONMENT
+    assert configured <= known_environment()
 
 
 def test_compose_yaml_is_valid_for_docker_compose_and_its_stops_are_long_enough() -> None:

@@ -41,6 +41,19 @@ from tests.processes import ARTIFACTS, Sandbox, child_env, free_port, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
+
+def cluster_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`manage.py cluster_check` on this host, as a cluster's liveness probe runs it."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "cluster_check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT_DIR,
+    )
+
+
 CALLBACK_SECRET = "callback-secret-7f3a9c2e51"
 METRICS_TOKEN = "metrics-token-c41d07be9a"
 ENDPOINT_SECRET = "endpoint-secret-b9e2f5a8d3"
@@ -146,14 +159,7 @@ def test_the_production_stack(sandbox: Sandbox, tmp_path: Path) -> None:
             interval=0.25,
             message="two cluster heartbeats",
         )
-        probe = subprocess.run(
-            [sys.executable, "manage.py", "cluster_check"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=ROOT_DIR,
-        )
+        probe = cluster_check(env)
         assert probe.returncode == 0 and "live" in probe.stdout, probe.stderr
         assert httpx.get(f"{base}/metrics", timeout=5).status_code == 401
         scrape(base)  # the counters start here
@@ -274,14 +280,7 @@ def test_the_production_stack(sandbox: Sandbox, tmp_path: Path) -> None:
         assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
         # Both clusters said they stopped; the probe fails.
         assert ClusterHeartbeat.objects.filter(stopped_at__isnull=False).count() == 2
-        probe = subprocess.run(
-            [sys.executable, "manage.py", "cluster_check"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=ROOT_DIR,
-        )
+        probe = cluster_check(env)
         assert probe.returncode == 1 and "stopped" not in probe.stdout
 
         assert web.proc is not None
