@@ -222,7 +222,7 @@ class SasSettings:
 
     @property
     def archive_dir(self) -> Path:
-        """Where retention writes its archive files (`jobs-YYYY-MM-DD.jsonl.gz`)."""
+        """The local archive store's folder (`jobs-YYYY-MM-DD/` of objects), SAS_ARCHIVE_STORAGE=local."""
         return Path(getattr(settings, "SAS_ARCHIVE_DIR", Path(settings.VAR_DIR) / "archive"))
 
 

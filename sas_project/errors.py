@@ -63,7 +63,7 @@ class IdempotencyConflict(SasError):
 
 
 class Archived(SasError):
-    """The object existed but history retention archived it: the answer names the archive file."""
+    """The object existed but history retention archived it: the answer names the archive object."""
 
     http_status = 410
     code = "archived"

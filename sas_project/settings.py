@@ -20,6 +20,8 @@ from django.core.exceptions import ImproperlyConfigured
 from environs import Env, EnvValidationError
 from marshmallow.validate import OneOf, Range
 
+from sas_project.storage import s3_archive_storage
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SAS_VAR_DIR", BASE_DIR / "var"))
 
@@ -414,6 +416,34 @@ SAS_TRUSTED_PROXIES = env.int("SAS_TRUSTED_PROXIES", 0, validate=Range(min=0))
 # hot tables, archived first as gzip JSON Lines under SAS_ARCHIVE_DIR.
 SAS_HISTORY_DAYS = env.float("SAS_HISTORY_DAYS", 30, validate=Range(min=0))
 SAS_ARCHIVE_DIR = Path(os.environ.get("SAS_ARCHIVE_DIR", VAR_DIR / "archive"))
+# Where the archive goes (scheduler.archive): `local`, the folder above on the host of the cluster
+# that holds the lease; or `s3`, a bucket of S3-compatible object storage (AWS S3, MinIO, Ceph,
+# GCS's XML API...) through django-storages, credentials from boto3's chain (AWS_ACCESS_KEY_ID
+# and AWS_SECRET_ACCESS_KEY, a web identity, an instance role). Any other Django storage: define
+# STORAGES["archive"] in a settings module of your own.
+SAS_ARCHIVE_STORAGE = env.str("SAS_ARCHIVE_STORAGE", "local", validate=OneOf(["local", "s3"]))
+SAS_ARCHIVE_S3_BUCKET = env.str("SAS_ARCHIVE_S3_BUCKET", "")
+SAS_ARCHIVE_S3_PREFIX = env.str("SAS_ARCHIVE_S3_PREFIX", "sas-archive")
+SAS_ARCHIVE_S3_ENDPOINT_URL = env.str("SAS_ARCHIVE_S3_ENDPOINT_URL", "") or None
+SAS_ARCHIVE_S3_REGION = env.str("SAS_ARCHIVE_S3_REGION", "") or None
+# Seconds to connect and to wait for each answer, per try (two tries): the lease holder's loop
+# writes the archive between its scans, and a store that hangs must not hold them up for longer
+# than the lease (at worst about 4 x this, under SAS_LEASE_SECONDS).
+SAS_ARCHIVE_S3_TIMEOUT = env.float("SAS_ARCHIVE_S3_TIMEOUT", 3, validate=Range(min=0.1))
+if SAS_ARCHIVE_STORAGE == "s3":
+    if not SAS_ARCHIVE_S3_BUCKET:
+        raise ImproperlyConfigured("SAS_ARCHIVE_STORAGE=s3 needs SAS_ARCHIVE_S3_BUCKET, the bucket's name")
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+        "archive": s3_archive_storage(
+            bucket=SAS_ARCHIVE_S3_BUCKET,
+            prefix=SAS_ARCHIVE_S3_PREFIX,
+            endpoint_url=SAS_ARCHIVE_S3_ENDPOINT_URL,
+            region=SAS_ARCHIVE_S3_REGION,
+            timeout=SAS_ARCHIVE_S3_TIMEOUT,
+        ),
+    }
 
 # The API's request counts (sas_project.throttling): each process's memory, which needs no
 # service and costs no database round trip on the API's path; the default cache stays separate.

@@ -1,42 +1,56 @@
-"""The history archive's format: what retention writes before it deletes, and how to load it back.
+"""The history archive's format: what retention writes before it deletes, where, and how to load
+it back.
 
-One file per settle day, `jobs-YYYY-MM-DD.jsonl.gz` (UTC), in SAS_ARCHIVE_DIR. The file is gzip
-JSON Lines: one JSON object per line, one line per job, holding the job and every row that
-belonged to it, each row as its table's columns (`{column: value}`, timestamps in ISO 8601 with
-their offset, UUIDs as strings, JSON columns as JSON):
+**Objects.** Each retention batch writes one new object per settle day (UTC) of its jobs, named
+`jobs-YYYY-MM-DD/<written at>-<host>-<pid>-<random>.jsonl.gz` (`object_name`): names are unique
+per writer and per write, so two clusters handing over the lease never write the same object
+and nothing is ever appended to or overwritten. The store is a Django storage
+(`archive_storage`): the folder SAS_ARCHIVE_DIR by default (`LocalArchiveStorage`: written
+under a temporary name, fsynced, linked into place), or S3-compatible object storage
+(SAS_ARCHIVE_STORAGE=s3, django-storages). An object is durable when `save` returns, before the
+batch marks its jobs archived. Earlier versions appended every batch of a day to one file,
+`jobs-YYYY-MM-DD.jsonl.gz`; `day_objects` reads it with the day's objects.
+
+**Format.** gzip JSON Lines: one JSON object per line, one line per job, holding the job and
+every row that belonged to it, each row as its table's columns (`{column: value}`, timestamps in
+ISO 8601 with their offset, UUIDs as strings, JSON columns as JSON):
 
     {"format": "sas-job-archive/1", "job": {...}, "steps": [...], "attempts": [...],
      "events": [...], "deliveries": [...], "signals": [...]}
 
-(`signals` came with wait steps; a record without it has none.)
-
-Each retention batch appends one complete gzip member (gzip allows concatenated members; `zcat`
-and Python's `gzip` read them as one stream), flushed and fsynced before the batch deletes
-anything. A failed write is cut off again; a member cut short by a crash belongs to a batch that
-never committed (its jobs are still in the hot tables and are archived again by the next run):
-`read_archive` skips it and reads on from the next member.
+(`signals` came with wait steps; a record without it has none.) An object is one gzip member;
+the older daily files hold several (gzip allows concatenated members; `zcat` and Python's
+`gzip` read them as one stream), and a member cut short by a crash is skipped.
 
 Jobs are archived about an hour after they settle and deleted SAS_HISTORY_DAYS later
 (scheduler.services.retention). A job that gets an event in between (an operator action, a late
-reply) is archived again, with that event: a job may therefore appear more than once, in its
-file or in the file of the day it settled again. Its last line is its latest state, the one
-`archive_restore` loads (once).
+reply) is archived again, with that event: a job may therefore appear in more than one object
+of its day, or of the day it settled again. Its latest record (the one with its newest event)
+is the one `archive_restore` loads (once).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import gzip
+import io
 import json
 import os
+import re
+import secrets
+import socket
 import uuid
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import FileSystemStorage, Storage, storages
 from django.db import connection, models, transaction
 
+from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql
 from scheduler.models import ArchivedJob, Attempt, Delivery, Event, Job, Signal, Step
 
@@ -53,9 +67,9 @@ PARTS: tuple[tuple[str, type[models.Model]], ...] = (
 )
 
 
-def archive_name(settled_at: dt.datetime) -> str:
-    """The file a job settled at `settled_at` is archived to (its UTC date)."""
-    return f"jobs-{settled_at.astimezone(dt.UTC):%Y-%m-%d}.jsonl.gz"
+def settle_day(settled_at: dt.datetime) -> dt.date:
+    """The day whose folder a job settled at `settled_at` is archived in (its UTC date)."""
+    return settled_at.astimezone(dt.UTC).date()
 
 
 def _default(value: Any) -> Any:
@@ -163,43 +177,137 @@ DIRECTORY_MODE = 0o700
 FILE_MODE = 0o600
 
 
-def _private_directory(directory: Path) -> None:
-    """Create `directory` (and its parents) if missing, the archive folder itself 0700."""
-    if directory.is_dir():
-        return
-    directory.mkdir(parents=True, exist_ok=True)
-    directory.chmod(DIRECTORY_MODE)
+def gzip_member(lines: Iterable[str]) -> bytes:
+    """`lines` as one gzip member of JSON Lines (a newline after each)."""
+    buffer = io.BytesIO()
+    # Level 6, gzip's own default: level 9 costs several times the CPU for a few per cent.
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, compresslevel=6) as member:
+        for line in lines:
+            member.write(line.encode())
+            member.write(b"\n")
+    return buffer.getvalue()
 
 
-def append_member(path: Path, lines: Iterable[str]) -> None:
-    """Append `lines` to `path` as one gzip member, then flush and fsync it (and the directory,
-    when the file is new). On any error the file is cut back to its previous length, so a failed
-    batch leaves no partial member behind. A new file is created 0600 and a new folder 0700,
-    whatever the umask."""
-    _private_directory(path.parent)
-    created = not path.exists()
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
-    if created:
-        os.fchmod(descriptor, FILE_MODE)  # the umask may have taken bits off, never added any
-    with os.fdopen(descriptor, "ab") as raw:
-        start = raw.tell()
+def _fsync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class LocalArchiveStorage(FileSystemStorage):
+    """The default store: a folder on this host, SAS_ARCHIVE_DIR.
+
+    An object is written under a temporary name, fsynced, then linked to its own name (a link
+    refuses a name that exists: nothing is ever overwritten) and its folder fsynced: an object
+    is whole or absent, and durable once `save` returns. Objects are 0600 in 0700 folders,
+    whatever the umask. Names starting with a dot (the temporary ones) are not listed.
+    """
+
+    def __init__(self, location: str | Path | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("file_permissions_mode", FILE_MODE)
+        kwargs.setdefault("directory_permissions_mode", DIRECTORY_MODE)
+        super().__init__(location=location, **kwargs)
+
+    def _directories(self, directory: Path) -> None:
+        """Create `directory` and the missing folders above it, each 0700 and fsynced into its
+        parent, so that a durable object is never in a folder that a crash forgets."""
+        missing: list[Path] = []
+        while not directory.is_dir():
+            missing.append(directory)
+            directory = directory.parent
+        for folder in reversed(missing):
+            try:
+                folder.mkdir()
+            except FileExistsError:  # another writer made it meanwhile
+                continue
+            folder.chmod(DIRECTORY_MODE)
+            _fsync_directory(folder.parent)
+
+    def _save(self, name: str, content: Any) -> str:
+        target = Path(self.path(name))
+        self._directories(target.parent)
+        partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         try:
-            # Level 6, gzip's own default: level 9 costs several times the CPU for a few per cent.
-            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=6) as member:
-                for line in lines:
-                    member.write(line.encode())
-                    member.write(b"\n")
-            raw.flush()
-            os.fsync(raw.fileno())
-        except BaseException:
-            raw.truncate(start)
-            raise
-    if created:
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
+            os.fchmod(descriptor, FILE_MODE)  # the umask may have taken bits off, never added any
+            with os.fdopen(descriptor, "wb") as out:
+                for chunk in content.chunks():
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            os.link(partial, target)
         finally:
-            os.close(directory)
+            partial.unlink(missing_ok=True)
+        _fsync_directory(target.parent)
+        return name
+
+    def listdir(self, path: str) -> tuple[list[str], list[str]]:
+        directories, files = super().listdir(path)
+        return directories, [f for f in files if not f.startswith(".")]
+
+
+def archive_storage() -> Storage:
+    """Where the archive is written and read: the `archive` entry of Django's STORAGES when one
+    is configured (SAS_ARCHIVE_STORAGE=s3 sets it), else SAS_ARCHIVE_DIR on this host."""
+    if "archive" in settings.STORAGES:
+        return storages["archive"]
+    return LocalArchiveStorage(location=sas_settings.archive_dir)
+
+
+def storage_errors() -> tuple[type[BaseException], ...]:
+    """What a store raises when it cannot write: the disk's OSError, and the S3 client's errors
+    (a refused request, an unreachable endpoint, a timeout)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (OSError, BotoCoreError, ClientError)
+
+
+def describe_storage(store: Storage) -> str:
+    """The store as an operator names it: a folder, or `s3://bucket/prefix`."""
+    bucket = getattr(store, "bucket_name", None)
+    if bucket:
+        return f"s3://{bucket}/{getattr(store, 'location', '')}".rstrip("/")
+    location = getattr(store, "location", None)
+    return str(location) if location else type(store).__name__
+
+
+def _writer() -> str:
+    """This process, as it appears in the names of the objects it writes: host and pid."""
+    host = re.sub(r"[^A-Za-z0-9.-]+", "-", socket.gethostname())[:40].strip("-.") or "host"
+    return f"{host}-{os.getpid()}"
+
+
+def day_folder(day: dt.date) -> str:
+    return f"jobs-{day:%Y-%m-%d}"
+
+
+def object_name(settled_day: dt.date, *, now: dt.datetime | None = None) -> str:
+    """A new object's name: the settle day's folder, then when and by whom it was written and a
+    random suffix, so that no two writes (two clusters handing over the lease, two batches of
+    one process) ever name the same object."""
+    now = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    return f"{day_folder(settled_day)}/{now:%Y%m%dT%H%M%S.%fZ}-{_writer()}-{secrets.token_hex(4)}.jsonl.gz"
+
+
+def write_object(store: Storage, settled_day: dt.date, lines: Iterable[str]) -> str:
+    """Write `lines` as a new object of `settled_day`; returns its name once it is durable."""
+    return store.save(object_name(settled_day), ContentFile(gzip_member(lines)))
+
+
+def day_objects(store: Storage, day: dt.date) -> list[str]:
+    """Every object of a settle day, oldest first: the objects in its folder and a single-file
+    archive `jobs-YYYY-MM-DD.jsonl.gz` that earlier versions appended to."""
+    folder = day_folder(day)
+    try:
+        _, files = store.listdir(folder)
+    except FileNotFoundError:
+        files = []
+    names = sorted(f"{folder}/{name}" for name in files if name.endswith(".jsonl.gz"))
+    if store.exists(f"{folder}.jsonl.gz"):
+        names.insert(0, f"{folder}.jsonl.gz")
+    return names
 
 
 # --- reading and loading back -------------------------------------------------------------------------
@@ -228,15 +336,35 @@ def _members(data: bytes) -> Iterator[bytes]:
         position = len(data) - len(decoder.unused_data)
 
 
-def read_archive(path: Path) -> Iterator[dict[str, Any]]:
-    """Every job record in an archive file, in the order written."""
-    for member in _members(path.read_bytes()):
+def read_records(data: bytes, name: str) -> Iterator[dict[str, Any]]:
+    """Every job record in an archive object's bytes, in the order written."""
+    for member in _members(data):
         for line in member.splitlines():
             if line.strip():
                 record = json.loads(line)
                 if record.get("format") != FORMAT:
-                    raise ValueError(f"{path.name}: unknown record format {record.get('format')!r}")
+                    raise ValueError(f"{name}: unknown record format {record.get('format')!r}")
                 yield record
+
+
+def read_archive(path: Path) -> Iterator[dict[str, Any]]:
+    """Every job record in an archive file on this host, in the order written."""
+    return read_records(path.read_bytes(), path.name)
+
+
+def read_object(store: Storage, name: str) -> Iterator[dict[str, Any]]:
+    """Every job record in an object of the store, in the order written."""
+    with store.open(name, "rb") as stored:
+        data = stored.read()
+    return read_records(data, name)
+
+
+def _recency(record: dict[str, Any]) -> int:
+    """How late a record of a job is: its newest event's id. A job archived again was archived
+    because an event came, so its later record holds more events; ids come from one sequence, so
+    this orders two records written by different hosts whatever their clocks (ties, a record
+    read twice, go to the one read last)."""
+    return max((event["id"] for event in record.get("events", ())), default=-1)
 
 
 def _instance(model: type[models.Model], row: dict[str, Any]) -> models.Model:
@@ -252,7 +380,7 @@ def _existing(model: type[models.Model], ids: set[Any]) -> set[Any]:
 def archive_restore(records: Iterable[dict[str, Any]], *, job_ids: set[uuid.UUID] | None = None) -> list[str]:
     """Load archived jobs back into the tables, with their original ids; returns the ids loaded.
 
-    Jobs already in the tables are skipped (a job archived twice loads once, as its last line);
+    Jobs already in the tables are skipped (a job archived twice loads once, as its latest record);
     `job_ids` limits the load to those jobs. References to rows that no longer exist (a deleted
     user, an endpoint, the original of a rerun that was not loaded back) are set to null; a job
     whose workflow, step definition or pool is gone cannot be loaded and raises ValueError.
@@ -261,7 +389,9 @@ def archive_restore(records: Iterable[dict[str, Any]], *, job_ids: set[uuid.UUID
     for record in records:
         pk = uuid.UUID(record["job"]["id"])
         if job_ids is None or pk in job_ids:
-            chosen[pk] = record  # the last line of a job archived twice is its latest state
+            held = chosen.get(pk)
+            if held is None or _recency(record) >= _recency(held):
+                chosen[pk] = record
     for pk in _existing(Job, set(chosen)):
         del chosen[pk]
     if not chosen:

@@ -1206,7 +1206,7 @@ class Schedule(models.Model):
 
 class ArchivedJob(models.Model):
     """A job written to the history archive: where its rows went, so that once retention has
-    deleted it the API and the console answer its id with 410 naming the archive file instead of
+    deleted it the API and the console answer its id with 410 naming the archive object instead of
     a bare 404. Written when the job is archived, some time before the delete; read only for ids
     that are no longer in the hot tables.
 
@@ -1218,8 +1218,9 @@ class ArchivedJob(models.Model):
     #: A plain id, not a foreign key: the user may be deleted long after the job was archived.
     submitter_id = models.IntegerField(null=True, blank=True)
     settled_at = models.DateTimeField()
-    #: The archive file's name inside SAS_ARCHIVE_DIR (`jobs-YYYY-MM-DD.jsonl.gz`).
-    archive = models.CharField(max_length=100)
+    #: The archive object's name in the archive store (`jobs-YYYY-MM-DD/<written>-<host>-<pid>-
+    #: <random>.jsonl.gz`; written earlier, the day's single file `jobs-YYYY-MM-DD.jsonl.gz`).
+    archive = models.CharField(max_length=255)
     archived_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -1249,7 +1250,7 @@ class PruneRun(models.Model):
     archived = models.PositiveIntegerField("jobs archived", default=0, db_default=0)
     #: Rows deleted per table: {"job": n, "step": n, "attempt": n, "event": n, "delivery": n}.
     rows = models.JSONField(default=dict, blank=True)
-    #: The archive files written to.
+    #: The archive objects written to.
     files = models.JSONField(default=list, blank=True)
     #: Event partitions dropped (PostgreSQL).
     partitions_dropped = models.JSONField(default=list, blank=True)

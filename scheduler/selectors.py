@@ -78,7 +78,7 @@ def job_missing(*, user: Any, job_id: uuid.UUID | str, every_job: bool = False) 
         return NotFound(f"job {job_id} does not exist")
     return Archived(
         f"job {job_id} was archived: it settled on {archived.settled_at:%Y-%m-%d} and history is kept "
-        f"{sas_settings.history_days:g} days; its rows are in the archive file {archived.archive}",
+        f"{sas_settings.history_days:g} days; its rows are in the archive object {archived.archive}",
         archive=archived.archive,
     )
 

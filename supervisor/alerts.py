@@ -149,7 +149,7 @@ def archive_failed_alert(failure: ArchiveUnwritable) -> int:
         AlertKind.ARCHIVE_FAILED,
         f"archive-{failure.failing_since.isoformat()}",
         {
-            "directory": str(failure.directory),
+            "location": failure.location,
             "error": f"{type(failure.error).__name__}: {failure.error}",
             "failures": failure.failures,
             "retry_at": failure.retry_at.isoformat(),

@@ -91,7 +91,7 @@ def _lock(unit: Unit, job_id: Any) -> JobState:
         raise NotFound(f"job {job_id!r} does not exist") from None
     if not Job.objects.filter(pk=job_id).exists():
         # Operator actions reach every job (their callers checked the role): an archived job is
-        # a 410 naming its archive file, not a bare 404.
+        # a 410 naming its archive object, not a bare 404.
         raise job_missing(user=None, job_id=job_id, every_job=True)
     return lock_job(unit, job_id)
 

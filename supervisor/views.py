@@ -192,7 +192,7 @@ def job(request: HttpRequest, job_id: Any) -> HttpResponse:
         archived = archived_job(user=None, job_id=job_id, every_job=True)
         if archived is None:
             raise
-        # Gone, not missing: the job existed and its rows are in the named archive file.
+        # Gone, not missing: the job existed and its rows are in the named archive object.
         context = {"section": "jobs", "archived": archived, "history_days": sas_settings.history_days}
         return render(request, "ops/archived.html", context, status=410)
     return _page(request, "ops/job.html", "ops/_job_live.html", context, context["d"].signature)

@@ -5,9 +5,11 @@ Two phases, because writing the archive is most of the work (building each job's
 costs more than deleting its rows) and has no reason to wait for the cutoff:
 
 1. **Archive**, continuously: a job settled ARCHIVE_AFTER (an hour) ago or more, with no
-   callback still to be sent, is written to the archive (scheduler.archive, fsynced) and marked
-   `archived_at`, with its ArchivedJob row (the file it is in). The supervisor does this at every
-   pass, a budgeted slice at a time, so the archive trails the settled jobs by about an hour.
+   callback still to be sent, is written to the archive (scheduler.archive: a new object per
+   batch and settle day, durable before the commit) and marked `archived_at`, with its
+   ArchivedJob row (the object it is in). The supervisor does this at its passes, a budgeted
+   slice at a time, once a full batch or ARCHIVE_GATHER's worth has gathered, so the archive
+   trails the settled jobs by about an hour.
    Any later event on the job (an operator action, a late reply) clears `archived_at` (the
    trigger of migration 0015, at that event's commit), and the job is archived again.
 2. **Delete**, daily: a job is due when it is settled before the cutoff, archived (and not
@@ -32,7 +34,7 @@ for holds a key-share lock on its row until that commits (the trigger), so a job
 archived or deleted under a writer's feet. A run (`history_prune`) first archives whatever is
 not yet archived, then deletes; on PostgreSQL it then creates the event partitions ahead of
 need and drops the old ones that pruning has emptied (scheduler.partitions). Every run is
-recorded: a PruneRun row (what was archived and deleted, the files, the partitions) and a log
+recorded: a PruneRun row (what was archived and deleted, the objects, the partitions) and a log
 line.
 
 Restated in SQL (keep both in step; the equivalence tests compare them):
@@ -48,10 +50,10 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.files.storage import Storage
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import TruncDate
@@ -81,6 +83,10 @@ BATCH_SIZE = 2000
 #: How long after settling a job is archived: the hour in which late replies and operator
 #: reruns usually come, so that few jobs are archived twice.
 ARCHIVE_AFTER = dt.timedelta(hours=1)
+#: Between the daily runs the chore writes an object only for a full batch, or once the oldest
+#: job waiting has waited this much longer than ARCHIVE_AFTER: each write is a new object, and a
+#: store of many tiny objects (one per supervisor pass) costs in requests and listings.
+ARCHIVE_GATHER = dt.timedelta(minutes=10)
 #: How often the supervisor's chore starts a retention run.
 DAILY = dt.timedelta(days=1)
 #: Seconds of retention work per supervisor loop pass: a large backlog (the first run on an old
@@ -100,15 +106,15 @@ class ArchiveUnwritable(Exception):
     def __init__(
         self,
         *,
-        error: OSError,
-        directory: Path,
+        error: BaseException,
+        location: str,
         failures: int,
         failing_since: dt.datetime,
         retry_at: dt.datetime,
     ) -> None:
-        super().__init__(f"the archive in {directory} cannot be written: {error}")
+        super().__init__(f"the archive in {location} cannot be written: {error}")
         self.error = error
-        self.directory = directory
+        self.location = location
         self.failures = failures
         self.failing_since = failing_since
         self.retry_at = retry_at
@@ -126,7 +132,7 @@ class ArchiveHealth:
     def backing_off(self, now: dt.datetime) -> bool:
         return self.retry_at is not None and now < self.retry_at
 
-    def failed(self, error: OSError, directory: Path) -> ArchiveUnwritable:
+    def failed(self, error: BaseException, location: str) -> ArchiveUnwritable:
         now = timezone.now()
         self.failures += 1
         self.failing_since = self.failing_since or now
@@ -138,9 +144,9 @@ class ArchiveHealth:
             self.retry_at.isoformat(),
             extra={
                 "archive": {
-                    "directory": str(directory),
+                    "location": location,
                     "error": f"{type(error).__name__}: {error}",
-                    "errno": error.errno,
+                    "errno": getattr(error, "errno", None),
                     "failures": self.failures,
                     "retry_at": self.retry_at.isoformat(),
                 }
@@ -148,7 +154,7 @@ class ArchiveHealth:
         )
         return ArchiveUnwritable(
             error=error,
-            directory=directory,
+            location=location,
             failures=self.failures,
             failing_since=self.failing_since,
             retry_at=self.retry_at,
@@ -250,7 +256,7 @@ def history_prune(
     now: dt.datetime | None = None,
     days: float | None = None,
     batch_size: int = BATCH_SIZE,
-    archive_dir: Path | None = None,
+    store: Storage | None = None,
     pause: float = 0.0,
     budget: float | None = None,
     run: PruneRun | None = None,
@@ -267,7 +273,7 @@ def history_prune(
     started = time.monotonic()
     now = now or timezone.now()
     days = sas_settings.history_days if days is None else days
-    directory = archive_dir or sas_settings.archive_dir
+    store = store or archive.archive_storage()
     cutoff = run.cutoff if run is not None else now - dt.timedelta(days=days)
     report = PruneReport(cutoff=cutoff, dry_run=dry_run)
     if days <= 0 and run is None:
@@ -289,9 +295,7 @@ def history_prune(
 
     try:
         phases: list[Callable[[], int]] = [
-            lambda: _archive_batch(
-                report, directory=directory, batch_size=batch_size, settled_before=settled_before
-            )
+            lambda: _archive_batch(report, store=store, batch_size=batch_size, settled_before=settled_before)
         ]
         if not archive_only:
             phases.append(lambda: _delete_batch(report, batch_size=batch_size))
@@ -347,10 +351,11 @@ def _figures(report: PruneReport, *, finished: bool) -> dict[str, Any]:
 
 
 def _archive_batch(
-    report: PruneReport, *, directory: Path, batch_size: int, settled_before: dt.datetime
+    report: PruneReport, *, store: Storage, batch_size: int, settled_before: dt.datetime
 ) -> int:
     """One transaction: lock a batch of settled jobs not yet archived, write them to the archive
-    (fsynced), mark them archived and record their files. Returns how many were archived."""
+    (one new object per settle day, durable before anything else), mark them archived and record
+    their objects. Returns how many were archived."""
     with transaction.atomic():
         jobs: list[tuple[uuid.UUID, dt.datetime, int | None]] = [
             (pk, settled_at, submitter)
@@ -363,15 +368,18 @@ def _archive_batch(
             return 0
         ids = [pk for pk, _, _ in jobs]
         lines = archive.job_records(ids)
-        by_file: dict[str, list[str]] = {}
+        by_day: dict[dt.date, list[str]] = {}
         for pk, settled_at, _ in jobs:
-            by_file.setdefault(archive.archive_name(settled_at), []).append(lines[pk])
-        # Durable before the jobs count as archived: written and fsynced first.
+            by_day.setdefault(archive.settle_day(settled_at), []).append(lines[pk])
+        # Durable before the jobs count as archived: written (fsynced, or stored) first. A batch
+        # that fails after some of its objects were written leaves them behind: its jobs are
+        # written again, and a restore takes each job's latest record once.
+        names: dict[dt.date, str] = {}
         try:
-            for name, file_lines in sorted(by_file.items()):
-                archive.append_member(directory / name, file_lines)
-        except OSError as exc:
-            raise ARCHIVE_HEALTH.failed(exc, directory) from exc
+            for day, day_lines in sorted(by_day.items()):
+                names[day] = archive.write_object(store, day, day_lines)
+        except archive.storage_errors() as exc:
+            raise ARCHIVE_HEALTH.failed(exc, archive.describe_storage(store)) from exc
         ARCHIVE_HEALTH.written()
         Job.objects.filter(pk__in=ids).update(archived_at=timezone.now())
         ArchivedJob.objects.bulk_create(
@@ -380,7 +388,7 @@ def _archive_batch(
                     job_id=pk,
                     submitter_id=submitter,
                     settled_at=settled_at,
-                    archive=archive.archive_name(settled_at),
+                    archive=names[archive.settle_day(settled_at)],
                 )
                 for pk, settled_at, submitter in jobs
             ],
@@ -390,7 +398,7 @@ def _archive_batch(
             update_fields=["submitter_id", "settled_at", "archive", "archived_at"],
         )
     report.archived += len(jobs)
-    report.files.update(by_file)
+    report.files.update(names.values())
     return len(jobs)
 
 
@@ -483,7 +491,7 @@ def _dry_run(report: PruneReport) -> PruneReport:
         }
     )
     days = due.order_by().annotate(day=TruncDate("finished_at", tzinfo=dt.UTC)).values_list("day", flat=True)
-    report.files.update(f"jobs-{day:%Y-%m-%d}.jsonl.gz" for day in days.distinct() if day is not None)
+    report.files.update(f"{archive.day_folder(day)}/" for day in days.distinct() if day is not None)
     report.done = True
     return report
 
@@ -514,21 +522,33 @@ def history_prune_if_due(
     return history_prune(source=source, now=now, budget=budget)
 
 
+def _worth_an_object(settled_before: dt.datetime, batch_size: int) -> bool:
+    """A full batch is waiting to be archived, or the oldest job waiting has waited ARCHIVE_GATHER."""
+    waiting = unarchived_jobs(settled_before)
+    return (
+        waiting.filter(finished_at__lt=settled_before - ARCHIVE_GATHER).exists()
+        or waiting[batch_size - 1 : batch_size].exists()
+    )
+
+
 def archive_settled(
     *, now: dt.datetime | None = None, budget: float | None = None, batch_size: int = BATCH_SIZE
 ) -> int:
     """Archive the jobs settled ARCHIVE_AFTER ago or more and not archived yet, within `budget`
-    seconds (at least one batch); returns how many. The supervisor's every pass between the daily
+    seconds (at least one batch), once a full batch or ARCHIVE_GATHER's worth has gathered;
+    returns how many. The supervisor's every pass between the daily
     runs: it keeps the archive an hour behind the settled jobs, so that the daily run finds them
     archived and only deletes."""
     started = time.monotonic()
     now = now or timezone.now()
     report = PruneReport(cutoff=now, dry_run=False)
+    if not _worth_an_object(now - ARCHIVE_AFTER, batch_size):
+        return 0
     _run_batches(
         [
             lambda: _archive_batch(
                 report,
-                directory=sas_settings.archive_dir,
+                store=archive.archive_storage(),
                 batch_size=batch_size,
                 settled_before=now - ARCHIVE_AFTER,
             )

@@ -121,7 +121,8 @@ def test_check_deploy_is_clean_with_the_documented_production_environment() -> N
 
 
 def known_environment() -> set[str]:
-    """Every variable the service reads: its `SAS_*` settings and Django's own."""
+    """Every variable the service reads: its `SAS_*` settings and Django's own, and the ones boto3
+    reads for the archive in object storage (its credential chain)."""
     return settings_read_in_code() | {
         "DATABASE_URL",
         "DJANGO_SECRET_KEY",
@@ -129,6 +130,12 @@ def known_environment() -> set[str]:
         "DJANGO_SECURE",
         "DJANGO_ALLOWED_HOSTS",
         "DJANGO_CSRF_TRUSTED_ORIGINS",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_ROLE_ARN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
     }
 
 

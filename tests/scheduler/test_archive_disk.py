@@ -41,12 +41,13 @@ def open_umask() -> Iterator[None]:
 
 @pytest.mark.sqlite
 @pytest.mark.usefixtures("open_umask")
-def test_archive_files_are_0600_in_a_0700_folder_whatever_the_umask(tmp_path: Path) -> None:
-    path = tmp_path / "var" / "archive" / "jobs-2026-01-01.jsonl.gz"
-    archive.append_member(path, ['{"a":1}'])
-    archive.append_member(path, ['{"a":2}'])  # appending keeps the mode
+def test_archive_files_are_0600_in_0700_folders_whatever_the_umask(tmp_path: Path) -> None:
+    store = archive.LocalArchiveStorage(location=tmp_path / "var" / "archive")
+    name = archive.write_object(store, dt.date(2026, 1, 1), ['{"a":1}'])
+    path = tmp_path / "var" / "archive" / name
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700  # the day's folder
+    assert stat.S_IMODE(path.parent.parent.stat().st_mode) == 0o700  # the archive's
 
 
 @pytest.mark.sqlite
@@ -61,13 +62,13 @@ def test_a_full_disk_backs_off_and_alerts_instead_of_retrying_at_every_pass(
     )
     history_prune_if_due(source="supervisor:a")  # today's run, with nothing to do
     (job,) = settled_jobs(drain, 1, age_days=2 / 24)
-    tries: list[Path] = []
+    tries: list[str] = []
 
-    def full_disk(path: Path, lines: Any) -> None:
-        tries.append(path)
+    def full_disk(store: Any, name: str, content: Any) -> str:
+        tries.append(name)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(archive, "append_member", full_disk)
+    monkeypatch.setattr(archive.LocalArchiveStorage, "_save", full_disk)
     with pytest.raises(ArchiveUnwritable) as failure:
         history_prune_if_due(source="supervisor:a")
     assert len(tries) == 1 and failure.value.error.errno == errno.ENOSPC
@@ -112,13 +113,13 @@ def test_the_supervisor_loop_alerts_once_and_does_not_retry_at_its_next_passes(
         name="oncall", actor=None, webhook_url="https://hooks.example.com/x", kinds=["archive_failed"]
     )
     settled_jobs(drain, 1, age_days=2 / 24)
-    tries: list[Path] = []
+    tries: list[str] = []
 
-    def full_disk(path: Path, lines: Any) -> None:
-        tries.append(path)
+    def full_disk(store: Any, name: str, content: Any) -> str:
+        tries.append(name)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(archive, "append_member", full_disk)
+    monkeypatch.setattr(archive.LocalArchiveStorage, "_save", full_disk)
     run_loop(holder="loop-1", should_stop=lambda: False, interval=0, max_scans=3)
     assert len(tries) == 1  # three passes, one try
     (alert,) = Delivery.objects.filter(payload__alert=AlertKind.ARCHIVE_FAILED)

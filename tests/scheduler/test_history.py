@@ -21,7 +21,17 @@ from django.utils import timezone
 from agents.fake import FakeRemote
 from sas_project import dbcode
 from scheduler import partitions
-from scheduler.archive import append_member, archive_name, archive_restore, read_archive
+from scheduler.archive import (
+    LocalArchiveStorage,
+    archive_restore,
+    archive_storage,
+    day_folder,
+    day_objects,
+    gzip_member,
+    read_archive,
+    read_object,
+    settle_day,
+)
 from scheduler.models import (
     ArchivedJob,
     Attempt,
@@ -78,6 +88,16 @@ def settled_jobs(drain: Callable[[], int], n: int, *, age_days: float, submitter
     return jobs
 
 
+def day_of(job: Job) -> dt.date:
+    return settle_day(job.finished_at or timezone.now())
+
+
+def stored(*names: str) -> list[dict[str, Any]]:
+    """Every record of these archive objects, in the order named."""
+    store = archive_storage()
+    return [record for name in names for record in read_object(store, name)]
+
+
 def rows_of(job_ids: list[Any]) -> dict[str, list[dict[str, Any]]]:
     """Every row of these jobs, table by table, in id order."""
     return {
@@ -112,9 +132,11 @@ def test_prune_archives_jobs_settled_before_the_retention_period_and_deletes_the
         "delivery": 0,
         "signal": 0,
     }
-    name = archive_name(old[0].finished_at or timezone.now())
-    recent_name = archive_name(recent[0].finished_at or timezone.now())
-    assert report.files == {name, recent_name} and (archive_dir / name).exists()
+    # One new object per settle day, in that day's folder, named by the ArchivedJob rows.
+    (name,) = day_objects(archive_storage(), day_of(old[0]))
+    (recent_name,) = day_objects(archive_storage(), day_of(recent[0]))
+    assert name.startswith(f"{day_folder(day_of(old[0]))}/") and name.endswith(".jsonl.gz")
+    assert report.files == {name, recent_name} and (archive_dir / name).is_file()
     archived = {a.job_id: a.archive for a in ArchivedJob.objects.all()}
     assert archived == dict.fromkeys(old_ids, name) | {j.pk: recent_name for j in recent}
     run = PruneRun.objects.get()
@@ -188,7 +210,7 @@ def test_dry_run_reports_what_would_go_and_changes_nothing(
     before = rows_of([j.pk for j in jobs])
     report = history_prune(source="test", dry_run=True)
     assert report.jobs == 2 and report.rows["event"] == len(before["event"])
-    assert report.files == {archive_name(jobs[0].finished_at or timezone.now())}
+    assert report.files == {f"{day_folder(day_of(jobs[0]))}/"}
     assert rows_of([j.pk for j in jobs]) == before
     assert not archive_dir.exists() and not PruneRun.objects.exists() and not ArchivedJob.objects.exists()
 
@@ -212,9 +234,9 @@ def test_settled_jobs_are_archived_an_hour_after_they_settle_and_only_deleted_at
     older.refresh_from_db()
     fresh.refresh_from_db()
     assert older.archived_at is not None and fresh.archived_at is None
-    name = archive_name(older.finished_at or timezone.now())
+    name = ArchivedJob.objects.get().archive  # where it will be once deleted
+    assert day_objects(archive_storage(), day_of(older)) == [name]
     assert [r["job"]["id"] for r in read_archive(archive_dir / name)] == [str(older.pk)]
-    assert ArchivedJob.objects.get().archive == name  # where it will be once deleted
     assert archive_settled() == 0  # archived once
 
     # Thirty days on, the run finds it archived: it only deletes.
@@ -222,9 +244,10 @@ def test_settled_jobs_are_archived_an_hour_after_they_settle_and_only_deleted_at
     report = history_prune(source="test", now=later)
     assert not Job.objects.filter(pk=older.pk).exists() and report.jobs == 2
     assert report.archived == 1  # only the fresh one, written now, before its deletion
-    # Each once (in one file, or two when midnight UTC fell between their settling).
-    files = {name, archive_name(fresh.finished_at or timezone.now())}
-    ids = [r["job"]["id"] for f in sorted(files) for r in read_archive(archive_dir / f)]
+    # Each once, each in an object of its own settle day.
+    files = set(ArchivedJob.objects.values_list("archive", flat=True))
+    assert len(files) == 2 and name in files
+    ids = [r["job"]["id"] for r in stored(*sorted(files))]
     assert sorted(ids) == sorted([str(older.pk), str(fresh.pk)])
 
 
@@ -244,11 +267,15 @@ def test_an_event_after_archiving_has_the_job_archived_again_with_that_event(
 
     report = history_prune(source="test")
     assert report.archived == 1 and report.jobs == 1
-    (name,) = report.files
-    first, last = read_archive(archive_dir / name)
+    # Two objects of its day: the first write and the second, each named once.
+    names = day_objects(archive_storage(), day_of(job))
+    assert len(names) == 2 and set(report.files) == {names[1]}
+    assert ArchivedJob.objects.get().archive == names[1]
+    first, last = stored(*names)
     assert event.pk not in [e["id"] for e in first["events"]]
     assert event.pk in [e["id"] for e in last["events"]]
-    assert archive_restore([first, last]) == [str(job.pk)]  # its last line: the latest state
+    # Its latest record is loaded, whichever object is read first (two hosts' clocks may differ).
+    assert archive_restore([last, first]) == [str(job.pk)]
     assert Event.objects.filter(pk=event.pk).exists()
 
 
@@ -359,8 +386,10 @@ def test_batches_go_oldest_first_and_every_batch_is_archived(
     jobs = settled_jobs(drain, 5, age_days=DAYS + 1)
     report = history_prune(source="test", batch_size=2)
     assert report.jobs == 5
-    (name,) = report.files
-    assert sorted(r["job"]["id"] for r in read_archive(archive_dir / name)) == sorted(str(j.pk) for j in jobs)
+    # An object per batch: 2 + 2 + 1 jobs, every one of them in the day's objects.
+    names = day_objects(archive_storage(), day_of(jobs[0]))
+    assert len(names) == 3 and set(report.files) == set(names)
+    assert sorted(r["job"]["id"] for r in stored(*names)) == sorted(str(j.pk) for j in jobs)
 
 
 @pytest.mark.sqlite
@@ -485,7 +514,7 @@ def test_the_api_answers_an_archived_job_410_naming_the_archive_file(
     alice = make_user("alice", "submitters")
     (job,) = settled_jobs(drain, 1, age_days=DAYS + 1, submitter=alice)
     history_prune(source="test")
-    name = archive_name(job.finished_at or timezone.now())
+    (name,) = day_objects(archive_storage(), day_of(job))
 
     for url in (f"{V1}/jobs/{job.pk}/", f"{V1}/jobs/{job.pk}/events/"):
         response = client_for(alice).get(url)
@@ -502,7 +531,7 @@ def test_an_operator_action_on_an_archived_job_is_a_410_naming_the_archive_file(
 ) -> None:
     (job,) = settled_jobs(drain, 1, age_days=DAYS + 1)
     history_prune(source="test")
-    name = archive_name(job.finished_at or timezone.now())
+    (name,) = day_objects(archive_storage(), day_of(job))
     ops = client_for(make_user("olga", "operators"))
     for action, body in (("rerun", {"from_step": "s1"}), ("compensate", {}), ("cancel", {})):
         response = ops.post(f"{V1}/jobs/{job.pk}/{action}/", body, format="json")
@@ -530,45 +559,71 @@ def test_the_console_answers_an_archived_job_410_naming_the_archive_file(
     client.force_login(make_user("olga", "operators"))
     response = client.get(f"/ops/jobs/{job.pk}/")
     assert response.status_code == 410
-    assert archive_name(job.finished_at or timezone.now()) in response.content.decode()
+    assert ArchivedJob.objects.get().archive in response.content.decode()
     assert client.get(f"/ops/jobs/{uuid.uuid4()}/").status_code == 404
 
 
 # --- the archive file ---------------------------------------------------------------------------------
 
 
-def test_appending_a_member_to_a_days_file_keeps_the_earlier_members(tmp_path: Path) -> None:
+def test_a_days_file_of_several_members_written_earlier_reads_as_one(tmp_path: Path) -> None:
     path = tmp_path / "jobs-2026-10-01.jsonl.gz"
     record = {"format": "sas-job-archive/1", "job": {"id": str(uuid.uuid4())}}
-    append_member(path, [json.dumps(record)])
-    append_member(path, [json.dumps({**record, "job": {"id": "second"}})])
-    assert [r["job"]["id"] for r in read_archive(path)] == [record["job"]["id"], "second"]
+    second = {**record, "job": {"id": "b"}}
+    path.write_bytes(gzip_member([json.dumps(record)]) + gzip_member([json.dumps(second)]))
+    assert [r["job"]["id"] for r in read_archive(path)] == [record["job"]["id"], "b"]
 
 
 def test_a_member_cut_short_by_a_crash_is_skipped_and_reading_resumes_at_the_next(tmp_path: Path) -> None:
     path = tmp_path / "jobs-2026-10-01.jsonl.gz"
     line = json.dumps({"format": "sas-job-archive/1", "job": {"id": "a"}})
-    append_member(path, [line])
-    whole = path.read_bytes()
     cut = gzip.compress(b"x" * 1000 + b"\n")[:-12]  # a batch killed mid-write
-    path.write_bytes(whole + cut)
-    append_member(path, [line.replace('"a"', '"b"')])
+    path.write_bytes(gzip_member([line]) + cut + gzip_member([line.replace('"a"', '"b"')]))
     assert [r["job"]["id"] for r in read_archive(path)] == ["a", "b"]
 
 
-def test_a_failed_write_leaves_the_file_as_it_was(tmp_path: Path) -> None:
-    path = tmp_path / "jobs-2026-10-01.jsonl.gz"
-    append_member(path, ['{"format": "sas-job-archive/1", "job": {"id": "a"}}'])
-    size = path.stat().st_size
+def test_a_write_that_fails_leaves_no_object_and_no_partial_file(tmp_path: Path) -> None:
+    from django.core.files.base import File
 
-    def lines() -> Any:
-        yield '{"format": "sas-job-archive/1", "job": {"id": "b"}}'
-        raise OSError("disk full")
+    store = LocalArchiveStorage(location=tmp_path)
+
+    class Failing(File):  # type: ignore[type-arg]
+        def chunks(self, chunk_size: int | None = None) -> Any:
+            yield b"half an object"
+            raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        append_member(path, lines())
-    assert path.stat().st_size == size
-    assert [r["job"]["id"] for r in read_archive(path)] == ["a"]
+        store.save("jobs-2026-10-01/a.jsonl.gz", Failing(None, name="a"))
+    assert not store.exists("jobs-2026-10-01/a.jsonl.gz")
+    assert list((tmp_path / "jobs-2026-10-01").iterdir()) == []
+
+
+def test_the_local_store_never_writes_over_an_object(tmp_path: Path) -> None:
+    from django.core.files.base import ContentFile
+
+    store = LocalArchiveStorage(location=tmp_path)
+    (tmp_path / "jobs-2026-10-01").mkdir()
+    (tmp_path / "jobs-2026-10-01" / "a.jsonl.gz").write_bytes(b"first")
+    with pytest.raises(FileExistsError):
+        store._save("jobs-2026-10-01/a.jsonl.gz", ContentFile(b"second"))
+    assert (tmp_path / "jobs-2026-10-01" / "a.jsonl.gz").read_bytes() == b"first"
+    assert store.listdir("jobs-2026-10-01") == ([], ["a.jsonl.gz"])  # no partial left, none listed
+
+
+@pytest.mark.sqlite
+def test_a_day_reads_its_objects_and_the_file_written_by_earlier_versions(
+    drain: Callable[[], int], archive_dir: Path
+) -> None:
+    jobs = settled_jobs(drain, 3, age_days=DAYS + 1)
+    history_prune(source="test", archive_only=True, batch_size=2)
+    records = stored(*day_objects(archive_storage(), day_of(jobs[0])))
+    # Earlier versions appended a day's batches to one file beside the day's folder.
+    legacy = archive_dir / f"{day_folder(day_of(jobs[0]))}.jsonl.gz"
+    legacy.write_bytes(gzip_member([json.dumps(records[0])]))
+    names = day_objects(archive_storage(), day_of(jobs[0]))
+    assert names[0] == legacy.name and len(names) == 3
+    expected = sorted([str(j.pk) for j in jobs] + [records[0]["job"]["id"]])  # that one twice
+    assert sorted(r["job"]["id"] for r in stored(*names)) == expected
 
 
 # --- the daily chore -----------------------------------------------------------------------------------
@@ -752,15 +807,27 @@ def test_history_prune_then_history_restore_brings_the_jobs_back(
 ) -> None:
     from io import StringIO
 
-    from django.core.management import call_command
+    from django.core.management import CommandError, call_command
 
     jobs = settled_jobs(drain, 2, age_days=DAYS + 1)
     before = rows_of([j.pk for j in jobs])
     out = StringIO()
     call_command("history_prune", stdout=out)
     assert "archived 2 jobs" in out.getvalue() and Job.objects.count() == 0
-    name = archive_name(jobs[0].finished_at or timezone.now())
+    (name,) = day_objects(archive_storage(), day_of(jobs[0]))
+    # An object as the API's 410 names it, a job of it.
     call_command("history_restore", name, "--job", str(jobs[0].pk), stdout=out)
     assert list(Job.objects.values_list("pk", flat=True)) == [jobs[0].pk]
+    # A file on this host.
     call_command("history_restore", str(archive_dir / name), stdout=out)
     assert rows_of([j.pk for j in jobs]) == before
+    # A whole day: every object of it (the jobs are back already: nothing loads twice).
+    out = StringIO()
+    call_command("history_restore", "--day", f"{day_of(jobs[0]):%Y-%m-%d}", stdout=out)
+    assert "0 jobs loaded back from 1 archive objects" in out.getvalue()
+    with pytest.raises(CommandError, match="no archive object of 1999-01-01"):
+        call_command("history_restore", "--day", "1999-01-01")
+    with pytest.raises(CommandError, match="not a date"):
+        call_command("history_restore", "--day", "yesterday")
+    with pytest.raises(CommandError, match="no archive object or file"):
+        call_command("history_restore", "jobs-1999-01-01/nothing.jsonl.gz")

@@ -50,3 +50,13 @@ def test_the_documented_boolean_spellings_start(tmp_path: Path) -> None:
     for value in ("1", "0", "true", "False", "yes", "off"):
         result = manage_check(tmp_path, DJANGO_SECRET_KEY=KEY, SAS_FAST_PATH=value)
         assert result.returncode == 0, (value, result.stderr[-500:])
+
+
+def test_an_archive_in_object_storage_wants_its_bucket_and_only_known_stores_start(tmp_path: Path) -> None:
+    result = manage_check(tmp_path, DJANGO_SECRET_KEY=KEY, SAS_ARCHIVE_STORAGE="s3")
+    assert result.returncode != 0
+    assert "SAS_ARCHIVE_STORAGE=s3 needs SAS_ARCHIVE_S3_BUCKET" in result.stderr
+    result = manage_check(tmp_path, DJANGO_SECRET_KEY=KEY, SAS_ARCHIVE_STORAGE="gcs")
+    assert "  SAS_ARCHIVE_STORAGE='gcs': Must be one of: local, s3." in result.stderr
+    result = manage_check(tmp_path, DJANGO_SECRET_KEY=KEY, SAS_ARCHIVE_STORAGE="s3", SAS_ARCHIVE_S3_BUCKET="b")
+    assert result.returncode == 0, result.stderr[-500:]
