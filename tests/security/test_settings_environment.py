@@ -58,5 +58,7 @@ def test_an_archive_in_object_storage_wants_its_bucket_and_only_known_stores_sta
     assert "SAS_ARCHIVE_STORAGE=s3 needs SAS_ARCHIVE_S3_BUCKET" in result.stderr
     result = manage_check(tmp_path, DJANGO_SECRET_KEY=KEY, SAS_ARCHIVE_STORAGE="gcs")
     assert "  SAS_ARCHIVE_STORAGE='gcs': Must be one of: local, s3." in result.stderr
-    result = manage_check(tmp_path, DJANGO_SECRET_KEY=KEY, SAS_ARCHIVE_STORAGE="s3", SAS_ARCHIVE_S3_BUCKET="b")
+    result = manage_check(
+        tmp_path, DJANGO_SECRET_KEY=KEY, SAS_ARCHIVE_STORAGE="s3", SAS_ARCHIVE_S3_BUCKET="b"
+    )
     assert result.returncode == 0, result.stderr[-500:]
