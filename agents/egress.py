@@ -19,6 +19,14 @@ The deadline belongs to the request, not to the connection (a kept-alive connect
 next request under that request's deadline): it is a context variable, so each thread has its
 own.
 
+**No delayed-ACK stall on kept-alive connections.** A remote that leaves Nagle's algorithm on
+and writes an answer's headers and body in two segments (Python's `http.server` does; many small
+services do) holds the body until the headers are acknowledged, and the client, having nothing to
+send, delays that acknowledgement: some 40 ms per call on a kept-alive connection, against under a
+millisecond on a new one. On Linux every stream here turns TCP_QUICKACK on after each write and
+read (the kernel drops the mode again as it sees fit, so once is not enough): the headers are
+acknowledged at once and the body follows. One `setsockopt` per operation; elsewhere nothing.
+
 **An answer is read capped.** `read_capped` reads the raw body and decodes gzip and deflate itself,
 a bounded piece at a time, so the cap counts decoded bytes and a compression bomb is refused
 having allocated about the cap, never its expansion. The clients ask only for those two
@@ -73,16 +81,38 @@ def _bounded(timeout: float | None, expired: type[Exception]) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
+#: Linux's option (None elsewhere): acknowledge what arrives at once rather than after a delay.
+_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
+
+
+def quick_ack(sock: typing.Any) -> None:
+    """Put `sock` in quick-ACK mode (Linux), so that a remote whose Nagle's algorithm waits for
+    our acknowledgement is not kept waiting for the delayed one."""
+    if _QUICKACK is not None and isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+
+
 class DeadlineStream(httpcore.NetworkStream):
-    """A network stream whose every operation ends by the current request's deadline."""
+    """A network stream whose every operation ends by the current request's deadline, and that
+    acknowledges what it receives at once (module docstring)."""
 
     def __init__(self, stream: httpcore.NetworkStream) -> None:
         self._stream = stream
+        self._socket = stream.get_extra_info("socket")
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+        data = self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+        quick_ack(self._socket)
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._write(buffer, timeout)
+        # Set after the request is out, before its answer arrives: the kernel may have left the
+        # mode while the connection sat idle or as it sent.
+        quick_ack(self._socket)
+
+    def _write(self, buffer: bytes, timeout: float | None) -> None:
         sock = self._stream.get_extra_info("socket")
         if not isinstance(sock, socket.socket):
             self._stream.write(buffer, _bounded(timeout, httpcore.WriteTimeout))

@@ -453,3 +453,31 @@ def test_the_answer_to_a_body_nesting_too_deeply_to_parse_is_a_success_with_no_o
     assert result.outcome == Outcome.SUCCEEDED
     assert result.output is None
     assert "nests too deeply" in result.error
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"), reason="Linux's TCP_QUICKACK")
+def test_a_kept_alive_remote_that_leaves_nagle_on_is_not_kept_waiting_for_a_delayed_ack(
+    remote: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """http.server writes the headers, then the body, with Nagle's algorithm on: the body waits
+    for the headers' acknowledgement, which a client with nothing to send delays by some 40 ms.
+    Quick-ACK mode answers at once. Without it the stall is there (the test can fail)."""
+    from agents import egress, http
+
+    remote.keep_alive()
+
+    def median_ms(calls: int = 15) -> float:
+        assert call_http(spec(remote.url)).outcome == Outcome.SUCCEEDED  # connected, kept alive
+        took = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            assert call_http(spec(remote.url)).outcome == Outcome.SUCCEEDED
+            took.append((time.perf_counter() - started) * 1000)
+        return sorted(took)[calls // 2]
+
+    assert median_ms() < 20  # the stall is 40 ms or more
+
+    http._client.close()  # type: ignore[union-attr]
+    http._client = None
+    monkeypatch.setattr(egress, "_QUICKACK", None)
+    assert median_ms() >= 35  # the stall this avoids
