@@ -189,6 +189,46 @@ class SandboxProcess:
 
 
 @dataclass
+class FastRemoteProcess:
+    """`python -m testbed.fastremote` on `port`: the benchmark's remote, answering from memory
+    (with `nagle`, leaving Nagle's algorithm on and writing headers and body apart)."""
+
+    port: int
+    log: Path
+    nagle: bool = False
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FastRemoteProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "testbed.fastremote",
+                "--port",
+                str(self.port),
+                *(["--nagle"] if self.nagle else []),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        wait_for_line(self.proc, "listening", timeout=30, log=self.log)
+        return self
+
+    def stop(self) -> None:
+        stop_group(self.proc)
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@dataclass
 class ClusterProcess:
     """One `manage.py qcluster` (django-q2 cluster + supervisor loop) with environment `env`."""
 

@@ -3,20 +3,29 @@
 Everything is measured in one run on one database, so the figures compare with each other
 (ratios), not with another machine's:
 
+0. the remote: by default testbed.fastremote, answering from memory with TCP_NODELAY, its own
+   CPU per call printed (one core of it must serve far more calls per second than either side
+   makes, or it caps the baseline); `--remote sandbox` uses the sandbox remote instead, which
+   writes each effect to SQLite and is slower than bare django-q2;
 1. the HTTP workload users meet: jobs of a 3-step chain submitted through `POST /api/v1/jobs/`
-   (runserver) from 4 client threads, each step an HTTP call to the sandbox remote, through one
-   `qcluster`; beside it, bare django-q2 chains of 3 tasks making the same POST, on django-q2's
-   stock ORM broker with the same `Q_CLUSTER` values;
-2. the python workload: jobs of 3 no-op python steps submitted in-process, beside bare chains of
+   from 4 client threads, each step an HTTP call to the remote, through one `qcluster`; the API
+   under gunicorn with the production configuration and under `runserver` (`make run`), each in
+   turn; beside it, bare django-q2 chains of 3 tasks making the same POST, on django-q2's stock
+   ORM broker with the same `Q_CLUSTER` values;
+2. the engine alone: the same jobs submitted while no cluster runs, then drained by one, timed
+   from the first attempt's start to the last job's end;
+3. the python workload: jobs of 3 no-op python steps submitted in-process, beside bare chains of
    no-op tasks on the stock broker;
-3. commits (`pg_stat_database`) and top-level statements (`pg_stat_statements`, all sessions) per
+4. commits (`pg_stat_database`) and top-level statements (`pg_stat_statements`, all sessions) per
    step of the HTTP workload, and statements per step in-process;
-4. unloaded latency: jobs one at a time on an idle cluster;
-5. a sustained backlog through the API for minutes (past `CONN_MAX_AGE`, worker recycling and the
+5. unloaded latency: jobs one at a time on an idle cluster;
+6. a remote that leaves Nagle's algorithm on: milliseconds per call on a kept-alive connection,
+   through the agent's client and a plain one, beside a remote with TCP_NODELAY;
+7. a sustained backlog through the API for minutes (past `CONN_MAX_AGE`, worker recycling and the
    lease period), steps per second in every 10-second window;
-6. the supervisor scan with 1,000 overdue steps among 10,000 and 1,000,000 settled steps, and
+8. the supervisor scan with 1,000 overdue steps among 10,000 and 1,000,000 settled steps, and
    console and API pages and the /metrics scrape over that history;
-7. the same scan beside 10,000 waiting jobs whose timers are not due (testbed.bench.waits), and
+9. the same scan beside 10,000 waiting jobs whose timers are not due (testbed.bench.waits), and
    one scan firing 1,000 due timers.
 """
 
@@ -36,9 +45,19 @@ from sas_project.database import is_postgresql
 from scheduler.services import job_submit
 from supervisor.models import SupervisorLease
 from testbed.bench import db, history, waits, workloads
+from testbed.bench import remote as bench_remote
 from testbed.bench.definitions import OWN_WORKFLOWS, api_token, ensure_definitions
 from testbed.definitions import refuse_foreign_jobs
-from testbed.processes import ROOT, ClusterProcess, SandboxProcess, WebProcess, free_port, wait_until
+from testbed.fastremote import stats
+from testbed.processes import (
+    ROOT,
+    ClusterProcess,
+    FastRemoteProcess,
+    SandboxProcess,
+    WebProcess,
+    free_port,
+    wait_until,
+)
 
 Q_KEYS = ("workers", "queue_limit", "bulk", "poll", "save_limit", "recycle", "timeout", "retry")
 
@@ -59,7 +78,7 @@ def cluster_env(*, workers: int, stock: bool) -> dict[str, str]:
     return env
 
 
-def start_cluster(*, workers: int, stock: bool) -> ClusterProcess:
+def start_cluster(*, workers: int, stock: bool, settle: bool = True) -> ClusterProcess:
     cluster = ClusterProcess(
         name="stock" if stock else "sas",
         env=cluster_env(workers=workers, stock=stock),
@@ -70,7 +89,8 @@ def start_cluster(*, workers: int, stock: bool) -> ClusterProcess:
         wait_until(
             lambda: SupervisorLease.objects.exclude(holder="").exists(), timeout=60, message="the cluster"
         )
-    time.sleep(2)  # workers and pusher up
+    if settle:
+        time.sleep(2)  # workers and pusher up
     return cluster
 
 
@@ -128,6 +148,8 @@ def run(
     scratch: bool = False,
     waiting: int = 0,
     due: int = 0,
+    remote: str = "fast",
+    webs: tuple[str, ...] = ("gunicorn", "runserver"),
 ) -> dict[str, Any]:
     statements = prepare_database(scratch=scratch)
     q = {k: settings.Q_CLUSTER.get(k) for k in Q_KEYS} | {"workers": workers, "queue_limit": workers}
@@ -142,22 +164,43 @@ def run(
             "statements_counted": statements,
         }
     }
-    sandbox = SandboxProcess(
-        port=free_port(), db=ROOT / "var" / "bench-sandbox.sqlite3", log=ROOT / "var" / "bench-sandbox.log"
-    ).start()
-    web = None
+    fast = remote == "fast"
+    sandbox: FastRemoteProcess | SandboxProcess
+    if fast:
+        sandbox = FastRemoteProcess(port=free_port(), log=ROOT / "var" / "bench-remote.log").start()
+    else:
+        sandbox = SandboxProcess(
+            port=free_port(),
+            db=ROOT / "var" / "bench-sandbox.sqlite3",
+            log=ROOT / "var" / "bench-sandbox.log",
+        ).start()
+    results["config"]["remote"] = remote
+    results["config"]["web"] = list(webs)
+    nagle = (
+        FastRemoteProcess(port=free_port(), log=ROOT / "var" / "bench-remote-nagle.log", nagle=True)
+        if fast
+        else None
+    )
+    servers: dict[str, WebProcess] = {}
     cluster = None
     try:
         python_wf, http_wf = ensure_definitions(steps, sandbox.url)
-        api = workloads.ApiClient(f"http://127.0.0.1:{free_port()}", api_token())
         log("statements and commits per step, in-process (python workload)...")
         results["in_process"] = history.statements_per_step(min(jobs, 100), steps, python_wf.name)
 
-        port = int(api.base_url.rsplit(":", 1)[1])
         # The benchmark's one client submits far above any per-user rate a deployment would set.
         web_env = {**cluster_env(workers=workers, stock=False), "SAS_THROTTLE_USER": "off"}
-        web = WebProcess(port=port, env=web_env, log=ROOT / "var" / "bench-web.log")
-        web.start()
+        apis: dict[str, workloads.ApiClient] = {}
+        for name in webs:
+            port = free_port()
+            servers[name] = WebProcess(
+                port=port,
+                env=web_env,
+                log=ROOT / "var" / f"bench-web-{name}.log",
+                gunicorn=name == "gunicorn",
+            ).start()
+            apis[name] = workloads.ApiClient(servers[name].url, api_token())
+        remote_before = stats(sandbox.url) if fast else None
         rounds_out: list[dict[str, Any]] = []
         for r in range(1, rounds + 1):
             log(f"round {r}: bare django-q2 chains on the stock broker (HTTP, then python)...")
@@ -178,17 +221,26 @@ def run(
                 statements=statements,
             )
             cluster.stop(30)
-            log(f"round {r}: the service (HTTP through the API, then python)...")
             cluster = start_cluster(workers=workers, stock=False)
             idle = idle_commits_per_s()
-            workloads.run_http(api, http_wf.name, 10, steps, workloads.Counters())  # warm-up
-            full_http = measured(
-                lambda c: workloads.run_http(api, http_wf.name, jobs, steps, c),
-                steps=jobs * steps,
-                idle=idle,
-                statements=statements,
-            )
-            full_http.update(workloads.step_times(full_http.pop("ids")))
+            full_http: dict[str, dict[str, Any]] = {}
+            for name, api in apis.items():
+                log(f"round {r}: the service, HTTP through the API under {name}...")
+                workloads.run_http(api, http_wf.name, 10, steps, workloads.Counters())  # warm-up
+
+                def through(c: workloads.Counters, api: workloads.ApiClient = api) -> dict[str, Any]:
+                    return workloads.run_http(api, http_wf.name, jobs, steps, c)
+
+                full = measured(
+                    through,
+                    steps=jobs * steps,
+                    idle=idle,
+                    statements=statements,
+                )
+                full.update(workloads.step_times(full.pop("ids")))
+                full["ratio"] = round(full["steps_per_s"] / bare_http["steps_per_s"], 2)
+                full_http[name] = full
+            log(f"round {r}: the service, python steps submitted in-process...")
             full_python = measured(
                 lambda c: workloads.run_python(python_wf.name, jobs, steps, c),
                 steps=jobs * steps,
@@ -199,23 +251,38 @@ def run(
             if r == 1:
                 log("unloaded latency: jobs one at a time...")
                 counters = workloads.Counters()
+                first_api = next(iter(apis.values()))
+
+                def submit_one(n: int, api: workloads.ApiClient = first_api) -> str:
+                    return api.submit(http_wf.name, {"latency": n})
+
                 results["latency"] = {
                     "python": workloads.run_latency(
                         lambda n: str(job_submit(workflow=python_wf.name, input={"latency": n}).job_id),
                         30,
                         counters,
                     ),
-                    "http_api": workloads.run_latency(
-                        lambda n: api.submit(http_wf.name, {"latency": n}), 30, counters
-                    ),
+                    "http_api": workloads.run_latency(submit_one, 30, counters),
                 }
+            cluster.stop(30)
+            cluster = None
+            log(f"round {r}: the engine alone: {jobs} jobs submitted with no cluster, then drained...")
+            engine, cluster = workloads.run_engine_only(
+                next(iter(apis.values())),
+                http_wf.name,
+                jobs,
+                steps,
+                workloads.Counters(),
+                start=lambda: start_cluster(workers=workers, stock=False, settle=False),
+            )
+            engine["ratio"] = round(engine["steps_per_s"] / bare_http["steps_per_s"], 2)
             cluster.stop(30)
             cluster = None
             rounds_out.append(
                 {
                     "bare_http": bare_http,
                     "full_http": full_http,
-                    "http_ratio": round(full_http["steps_per_s"] / bare_http["steps_per_s"], 2),
+                    "engine_only": engine,
                     "bare_python": bare_python,
                     "full_python": full_python,
                     "python_ratio": round(full_python["steps_per_s"] / bare_python["steps_per_s"], 2),
@@ -223,12 +290,23 @@ def run(
             )
         results["rounds"] = rounds_out
         if rounds_out:
-            results["http_ratio_median"] = statistics.median(r["http_ratio"] for r in rounds_out)
+            results["http_ratio_median"] = {
+                name: statistics.median(r["full_http"][name]["ratio"] for r in rounds_out) for name in webs
+            }
+            results["engine_ratio_median"] = statistics.median(r["engine_only"]["ratio"] for r in rounds_out)
             results["python_steps_per_s_median"] = statistics.median(
                 r["full_python"]["steps_per_s"] for r in rounds_out
             )
+        if remote_before is not None:
+            results["remote"] = bench_remote.cost(remote_before, stats(sandbox.url))
+        if nagle is not None:
+            log("a remote leaving Nagle on: milliseconds per call on a kept-alive connection...")
+            nagle.start()
+            results["nagle"] = bench_remote.nagle_probe(sandbox.url, nagle.url)
         if sustained > 0:
-            log(f"sustained backlog of {backlog} jobs through the API for {sustained:.0f}s...")
+            first = next(iter(apis))
+            api = apis[first]
+            log(f"sustained backlog of {backlog} jobs through the API ({first}) for {sustained:.0f}s...")
             cluster = start_cluster(workers=workers, stock=False)
             results["sustained"] = workloads.run_sustained(
                 api, http_wf.name, seconds=sustained, backlog=backlog, counters=workloads.Counters()
@@ -238,9 +316,11 @@ def run(
     finally:
         if cluster is not None:
             cluster.stop(30)
-        if web is not None:
-            web.stop()
+        for server in servers.values():
+            server.stop()
         sandbox.stop()
+        if nagle is not None:
+            nagle.stop()
 
     if history_steps > 0:
         log(f"scan: {overdue} overdue among {small_history} settled steps...")
@@ -292,33 +372,62 @@ def table(results: dict[str, Any]) -> str:
     add("")
     add("| measure | value |")
     add("| --- | --- |")
+    add(
+        f"| remote | {cfg.get('remote', 'sandbox')}"
+        + (
+            f": {results['remote']['cpu_us_per_call']} us of CPU per call (one core serves "
+            f"{results['remote']['capacity_calls_per_s']:,} calls/s), {results['remote']['calls']:,} calls |"
+            if results.get("remote")
+            else " |"
+        )
+    )
     for i, r in enumerate(results["rounds"], 1):
-        bh, fh, bp, fp = r["bare_http"], r["full_http"], r["bare_python"], r["full_python"]
+        bh, bp, fp, eng = r["bare_http"], r["bare_python"], r["full_python"], r["engine_only"]
+        for web, fh in r["full_http"].items():
+            add(
+                f"| round {i}, HTTP: bare django-q2 / service through the API under {web}, steps/s | "
+                f"{bh['steps_per_s']} / {fh['steps_per_s']} (ratio {fh['ratio']}) |"
+            )
         add(
-            f"| round {i}, HTTP: bare django-q2 (stock broker) / service through the API, steps/s | "
-            f"{bh['steps_per_s']} / {fh['steps_per_s']} (ratio {r['http_ratio']}) |"
+            f"| round {i}, HTTP: the engine alone (a backlog drained), steps/s | "
+            f"{eng['steps_per_s']} (ratio {eng['ratio']}) |"
         )
         add(
             f"| round {i}, python: bare django-q2 (stock broker) / service, steps/s | "
             f"{bp['steps_per_s']} / {fp['steps_per_s']} (ratio {r['python_ratio']}) |"
         )
-        add(
-            f"| round {i}, commits per step, HTTP bare / service | "
-            f"{bh['commits_per_step']} / {fh['commits_per_step']} |"
-        )
-        if "statements_per_step" in fh:
+        for web, fh in r["full_http"].items():
             add(
-                f"| round {i}, statements per step, HTTP bare / service | "
-                f"{bh['statements_per_step']} / {fh['statements_per_step']} "
-                f"{fh['statements_by_kind_per_step']} |"
+                f"| round {i}, commits per step, HTTP bare / service ({web}) | "
+                f"{bh['commits_per_step']} / {fh['commits_per_step']} |"
             )
-        add(
-            f"| round {i}, HTTP under load: step overhead, queue wait, submit-to-done p50 / p99 ms | "
-            f"{_ms(fh['step_overhead_ms'])}; {_ms(fh['queue_wait_ms'])}; {_ms(fh['job_turnaround_ms'])} |"
-        )
+            if "statements_per_step" in fh:
+                add(
+                    f"| round {i}, statements per step, HTTP bare / service ({web}) | "
+                    f"{bh['statements_per_step']} / {fh['statements_per_step']} "
+                    f"{fh['statements_by_kind_per_step']} |"
+                )
+            add(
+                f"| round {i}, HTTP under load ({web}): step overhead, queue wait, submit-to-done "
+                f"p50 / p99 ms | {_ms(fh['step_overhead_ms'])}; {_ms(fh['queue_wait_ms'])}; "
+                f"{_ms(fh['job_turnaround_ms'])} |"
+            )
     if results["rounds"]:
-        add(f"| **HTTP ratio service / bare (median)** | **{results['http_ratio_median']}** |")
+        for web, ratio in results["http_ratio_median"].items():
+            add(f"| **HTTP ratio service / bare, under {web} (median)** | **{ratio}** |")
+        add(f"| **HTTP ratio engine alone / bare (median)** | **{results['engine_ratio_median']}** |")
         add(f"| **python workload, steps/s (median)** | **{results['python_steps_per_s_median']}** |")
+    ng = results.get("nagle")
+    if ng:
+        add(
+            f"| a call on a kept-alive connection, remote with TCP_NODELAY / leaving Nagle on, "
+            f"agent's client, ms | {ng['agent_nodelay_ms']} / {ng['agent_nagle_ms']} "
+            f"(+{ng['agent_nagle_extra_ms']}) |"
+        )
+        add(
+            f"| the same through a plain httpx client (no quick ACK), ms | {ng['plain_nodelay_ms']} / "
+            f"{ng['plain_nagle_ms']} (+{ng['plain_nagle_extra_ms']}) |"
+        )
     lat = results.get("latency")
     if lat:
         for name, figures in lat.items():

@@ -141,6 +141,27 @@ def run_http(api: ApiClient, workflow: str, jobs: int, steps: int, counters: Cou
     return {"seconds": round(seconds, 3), "steps_per_s": round(jobs * steps / seconds, 1), "ids": ids}
 
 
+def run_engine_only(
+    api: ApiClient, workflow: str, jobs: int, steps: int, counters: Counters, *, start: Callable[[], Any]
+) -> tuple[dict[str, Any], Any]:
+    """The engine alone: `jobs` submitted through the API while no cluster runs, then `start()`
+    (a cluster) drains them. Timed from the first attempt's start to the last job's end, so the
+    API and the cluster's own start-up are left out. Returns the figures and what `start` gave."""
+    ids = api.submit_many(workflow, jobs)
+    cluster = start()
+    wait_for_jobs(ids, counters)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT min(a.started_at), max(j.finished_at) FROM scheduler_job j "
+            "JOIN scheduler_step s ON s.job_id = j.id JOIN scheduler_attempt a ON a.step_id = s.id "
+            "WHERE j.id = ANY(%s::uuid[]) /* bench */",
+            [ids],
+        )
+        first, last = cursor.fetchone()
+    seconds = (last - first).total_seconds()
+    return {"seconds": round(seconds, 3), "steps_per_s": round(jobs * steps / seconds, 1)}, cluster
+
+
 def run_python(workflow: str, jobs: int, steps: int, counters: Counters) -> dict[str, Any]:
     started = db_now()
     ids = [str(job_submit(workflow=workflow, input={"n": n}).job_id) for n in range(jobs)]

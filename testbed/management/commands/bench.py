@@ -73,6 +73,20 @@ class Command(BaseCommand):
             action="store_true",
             help="Fan-out run: the API under gunicorn (default: runserver).",
         )
+        parser.add_argument(
+            "--remote",
+            choices=["fast", "sandbox"],
+            default="fast",
+            help="The remote of the HTTP steps: `fast` answers from memory with TCP_NODELAY and shows "
+            "its CPU per call (testbed.fastremote); `sandbox` keeps its effects in SQLite (slower than "
+            "bare django-q2: it caps the baseline).",
+        )
+        parser.add_argument(
+            "--web",
+            default="gunicorn,runserver",
+            help="The web servers the API is measured under, in order: gunicorn (production "
+            "configuration), runserver (make run), or both separated by a comma.",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
         parser.add_argument(
             "--scale",
@@ -141,6 +155,9 @@ class Command(BaseCommand):
             return
         if options["pgbouncer"]:
             raise CommandError("--pgbouncer applies to the scale-out run: give --clusters too (e.g. 1,2,3)")
+        webs = tuple(w.strip() for w in options["web"].split(",") if w.strip())
+        if not webs or set(webs) - {"gunicorn", "runserver"}:
+            raise CommandError("--web takes gunicorn, runserver or both, separated by a comma")
         try:
             results = bench.run(
                 jobs=options["jobs"],
@@ -156,6 +173,8 @@ class Command(BaseCommand):
                 due=options["due"],
                 log=lambda line: self.stderr.write(line),
                 scratch=options["scratch"],
+                remote=options["remote"],
+                webs=webs,
             )
         except (RuntimeError, ForeignJobs) as exc:
             raise CommandError(str(exc)) from exc
