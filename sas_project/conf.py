@@ -215,6 +215,11 @@ class SasSettings:
         return float(getattr(settings, "SAS_TOKEN_LAST_USED_SECONDS", 60))
 
     @property
+    def max_batch_jobs(self) -> int:
+        """The most jobs one `POST /api/v1/jobs/batch/` may submit."""
+        return int(getattr(settings, "SAS_MAX_BATCH_JOBS", 100))
+
+    @property
     def history_days(self) -> float:
         """Jobs settled longer ago than this many days are archived and leave the hot tables;
         0 turns retention off."""

@@ -373,6 +373,8 @@ SAS_FAST_PATH = _env_bool("SAS_FAST_PATH", True)
 SAS_LEASE_SECONDS = env.float("SAS_LEASE_SECONDS", 3 * SAS_SUPERVISOR_INTERVAL, validate=Range(min=0.1))
 #: The most items one fan-out step may have: a longer list fails the step, naming the limit.
 SAS_MAX_FANOUT_ITEMS = env.int("SAS_MAX_FANOUT_ITEMS", 1000, validate=Range(min=1))
+# Jobs in one POST /api/v1/jobs/batch/ (one transaction).
+SAS_MAX_BATCH_JOBS = env.int("SAS_MAX_BATCH_JOBS", 100, validate=Range(min=1, max=1000))
 SAS_SCHEDULES_PER_USER = env.int("SAS_SCHEDULES_PER_USER", 50)
 #: How deep sub-workflows may nest (a child of a child ...): deeper, the step fails.
 SAS_MAX_WORKFLOW_DEPTH = env.int("SAS_MAX_WORKFLOW_DEPTH", 5)

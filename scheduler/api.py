@@ -50,6 +50,8 @@ from scheduler.serializers import (
     AttemptHeartbeatResultSerializer,
     AttemptHeartbeatSerializer,
     EventSerializer,
+    JobBatchResponseSerializer,
+    JobBatchSerializer,
     JobFilterSerializer,
     JobSerializer,
     JobSubmitSerializer,
@@ -69,6 +71,7 @@ from scheduler.serializers import (
     step_data,
 )
 from scheduler.services import job_submit
+from scheduler.services.submission import jobs_submit_batch, submission_prepare
 from scheduler.services.wakeups import NotPermitted, approval_decide, signal_send
 
 # --- jobs -------------------------------------------------------------------------------------
@@ -144,6 +147,64 @@ class JobsView(ApiView):
             status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK,
             headers=location("api-job", job_id=job.pk) if submission.created else None,
         )
+
+
+class JobsBatchView(ApiView):
+    permission_classes = [SubmitterAccess]
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        # As a single submission: one transaction, one commit, from the token's lookup on.
+        with transaction.atomic():
+            return super().dispatch(request, *args, **kwargs)
+
+    @extend_schema(
+        operation_id="jobs_submit_batch",
+        tags=["jobs"],
+        summary="Submit several jobs at once",
+        description="Submits up to SAS_MAX_BATCH_JOBS (100) jobs in one transaction: all are "
+        "created, or none. Each item is a single submission's body with its own optional "
+        "`idempotency_key`; an item whose key was used before with the same body answers the job "
+        "that request made (`created: false`). A malformed request is a 400 naming the items' "
+        "fields; an item refused (an unknown workflow, an input its contract refuses, a key used "
+        "for another request) refuses the batch with the item's `index`. 201 when at least one "
+        "job was created, 200 when every item was a replay.",
+        request=JobBatchSerializer,
+        responses={
+            201: JobBatchResponseSerializer,
+            200: OpenApiResponse(JobBatchResponseSerializer, description="Every item was a replay."),
+            **WRITE_ERRORS,
+            **errors(409),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        body = validated(JobBatchSerializer, request.data)
+        prepared = []
+        for index, item in enumerate(body["jobs"]):
+            try:
+                prepared.append(
+                    submission_prepare(
+                        workflow=item["workflow"],
+                        input=item["input"],
+                        idempotency_key=item.get("idempotency_key"),
+                        callback_url=item.get("callback_url") or "",
+                        business_key=item.get("business_key") or "",
+                        priority=item.get("priority") or 0,
+                    )
+                )
+            except InvalidInput as exc:
+                raise InvalidInput(f"jobs[{index}]: {exc.message}", **{**exc.detail, "index": index}) from exc
+        submissions = jobs_submit_batch(prepared, submitter=request.user)
+        jobs = [
+            {
+                "index": index,
+                "id": str(submission.job_id),
+                "created": submission.created,
+                "url": location("api-job", job_id=submission.job_id)["Location"],
+            }
+            for index, submission in enumerate(submissions)
+        ]
+        created = any(submission.created for submission in submissions)
+        return Response({"jobs": jobs}, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 INPUT_FIELD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")

@@ -9,6 +9,7 @@ from scheduler import api
 
 urlpatterns: list[URLPattern] = [
     path("jobs/", api.JobsView.as_view(), name="api-jobs"),
+    path("jobs/batch/", api.JobsBatchView.as_view(), name="api-jobs-batch"),
     path("jobs/<uuid:job_id>/", api.JobView.as_view(), name="api-job"),
     path("jobs/<uuid:job_id>/events/", api.JobEventsView.as_view(), name="api-job-events"),
     path("jobs/<uuid:job_id>/signals/", api.JobSignalsView.as_view(), name="api-job-signals"),

@@ -68,6 +68,54 @@ class JobSubmitSerializer(StrictSerializer):
     )
 
 
+class JobBatchItemSerializer(JobSubmitSerializer):
+    idempotency_key = serializers.CharField(
+        min_length=1,
+        max_length=255,
+        required=False,
+        allow_null=True,
+        help_text="This job's idempotency key (printable ASCII): a batch sent again with it finds the "
+        "job it made instead of making another. Keys are per user, shared with the header of single "
+        "submissions.",
+    )
+
+    def validate_idempotency_key(self, value: str | None) -> str | None:
+        if value is not None and not all(" " <= ch <= "~" for ch in value):
+            raise serializers.ValidationError("must be printable ASCII")
+        return value
+
+
+class JobBatchSerializer(StrictSerializer):
+    jobs = JobBatchItemSerializer(
+        many=True,
+        allow_empty=False,
+        help_text="The jobs, each as a single submission's body plus its own `idempotency_key`; at most "
+        "SAS_MAX_BATCH_JOBS (100).",
+    )
+
+    def validate_jobs(self, value: list[Any]) -> list[Any]:
+        from sas_project.conf import sas_settings
+
+        if len(value) > sas_settings.max_batch_jobs:
+            raise serializers.ValidationError(
+                f"at most {sas_settings.max_batch_jobs} jobs per batch (SAS_MAX_BATCH_JOBS)"
+            )
+        return value
+
+
+class JobBatchResultSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="The job's place in the request's `jobs`.")
+    id = serializers.UUIDField()
+    created = serializers.BooleanField(
+        help_text="False: the job an earlier request made with the same idempotency key and body."
+    )
+    url = serializers.CharField(help_text="The job's resource, `/api/v1/jobs/<id>/`.")
+
+
+class JobBatchResponseSerializer(serializers.Serializer):
+    jobs = JobBatchResultSerializer(many=True)
+
+
 class JobFilterSerializer(serializers.Serializer):
     """Query parameters of the job list. Besides these, `input.<field>=<value>` (with `workflow`)
     finds the jobs whose input has that field with that value (a JSON value: `42`, `true`,

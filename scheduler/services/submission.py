@@ -21,7 +21,7 @@ from django.db.models.functions import Now
 
 from agents.validation import validate_callback_url
 from sas_project import tracing
-from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInput
+from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInput, SasError
 from sas_project.validation import json_storable
 from scheduler import contracts
 from scheduler.faults import maybe_fail_after_commit
@@ -106,6 +106,54 @@ def _replay(submitter: User | None, key: str, request_hash: str) -> Submission |
     return Submission(job_id=existing.pk, created=False, loaded=existing)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A submission checked and ready to write: what `job_submit` and `jobs_submit_batch` share."""
+
+    workflow: str
+    input: dict[str, Any]
+    idempotency_key: str | None
+    request_hash: str
+    callback_url: str
+    business_key: str
+    priority: int
+
+
+def submission_prepare(
+    *,
+    workflow: str,
+    input: object,
+    idempotency_key: str | None = None,
+    callback_url: str = "",
+    business_key: str = "",
+    priority: int = 0,
+) -> Prepared:
+    """Check a submission's parts (nothing read or written): InvalidInput names the first bad one."""
+    if not isinstance(input, dict):
+        raise InvalidInput("input must be a JSON object", field="input")
+    json_storable(input, "input")
+    if idempotency_key is not None and not (0 < len(idempotency_key) <= 255):
+        raise InvalidInput("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
+    if callback_url:
+        try:
+            # No name lookup here: a name server that never answers would hold this request
+            # (and, below, its transaction). The outbox checks every address it connects to.
+            callback_url = validate_callback_url(callback_url)
+        except InvalidInput as exc:
+            raise InvalidInput(f"callback_url: {exc.message}", field="callback_url") from exc
+    business_key = valid_business_key(business_key)
+    priority = valid_priority(priority)
+    return Prepared(
+        workflow=workflow,
+        input=input,
+        idempotency_key=idempotency_key,
+        request_hash=_request_hash(workflow, input, callback_url, business_key, priority),
+        callback_url=callback_url,
+        business_key=business_key,
+        priority=priority,
+    )
+
+
 def job_submit(
     *,
     workflow: str,
@@ -122,48 +170,103 @@ def job_submit(
     back (created=False); a different body raises IdempotencyConflict. Two concurrent requests
     with one key make one job: the database's unique constraint decides, not a prior read.
     """
-    if not isinstance(input, dict):
-        raise InvalidInput("input must be a JSON object", field="input")
-    json_storable(input, "input")
-    if idempotency_key is not None and not (0 < len(idempotency_key) <= 255):
-        raise InvalidInput("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
-    if callback_url:
-        try:
-            # No name lookup here: a name server that never answers would hold this request
-            # (and, below, its transaction). The outbox checks every address it connects to.
-            callback_url = validate_callback_url(callback_url)
-        except InvalidInput as exc:
-            raise InvalidInput(f"callback_url: {exc.message}", field="callback_url") from exc
-    business_key = valid_business_key(business_key)
-    priority = valid_priority(priority)
-    request_hash = _request_hash(workflow, input, callback_url, business_key, priority)
+    prepared = submission_prepare(
+        workflow=workflow,
+        input=input,
+        idempotency_key=idempotency_key,
+        callback_url=callback_url,
+        business_key=business_key,
+        priority=priority,
+    )
     user = submitter if submitter is not None and submitter.is_authenticated else None
     try:
-        with tracing.job_trace(workflow) as trace_parent:
-            extra = Extra(
-                callback_url=callback_url,
-                trace_parent=trace_parent,
-                business_key=business_key,
-                priority=priority,
-            )
-            if hotpath.enabled():
-                submission = _submit_in_database(workflow, input, user, idempotency_key, request_hash, extra)
-            else:
-                submission = _submit_in_python(workflow, input, user, idempotency_key, request_hash, extra)
+        submission = _submit_prepared(prepared, user)
     except IntegrityError:
         if not idempotency_key:
             raise
         # A concurrent request with the same key won the insert.
-        replay = _replay(user, idempotency_key, request_hash)
+        replay = _replay(user, idempotency_key, prepared.request_hash)
         if replay is None:
             raise
         return replay
+    return submission
+
+
+def jobs_submit_batch(items: Sequence[Prepared], *, submitter: User | None) -> list[Submission]:
+    """Submit `items` in one transaction: every job is created (or found, for an idempotency key
+    used before with the same request), or none is. An item refused (an unknown workflow, an
+    input its contract refuses, a key used before for another request) refuses the batch, with
+    the item's index in the error; two items may not share a key. The keys' earlier jobs are
+    found in one read; each new job is one statement (`sas_submit`) on PostgreSQL."""
+    keys = [item.idempotency_key for item in items if item.idempotency_key]
+    if len(set(keys)) != len(keys):
+        repeated = next(k for k in keys if keys.count(k) > 1)
+        raise InvalidInput(f"two jobs of the batch have the idempotency key {repeated!r}", field="jobs")
+    user = submitter if submitter is not None and submitter.is_authenticated else None
+    submissions: list[Submission] = []
+    try:
+        with transaction.atomic():
+            earlier = (
+                {
+                    job.idempotency_key: job
+                    for job in Job.objects.filter(
+                        submitter=cast(Any, user), idempotency_key__in=keys
+                    ).select_related("workflow")
+                }
+                if keys
+                else {}
+            )
+            for index, item in enumerate(items):
+                try:
+                    found = earlier.get(item.idempotency_key) if item.idempotency_key else None
+                    if found is not None:
+                        if found.request_hash != item.request_hash:
+                            raise IdempotencyConflict(
+                                f"Idempotency-Key {item.idempotency_key!r} was already used for a different "
+                                f"request (job {found.pk})",
+                                job_id=str(found.pk),
+                            )
+                        submissions.append(Submission(job_id=found.pk, created=False, loaded=found))
+                    else:
+                        submissions.append(_submit_prepared(item, user, replay_checked=True))
+                except SasError as exc:
+                    raise type(exc)(
+                        f"jobs[{index}]: {exc.message}", **{**exc.detail, "index": index}
+                    ) from exc
+    except IntegrityError as exc:
+        raise IdempotencyConflict(
+            "another request used one of these idempotency keys at the same moment: send the batch again"
+        ) from exc
+    return submissions
+
+
+def _submit_prepared(prepared: Prepared, user: User | None, *, replay_checked: bool = False) -> Submission:
+    """Write a prepared submission (`replay_checked`: its key is known to be new)."""
+    with tracing.job_trace(prepared.workflow) as trace_parent:
+        extra = Extra(
+            callback_url=prepared.callback_url,
+            trace_parent=trace_parent,
+            business_key=prepared.business_key,
+            priority=prepared.priority,
+        )
+        args = (
+            prepared.workflow,
+            prepared.input,
+            user,
+            prepared.idempotency_key,
+            prepared.request_hash,
+            extra,
+        )
+        if hotpath.enabled():
+            submission = _submit_in_database(*args, replay_checked=replay_checked)
+        else:
+            submission = _submit_in_python(*args, replay_checked=replay_checked)
     if submission.created:
         line = {
             "job_id": str(submission.job_id),
-            "workflow": workflow,
+            "workflow": prepared.workflow,
             "submitter": user.get_username() if user is not None else None,
-            "callback": bool(callback_url),
+            "callback": bool(prepared.callback_url),
         }
         transaction.on_commit(lambda: logger.info("job submitted", extra=line))
     return submission
@@ -186,11 +289,13 @@ def _submit_in_database(
     key: str | None,
     request_hash: str,
     extra: Extra,
+    *,
+    replay_checked: bool = False,
 ) -> Submission:
     """The PostgreSQL function `sas_submit` creates the job and dispatches its first steps in one
     statement (one commit, unless the caller's transaction is open)."""
     outermost = not connection.in_atomic_block
-    if key:
+    if key and not replay_checked:
         # The replay check and the insert in one transaction; a savepoint inside a caller's, so
         # that a concurrent request winning the insert can be answered with the replay.
         with transaction.atomic():
@@ -202,11 +307,11 @@ def _submit_in_database(
             )
     else:
         job_id = hotpath.submit(
-            workflow, payload, user, None, request_hash, source=SCHEDULER, **asdict(extra)
+            workflow, payload, user, key or None, request_hash, source=SCHEDULER, **asdict(extra)
         )
     if job_id is None:
         # An unknown workflow, or one with wait steps (which the function leaves to this path).
-        return _submit_in_python(workflow, payload, user, key, request_hash, extra)
+        return _submit_in_python(workflow, payload, user, key, request_hash, extra, replay_checked=True)
     if any_pool_limited():
         # The function parks the steps of limited pools (the Python path's dispatch registers
         # its own pumps): the pump takes them once this commits.
@@ -223,6 +328,8 @@ def _submit_in_python(
     key: str | None,
     request_hash: str,
     extra: Extra,
+    *,
+    replay_checked: bool = False,
 ) -> Submission:
     # One transaction (one commit) reads the definitions and writes the job; inside a caller's
     # transaction, a savepoint, so that a refusal or a concurrent request winning the insert
@@ -240,7 +347,7 @@ def _submit_in_python(
         )
         if not definitions:
             raise InvalidInput(f"unknown workflow {workflow!r}", field="workflow")
-        if key:
+        if key and not replay_checked:
             replay = _replay(user, key, request_hash)
             if replay:
                 return replay

@@ -45,6 +45,7 @@ OWN_SECRET = "the signed-in submitter's own callback secret: the path names no u
 
 RULES = {
     "/api/v1/jobs/": OWNED_BY_SUBMITTER,
+    "/api/v1/jobs/batch/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/{job_id}/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/{job_id}/events/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/{job_id}/cancel/": OPERATOR_ON_ANY_JOB,
