@@ -240,6 +240,18 @@ def run(
                 full.update(workloads.step_times(full.pop("ids")))
                 full["ratio"] = round(full["steps_per_s"] / bare_http["steps_per_s"], 2)
                 full_http[name] = full
+            first_web = next(iter(apis))
+            batch_api = apis[first_web]
+            log(f"round {r}: the service, HTTP through the batch endpoint under {first_web}...")
+            batch = measured(
+                lambda c, api=batch_api: workloads.run_batch(api, http_wf.name, jobs, steps, c),  # type: ignore[misc]
+                steps=jobs * steps,
+                idle=idle,
+                statements=False,
+            )
+            batch.update(workloads.step_times(batch.pop("ids")))
+            batch["ratio"] = round(batch["steps_per_s"] / bare_http["steps_per_s"], 2)
+            batch["web"] = first_web
             log(f"round {r}: the service, python steps submitted in-process...")
             full_python = measured(
                 lambda c: workloads.run_python(python_wf.name, jobs, steps, c),
@@ -283,6 +295,7 @@ def run(
                     "bare_http": bare_http,
                     "full_http": full_http,
                     "engine_only": engine,
+                    "batch": batch,
                     "bare_python": bare_python,
                     "full_python": full_python,
                     "python_ratio": round(full_python["steps_per_s"] / bare_python["steps_per_s"], 2),
@@ -294,6 +307,7 @@ def run(
                 name: statistics.median(r["full_http"][name]["ratio"] for r in rounds_out) for name in webs
             }
             results["engine_ratio_median"] = statistics.median(r["engine_only"]["ratio"] for r in rounds_out)
+            results["batch_ratio_median"] = statistics.median(r["batch"]["ratio"] for r in rounds_out)
             results["python_steps_per_s_median"] = statistics.median(
                 r["full_python"]["steps_per_s"] for r in rounds_out
             )
@@ -389,6 +403,10 @@ def table(results: dict[str, Any]) -> str:
                 f"{bh['steps_per_s']} / {fh['steps_per_s']} (ratio {fh['ratio']}) |"
             )
         add(
+            f"| round {i}, HTTP: service through the batch endpoint ({workloads.BATCH_SIZE} jobs a request, "
+            f"{r['batch']['web']}), steps/s | {r['batch']['steps_per_s']} (ratio {r['batch']['ratio']}) |"
+        )
+        add(
             f"| round {i}, HTTP: the engine alone (a backlog drained), steps/s | "
             f"{eng['steps_per_s']} (ratio {eng['ratio']}) |"
         )
@@ -415,6 +433,7 @@ def table(results: dict[str, Any]) -> str:
     if results["rounds"]:
         for web, ratio in results["http_ratio_median"].items():
             add(f"| **HTTP ratio service / bare, under {web} (median)** | **{ratio}** |")
+        add(f"| **HTTP ratio batch endpoint / bare (median)** | **{results['batch_ratio_median']}** |")
         add(f"| **HTTP ratio engine alone / bare (median)** | **{results['engine_ratio_median']}** |")
         add(f"| **python workload, steps/s (median)** | **{results['python_steps_per_s_median']}** |")
     ng = results.get("nagle")

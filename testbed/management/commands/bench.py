@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         allow_loopback_remotes()
+        # The in-process workloads submit thousands of jobs: their log lines would bury the table.
+        logging.getLogger("scheduler.jobs").setLevel(logging.WARNING)
         if options["scale"]:
             refuse_foreign_jobs("bench", OWN_WORKFLOWS, scratch=options["scratch"])
             results = scale.run(
