@@ -31,7 +31,9 @@ BEGIN
         JOIN scheduler_stepdefinition d ON d.id = s.definition_id
         JOIN supervisor_remediationpolicy p ON p.id = d.policy_id
         JOIN agents_agentpool ap ON ap.id = s.pool_id
-        WHERE s.job_id = v_job_id AND s.kind = 'action' AND s.status = 'pending'
+        -- `(...) IS TRUE` keeps a status test off the partial indexes on status (see
+        -- sas_record_outcome): the job's few steps are found by job_id, not among every pending one.
+        WHERE s.job_id = v_job_id AND (s.kind = 'action' AND s.status = 'pending') IS TRUE
           AND NOT EXISTS (
               SELECT 1 FROM jsonb_array_elements_text(d.depends_on) AS dep(name)
               WHERE NOT EXISTS (
@@ -48,7 +50,7 @@ BEGIN
             INTO v_reason FROM jsonb_array_elements_text(r.depends_on) WITH ORDINALITY AS t(dep, ord);
             UPDATE scheduler_step SET status = 'waiting', deadline = NULL, not_before = NULL,
                 updated_at = v_now
-            WHERE id = r.id AND status = 'pending' AND attempt = r.attempt;
+            WHERE id = r.id AND (status = 'pending' AND attempt = r.attempt) IS TRUE;
             INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt,
                                          actor_id, source, reason, data, created_at)
             VALUES (v_job_id, r.id, 'step_waiting', 'pending', 'waiting', r.attempt, NULL, p_source,
@@ -82,7 +84,7 @@ BEGIN
         UPDATE scheduler_step SET status = 'dispatched', attempt = v_number, calls = r.calls + 1,
             endpoint_id = v_ep_id, deadline = v_deadline, not_before = NULL,
             first_dispatched_at = COALESCE(r.first_dispatched_at, v_now), updated_at = v_now
-        WHERE id = r.id AND status = 'pending' AND attempt = r.attempt;
+        WHERE id = r.id AND (status = 'pending' AND attempt = r.attempt) IS TRUE;
         INSERT INTO django_q_ormq (key, payload, lock)
         VALUES (p_queue_key,
                 'sas1 ' || GREATEST(p_task_floor, trunc(r.timeout_seconds)::integer + 30) || ' '

@@ -2,8 +2,9 @@
 -- (`manage.py dbcode --generate`): do not edit. Mirrors STEP_TRANSITIONS, JOB_TRANSITIONS,
 -- ATTEMPT_TRANSITIONS and ATTEMPT_LATE_OUTCOMES; a test fails when this file differs from them.
 CREATE OR REPLACE FUNCTION sas_move_allowed(p_machine text, p_from text, p_to text)
-RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-    SELECT p_machine || ':' || p_from || '>' || p_to = ANY (ARRAY[
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN p_machine || ':' || p_from || '>' || p_to = ANY (ARRAY[
         'step:attempt_failed>dispatched',
         'step:attempt_failed>failed',
         'step:attempt_failed>held',
@@ -75,5 +76,6 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
         'attempt_late:>not_happened',
         'attempt_late:>succeeded',
         'attempt_late:>transient_failure'
-    ]::text[])
+    ]::text[]);
+END
 $fn$;

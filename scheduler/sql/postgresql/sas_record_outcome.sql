@@ -66,6 +66,11 @@ BEGIN
         RETURN 'fallback';
     END IF;
 
+    -- Every guarded write below finds its row by its key and tests the guard `(...) IS TRUE`: a
+    -- bare `status = 'dispatched'` (or `finished_at IS NULL`) matches the partial indexes on the
+    -- live rows, which the planner prefers whenever its statistics say few rows are live (a quiet
+    -- hour, a generic plan cached then) and then walks every live row to find one: the cost of
+    -- each write grew with the backlog.
     v_late := v_now > v_attempt.deadline;
     UPDATE scheduler_attempt SET
         finished_at = v_now, outcome = p_outcome, decided_by = p_source,
@@ -73,7 +78,7 @@ BEGIN
         error = left(p_error, 2000),
         late_outcome = CASE WHEN v_late AND p_outcome = 'succeeded' THEN 'succeeded' ELSE '' END,
         late_at = CASE WHEN v_late AND p_outcome = 'succeeded' THEN v_now END
-    WHERE id = v_attempt.id AND finished_at IS NULL;
+    WHERE id = v_attempt.id AND (finished_at IS NULL) IS TRUE;
     v_data := jsonb_build_object('latency_ms', p_latency_ms, 'status_code', p_status_code);
     IF v_late THEN
         v_data := v_data || '{"late": true}'::jsonb;
@@ -88,7 +93,7 @@ BEGIN
         UPDATE scheduler_step SET status = v_to,
             last_outcome = CASE WHEN v_to = 'unknown' THEN 'no_answer' ELSE p_outcome END,
             error = left(p_error, 2000), updated_at = v_now
-        WHERE id = p_step AND status = 'dispatched' AND attempt = p_number;
+        WHERE id = p_step AND (status = 'dispatched' AND attempt = p_number) IS TRUE;
         INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt, actor_id,
                                      source, reason, data, created_at)
         VALUES (v_job_id, p_step, v_kind, 'dispatched', v_to, p_number, NULL, p_source, p_error, v_data, v_now);
@@ -97,7 +102,7 @@ BEGIN
 
     UPDATE scheduler_step SET status = 'succeeded', output = p_output, error = '',
         last_outcome = 'succeeded', updated_at = v_now, finished_at = v_now
-    WHERE id = p_step AND status = 'dispatched' AND attempt = p_number;
+    WHERE id = p_step AND (status = 'dispatched' AND attempt = p_number) IS TRUE;
     INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt, actor_id,
                                  source, reason, data, created_at)
     VALUES (v_job_id, p_step, 'step_succeeded', 'dispatched', 'succeeded', p_number, NULL, p_source, '',
@@ -114,7 +119,7 @@ BEGIN
         UPDATE scheduler_job SET status = 'succeeded', updated_at = v_now, finished_at = v_now,
             result = (SELECT jsonb_object_agg(name, output) FROM scheduler_step
                       WHERE job_id = v_job_id AND kind = 'action')
-        WHERE id = v_job_id AND status = 'running';
+        WHERE id = v_job_id AND (status = 'running') IS TRUE;
         -- The completion callback, in the outbox with the job's last move (as
         -- scheduler.transitions.job_transition writes it).
         INSERT INTO scheduler_delivery (kind, key, target, payload, job_id, subscription_id, status, tries,
