@@ -79,16 +79,3 @@ def chains_done(run: str) -> tuple[int, Any]:
         cursor.execute(f"SELECT count(*), max(at) FROM {DONE_TABLE} WHERE run = %s /* bench */", [run])  # noqa: S608
         count, last = cursor.fetchone()
         return int(count), last
-
-
-def chains_steady_seconds(run: str) -> float:
-    """Seconds between the 10th and the 90th percentile of the run's chain completions: the
-    middle 80 % of the chains, without the start and the tail of a drain."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY extract(epoch FROM at)) "  # noqa: S608
-            f"- percentile_cont(0.1) WITHIN GROUP (ORDER BY extract(epoch FROM at)) FROM {DONE_TABLE} "
-            "WHERE run = %s /* bench */",
-            [run],
-        )
-        return float(cursor.fetchone()[0])

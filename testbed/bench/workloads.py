@@ -209,21 +209,8 @@ def run_engine_only(
             [ids],
         )
         first, last = cursor.fetchone()
-        # The middle 80 % of the jobs' completions, as the bare chains' (the cluster's start and
-        # the drain's tail left out of both).
-        cursor.execute(
-            "SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at)) "
-            "- percentile_cont(0.1) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at)) "
-            "FROM scheduler_job WHERE id = ANY(%s::uuid[]) /* bench */",
-            [ids],
-        )
-        steady = float(cursor.fetchone()[0])
     seconds = (last - first).total_seconds()
-    return {
-        "seconds": round(seconds, 3),
-        "steps_per_s": round(jobs * steps / seconds, 1),
-        "steady_steps_per_s": round(0.8 * jobs * steps / steady, 1) if steady > 0 else None,
-    }, cluster
+    return {"seconds": round(seconds, 3), "steps_per_s": round(jobs * steps / seconds, 1)}, cluster
 
 
 def run_python(workflow: str, jobs: int, steps: int, counters: Counters) -> dict[str, Any]:
@@ -300,12 +287,7 @@ def run_bare(jobs: int, steps: int, *, http_base: str | None, counters: Counters
         done, last = bare.chains_done(run)
         if done == jobs:
             seconds = (last - started).total_seconds()
-            steady = bare.chains_steady_seconds(run)
-            return {
-                "seconds": round(seconds, 3),
-                "steps_per_s": round(jobs * steps / seconds, 1),
-                "steady_steps_per_s": round(0.8 * jobs * steps / steady, 1) if steady > 0 else None,
-            }
+            return {"seconds": round(seconds, 3), "steps_per_s": round(jobs * steps / seconds, 1)}
         time.sleep(0.1)
     raise RuntimeError("timed out waiting for the bare chains")
 
