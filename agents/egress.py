@@ -210,6 +210,21 @@ class CheckedBackend(httpcore.SyncBackend):
         raise error or httpcore.ConnectError(f"{host}: no address to connect to")
 
 
+_ssl_context: ssl.SSLContext | None = None
+
+
+def ssl_context() -> ssl.SSLContext:
+    """The verifying TLS context every outbound client of this process shares, and the
+    processes forked from it once it exists: building one loads the trusted certificates, some
+    20 ms of CPU (several times that on a busy machine), which a worker paid for each client
+    (twice: httpx's own pool's and ours) at its first call after every recycle. `qcluster`
+    builds it before it forks its workers."""
+    global _ssl_context
+    if _ssl_context is None:
+        _ssl_context = httpx.create_ssl_context(verify=True, trust_env=False)
+    return _ssl_context
+
+
 class CheckedTransport(httpx.HTTPTransport):
     """httpx's transport with the checked backend. httpx builds its connection pool without a
     way to choose the backend, so the pool is rebuilt with the same arguments and ours."""
@@ -222,9 +237,10 @@ class CheckedTransport(httpx.HTTPTransport):
         kind: OutboundKind = OutboundKind.AGENT,
     ) -> None:
         limits = limits or httpx.Limits()
-        super().__init__(verify=verify, trust_env=False, limits=limits)
+        context = ssl_context() if verify else httpx.create_ssl_context(verify=False, trust_env=False)
+        super().__init__(verify=context, trust_env=False, limits=limits)
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(verify=verify, trust_env=False),
+            ssl_context=context,
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,

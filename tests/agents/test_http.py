@@ -481,3 +481,27 @@ def test_a_kept_alive_remote_that_leaves_nagle_on_is_not_kept_waiting_for_a_dela
     http._client = None
     monkeypatch.setattr(egress, "_QUICKACK", None)
     assert median_ms() >= 35  # the stall this avoids
+
+
+def test_every_outbound_client_shares_one_tls_context_built_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ssl
+
+    from agents import egress
+
+    monkeypatch.setattr(egress, "_ssl_context", None)
+    built: list[object] = []
+    real = ssl.create_default_context
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    first, second = outbound_client(), outbound_client()
+    try:
+        assert len(built) == 1  # one context for both clients, and none for httpx's own pool
+        for client in (first, second):
+            assert client._transport._pool._ssl_context is egress.ssl_context()  # type: ignore[attr-defined]
+    finally:
+        first.close()
+        second.close()

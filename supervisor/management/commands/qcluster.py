@@ -32,6 +32,7 @@ from django.conf import settings
 from django_q.cluster import Cluster
 from django_q.management.commands.qcluster import Command as DjangoQClusterCommand
 
+from agents import egress
 from sas_project.conf import sas_settings
 from scheduler.replies import run_replies
 from scheduler.services.capacity import run_capacity
@@ -54,6 +55,9 @@ class Command(DjangoQClusterCommand):
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         stopping = threading.Event()
+        # Built once here, inherited by every worker the sentinel forks (and forks again after a
+        # recycle), instead of once in each at its first HTTP call.
+        egress.ssl_context()
         cluster = Cluster()
 
         # Cluster() installed django-q2's handlers, which stop the cluster from inside the signal
