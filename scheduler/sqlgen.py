@@ -6,8 +6,8 @@ Generated, never edited: `manage.py dbcode --generate` writes
 - from the state machines' tables (scheduler.transitions):
   `scheduler/sql/postgresql/sas_move_allowed.sql`, `sas_move_allowed(machine, from, to)`, which the
   `BEFORE UPDATE` triggers of `sas_status_guard.sql` call in their `WHEN` clause (so a permitted
-  move costs one small function call, and no call of the trigger function), and `scheduler/sql/sqlite/<table>_<column>_guard.sql`, the same
-  guard as SQLite triggers;
+  move costs one small function call, and no call of the trigger function), and
+  `scheduler/sql/sqlite/<table>_<column>_guard.sql`, the same guard as SQLite triggers;
 - from the event kinds something reacts to (scheduler.outbox.REACTION_KINDS): the trigger that
   queues those events for their reader, `sas_event_reactions.sql` and its SQLite twin.
 A test regenerates them and fails when a file differs.
