@@ -5,7 +5,8 @@ model backend do that through the ORM, whose query compilation cost more than th
 submission; these read the same rows with hand-written SQL:
 
 - `TokenAuthentication`: DRF's `Authorization: Token <key>`, looked up in our own token table
-  (sas_project.tokens: expiring, revocable, several per user) with its user in one statement;
+  (sas_project.tokens: expiring, revocable, several per user) with its user, and on PostgreSQL
+  the user's permissions, in one statement;
   its last use is written at most every SAS_TOKEN_LAST_USED_SECONDS (a second, rare statement);
 - `RoleBackend`: Django's model backend, a user's own and group permissions in one statement.
 
@@ -42,6 +43,15 @@ ALL_PERMISSIONS_SQL = """
 SELECT ct.app_label, p.codename
 FROM auth_permission p JOIN django_content_type ct ON ct.id = p.content_type_id
 """
+#: The user's permissions as `app_label.codename`, in the token's statement (PostgreSQL): `u` is
+#: the user's row. Superusers hold every permission, as ModelBackend says.
+USER_PERMISSIONS_COLUMN = """ARRAY(
+    SELECT ct.app_label || '.' || p.codename
+    FROM auth_permission p JOIN django_content_type ct ON ct.id = p.content_type_id
+    WHERE u.is_superuser OR p.id IN (
+        SELECT permission_id FROM auth_user_user_permissions WHERE user_id = u.id
+        UNION SELECT gp.permission_id FROM auth_group_permissions gp
+              JOIN auth_user_groups ug ON ug.group_id = gp.group_id WHERE ug.user_id = u.id))"""
 
 
 class RoleBackend(ModelBackend):
@@ -78,6 +88,11 @@ class TokenAuthentication(authentication.TokenAuthentication):
         user_model = get_user_model()
         fields = list(user_model._meta.concrete_fields)
         columns = ", ".join(f"u.{connection.ops.quote_name(str(f.column))}" for f in fields)
+        # On PostgreSQL the user's permissions come in the same statement: the role check that
+        # follows every authentication costs no second round trip.
+        with_permissions = connection.vendor == "postgresql"
+        if with_permissions:
+            columns += f", {USER_PERMISSIONS_COLUMN}"
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT t.id, t.expires_at, t.revoked_at, t.last_used_at, {columns} "  # noqa: S608 - names only
@@ -88,6 +103,9 @@ class TokenAuthentication(authentication.TokenAuthentication):
             row = cursor.fetchone()
         if row is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
+        permissions: set[str] | None = None
+        if with_permissions:
+            permissions, row = set(row[-1]), row[:-1]
         token_id, expires_at, revoked_at, last_used_at = (
             row[0],
             _aware(row[1]),
@@ -97,6 +115,8 @@ class TokenAuthentication(authentication.TokenAuthentication):
         user = user_model.from_db(connection.alias, [f.attname for f in fields], row[4:])
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
+        if permissions is not None:
+            user._perm_cache = permissions  # as RoleBackend.get_all_permissions keeps them
         if revoked_at is not None:
             raise exceptions.AuthenticationFailed("Token revoked.")
         now = timezone.now()

@@ -30,6 +30,7 @@ WORKFLOW = {"name": "wf2", "steps": STEPS}
 ENDPOINTS: list[tuple[str, str, Any, str]] = [
     ("get", "/jobs/", None, "submitters"),
     ("post", "/jobs/", {"workflow": "chain", "input": {}}, "submitters"),
+    ("post", "/jobs/batch/", {"jobs": [{"workflow": "chain", "input": {}}]}, "submitters"),
     ("get", "/jobs/{job}/", None, "submitters"),
     ("get", "/jobs/{job}/events/", None, "submitters"),
     ("post", "/jobs/{job}/cancel/", {}, "operators"),
@@ -167,3 +168,25 @@ def test_a_viewer_reads_everything_and_changes_nothing(fake_remote: FakeRemote, 
     ]:
         assert getattr(viewer, method)(f"{V1}{path}", body, format="json").status_code == 403, path
     assert Job.objects.count() == 1
+
+
+def test_a_token_and_its_users_permissions_are_one_statement_on_postgresql() -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite reads the permissions in a second statement")
+    chain(n=1)
+    sam = client_for(make_user("sam", "submitters"))
+    with CaptureQueriesContext(connection) as captured:
+        assert sam.get(f"{V1}/jobs/").status_code == 200
+    reads = [q["sql"] for q in captured.captured_queries if "auth_permission" in q["sql"]]
+    assert len(reads) == 1 and "api_token" in reads[0]
+    # The same permissions as Django's own backend finds.
+    viewer = client_for(make_user("vera", "viewers"))
+    assert viewer.post(f"{V1}/jobs/", {"workflow": "chain", "input": {}}, format="json").status_code == 403
+    root = User.objects.create_superuser("root", password="x")
+    assert (
+        client_for(root).post(f"{V1}/jobs/", {"workflow": "chain", "input": {}}, format="json").status_code
+        == 201
+    )
