@@ -9,6 +9,7 @@ import re
 import uuid
 from typing import Any, ClassVar
 
+from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied
@@ -87,12 +88,16 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 
 
 class JobsView(ApiView):
-    # No transaction around the request: a submission on the hot path is one statement
-    # (`sas_submit`), atomic and committed by itself, and the reads around it are read-only
-    # (their commits write nothing). A transaction would add its BEGIN and COMMIT, two round
-    # trips of some eight, for the same single flush of the log. The services open their own
-    # where one is needed (a key's replay check, the Python path's unit of work).
     permission_classes = [SubmitterAccess]
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        # A submission is one transaction, from the token's lookup to the job's last row: one
+        # commit for the whole request (without it, each read would be a commit of its own:
+        # measured, 3.5-4.1 commits per step instead of under 3, and no faster).
+        if request.method == "POST":
+            with transaction.atomic():
+                return super().dispatch(request, *args, **kwargs)
+        return super().dispatch(request, *args, **kwargs)
 
     @extend_schema(
         operation_id="jobs_list",
@@ -146,8 +151,12 @@ class JobsView(ApiView):
 
 
 class JobsBatchView(ApiView):
-    # The batch's transaction is the service's (jobs_submit_batch), as a single submission's.
     permission_classes = [SubmitterAccess]
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        # As a single submission: one transaction, one commit, from the token's lookup on.
+        with transaction.atomic():
+            return super().dispatch(request, *args, **kwargs)
 
     @extend_schema(
         operation_id="jobs_submit_batch",
