@@ -29,6 +29,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 
 from sas_project.conf import sas_settings
+from sas_project.database import is_postgresql
 from sas_project.tokens.models import ApiToken
 from sas_project.tokens.services import digest_of
 
@@ -90,7 +91,7 @@ class TokenAuthentication(authentication.TokenAuthentication):
         columns = ", ".join(f"u.{connection.ops.quote_name(str(f.column))}" for f in fields)
         # On PostgreSQL the user's permissions come in the same statement: the role check that
         # follows every authentication costs no second round trip.
-        with_permissions = connection.vendor == "postgresql"
+        with_permissions = is_postgresql()
         if with_permissions:
             columns += f", {USER_PERMISSIONS_COLUMN}"
         with connection.cursor() as cursor:
@@ -116,7 +117,7 @@ class TokenAuthentication(authentication.TokenAuthentication):
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         if permissions is not None:
-            user._perm_cache = permissions  # as RoleBackend.get_all_permissions keeps them
+            user._perm_cache = permissions  # type: ignore[attr-defined] # as RoleBackend keeps them
         if revoked_at is not None:
             raise exceptions.AuthenticationFailed("Token revoked.")
         now = timezone.now()

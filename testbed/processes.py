@@ -136,6 +136,28 @@ def _copy_to(proc: subprocess.Popen[bytes], log: Path) -> None:
     threading.Thread(target=copy, daemon=True).start()
 
 
+def spawn_listening(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start `args` in its own session and wait until it says it is listening; its output goes
+    on to `log`."""
+    proc = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    wait_for_line(proc, "listening", timeout=30, log=log)
+    return proc
+
+
+def stop_piped(proc: subprocess.Popen[bytes] | None) -> None:
+    """`stop_group`, then close the pipe its output was read from."""
+    stop_group(proc)
+    if proc is not None and proc.stdout is not None:
+        proc.stdout.close()
+
+
 @dataclass
 class SandboxProcess:
     """`manage.py sandbox_remote` on `port`, keeping its state in the SQLite file `db`."""
@@ -163,21 +185,11 @@ class SandboxProcess:
             *(["--seed", str(seed)] if seed is not None else []),
             *extra,
         ]
-        self.proc = subprocess.Popen(
-            args,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        wait_for_line(self.proc, "listening", timeout=30, log=self.log)
+        self.proc = spawn_listening(args, self.log)
         return self
 
     def stop(self) -> None:
-        stop_group(self.proc)
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop_piped(self.proc)
 
     def stats(self) -> dict[str, Any]:
         result: dict[str, Any] = httpx.get(f"{self.url}/stats", timeout=30).json()
@@ -204,28 +216,12 @@ class FastRemoteProcess:
 
     def start(self) -> FastRemoteProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "testbed.fastremote",
-                "--port",
-                str(self.port),
-                *(["--nagle"] if self.nagle else []),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        wait_for_line(self.proc, "listening", timeout=30, log=self.log)
+        args = [sys.executable, "-m", "testbed.fastremote", "--port", str(self.port)]
+        self.proc = spawn_listening([*args, *(["--nagle"] if self.nagle else [])], self.log)
         return self
 
     def stop(self) -> None:
-        stop_group(self.proc)
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop_piped(self.proc)
 
 
 @dataclass
@@ -340,23 +336,8 @@ class ReceiverProcess:
 
     def start(self) -> ReceiverProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "manage.py",
-                "webhook_receiver",
-                "--port",
-                str(self.port),
-                "--fail-first",
-                str(self.fail_first),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        wait_for_line(self.proc, "listening", timeout=30, log=self.log)
+        args = [sys.executable, "manage.py", "webhook_receiver", "--port", str(self.port)]
+        self.proc = spawn_listening([*args, "--fail-first", str(self.fail_first)], self.log)
         return self
 
     def received(self) -> dict[str, Any]:
@@ -364,9 +345,7 @@ class ReceiverProcess:
         return result
 
     def stop(self) -> None:
-        stop_group(self.proc)
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop_piped(self.proc)
 
 
 @dataclass

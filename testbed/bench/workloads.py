@@ -115,62 +115,51 @@ class ApiClient:
         self, workflow: str, count: int, size: int = BATCH_SIZE, threads: int = CLIENT_THREADS
     ) -> list[str]:
         """`count` jobs through the batch endpoint, `size` a request, from `threads` threads."""
-        ids: list[str] = []
-        lock = threading.Lock()
-        errors: list[BaseException] = []
-        todo = iter(range(0, count, size))
-
-        def worker() -> None:
-            while True:
-                with lock:
-                    first = next(todo, None)
-                if first is None:
-                    return
-                try:
-                    made = self.submit_batch(workflow, list(range(first, min(first + size, count))))
-                except BaseException as exc:  # noqa: BLE001 - reported below
-                    errors.append(exc)
-                    return
-                with lock:
-                    ids.extend(made)
-
-        pool = [threading.Thread(target=worker) for _ in range(threads)]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
-        if errors:
-            raise RuntimeError(f"submitting batches through the API failed: {errors[0]}")
-        return ids
+        return _in_threads(
+            range(0, count, size),
+            lambda first: self.submit_batch(workflow, list(range(first, min(first + size, count)))),
+            threads=threads,
+            what="submitting batches through the API",
+        )
 
     def submit_many(self, workflow: str, count: int, threads: int = CLIENT_THREADS) -> list[str]:
-        ids: list[str] = []
-        lock = threading.Lock()
-        errors: list[BaseException] = []
-        todo = iter(range(count))
+        return _in_threads(
+            range(count),
+            lambda n: [self.submit(workflow, {**HTTP_INPUT, "n": n})],
+            threads=threads,
+            what="submitting through the API",
+        )
 
-        def worker() -> None:
-            while True:
-                with lock:
-                    n = next(todo, None)
-                if n is None:
-                    return
-                try:
-                    job_id = self.submit(workflow, {**HTTP_INPUT, "n": n})
-                except BaseException as exc:  # noqa: BLE001 - reported below
-                    errors.append(exc)
-                    return
-                with lock:
-                    ids.append(job_id)
 
-        pool = [threading.Thread(target=worker) for _ in range(threads)]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
-        if errors:
-            raise RuntimeError(f"submitting through the API failed: {errors[0]}")
-        return ids
+def _in_threads(items: range, make: Callable[[int], list[str]], *, threads: int, what: str) -> list[str]:
+    """`make(item)` for every item, from `threads` threads; the ids made, in the order made."""
+    ids: list[str] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    todo = iter(items)
+
+    def worker() -> None:
+        while True:
+            with lock:
+                item = next(todo, None)
+            if item is None:
+                return
+            try:
+                made = make(item)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+                return
+            with lock:
+                ids.extend(made)
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    if errors:
+        raise RuntimeError(f"{what} failed: {errors[0]}")
+    return ids
 
 
 # --- the full path --------------------------------------------------------------------------------

@@ -174,7 +174,9 @@ def test_a_token_and_its_users_permissions_are_one_statement_on_postgresql() -> 
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    if connection.vendor != "postgresql":
+    from sas_project.database import is_postgresql
+
+    if not is_postgresql():
         pytest.skip("SQLite reads the permissions in a second statement")
     chain(n=1)
     sam = client_for(make_user("sam", "submitters"))
