@@ -38,10 +38,20 @@ FORWARD_KINDS = frozenset({StepKind.ACTION, StepKind.ITEM})
 NOT_CALLED = CallResult(Outcome.NOT_HAPPENED, error="not called: the job stopped running forward steps")
 
 
+# The job's row is locked (FOR KEY SHARE) before the attempt is claimed, and its status read
+# from the locked row: a claim waits for a transaction that holds the job (an outcome, the
+# unwind of a compensation) and then sees the status it committed. Read from the statement's
+# snapshot instead, a claim racing the unwind of a fan-out saw the job still running and called
+# the remote, while the unwind, not seeing the claim, left that item's effect undone.
 CLAIM_SQL = """
-WITH claimed AS (
+WITH job AS (
+    SELECT j.id, j.status FROM scheduler_job j
+    WHERE j.id = (SELECT job_id FROM scheduler_step WHERE id = %(step)s)
+    FOR KEY SHARE
+), claimed AS (
     UPDATE scheduler_attempt SET started_at = statement_timestamp()
     WHERE step_id = %(step)s AND number = %(number)s AND started_at IS NULL AND finished_at IS NULL
+      AND EXISTS (SELECT 1 FROM job)
     RETURNING id
 )
 SELECT (SELECT count(*) FROM claimed) AS claimed, statement_timestamp() AS db_now,
@@ -52,7 +62,7 @@ SELECT (SELECT count(*) FROM claimed) AS claimed, statement_timestamp() AS db_no
        d.name, d.path, d.status_path, d.compensation_path, d.depends_on, d.input_map,
        s.item, s.item_index,
        p.kind AS agent_kind, e.secret_header_name, e.secret_header_value,
-       j.status AS job_status, j.input,
+       (SELECT status FROM job) AS job_status, j.input,
        c.operation_id AS compensates, c.output AS original_output,
        CASE WHEN d.depends_on <> '[]'::jsonb THEN (
            SELECT jsonb_agg(jsonb_build_array(s2.name, s2.status, s2.output, d2.depends_on))

@@ -334,3 +334,44 @@ def test_the_function_picks_the_endpoint_the_python_choice_picks(settings: Any, 
         expected = choose_endpoint(pool, now=timezone.now(), spread=leaf.pk)
         assert leaf.endpoint == expected
     assert {leaf.endpoint.url for leaf in leaves} == {"http://a.example:1", "http://c.example:1"}
+
+
+@pytest.mark.django_db(transaction=True)  # two connections: the unwind's and the claim's
+def test_a_claim_waits_for_a_compensation_holding_the_job_and_then_does_not_call() -> None:
+    """The claim reads the job's status from its locked row: a compensation that holds the job
+    when the claim comes is seen once it commits, so nothing is called for a step the unwind
+    did not count as sent (the fault campaign found a fan-out item called and never undone)."""
+    import threading
+    import time
+
+    from django.db import transaction
+
+    from sas_project.database import is_postgresql
+    from scheduler.models import JobStatus
+    from scheduler.services.claims import NOT_CALLED, attempt_claim
+
+    if not is_postgresql():
+        pytest.skip("the claim's single statement")
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    one = Step.objects.get(job=job)
+    claimed: list[Any] = []
+    holding = threading.Event()
+
+    def claim() -> None:
+        try:
+            holding.wait(10)
+            claimed.append(attempt_claim(one.pk, one.attempt))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=claim)
+    thread.start()
+    with transaction.atomic():
+        Job.objects.select_for_update().get(pk=job.pk)  # as the unwind holds it
+        Job.objects.filter(pk=job.pk).update(status=JobStatus.COMPENSATING)
+        holding.set()
+        time.sleep(0.5)  # the claim is waiting on the job's row meanwhile
+        assert not claimed
+    thread.join(10)
+    assert claimed == [NOT_CALLED]
