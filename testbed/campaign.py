@@ -476,16 +476,27 @@ def _spread(index: int, share: float) -> bool:
     return share > 0 and int((index + 1) * share) > int(index * share)
 
 
-def _not_before(rng: random.Random, now: float, blackout: tuple[float, float] | None) -> str:
-    """The time a wait job's timer waits for: inside `blackout` (monotonic start and end of the
-    window when every cluster is down) when given, otherwise 0.5 to 5 s from now. ISO 8601 with
-    its offset."""
+def _not_before(rng: random.Random, now: float, blackout: tuple[float, float] | None) -> tuple[str, float]:
+    """The time a wait job's timer waits for, as ISO 8601 with its offset and as a monotonic time:
+    inside `blackout` (monotonic start and end of the window when every cluster is down) when
+    given, otherwise 0.5 to 5 s from now."""
     if blackout is not None:
         start, end = blackout
         ahead = start - now + rng.uniform(0.2, max(0.3, end - start - 0.5))
     else:
         ahead = rng.uniform(0.5, 5.0)
-    return (timezone.now() + dt.timedelta(seconds=ahead)).isoformat()
+    return (timezone.now() + dt.timedelta(seconds=ahead)).isoformat(), time.monotonic() + ahead
+
+
+def _blackout_end(start: float, seconds: float, aimed: list[float]) -> float:
+    """When every cluster starts again after stopping at `start` (monotonic): `seconds` later, or
+    later still until the first timer aimed at the window and not yet due has come due, so a
+    blackout that began late (a slow fault before it) still has a timer due while it lasts."""
+    ahead = [due for due in aimed if due > start + 0.1]
+    end = start + seconds
+    if ahead and min(ahead) + 0.5 > end:
+        end = min(ahead) + 0.5
+    return end
 
 
 def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, Any]:
@@ -629,6 +640,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         blackout_at = started + cfg.duration * 0.5 if cfg.blackout_seconds > 0 else float("inf")
         blackout_end = blackout_at + cfg.blackout_seconds
         blackout: Blackout | None = None
+        aimed: list[float] = []  # when the timers aimed at the blackout come due (monotonic)
         submitted = plain = rest = 0
         while time.monotonic() - started < cfg.duration or submitted < cfg.jobs:
             now = time.monotonic()
@@ -636,6 +648,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             try:
                 due = cfg.jobs * min(1.0, (now - started) / max(submit_until - started, 0.001))
                 while submitted < min(cfg.jobs, int(due) + 1):
+                    if blackout is None and time.monotonic() >= blackout_at:
+                        break  # the blackout first: the timers aimed at it are due soon
                     amount = 5000 if rng.random() < cfg.decline_rate else rng.randint(1, 900)
                     payload: dict[str, Any] = {"sku": f"S{submitted}", "quantity": 1, "amount": amount}
                     if (
@@ -646,9 +660,11 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                         # Half the wait jobs submitted before every cluster stops wait for a time
                         # while they are down: submitted early enough, their timers wait by then.
                         aim = now < blackout_at and len(wait_job_ids) % 2 == 0
-                        payload["not_before"] = _not_before(
+                        payload["not_before"], due_at = _not_before(
                             rng, now, (blackout_at, blackout_end) if aim else None
                         )
+                        if aim:
+                            aimed.append(due_at)
                         try:
                             job_id = wait_submitter.submit(
                                 WORKFLOW_WAITS, payload, key=f"{run_id}-{submitted}"
@@ -695,14 +711,18 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                         connection.close()
                     if time.monotonic() - now > SUBMIT_SLICE:
                         break  # slow submissions must not push the faults out of the window
-                if blackout is None and now >= blackout_at and now - started < cfg.duration:
+                if blackout is None and time.monotonic() >= blackout_at and now - started < cfg.duration:
                     for cluster in clusters:
                         cluster.kill()
                     restart_queue.clear()
                     blackout = Blackout(down_at=timezone.now())
+                    blackout_end = _blackout_end(time.monotonic(), cfg.blackout_seconds, aimed)
                     blackouts.append(blackout)
                     fault.cluster_blackouts += 1
-                    log(f"every cluster down for {cfg.blackout_seconds:g}s")
+                    log(
+                        f"every cluster down for {blackout_end - time.monotonic():.1f}s"
+                        f" ({time.monotonic() - blackout_at:.1f}s after its time)"
+                    )
                 if blackout is not None and blackout.up_at is None:
                     if now < blackout_end:
                         time.sleep(0.05)
