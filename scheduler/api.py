@@ -133,21 +133,24 @@ class JobsView(ApiView):
         key = request.headers.get("Idempotency-Key")
         if key is not None and not all(" " <= ch <= "~" for ch in key):
             raise InvalidInput("Idempotency-Key must be printable ASCII", field="Idempotency-Key")
-        submission = job_submit(
-            workflow=body["workflow"],
-            input=body["input"],
-            submitter=request.user,
-            idempotency_key=key,
-            callback_url=body.get("callback_url") or "",
-            business_key=body.get("business_key") or "",
-            priority=body.get("priority") or 0,
-        )
+        submission = job_submit(**submission_fields(body), submitter=request.user, idempotency_key=key)
         job = selectors.job_for_reading(user=request.user, job_id=submission.job_id)
         return Response(
             JobSerializer(job).data,
             status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK,
             headers=location("api-job", job_id=job.pk) if submission.created else None,
         )
+
+
+def submission_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """A validated submission body (one job, or one item of a batch) as the submission's arguments."""
+    return {
+        "workflow": body["workflow"],
+        "input": body["input"],
+        "callback_url": body.get("callback_url") or "",
+        "business_key": body.get("business_key") or "",
+        "priority": body.get("priority") or 0,
+    }
 
 
 class JobsBatchView(ApiView):
@@ -183,14 +186,7 @@ class JobsBatchView(ApiView):
         for index, item in enumerate(body["jobs"]):
             try:
                 prepared.append(
-                    submission_prepare(
-                        workflow=item["workflow"],
-                        input=item["input"],
-                        idempotency_key=item.get("idempotency_key"),
-                        callback_url=item.get("callback_url") or "",
-                        business_key=item.get("business_key") or "",
-                        priority=item.get("priority") or 0,
-                    )
+                    submission_prepare(**submission_fields(item), idempotency_key=item.get("idempotency_key"))
                 )
             except InvalidInput as exc:
                 raise InvalidInput(f"jobs[{index}]: {exc.message}", **{**exc.detail, "index": index}) from exc
