@@ -333,6 +333,19 @@ JOB_LIVE = frozenset(set(JobStatus) - JOB_SETTLED)
 # - Step.reused_from: retention keeps a job while another job's step reuses one of its steps.
 # - Step.compensates: a compensation step points into its own job, and leaves with it.
 # - Schedule.last_job: retention clears it in the statement that deletes the job.
+# The pointers from steps and attempts to what they run on are not constraints either: each
+# was a key probe at every dispatch, and its row lock (FOR KEY SHARE) on the same few shared
+# rows (the pool, its endpoint, the step's definition) took a multixact, dirtying that row's
+# page, at every step. They are written from rows read in the same transaction, and kept so:
+# - Step.definition: definitions go only with their workflow, which a job's workflow pointer (a
+#   constraint) keeps while the job exists: a submission racing the workflow's deletion fails.
+# - Step.pool, Attempt.pool: a pool is deleted only when no step definition names it (that
+#   pointer stays a constraint), no other pool has it as alternate, and no step or attempt
+#   points at it (the ORM's PROTECT).
+# - Step.endpoint, Attempt.endpoint: an endpoint removed from its pool is cleared from the steps
+#   and attempts that point at it (SET_NULL, by the ORM); an attempt dispatched to it in the
+#   same instant keeps a pointer to no row, which every reader takes as that cleared endpoint
+#   (an outer join: the call goes to the attempt's `endpoint_url`, with no pool secret).
 
 
 class Job(models.Model):
@@ -528,7 +541,9 @@ class Step(models.Model):
     an operator retries the step with an edited input (a different request needs a new ID)."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
-    definition = models.ForeignKey(StepDefinition, on_delete=models.PROTECT, related_name="+", db_index=False)
+    definition = models.ForeignKey(
+        StepDefinition, on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False
+    )
     name = models.CharField(max_length=120)
     kind = models.CharField(max_length=16, choices=StepKind.choices, default=StepKind.ACTION)
     #: The step of the same job that this compensation step undoes (see the note above Job).
@@ -549,7 +564,13 @@ class Step(models.Model):
     last_outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, default="")
     #: The pool it calls (a wait step has none).
     pool = models.ForeignKey(
-        "agents.AgentPool", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+        "agents.AgentPool",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     endpoint = models.ForeignKey(
         "agents.AgentEndpoint",
@@ -558,6 +579,7 @@ class Step(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
         db_index=False,
+        db_constraint=False,
     )
     deadline = models.DateTimeField(null=True, blank=True)
     not_before = models.DateTimeField(null=True, blank=True)
@@ -666,7 +688,9 @@ class Attempt(models.Model):
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts", db_index=False)
     number = models.PositiveIntegerField()
     kind = models.CharField(max_length=16, choices=AttemptKind.choices, default=AttemptKind.CALL)
-    pool = models.ForeignKey("agents.AgentPool", on_delete=models.PROTECT, related_name="+", db_index=False)
+    pool = models.ForeignKey(
+        "agents.AgentPool", on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False
+    )
     endpoint = models.ForeignKey(
         "agents.AgentEndpoint",
         null=True,
@@ -674,6 +698,7 @@ class Attempt(models.Model):
         on_delete=models.SET_NULL,
         related_name="attempts",
         db_index=False,
+        db_constraint=False,
     )
     endpoint_url = models.CharField(max_length=500, blank=True, default="")
     policy_version = models.PositiveIntegerField()

@@ -375,3 +375,78 @@ def test_a_claim_waits_for_a_compensation_holding_the_job_and_then_does_not_call
         assert not claimed
     thread.join(10)
     assert claimed == [NOT_CALLED]
+
+
+def test_an_attempt_whose_endpoint_row_is_gone_is_claimed_as_one_whose_endpoint_was_cleared(
+    settings: Any,
+) -> None:
+    """An endpoint removed from its pool while an attempt is dispatched to it leaves the attempt
+    pointing at no row (the pointer is no constraint): the claim reads it as the ORM's SET_NULL
+    leaves it, the call to the attempt's URL with no pool secret, and the job still reads."""
+    from scheduler.selectors import job_for_reading
+    from scheduler.services.claims import _claim_row
+
+    make_pool(
+        "web",
+        kind="http",
+        endpoints=[{"url": "http://a.example:1", "secret_header_name": "X-Key", "secret_header_value": "s3"}],
+    )
+    make_workflow("one", step("call", pool="web", path="/x", compensation="/undo"))
+    settings.SAS_FAST_PATH = True
+    job = job_submit(workflow="one", input={}).job
+    call = Step.objects.get(job=job)
+    attempt = Attempt.objects.get(step=call)
+    assert attempt.endpoint_id is not None and attempt.endpoint_url == "http://a.example:1"
+    with connection.cursor() as cursor:  # as the race leaves it: past the ORM's SET_NULL
+        cursor.execute("DELETE FROM agents_agentendpoint WHERE id = %s", [attempt.endpoint_id])
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # what a commit would check
+    row = _claim_row(call.pk, call.attempt)
+    assert row is not None and row["claimed"] == 1
+    assert row["endpoint_url"] == "http://a.example:1"
+    assert row["secret_header_name"] in (None, "") and row["secret_header_value"] in (None, "")
+    from django.contrib.auth.models import User
+
+    reader = User.objects.create_superuser("reader", password="x")
+    read = job_for_reading(user=reader, job_id=job.pk)
+    assert [a.endpoint_url for a in read.steps[0].attempts] == ["http://a.example:1"]
+
+
+@pytest.mark.django_db(transaction=True)  # two connections: the pool's editor's and the submitter's
+def test_a_step_is_dispatched_while_an_edit_of_its_pool_holds_the_pool_row() -> None:
+    """Dispatching a step writes pointers to its pool and endpoint without locking their rows:
+    an administrator's edit or deletion of the pool (which holds the pool's row) does not stall
+    every dispatch to it until the edit ends."""
+    import threading
+
+    from django.db import transaction
+
+    from sas_project.database import is_postgresql
+
+    if not is_postgresql():
+        pytest.skip("row locks")
+    make_pool("web", kind="http", endpoints=["http://a.example:1"])
+    make_workflow("one", step("call", pool="web", path="/x", compensation="/undo"))
+    dispatched = threading.Event()
+    errors: list[BaseException] = []
+
+    def submit() -> None:
+        try:
+            job_submit(workflow="one", input={})
+            dispatched.set()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=submit)
+    with transaction.atomic():
+        AgentPool.objects.select_for_update().get(name="web")  # as pool_delete and an edit hold it
+        thread.start()
+        # With a foreign key to the pool the submission's commit waits here for the lock.
+        done_while_held = dispatched.wait(10)
+    thread.join(10)
+    assert not errors
+    assert done_while_held
+    assert Attempt.objects.filter(
+        step__job__workflow__name="one", endpoint__url="http://a.example:1"
+    ).exists()
