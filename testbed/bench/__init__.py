@@ -26,7 +26,8 @@ Everything is measured in one run on one database, so the figures compare with e
 8. the supervisor scan with 1,000 overdue steps among 10,000 and 1,000,000 settled steps, and
    console and API pages and the /metrics scrape over that history;
 9. the same scan beside 10,000 waiting jobs whose timers are not due (testbed.bench.waits), and
-   one scan firing 1,000 due timers.
+   one scan firing 1,000 due timers;
+10. with `--peers`, the same chains on Temporal, procrastinate and DBOS (testbed.bench.peerbench).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from django_q.models import OrmQ
 from sas_project.database import is_postgresql
 from scheduler.services import job_submit
 from supervisor.models import SupervisorLease
-from testbed.bench import db, history, waits, workloads
+from testbed.bench import db, history, peerbench, waits, workloads
 from testbed.bench import remote as bench_remote
 from testbed.bench.definitions import OWN_WORKFLOWS, api_token, ensure_definitions
 from testbed.definitions import refuse_foreign_jobs
@@ -150,6 +151,8 @@ def run(
     due: int = 0,
     remote: str = "fast",
     webs: tuple[str, ...] = ("gunicorn", "runserver"),
+    peers: tuple[str, ...] = (),
+    peers_work: tuple[str, ...] = peerbench.WORKS,
 ) -> dict[str, Any]:
     statements = prepare_database(scratch=scratch)
     q = {k: settings.Q_CLUSTER.get(k) for k in Q_KEYS} | {"workers": workers, "queue_limit": workers}
@@ -316,6 +319,19 @@ def run(
             )
         if remote_before is not None:
             results["remote"] = bench_remote.cost(remote_before, stats(sandbox.url))
+        if peers:
+            peerbench.run_into(
+                results,
+                peers=peers,
+                works=peers_work,
+                jobs=jobs,
+                steps=steps,
+                workers=workers,
+                remote=sandbox.url,
+                fast=fast,
+                poll=float(q["poll"] or 0.2),
+                log=log,
+            )
         if nagle is not None:
             log("a remote leaving Nagle on: milliseconds per call on a kept-alive connection...")
             nagle.start()
@@ -493,4 +509,5 @@ def table(results: dict[str, Any]) -> str:
                 add(f"| {name} | HTTP {page['status']} |")
     if "waits" in results:
         lines.extend(waits.table_rows(results["waits"]))
+    lines.extend(peerbench.table_rows(results))
     return "\n".join(lines)

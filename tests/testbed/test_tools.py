@@ -39,3 +39,21 @@ def test_the_commands_refuse_before_changing_anything(command: str) -> None:
     with pytest.raises(CommandError, match="--scratch"):
         call_command(command)
     assert OrmQ.objects.count() == queued == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--peers", "temporal,celery"], "--peers takes temporal, procrastinate, dbos"),
+        (["--peers", "--peers-work", "http,sleep"], "--peers-work takes http, noop"),
+        (["--peers-only"], "give --peers too"),
+    ],
+)
+def test_bench_refuses_unknown_peers_and_work_before_changing_anything(args: list[str], message: str) -> None:
+    from django_q.models import OrmQ
+
+    chain("orders", n=1)
+    job_submit(workflow="orders", input={})
+    with pytest.raises(CommandError, match=message):
+        call_command("bench", *args)
+    assert OrmQ.objects.count() == 1

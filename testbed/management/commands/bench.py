@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from testbed import bench
-from testbed.bench import fanout, scale, scaleout, waits
+from testbed.bench import fanout, peerbench, scale, scaleout, waits
 from testbed.bench.definitions import OWN_WORKFLOWS
 from testbed.definitions import ForeignJobs, refuse_foreign_jobs
 from testbed.processes import allow_loopback_remotes
@@ -23,7 +23,12 @@ class Command(BaseCommand):
         parser.add_argument("--jobs", type=int, default=300, help="Jobs per throughput run.")
         parser.add_argument("--steps", type=int, default=3, help="Sequential steps per job.")
         parser.add_argument("--workers", type=int, default=4, help="django-q2 workers.")
-        parser.add_argument("--rounds", type=int, default=2, help="Throughput rounds (bare, then service).")
+        parser.add_argument(
+            "--rounds",
+            type=int,
+            default=None,
+            help="Throughput rounds (bare, then service); default 2, 1 with --peers-only.",
+        )
         parser.add_argument(
             "--sustained",
             type=float,
@@ -88,6 +93,25 @@ class Command(BaseCommand):
             help="The web servers the API is measured under, in order: gunicorn (production "
             "configuration), runserver (make run), or both separated by a comma.",
         )
+        parser.add_argument(
+            "--peers",
+            nargs="?",
+            const=",".join(peerbench.PEERS),
+            default="",
+            help="Also run the same chains on these peers, each in a virtualenv of its own under "
+            "var/peers/ (default when bare: temporal,procrastinate,dbos); see docs/performance.md.",
+        )
+        parser.add_argument(
+            "--peers-work",
+            default=",".join(peerbench.WORKS),
+            help="The peers' work per step: http (the bare task's POST to the remote), noop, or both.",
+        )
+        parser.add_argument(
+            "--peers-only",
+            action="store_true",
+            help="With --peers: the throughput rounds (one unless --rounds) for comparison, then the "
+            "peers; no sustained run, scans or waiting jobs.",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
         parser.add_argument(
             "--scale",
@@ -105,6 +129,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["rounds"] is None:
+            options["rounds"] = 1 if options["peers_only"] else 2
         allow_loopback_remotes()
         # The in-process workloads submit thousands of jobs: their log lines would bury the table.
         logging.getLogger("scheduler.jobs").setLevel(logging.WARNING)
@@ -158,6 +184,18 @@ class Command(BaseCommand):
             return
         if options["pgbouncer"]:
             raise CommandError("--pgbouncer applies to the scale-out run: give --clusters too (e.g. 1,2,3)")
+        peers: tuple[str, ...] = ()
+        peers_work: tuple[str, ...] = peerbench.WORKS
+        if options["peers"]:
+            try:
+                peers = peerbench.parse_list(options["peers"], peerbench.PEERS, "--peers")
+                peers_work = peerbench.parse_list(options["peers_work"], peerbench.WORKS, "--peers-work")
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+        if options["peers_only"]:
+            if not peers:
+                raise CommandError("--peers-only runs the peers: give --peers too")
+            options.update(sustained=0, history=0, waiting=0)
         webs = tuple(w.strip() for w in options["web"].split(",") if w.strip())
         if not webs or set(webs) - {"gunicorn", "runserver"}:
             raise CommandError("--web takes gunicorn, runserver or both, separated by a comma")
@@ -178,6 +216,8 @@ class Command(BaseCommand):
                 scratch=options["scratch"],
                 remote=options["remote"],
                 webs=webs,
+                peers=peers,
+                peers_work=peers_work,
             )
         except (RuntimeError, ForeignJobs) as exc:
             raise CommandError(str(exc)) from exc
