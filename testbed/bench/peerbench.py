@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import shutil
 import socket
 import statistics
@@ -132,9 +133,10 @@ def answers(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def temporal_server(python: Path) -> Iterator[str]:
+def temporal_server(python: Path, log_file: Path) -> Iterator[str]:
     """`temporal server start-dev` from the peer's virtualenv on free ports, with its SQLite file
-    store (a new file each run) and no web UI; yields its address, stops it at the end."""
+    store (a new file each run) and no web UI, its output to `log_file`; yields its address,
+    stops it at the end."""
     home = VENVS / "temporal"
     store = home / "temporal.db"
     for leftover in home.glob("temporal.db*"):
@@ -158,12 +160,12 @@ def temporal_server(python: Path) -> Iterator[str]:
         "--log-level",
         "warn",
     ]
-    with (home / "server.log").open("wb") as out:
+    with log_file.open("wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_until(lambda: answers(port) or proc.poll() is not None, timeout=60, message="temporal server")
         if proc.poll() is not None:
-            raise RuntimeError(f"the Temporal dev server exited: see {home / 'server.log'}")
+            raise RuntimeError(f"the Temporal dev server exited: see {log_file}")
         yield f"127.0.0.1:{port}"
     finally:
         stop_group(proc, 20)
@@ -216,7 +218,8 @@ def run(
             # Each run on a store of its own, fresh: no run pays for what another left.
             with contextlib.ExitStack() as stack:
                 if peer == "temporal":
-                    where = ["--address", stack.enter_context(temporal_server(python))]
+                    server = temporal_server(python, VENVS / peer / f"server-{work}.log")
+                    where = ["--address", stack.enter_context(server)]
                 else:
                     where = ["--database", stack.enter_context(own_database(peer))]
                 if peer == "dbos":
@@ -224,6 +227,7 @@ def run(
                 log(f"peers: {peer}, {jobs} chains of {steps} steps ({work})...")
                 before = stats(remote) if fast and work == "http" else None
                 started = time.monotonic()
+                load = os.getloadavg()[0]
                 result = run_program(
                     peer,
                     python,
@@ -249,6 +253,8 @@ def run(
                     VENVS / peer / f"{work}.log",
                 )
                 result["wall_seconds"] = round(time.monotonic() - started, 1)
+                # The machine's load around the run: figures from a busy machine say so.
+                result["load_1m"] = [round(load, 2), round(os.getloadavg()[0], 2)]
                 if before is not None:
                     after = stats(remote)
                     result["remote_calls"] = after["calls"] - before["calls"]
@@ -314,8 +320,9 @@ def table_rows(results: dict[str, Any]) -> list[str]:
         "ratio: steps/s over the service's (HTTP: through the API under the first web server; "
         "noop: the python workload)",
         "",
-        "| system | work | steps/s | ratio | submit-to-done p50 / p99 ms | ended / failed | versions |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| system | work | steps/s | ratio | submit-to-done p50 / p99 ms | ended / failed | load 1 min, "
+        "before / after | versions |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for work in peers["config"]["works"]:
         for r in peers["runs"]:
@@ -324,13 +331,14 @@ def table_rows(results: dict[str, Any]) -> list[str]:
             versions = ", ".join(f"{k} {v}" for k, v in r["versions"].items())
             lines.append(
                 f"| {r['peer']} | {work} | {r['steps_per_s']} | {ratio(work, r['steps_per_s'])} | "
-                f"{ms(r['p50_ms'])} / {ms(r['p99_ms'])} | {r['ended']} / {r['failed']} | {versions} |"
+                f"{ms(r['p50_ms'])} / {ms(r['p99_ms'])} | {r['ended']} / {r['failed']} | "
+                f"{' / '.join(str(v) for v in r.get('load_1m', []))} | {versions} |"
             )
         for s in service:
             if s["work"] == work:
                 lines.append(
                     f"| {s['system']} | {work} | {s['steps_per_s']} | {ratio(work, s['steps_per_s'])} | "
-                    f"{ms(s['p50_ms'])} / {ms(s['p99_ms'])} | | |"
+                    f"{ms(s['p50_ms'])} / {ms(s['p99_ms'])} | | | |"
                 )
     return lines
 
