@@ -47,6 +47,7 @@ def test_the_commands_refuse_before_changing_anything(command: str) -> None:
         (["--peers", "temporal,celery"], "--peers takes temporal, procrastinate, dbos"),
         (["--peers", "--peers-work", "http,sleep"], "--peers-work takes http, noop"),
         (["--peers-only"], "give --peers too"),
+        (["--peers", "--fan-out", "10"], "not --scale, --fan-out"),
     ],
 )
 def test_bench_refuses_unknown_peers_and_work_before_changing_anything(args: list[str], message: str) -> None:

@@ -129,6 +129,22 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        peers: tuple[str, ...] = ()
+        peers_work: tuple[str, ...] = peerbench.WORKS
+        if options["peers"]:
+            try:
+                peers = peerbench.parse_list(options["peers"], peerbench.PEERS, "--peers")
+                peers_work = peerbench.parse_list(options["peers_work"], peerbench.WORKS, "--peers-work")
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+        if options["peers_only"]:
+            if not peers:
+                raise CommandError("--peers-only runs the peers: give --peers too")
+            options.update(sustained=0, history=0, waiting=0)
+        if peers and any(options[k] for k in ("scale", "fan_out", "waits_only", "clusters")):
+            raise CommandError(
+                "--peers runs beside the main run, not --scale, --fan-out, --waits-only or --clusters"
+            )
         if options["rounds"] is None:
             options["rounds"] = 1 if options["peers_only"] else 2
         allow_loopback_remotes()
@@ -184,18 +200,6 @@ class Command(BaseCommand):
             return
         if options["pgbouncer"]:
             raise CommandError("--pgbouncer applies to the scale-out run: give --clusters too (e.g. 1,2,3)")
-        peers: tuple[str, ...] = ()
-        peers_work: tuple[str, ...] = peerbench.WORKS
-        if options["peers"]:
-            try:
-                peers = peerbench.parse_list(options["peers"], peerbench.PEERS, "--peers")
-                peers_work = peerbench.parse_list(options["peers_work"], peerbench.WORKS, "--peers-work")
-            except ValueError as exc:
-                raise CommandError(str(exc)) from exc
-        if options["peers_only"]:
-            if not peers:
-                raise CommandError("--peers-only runs the peers: give --peers too")
-            options.update(sustained=0, history=0, waiting=0)
         webs = tuple(w.strip() for w in options["web"].split(",") if w.strip())
         if not webs or set(webs) - {"gunicorn", "runserver"}:
             raise CommandError("--web takes gunicorn, runserver or both, separated by a comma")
