@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from testbed.bench.definitions import HTTP_PATHS
 from testbed.fastremote import stats
@@ -97,11 +97,11 @@ def ensure_venv(peer: str, log: Callable[[str], None]) -> Path:
 
 
 def database_url(name: str) -> str:
-    """A URL for database `name` on the server the benchmark's own database is on."""
+    """A URL for database `name` on the server the benchmark's own database is on, without the
+    password (a command line is readable by every user of the host: `peer_env` carries it)."""
     s = connection.settings_dict
     user = quote(str(s.get("USER") or ""), safe="")
-    password = quote(str(s.get("PASSWORD") or ""), safe="")
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    auth = f"{user}@" if user else ""
     host = str(s.get("HOST") or "")
     port = str(s.get("PORT") or "")
     if host.startswith("/"):  # a Unix socket's directory
@@ -109,19 +109,35 @@ def database_url(name: str) -> str:
     return f"postgresql://{auth}{host or '127.0.0.1'}{':' + port if port else ''}/{name}"
 
 
+def peer_env() -> dict[str, str]:
+    """The peers' environment: this one, with the database's password for libpq (`PGPASSWORD`)."""
+    env = dict(os.environ)
+    password = connection.settings_dict.get("PASSWORD")
+    if password:
+        env["PGPASSWORD"] = str(password)
+    return env
+
+
 @contextlib.contextmanager
 def own_database(peer: str) -> Iterator[str]:
     """An empty database for `peer` beside the benchmark's (dropped first if a run left it, and
     at the end); yields its URL."""
     name = f"{connection.settings_dict['NAME']}_peer_{peer}"
-    with connection.cursor() as cursor:
-        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        cursor.execute(f'CREATE DATABASE "{name}"')
+    quoted = connection.ops.quote_name(name)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {quoted} WITH (FORCE)")
+            cursor.execute(f"CREATE DATABASE {quoted}")
+    except DatabaseError as exc:
+        raise RuntimeError(
+            f"the {peer} peer runs in a database of its own, {name}, which the benchmark's "
+            f"database user could not create (it needs CREATEDB): {exc}"
+        ) from exc
     try:
         yield database_url(name)
     finally:
         with connection.cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            cursor.execute(f"DROP DATABASE IF EXISTS {quoted} WITH (FORCE)")
 
 
 def answers(port: int) -> bool:
@@ -181,6 +197,7 @@ def run_program(peer: str, python: Path, args: list[str], log_file: Path) -> dic
         proc = subprocess.Popen(
             [str(python), str(PROGRAMS / f"{peer}_peer.py"), *args],
             cwd=PROGRAMS,
+            env=peer_env(),
             stdout=subprocess.PIPE,
             stderr=err,
             start_new_session=True,
