@@ -7,8 +7,9 @@ step itself calls nothing: it waits (`waiting`, no pool, no worker) while at mos
 of its items are started and unsettled, and settles by its join:
 
 - met (`all` items or `at_least` N succeeded once every item settled; `any`: one succeeded, the
-  items not started then skipped and those in flight settled): the step succeeds with the items'
-  outputs in list order (null where an item did not succeed);
+  items not started then skipped and those in flight settled): the items that failed after a
+  call that may have reached the remote (no answer, a 5xx) are compensated, and then the step
+  succeeds with the items' outputs in list order (null where an item did not succeed);
 - no longer possible: the items not started are skipped, those awaiting a decision abandoned,
   those in flight waited for; then every item that succeeded (or may have had an effect) is
   compensated, highest index first, at most `max_parallel` at once, each an ordinary supervised
@@ -212,6 +213,8 @@ def fan_out_advance(unit: Unit, state: JobState, step: Step, counts: Counter[str
     # What is in flight or held settles first (its effect is accounted for: kept in the output,
     # or undone); `all` and `at_least` run every item.
     if succeeded >= needed and not (in_flight or counts[S.HELD] or counts[S.PENDING]):
+        if not _undo_failed_items(unit, state, step, source=source):
+            return "running"  # the undos of failed items that may have had an effect come first
         outputs = dict(
             Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM, status=S.SUCCEEDED).values_list(
                 "item_index", "output"
@@ -262,6 +265,18 @@ def _skip_pending(unit: Unit, state: JobState, step: Step, *, source: str, reaso
         step_transition(unit, item, S.SKIPPED, source=source, reason=f"{reason}: never started")
 
 
+def _undo_failed_items(unit: Unit, state: JobState, step: Step, *, source: str) -> bool:
+    """Undo the items of a met join that failed after a call that may have reached the remote (no
+    answer, a 5xx: a timeout is not a failure, the answer may have been lost); True once none is
+    left to undo. The step's output keeps them as null, so an effect of theirs would be one the
+    job neither uses nor undoes."""
+    unit.flush()  # the query below reads the items as this unit left them
+    failed = state.adopt(_page(step, [S.FAILED], settings.SAS_MAX_FANOUT_ITEMS, descending=True))
+    if not failed:
+        return True
+    return _undo(unit, state, step, failed, source=source, start=True)
+
+
 def fan_out_unwind(unit: Unit, state: JobState, step: Step, *, source: str, start: bool) -> bool:
     """Stop a fan-out's items and undo those that may have had an effect; True once nothing is
     left to undo. `start`: compensations may start now (every step after this one is undone)."""
@@ -283,6 +298,15 @@ def fan_out_unwind(unit: Unit, state: JobState, step: Step, *, source: str, star
     if Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM, status=S.DISPATCHED).exists():
         return False  # calls in flight settle first (their outcome says whether to undo them)
     candidates = state.adopt(_page(step, [S.SUCCEEDED, S.FAILED], limit, descending=True))
+    return _undo(unit, state, step, candidates, source=source, start=start)
+
+
+def _undo(
+    unit: Unit, state: JobState, step: Step, candidates: list[Step], *, source: str, start: bool
+) -> bool:
+    """Start the compensations of those `candidates` (items of `step`, settled) that may have had
+    an effect, at most `max_parallel` at once, highest index first; True once none is left."""
+    limit = settings.SAS_MAX_FANOUT_ITEMS
     sent = sent_steps(unit, candidates)
     compensations = state.compensations
     undo = [i for i in candidates if needs_compensation(i, sent)]

@@ -137,6 +137,29 @@ def test_join_at_least_runs_every_item_and_tolerates_the_failures(
     assert named(job, "ship").output == ["first", None, {"ok": "ship"}]
 
 
+def test_a_met_join_undoes_the_failed_items_that_may_have_had_an_effect_before_it_succeeds(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any]
+) -> None:
+    """An item that failed with no answer may have happened (the answer lost): the join met
+    without it must not leave its effect behind. A refused item is not undone (a refusal is the
+    operation's fate)."""
+    order(join={"mode": "at_least", "count": 2}, max_parallel=1)
+    fake_remote.script("ship", Outcome.SUCCEEDED, Outcome.NO_ANSWER, Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="order", input={"lines": ["a", "b", "c", "d"]}).job
+    for _ in range(4):
+        drain()
+        supervise()  # the no answer and the refusal are not retried (max_attempts 1)
+    drain()
+    job.refresh_from_db()
+    assert [i.status for i in items_of(job)] == [S.SUCCEEDED, S.COMPENSATED, S.FAILED, S.SUCCEEDED]
+    undone = [c.payload.get("index") for c in fake_remote.calls if c.payload.get("compensates")]
+    assert undone == [1]
+    ship = named(job, "ship")
+    assert ship.status == S.SUCCEEDED and ship.output[1:] == [None, None, {"ok": "ship"}]
+    assert job.status == JobStatus.SUCCEEDED
+    assert fake_remote.calls_for("notify")
+
+
 def test_join_any_stops_starting_items_once_one_succeeded(
     drain: Callable[[], int], fake_remote: FakeRemote
 ) -> None:
