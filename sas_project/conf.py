@@ -184,11 +184,19 @@ class SasSettings:
 
     @property
     def throttle_rates(self) -> dict[str, str]:
-        """API rates as DRF writes them (`1200/min`; `off` for none): `user` per signed-in user,
+        """API rates, sustained (`100/s`, `1200/min`; `off` for none): `user` per signed-in user,
         `anon` per client address for anonymous requests."""
         return {
-            "user": str(getattr(settings, "SAS_THROTTLE_USER", "1200/min")),
+            "user": str(getattr(settings, "SAS_THROTTLE_USER", "100/s")),
             "anon": str(getattr(settings, "SAS_THROTTLE_ANON", "300/min")),
+        }
+
+    @property
+    def throttle_bursts(self) -> dict[str, int]:
+        """The most requests of `user` and `anon` let through at once, above the sustained rate."""
+        return {
+            "user": int(getattr(settings, "SAS_THROTTLE_USER_BURST", 200)),
+            "anon": int(getattr(settings, "SAS_THROTTLE_ANON_BURST", 60)),
         }
 
     @property

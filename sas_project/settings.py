@@ -18,7 +18,7 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from environs import Env, EnvValidationError
-from marshmallow.validate import OneOf, Range
+from marshmallow.validate import OneOf, Range, Regexp
 
 from sas_project.storage import s3_archive_storage
 
@@ -107,6 +107,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # RateLimit-* headers on the API's answers whose request the throttles counted.
+    "sas_project.throttling.rate_limit_headers",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -312,7 +314,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # Rates per user and, for anonymous requests, per address (SAS_THROTTLE_USER,
-    # SAS_THROTTLE_ANON, read at each request by sas_project.throttling): 429 with Retry-After.
+    # SAS_THROTTLE_ANON and their bursts, read at each request by sas_project.throttling),
+    # counted in the database for every process: 429 with Retry-After.
     "DEFAULT_THROTTLE_CLASSES": [
         "sas_project.throttling.AnonThrottle",
         "sas_project.throttling.UserThrottle",
@@ -411,8 +414,17 @@ SAS_DELIVERY_TIMEOUT = env.float("SAS_DELIVERY_TIMEOUT", 10, validate=Range(min=
 SAS_DELIVERY_CONCURRENCY = env.int("SAS_DELIVERY_CONCURRENCY", 8, validate=Range(min=1))
 SAS_TOKEN_LIFETIME_DAYS = env.float("SAS_TOKEN_LIFETIME_DAYS", 90)
 SAS_TOKEN_LAST_USED_SECONDS = env.float("SAS_TOKEN_LAST_USED_SECONDS", 60)
-SAS_THROTTLE_USER = env.str("SAS_THROTTLE_USER", "1200/min")
-SAS_THROTTLE_ANON = env.str("SAS_THROTTLE_ANON", "300/min")
+# The API's rates (sas_project.throttling): a sustained rate (`100/s`, `1200/min`, `off`) and
+# the most requests let through at once, per signed-in user and per anonymous address.
+_RATE = Regexp(
+    r"^\s*(?:|off|none|[1-9][0-9]*/[smhd][a-z]*)\s*$",
+    re.IGNORECASE,
+    error="write a rate as 100/s, 1200/min or off",
+)
+SAS_THROTTLE_USER = env.str("SAS_THROTTLE_USER", "100/s", validate=_RATE)
+SAS_THROTTLE_USER_BURST = env.int("SAS_THROTTLE_USER_BURST", 200, validate=Range(min=1))
+SAS_THROTTLE_ANON = env.str("SAS_THROTTLE_ANON", "300/min", validate=_RATE)
+SAS_THROTTLE_ANON_BURST = env.int("SAS_THROTTLE_ANON_BURST", 60, validate=Range(min=1))
 SAS_TRUSTED_PROXIES = env.int("SAS_TRUSTED_PROXIES", 0, validate=Range(min=0))
 # History retention (scheduler.services.retention): jobs settled longer ago than this leave the
 # hot tables, archived first as gzip JSON Lines under SAS_ARCHIVE_DIR.
@@ -447,11 +459,9 @@ if SAS_ARCHIVE_STORAGE == "s3":
         ),
     }
 
-# The API's request counts (sas_project.throttling): each process's memory, which needs no
-# service and costs no database round trip on the API's path; the default cache stays separate.
+# The API's request counts are rows in the database (sas_project.throttling), not cache entries.
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "default"},
-    "throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"},
 }
 
 # Alert emails. Without SAS_EMAIL_HOST they are written to the console (development only).

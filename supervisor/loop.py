@@ -23,6 +23,7 @@ from collections.abc import Callable
 from django.db import close_old_connections, connection
 
 from sas_project.conf import sas_settings
+from sas_project.throttling import rate_buckets_prune
 from scheduler.schedules import schedules_fire
 from scheduler.services.retention import ArchiveUnwritable, history_prune_if_due
 from supervisor.alerts import archive_failed_alert, reactions_handle, supervisor_stale_check
@@ -34,6 +35,8 @@ logger = logging.getLogger("supervisor")
 
 #: A pass longer than this many intervals is logged as a warning (the lease lasts three).
 SLOW_PASS = 2.0
+#: How often the lease holder deletes the API's idle rate buckets.
+RATE_PRUNE_SECONDS = 60.0
 
 
 def holder_name(kind: str) -> str:
@@ -65,6 +68,7 @@ def _passes(
     scans = 0
     last_grant: LeaseGrant | None = None
     pass_ms = longest_ms = 0
+    next_rate_prune = time.monotonic()
     logger.info("supervisor %s: scanning every %.1fs", holder, interval)
     while not should_stop() and (max_scans is None or scans < max_scans):
         started = time.monotonic()
@@ -108,6 +112,13 @@ def _passes(
             except Exception:
                 logger.exception("supervisor %s: history prune failed", holder)
                 connection.close()
+            if time.monotonic() >= next_rate_prune:
+                next_rate_prune = time.monotonic() + RATE_PRUNE_SECONDS
+                try:
+                    rate_buckets_prune()
+                except Exception:
+                    logger.exception("supervisor %s: rate buckets prune failed", holder)
+                    connection.close()
         took = time.monotonic() - started
         pass_ms = int(took * 1000)
         longest_ms = max(longest_ms, pass_ms)

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.cache import caches
 from django.utils.module_loading import import_string
 from django_q.models import OrmQ
 
@@ -30,10 +29,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_caches() -> None:
-    """The guard's save-time answers, the API's request counts and the pools' limits live in this
-    process's memory; no test sees another test's."""
+    """The guard's save-time answers and the pools' limits live in this process's memory; no test
+    sees another test's. (The API's request counts are rows, rolled back with each test.)"""
     clear_resolution_cache()
-    caches["throttle"].clear()
     forget_limits_cache()
 
 

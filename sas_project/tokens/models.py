@@ -60,3 +60,29 @@ class ApiToken(models.Model):
     @property
     def status(self) -> str:
         return self.status_at()
+
+
+class RateBucket(models.Model):
+    """One API client's request rate (sas_project.throttling): a GCRA bucket, written by one
+    `INSERT ... ON CONFLICT DO UPDATE ... RETURNING` per request, so every web process counts the
+    same requests. Times are seconds since the epoch on the database's clock. On PostgreSQL the
+    table is UNLOGGED (migration 0003): losing it in a crash only refills every bucket.
+
+    A row whose `tat` has passed is a full bucket, the same as no row: `rate_buckets_prune`
+    deletes those."""
+
+    #: `user:<id>` or `anon:<address>`.
+    key = models.CharField(max_length=200, primary_key=True)
+    #: The theoretical arrival time: when the bucket is full again.
+    tat = models.FloatField()
+    #: When the last request was counted (or refused).
+    seen_at = models.FloatField()
+    #: Whether the last request was refused (read back by the statement's RETURNING).
+    refused = models.BooleanField(default=False)
+
+    class Meta:
+        db_table = "api_rate_bucket"
+        verbose_name = "API rate bucket"
+
+    def __str__(self) -> str:
+        return self.key

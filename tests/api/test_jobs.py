@@ -385,7 +385,9 @@ def test_a_page_of_events_costs_the_same_queries_whatever_its_length(
 ) -> None:
     chain(n=1)
     job_id = submit(olga, "chain").json()["id"]
-    with django_assert_max_num_queries(6) as captured:
+    # Three of them are the rate limiter's statement in a savepoint (the test's transaction): one
+    # statement in a real request.
+    with django_assert_max_num_queries(9) as captured:
         short = olga.get(f"{V1}/jobs/{job_id}/events/").json()
     queries = len(captured)
     for _ in range(5):
