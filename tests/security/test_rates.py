@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +208,13 @@ def test_a_failing_store_lets_requests_through_and_says_so_in_the_log(
     assert "RateLimit-Limit" not in responses[0]
     warnings = [r for r in caplog.records if "rate limiter could not count" in r.getMessage()]
     assert len(warnings) == 1  # once a minute at most, not once a request
+
+
+@pytest.mark.django_db(transaction=True)  # the loop closes and reopens its connection
+def test_the_supervisors_lease_holder_prunes_the_idle_buckets() -> None:
+    from supervisor.loop import run_loop
+
+    an_hour_ago = time.time() - 3600
+    rate_bucket_take(key="anon:198.51.100.1", policy=RatePolicy(interval=1.0, burst=5), now=an_hour_ago)
+    run_loop(holder="loop-1", should_stop=lambda: False, interval=0, max_scans=1)
+    assert not RateBucket.objects.exists()
