@@ -218,3 +218,61 @@ def test_the_supervisors_lease_holder_prunes_the_idle_buckets() -> None:
     rate_bucket_take(key="anon:198.51.100.1", policy=RatePolicy(interval=1.0, burst=5), now=an_hour_ago)
     run_loop(holder="loop-1", should_stop=lambda: False, interval=0, max_scans=1)
     assert not RateBucket.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)  # the submission's connection and a second one
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_submission_holds_no_lock_on_its_clients_rate_bucket(
+    monkeypatch: pytest.MonkeyPatch, batch: bool
+) -> None:
+    """The bucket is taken before the submission's transaction opens: inside it, the bucket's
+    row lock would last until the submission commits, and one client's submissions would run
+    one at a time whatever the web server's workers."""
+    import psycopg
+    from django.db import connection as django_connection
+
+    from scheduler.services import submission as submission_service
+    from tests.factories import chain
+
+    if not is_postgresql():
+        pytest.skip("row locks")
+    chain(n=1)
+    user = make_user("client", "submitters")
+    seen: list[str] = []
+    params = django_connection.get_connection_params()
+    dsn = {k: v for k, v in params.items() if k in ("host", "port", "dbname", "user", "password") and v}
+
+    def probe() -> None:
+        """From another connection, while the submission's transaction is open."""
+        with psycopg.connect(**dsn, autocommit=True) as other:
+            try:
+                other.execute(
+                    "SELECT 1 FROM api_rate_bucket WHERE key = %s FOR UPDATE NOWAIT", [f"user:{user.pk}"]
+                )
+                seen.append("free")
+            except psycopg.errors.LockNotAvailable:
+                seen.append("locked")
+
+    name = "_submit_prepared" if not batch else "jobs_submit_batch"
+    real = getattr(submission_service, name)
+
+    def probing(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        probe()  # the submission's rows are written, its transaction not yet committed
+        return result
+
+    client = client_for(user)
+    assert client.get(f"{V1}/jobs/").status_code == 200  # the bucket's row exists from now on
+    assert RateBucket.objects.filter(key=f"user:{user.pk}").exists()
+    monkeypatch.setattr(submission_service, name, probing)
+    if batch:
+        from scheduler import api as scheduler_api
+
+        monkeypatch.setattr(scheduler_api, "jobs_submit_batch", probing)
+        answer = client.post(
+            f"{V1}/jobs/batch/", {"jobs": [{"workflow": "chain", "input": {}}]}, format="json"
+        )
+    else:
+        answer = client.post(f"{V1}/jobs/", {"workflow": "chain", "input": {}}, format="json")
+    assert answer.status_code == 201, answer.content
+    assert seen == ["free"]
