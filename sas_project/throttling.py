@@ -211,9 +211,11 @@ def rate_bucket_take(*, key: str, policy: RatePolicy, now: float | None = None) 
             reset=max(tat - at, 0.0),
             retry_after=max(tat + policy.interval - window - at, 0.0),
         )
-    # A tiny epsilon: (now + window - tat) / interval is a whole number of requests up to float
-    # rounding, and a full bucket should not read as one request short.
-    remaining = math.floor((at + window - tat) / policy.interval + 1e-9)
+    # Rounded before the floor: the times are seconds since the epoch (some 1.8e9), where a
+    # double carries about 2e-7 s, so a whole number of requests comes out a hair short (a full
+    # bucket of 60 at 0.2 s read 58.99999 and said 58). A thousandth of a request is below any
+    # client's notice.
+    remaining = math.floor(round((at + window - tat) / policy.interval, 3))
     return RateDecision(
         allowed=True,
         limit=policy.burst,

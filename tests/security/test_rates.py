@@ -276,3 +276,15 @@ def test_a_submission_holds_no_lock_on_its_clients_rate_bucket(
         answer = client.post(f"{V1}/jobs/", {"workflow": "chain", "input": {}}, format="json")
     assert answer.status_code == 201, answer.content
     assert seen == ["free"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("scope", ["user", "anon"])
+def test_the_first_request_of_a_default_bucket_leaves_all_but_one_remaining(scope: str) -> None:
+    """At the epoch's magnitude a float comes out a hair short of a whole number of requests:
+    the header must still say burst - 1, not burst - 2."""
+    policy = rate_policy(scope)
+    assert policy is not None
+    decision = rate_bucket_take(key=f"{scope}:fresh", policy=policy, now=NOW + 0.123456)
+    assert decision is not None and decision.allowed
+    assert decision.remaining == policy.burst - 1
