@@ -890,15 +890,23 @@ def check(
         and s.last_outcome == "succeeded"
         and effects.get(s.operation_id, 0) != 1
     ]
-    # No compensation ran for a job that succeeded.
+
+    # No compensation ran for a job that succeeded, but for the undo of a fan-out's item that
+    # failed after a call that may have reached the remote (a met join undoes those first): an
+    # item that succeeded is never undone in a job that succeeded.
+    def undone_in_success(s: Step) -> bool:
+        if s.item_index is not None:
+            return (
+                s.kind == StepKind.ITEM
+                and s.status == StepStatus.SUCCEEDED
+                and bool(effects.get(f"{s.operation_id}:compensate", 0))
+            )
+        return s.kind == StepKind.COMPENSATION or bool(effects.get(f"{s.operation_id}:compensate", 0))
+
     compensations_for_succeeded = [
         str(job_id)
         for job_id, job in jobs.items()
-        if job.status == JobStatus.SUCCEEDED
-        and any(
-            s.kind == StepKind.COMPENSATION or effects.get(f"{s.operation_id}:compensate", 0)
-            for s in by_job.get(job_id, [])
-        )
+        if job.status == JobStatus.SUCCEEDED and any(undone_in_success(s) for s in by_job.get(job_id, []))
     ]
     # A compensated or cancelled job left no effect undone.
     effects_left = [
