@@ -1,7 +1,8 @@
-"""The API tokens API (/api/v1/tokens/): every signed-in user lists and revokes its own tokens;
-administrators may list another user's (`?user=<username>`) and revoke any. Another user's token
-is a 404, as if it did not exist. Keys are never in an answer: they are shown once, when made
-(the console's API tokens page, or `manage.py drf_create_token`)."""
+"""The API tokens API (/api/v1/tokens/): every signed-in user makes, lists and revokes its own
+tokens; administrators may list another user's (`?user=<username>`) and revoke any. Another
+user's token is a 404, as if it did not exist. A key is in one answer only, the one that made it
+(`POST /api/v1/tokens/`, the console's API tokens page, or `manage.py drf_create_token`): only
+its digest is stored."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from sas_project.api import ApiView, StrictSerializer, errors, query_params, validated
+from sas_project.api import ApiView, StrictSerializer, errors, location, query_params, validated
 from sas_project.tokens.models import ApiToken, TokenStatus
-from sas_project.tokens.services import token_for, token_revoke, tokens_visible
+from sas_project.tokens.services import token_create, token_for, token_revoke, tokens_visible
 
 
 class TokenSerializer(serializers.ModelSerializer):
@@ -51,6 +52,26 @@ class RevokeSerializer(StrictSerializer):
     pass
 
 
+class TokenCreateSerializer(StrictSerializer):
+    name = serializers.CharField(
+        max_length=100, help_text="What the token is for (1-100 printable characters)."
+    )
+    lifetime_days = serializers.FloatField(
+        required=False,
+        help_text="Days until it expires: more than 0 and at most SAS_TOKEN_LIFETIME_DAYS (the default).",
+    )
+
+
+class TokenCreatedSerializer(TokenSerializer):
+    key = serializers.CharField(
+        read_only=True, help_text="The key, in this answer only: send it as `Authorization: Token <key>`."
+    )
+
+    class Meta(TokenSerializer.Meta):
+        fields = [*TokenSerializer.Meta.fields, "key"]
+        read_only_fields = fields
+
+
 class TokensView(ApiView):
     permission_classes = [IsAuthenticated]
 
@@ -64,6 +85,24 @@ class TokensView(ApiView):
     def get(self, request: Request) -> Response:
         query = query_params(TokenListQuerySerializer, request)
         return self.paginated(tokens_visible(request.user, owner=query.get("user")), TokenSerializer)
+
+    @extend_schema(
+        operation_id="tokens_create",
+        tags=["tokens"],
+        summary="Make an API token for yourself (the key is in this answer only)",
+        description="The new token acts as you, with your roles. Its key is shown in this answer and "
+        "never again (only its digest is stored); lose it and make another. The creation is recorded "
+        "with your user in the admin log.",
+        request=TokenCreateSerializer,
+        responses={201: TokenCreatedSerializer, **errors(400, 401, 413)},
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(TokenCreateSerializer, request.data)
+        token, key = token_create(
+            user=request.user, name=data["name"], lifetime_days=data.get("lifetime_days"), actor=request.user
+        )
+        body = TokenCreatedSerializer(token_for(request.user, token.pk)).data
+        return Response({**body, "key": key}, status=201, headers=location("api-token", token_id=token.pk))
 
 
 class TokenView(ApiView):

@@ -73,6 +73,8 @@ ENDPOINTS: list[tuple[str, str, Any, str]] = [
     ("delete", "/alerts/ops/", None, "administrators"),
     ("get", "/callback-secret/", None, "submitters"),
     ("post", "/callback-secret/rotate/", {}, "submitters"),
+    ("get", "/tokens/", None, "no role"),
+    ("post", "/tokens/", {"name": "ci"}, "no role"),
 ]
 
 

@@ -107,6 +107,41 @@ def test_owners_list_their_own_tokens_without_any_key() -> None:
     assert ada_key not in response.content.decode()
 
 
+def test_a_user_makes_a_token_over_the_api_and_sees_its_key_in_that_answer_only(settings: Any) -> None:
+    settings.SAS_TOKEN_LIFETIME_DAYS = 90
+    sam = make_user("sam", "submitters")
+    _, key = token_create(user=sam, name="laptop")
+    response = api(key).post(f"{V1}/tokens/", {"name": "ci", "lifetime_days": 7}, format="json")
+    assert response.status_code == 201, response.json()
+    made = response.json()
+    assert made["name"] == "ci" and made["user"] == "sam" and made["status"] == "active"
+    assert response["Location"] == f"{V1}/tokens/{made['id']}/"
+    lifetime = dt.datetime.fromisoformat(made["expires_at"]) - dt.datetime.fromisoformat(made["created_at"])
+    assert lifetime == dt.timedelta(days=7)
+    # The key works at once, acts as its user, and is never shown again.
+    assert api(made["key"]).get(f"{V1}/jobs/").status_code == 200
+    assert ApiToken.objects.get(pk=made["id"]).digest == digest_of(made["key"])
+    assert "key" not in api(key).get(f"{V1}/tokens/{made['id']}/").json()
+    assert made["key"] not in api(key).get(f"{V1}/tokens/").content.decode()
+    entry = LogEntry.objects.get(object_id=str(made["id"]), action_flag=1)
+    assert entry.user_id == sam.pk
+
+
+def test_a_token_asked_for_longer_than_the_longest_lifetime_is_a_400_and_makes_nothing(settings: Any) -> None:
+    settings.SAS_TOKEN_LIFETIME_DAYS = 30
+    _, key = token_create(user=make_user("sam", "submitters"), name="laptop")
+    for body, field in (
+        ({"name": "ci", "lifetime_days": 31}, "lifetime_days"),
+        ({"name": "ci", "lifetime_days": 0}, "lifetime_days"),
+        ({"name": "", "lifetime_days": 1}, "name"),
+        ({"name": "ci", "user": "root"}, "user"),
+    ):
+        response = api(key).post(f"{V1}/tokens/", body, format="json")
+        assert response.status_code == 400 and response.json()["field"] == field, response.json()
+    assert ApiToken.objects.count() == 1
+    assert APIClient().post(f"{V1}/tokens/", {"name": "ci"}, format="json").status_code == 401
+
+
 def test_an_owner_revokes_its_token_and_it_stops_working_at_once() -> None:
     sam = make_user("sam", "submitters")
     token, key = token_create(user=sam, name="ci")
