@@ -34,7 +34,7 @@ from django.urls import Resolver404, resolve, reverse
 from django.utils.encoding import force_str
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import force_instance
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import JSONParser
@@ -287,6 +287,8 @@ ERROR_DESCRIPTIONS = {
     410: "Gone: it existed, but no longer can be used (an expired token; a job that history retention "
     "archived: `archive` names the file).",
     413: "The request body is larger than the limit.",
+    422: "The Idempotency-Key was used before for a different request (another path or body): "
+    "nothing was done. Use a new key for a new request.",
 }
 
 
@@ -295,6 +297,30 @@ def errors(*codes: int) -> dict[int, OpenApiResponse]:
 
 
 WRITE_ERRORS = errors(400, 401, 403, 413)
+
+
+def idempotency_key_parameter(what: str) -> OpenApiParameter:
+    """The optional `Idempotency-Key` header of an action (sas_project.idempotency)."""
+    return OpenApiParameter(
+        "Idempotency-Key",
+        str,
+        OpenApiParameter.HEADER,
+        required=False,
+        pattern=r"^[ -~]{1,255}$",
+        description=f"Sending the same key and body again {what}, with the header "
+        "`Idempotent-Replayed: true`, and does nothing twice; the same key with another request is a "
+        "422. Keys are per user.",
+    )
+
+
+REPLAYED_HEADER = OpenApiParameter(
+    "Idempotent-Replayed",
+    str,
+    OpenApiParameter.HEADER,
+    response=True,
+    enum=["true"],
+    description="Present on an answer replayed for an Idempotency-Key sent before.",
+)
 
 
 class ApiSchema(AutoSchema):

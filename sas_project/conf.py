@@ -212,6 +212,11 @@ class SasSettings:
         return int(getattr(settings, "SAS_TRUSTED_PROXIES", 0))
 
     @property
+    def idempotency_key_hours(self) -> float:
+        """How long the answer to a rerun or bulk action sent with an Idempotency-Key is kept."""
+        return float(getattr(settings, "SAS_IDEMPOTENCY_KEY_HOURS", 24))
+
+    @property
     def token_lifetime_days(self) -> float:
         """How long an API token lives (the longest a user may choose); 0: tokens never expire."""
         return float(getattr(settings, "SAS_TOKEN_LIFETIME_DAYS", 90))

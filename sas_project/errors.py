@@ -56,9 +56,10 @@ class LimitReached(SasError):
 
 
 class IdempotencyConflict(SasError):
-    """An idempotency key reused with a different request."""
+    """An idempotency key reused with a different request: 422, as the IETF draft on the
+    Idempotency-Key header says (409 is for a request still in progress)."""
 
-    http_status = 409
+    http_status = 422
     code = "idempotency_conflict"
 
 

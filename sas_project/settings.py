@@ -348,6 +348,7 @@ SPECTACULAR_SETTINGS = {
         "OutcomeEnum": "agents.outcome.Outcome",
         "AgentKindEnum": "agents.models.AgentKind",
         "OnExhaustedEnum": "scheduler.models.OnExhausted",
+        "TokenStatusEnum": "sas_project.tokens.models.TokenStatus",
     },
 }
 
@@ -413,6 +414,8 @@ SAS_DELIVERY_RETRY_SECONDS = env.float("SAS_DELIVERY_RETRY_SECONDS", 5)
 SAS_DELIVERY_TIMEOUT = env.float("SAS_DELIVERY_TIMEOUT", 10, validate=Range(min=0.1))
 SAS_DELIVERY_CONCURRENCY = env.int("SAS_DELIVERY_CONCURRENCY", 8, validate=Range(min=1))
 SAS_TOKEN_LIFETIME_DAYS = env.float("SAS_TOKEN_LIFETIME_DAYS", 90)
+# How long the answer to a rerun or bulk action sent with an Idempotency-Key is replayed.
+SAS_IDEMPOTENCY_KEY_HOURS = env.float("SAS_IDEMPOTENCY_KEY_HOURS", 24)
 SAS_TOKEN_LAST_USED_SECONDS = env.float("SAS_TOKEN_LAST_USED_SECONDS", 60)
 # The API's rates (sas_project.throttling): a sustained rate (`100/s`, `1200/min`, `off`) and
 # the most requests let through at once, per signed-in user and per anonymous address.

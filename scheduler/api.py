@@ -23,6 +23,7 @@ from sas_project.api import (
     SubmitterAccess,
     WorkflowAccess,
     errors,
+    idempotency_key_parameter,
     location,
     one_writer,
     query_params,
@@ -30,6 +31,7 @@ from sas_project.api import (
     validated,
 )
 from sas_project.errors import InvalidInput, NotFound
+from sas_project.idempotency import idempotency_key, replayed
 from sas_project.permissions import can_operate, can_read_all_jobs
 from sas_project.validation import json_storable
 from scheduler import selectors
@@ -76,15 +78,7 @@ from scheduler.services.wakeups import NotPermitted, approval_decide, signal_sen
 
 # --- jobs -------------------------------------------------------------------------------------
 
-IDEMPOTENCY_KEY = OpenApiParameter(
-    "Idempotency-Key",
-    str,
-    OpenApiParameter.HEADER,
-    required=False,
-    pattern=r"^[ -~]{1,255}$",
-    description="Sending the same key and body again returns the same job (200) instead of a new one; "
-    "the same key with a different body is a 409. Keys are per user.",
-)
+IDEMPOTENCY_KEY = idempotency_key_parameter("returns the same job (200) instead of a new one")
 
 
 class JobsView(ApiView):
@@ -116,14 +110,12 @@ class JobsView(ApiView):
             201: JobSerializer,
             200: OpenApiResponse(JobSerializer, description="A replay: the job made by the same request."),
             **WRITE_ERRORS,
-            **errors(409),
+            **errors(409, 422),
         },
     )
     def post(self, request: Request) -> Response:
         body = validated(JobSubmitSerializer, request.data)
-        key = request.headers.get("Idempotency-Key")
-        if key is not None and not all(" " <= ch <= "~" for ch in key):
-            raise InvalidInput("Idempotency-Key must be printable ASCII", field="Idempotency-Key")
+        key = idempotency_key(request)
         # The submission and the reads that answer it are one transaction: one commit (each read
         # on its own was a commit of its own: 3.5-4.1 commits per step measured, and no faster).
         # The token's check and the client's rate bucket come before it, each its own statement:
@@ -132,10 +124,12 @@ class JobsView(ApiView):
         with transaction.atomic():
             submission = job_submit(**submission_fields(body), submitter=request.user, idempotency_key=key)
             job = selectors.job_for_reading(user=request.user, job_id=submission.job_id)
+        if not submission.created:
+            return replayed(Response(JobSerializer(job).data))
         return Response(
             JobSerializer(job).data,
-            status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK,
-            headers=location("api-job", job_id=job.pk) if submission.created else None,
+            status=status.HTTP_201_CREATED,
+            headers=location("api-job", job_id=job.pk),
         )
 
 
@@ -169,7 +163,7 @@ class JobsBatchView(ApiView):
             201: JobBatchResponseSerializer,
             200: OpenApiResponse(JobBatchResponseSerializer, description="Every item was a replay."),
             **WRITE_ERRORS,
-            **errors(409),
+            **errors(409, 422),
         },
     )
     def post(self, request: Request) -> Response:
@@ -192,8 +186,9 @@ class JobsBatchView(ApiView):
             }
             for index, submission in enumerate(submissions)
         ]
-        created = any(submission.created for submission in submissions)
-        return Response({"jobs": jobs}, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        if any(submission.created for submission in submissions):
+            return Response({"jobs": jobs}, status=status.HTTP_201_CREATED)
+        return replayed(Response({"jobs": jobs}))
 
 
 INPUT_FIELD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
@@ -266,15 +261,7 @@ class StepItemsView(ApiView):
 
 # --- signals and approvals ----------------------------------------------------------------------
 
-SIGNAL_KEY = OpenApiParameter(
-    "Idempotency-Key",
-    str,
-    OpenApiParameter.HEADER,
-    required=False,
-    pattern=r"^[ -~]{1,255}$",
-    description="Sending the same key and body again to the same job is the same signal (200); the "
-    "same key with a different body is a 409.",
-)
+SIGNAL_KEY = idempotency_key_parameter("to the same job is the same signal (200)")
 
 
 def _job_signallable(user: Any, job_id: uuid.UUID) -> None:
@@ -310,7 +297,7 @@ class JobSignalsView(ApiView):
             "waiting (a signal that comes early is kept); its payload becomes that step's output. "
             "202: accepted (`consumed_by` names the step if one took it at once). 400: no step of the "
             "job's workflow waits for this name. 409: the job is settled or compensating (nothing "
-            "changes), or the Idempotency-Key was used for another signal."
+            "changes). 422: the Idempotency-Key was used for another signal."
         ),
         parameters=[SIGNAL_KEY],
         request=SignalSendSerializer,
@@ -318,14 +305,12 @@ class JobSignalsView(ApiView):
             202: SignalSerializer,
             200: OpenApiResponse(SignalSerializer, description="A replay: the signal sent with this key."),
             **WRITE_ERRORS,
-            **errors(404, 409, 410),
+            **errors(404, 409, 410, 422),
         },
     )
     def post(self, request: Request, job_id: uuid.UUID) -> Response:
         body = validated(SignalSendSerializer, request.data)
-        key = request.headers.get("Idempotency-Key")
-        if key is not None and not all(" " <= ch <= "~" for ch in key):
-            raise InvalidInput("Idempotency-Key must be printable ASCII", field="Idempotency-Key")
+        key = idempotency_key(request)
         _job_signallable(request.user, job_id)
         receipt = signal_send(
             job_id=job_id,
@@ -335,10 +320,9 @@ class JobSignalsView(ApiView):
             idempotency_key=key,
         )
         signal = Signal.objects.select_related("sender", "consumed_by").get(pk=receipt.signal.pk)
-        return Response(
-            SignalSerializer(signal).data,
-            status=status.HTTP_202_ACCEPTED if receipt.created else status.HTTP_200_OK,
-        )
+        if not receipt.created:
+            return replayed(Response(SignalSerializer(signal).data))
+        return Response(SignalSerializer(signal).data, status=status.HTTP_202_ACCEPTED)
 
 
 STEP_NAME = OpenApiParameter("step_name", str, OpenApiParameter.PATH, description="The step's name.")

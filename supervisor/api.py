@@ -22,12 +22,14 @@ from sas_project.api import (
     OperatorAccess,
     ViewerAccess,
     errors,
+    idempotency_key_parameter,
     location,
     one_writer,
     query_params,
     refuse_rename,
     validated,
 )
+from sas_project.idempotency import idempotent
 from sas_project.permissions import can_submit
 from scheduler import selectors as job_selectors
 from scheduler.models import AlertSubscription, Job
@@ -138,24 +140,29 @@ class JobRerunView(ApiView):
             "not called again (nor compensated by the new job). Other steps that had not succeeded run "
             "too. Both jobs record who did it and why."
         ),
+        parameters=[idempotency_key_parameter("returns the job the first rerun made (201)")],
         request=JobRerunSerializer,
-        responses={201: JobSerializer, **WRITE_ERRORS, **errors(404, 409)},
+        responses={201: JobSerializer, **WRITE_ERRORS, **errors(404, 409, 422)},
     )
     def post(self, request: Request, job_id: uuid.UUID) -> Response:
         body = validated(JobRerunSerializer, request.data)
-        rerun = job_rerun(
-            actor=request.user,
-            job_id=job_id,
-            from_step=body["from_step"],
-            input=body.get("input"),
-            reason=body["reason"],
-            version=body.get("version") or "job",
-        )
-        return Response(
-            JobSerializer(job_selectors.job_for_reading(user=request.user, job_id=rerun.pk)).data,
-            status=status.HTTP_201_CREATED,
-            headers=location("api-job", job_id=rerun.pk),
-        )
+
+        def rerun() -> Response:
+            made = job_rerun(
+                actor=request.user,
+                job_id=job_id,
+                from_step=body["from_step"],
+                input=body.get("input"),
+                reason=body["reason"],
+                version=body.get("version") or "job",
+            )
+            return Response(
+                JobSerializer(job_selectors.job_for_reading(user=request.user, job_id=made.pk)).data,
+                status=status.HTTP_201_CREATED,
+                headers=location("api-job", job_id=made.pk),
+            )
+
+        return idempotent(request, request.data, rerun)
 
 
 class StepRetryView(ApiView):
@@ -488,26 +495,35 @@ class AttentionBulkView(ApiView):
         summary="Retry, compensate or cancel many at once, or say what would happen (dry_run)",
         description="Each item is done (or refused) on its own: one refusal does not stop the others. "
         "Compensate and cancel act on each step's job, once per job.",
+        parameters=[idempotency_key_parameter("returns the first answer (a dry run is answered afresh)")],
         request=BulkActionSerializer,
-        responses={200: BulkResultSerializer, **WRITE_ERRORS},
+        responses={200: BulkResultSerializer, **WRITE_ERRORS, **errors(422)},
     )
     def post(self, request: Request) -> Response:
         body = validated(BulkActionSerializer, request.data)
-        if body["dry_run"]:
-            items = bulk_preview(action=body["action"], step_ids=body["step_ids"])
-        else:
-            items = bulk_run(
-                actor=request.user, action=body["action"], step_ids=body["step_ids"], reason=body["reason"]
+
+        def act() -> Response:
+            if body["dry_run"]:
+                items = bulk_preview(action=body["action"], step_ids=body["step_ids"])
+            else:
+                items = bulk_run(
+                    actor=request.user,
+                    action=body["action"],
+                    step_ids=body["step_ids"],
+                    reason=body["reason"],
+                )
+            return Response(
+                {
+                    "action": body["action"],
+                    "dry_run": body["dry_run"],
+                    "done": sum(1 for i in items if i.allowed),
+                    "refused": sum(1 for i in items if not i.allowed),
+                    "items": [asdict(i) for i in items],
+                }
             )
-        return Response(
-            {
-                "action": body["action"],
-                "dry_run": body["dry_run"],
-                "done": sum(1 for i in items if i.allowed),
-                "refused": sum(1 for i in items if not i.allowed),
-                "items": [asdict(i) for i in items],
-            }
-        )
+
+        # A dry run changes nothing: answered afresh every time, its key not kept.
+        return act() if body["dry_run"] else idempotent(request, request.data, act)
 
 
 class SupervisorView(ApiView):

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from django.db import close_old_connections, connection
 
 from sas_project.conf import sas_settings
+from sas_project.idempotency import idempotent_requests_prune
 from sas_project.throttling import rate_buckets_prune
 from scheduler.schedules import schedules_fire
 from scheduler.services.retention import ArchiveUnwritable, history_prune_if_due
@@ -116,8 +117,9 @@ def _passes(
                 next_rate_prune = time.monotonic() + RATE_PRUNE_SECONDS
                 try:
                     rate_buckets_prune()
+                    idempotent_requests_prune()
                 except Exception:
-                    logger.exception("supervisor %s: rate buckets prune failed", holder)
+                    logger.exception("supervisor %s: rate buckets and idempotency keys prune failed", holder)
                     connection.close()
         took = time.monotonic() - started
         pass_ms = int(took * 1000)

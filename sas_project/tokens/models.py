@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
@@ -83,6 +84,32 @@ class RateBucket(models.Model):
     class Meta:
         db_table = "api_rate_bucket"
         verbose_name = "API rate bucket"
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class IdempotentRequest(models.Model):
+    """The answer to a request sent with an `Idempotency-Key` (sas_project.idempotency): a rerun,
+    a bulk action. The same user sending the same key again gets this answer back, marked
+    `Idempotent-Replayed: true`, and nothing is done twice; a different request under the key is
+    a 422. Written in the transaction of the action it answers, so the action and its record
+    commit together or not at all. Kept `SAS_IDEMPOTENCY_KEY_HOURS`, then pruned by the
+    supervisor's lease holder."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    #: SHA-256 of the method, the path and the canonical JSON of the body.
+    fingerprint = models.CharField(max_length=64)
+    status = models.PositiveSmallIntegerField()
+    body = models.JSONField(encoder=DjangoJSONEncoder)
+    #: The answer's Location header, if it had one.
+    location = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        db_table = "api_idempotent_request"
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotent_request_unique_key")]
 
     def __str__(self) -> str:
         return self.key

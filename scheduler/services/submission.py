@@ -21,7 +21,7 @@ from django.db.models.functions import Now
 
 from agents.validation import validate_callback_url
 from sas_project import tracing
-from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInput, SasError
+from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInput, SasError, StaleWrite
 from sas_project.validation import json_storable
 from scheduler import contracts
 from scheduler.faults import maybe_fail_after_commit
@@ -234,7 +234,9 @@ def jobs_submit_batch(items: Sequence[Prepared], *, submitter: User | None) -> l
                         f"jobs[{index}]: {exc.message}", **{**exc.detail, "index": index}
                     ) from exc
     except IntegrityError as exc:
-        raise IdempotencyConflict(
+        # Not a misuse of a key (422) but a race still being settled: 409, and sent again, the
+        # batch finds the other request's jobs.
+        raise StaleWrite(
             "another request used one of these idempotency keys at the same moment: send the batch again"
         ) from exc
     return submissions

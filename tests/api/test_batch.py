@@ -78,7 +78,7 @@ def test_an_item_refused_refuses_the_batch_naming_it_and_nothing_is_written(alic
     before = (Job.objects.count(), Step.objects.count(), Event.objects.count())
     for item, status, code in (
         ({"workflow": "nope", "input": {}}, 400, "invalid"),
-        ({"workflow": "chain", "input": {"n": 5}, "idempotency_key": "used"}, 409, "idempotency_conflict"),
+        ({"workflow": "chain", "input": {"n": 5}, "idempotency_key": "used"}, 422, "idempotency_conflict"),
         ({"workflow": "chain", "input": {}, "callback_url": "ftp://example.com/x"}, 400, "invalid"),
     ):
         response = batch(alice, [{"workflow": "chain", "input": {"n": 1}}, item])

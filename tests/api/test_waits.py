@@ -1,5 +1,5 @@
 """REST API of wait steps: definitions with kinds (read back as written), a job's waiting steps
-(`status` waiting with `waiting_for`), signals (202, replays, 400/403/404/409) and approvals
+(`status` waiting with `waiting_for`), signals (202, replays, 400/403/404/409/422) and approvals
 (200, 403 outside the role or group, 409 when nothing waits)."""
 
 from __future__ import annotations
@@ -158,8 +158,9 @@ def test_a_submitter_signals_its_job_once_per_key(
     assert first.json()["consumed_by"] == "shipped" and first.json()["sender"] == "sam"
     replay = sam.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="ship-1")
     assert replay.status_code == 200 and replay.json()["id"] == first.json()["id"]
+    assert replay["Idempotent-Replayed"] == "true" and not first.has_header("Idempotent-Replayed")
     conflict = sam.post(url, {**body, "payload": {}}, format="json", HTTP_IDEMPOTENCY_KEY="ship-1")
-    assert conflict.status_code == 409
+    assert conflict.status_code == 422 and conflict.json()["code"] == "idempotency_conflict"
     drain()
     job = Job.objects.get(pk=job_id)
     assert job.status == JobStatus.SUCCEEDED and job.result["shipped"] == {"tracking": "T1"}

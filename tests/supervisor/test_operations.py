@@ -345,7 +345,7 @@ def test_a_replay_with_another_callback_url_is_a_conflict() -> None:
     )
     other = {**body, "callback_url": "https://h.example.com/2"}
     assert (
-        client.post(f"{V1}/jobs/", other, format="json", headers={"Idempotency-Key": "k"}).status_code == 409
+        client.post(f"{V1}/jobs/", other, format="json", headers={"Idempotency-Key": "k"}).status_code == 422
     )
 
 
