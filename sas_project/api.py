@@ -28,6 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
 from django.db.models import QuerySet
 from django.urls import Resolver404, resolve, reverse
@@ -36,7 +37,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import force_instance
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
-from rest_framework.pagination import PageNumberPagination
+from rest_framework import pagination as drf_pagination
+from rest_framework.pagination import BasePagination, PageNumberPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
@@ -396,13 +398,97 @@ class Pagination(PageNumberPagination):
     max_page_size = 200
 
 
+class CursorPagination(drf_pagination.CursorPagination):
+    """`?cursor=` pages in the view's `cursor_ordering`: each page starts after the last row of
+    the one before, so rows arriving meanwhile neither shift a page nor repeat one (numbered pages
+    of a newest-first list do both), and no page counts the whole list. A cursor that is not one
+    this API made is a 400."""
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+    cursor_query_param = "cursor"
+
+    def paginate_queryset(self, queryset: Any, request: Any, view: Any = None) -> list[Any] | None:
+        self._model = queryset.model
+        return super().paginate_queryset(queryset, request, view)
+
+    def get_ordering(self, request: Any, queryset: Any, view: Any) -> tuple[str, ...]:
+        return tuple(view.cursor_ordering)
+
+    def decode_cursor(self, request: Any) -> Any:
+        try:
+            cursor = super().decode_cursor(request)
+        except exceptions.NotFound:
+            cursor = None
+            valid = False
+        else:
+            valid = True
+        if valid and cursor is not None and cursor.position is not None:
+            field = self._model._meta.get_field(self.ordering[0].lstrip("-"))
+            try:
+                field.to_python(cursor.position)
+            except (DjangoValidationError, ValueError, TypeError):
+                valid = False
+        if not valid:
+            raise InvalidInput(
+                "not a cursor of this list: follow the `next` and `previous` links as given", field="cursor"
+            )
+        return cursor
+
+
+class CursorOrNumberPagination(BasePagination):
+    """Cursor pages (`CursorPagination`: `next`, `previous`, `results`) unless the request asks
+    for a numbered page with `?page=n`, which answers as `Pagination` does (with `count`) for
+    clients written for numbered pages."""
+
+    def __init__(self) -> None:
+        self.delegate: BasePagination = CursorPagination()
+
+    def paginate_queryset(self, queryset: Any, request: Any, view: Any = None) -> list[Any] | None:
+        self.delegate = Pagination() if "page" in request.query_params else CursorPagination()
+        return self.delegate.paginate_queryset(queryset, request, view)
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return self.delegate.get_paginated_response(data)
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        paged: dict[str, Any] = CursorPagination().get_paginated_response_schema(schema)
+        paged["properties"]["count"] = {
+            "type": "integer",
+            "description": "How many rows the list holds: only on a numbered page (`?page=n`).",
+            "example": 123,
+        }
+        return paged
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        cursor: list[dict[str, Any]] = CursorPagination().get_schema_operation_parameters(view)
+        for parameter in cursor:
+            if parameter["name"] == "cursor":
+                parameter["description"] = "Where the page starts: the value in a `next` or `previous` link."
+        numbered = [
+            {
+                "name": "page",
+                "required": False,
+                "in": "query",
+                "description": "A numbered page instead (answers `count` too; rows arriving meanwhile "
+                "shift the pages).",
+                "schema": {"type": "integer"},
+            }
+        ]
+        return cursor + numbered
+
+
 class ApiView(APIView):
     """The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`."""
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`)."""
 
     parser_classes = [JSONDocumentParser]
     schema = ApiSchema()
-    pagination_class = Pagination
+    pagination_class: type[BasePagination] = Pagination
+
+    cursor_ordering: tuple[str, ...] = ()
 
     def paginated(self, queryset: QuerySet[Any] | list[Any], serializer: type[Serializer]) -> Response:
         paginator = self.pagination_class()

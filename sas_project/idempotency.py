@@ -63,12 +63,13 @@ def idempotent(request: Request, body: Any, act: Callable[[], Response]) -> Resp
     key = idempotency_key(request)
     if key is None:
         return act()
+    user: Any = request.user  # signed in: every view that keeps keys needs a role
     sought = fingerprint(request, body)
     with transaction.atomic():
         try:
             with transaction.atomic():
                 record = IdempotentRequest.objects.create(
-                    user=request.user,
+                    user=user,
                     key=key,
                     fingerprint=sought,
                     status=0,
@@ -78,7 +79,7 @@ def idempotent(request: Request, body: Any, act: Callable[[], Response]) -> Resp
         except IntegrityError:
             # The key's row exists (committed: a concurrent first request held the index until
             # it committed, and its answer is there now).
-            earlier = IdempotentRequest.objects.get(user=request.user, key=key)
+            earlier = IdempotentRequest.objects.get(user=user, key=key)
             if earlier.fingerprint != sought:
                 raise IdempotencyConflict(
                     f"Idempotency-Key {key!r} was already used for a different request "

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from sas_project.api import (
     WRITE_ERRORS,
     ApiView,
+    CursorOrNumberPagination,
     SubmitterAccess,
     WorkflowAccess,
     errors,
@@ -83,6 +84,8 @@ IDEMPOTENCY_KEY = idempotency_key_parameter("returns the same job (200) instead 
 
 class JobsView(ApiView):
     permission_classes = [SubmitterAccess]
+    pagination_class = CursorOrNumberPagination
+    cursor_ordering = ("-created_at", "-id")
 
     @extend_schema(
         operation_id="jobs_list",
@@ -232,6 +235,8 @@ class JobView(ApiView):
 
 class JobEventsView(ApiView):
     permission_classes = [SubmitterAccess]
+    pagination_class = CursorOrNumberPagination
+    cursor_ordering = ("id",)
 
     @extend_schema(
         operation_id="jobs_events",
