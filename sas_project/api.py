@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
@@ -107,14 +108,42 @@ class ReplaceMixin(serializers.Serializer):
                 field.default = serializers.empty
 
 
-class ErrorSerializer(serializers.Serializer):
-    """Every error response. Field errors also carry `{field: [message, ...]}` entries."""
+class FieldErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What is wrong with it, readable.")
+    pointer = serializers.CharField(
+        help_text="Where: a JSON pointer (RFC 6901) into the request body (`#/jobs/2/input`), or into "
+        "the job's input for the errors of an input contract (`/amount`)."
+    )
+    field = serializers.CharField(
+        required=False, help_text="Where, as a field path (`jobs[2].input`); absent for input contracts."
+    )
+    code = serializers.CharField(required=False, help_text="A machine-readable code (required, invalid...).")
 
-    detail = serializers.CharField(help_text="What went wrong, readable.")
+
+class ErrorSerializer(serializers.Serializer):
+    """Every error response: an RFC 9457 problem detail (`application/problem+json`) with the
+    service's extensions. v1's earlier fields stay: `detail`, `code`, `field`, and for field
+    errors DRF's `{field: [message, ...]}` entries beside them."""
+
+    type = serializers.CharField(
+        help_text="The problem type, a URI per code: `urn:sas:problem:<code>` (docs/api.md lists them)."
+    )
+    title = serializers.CharField(help_text="A short summary of the problem type (the HTTP status's phrase).")
+    status = serializers.IntegerField(help_text="The HTTP status code, repeated.")
+    detail = serializers.CharField(help_text="What went wrong this time, readable.")
+    instance = serializers.CharField(help_text="The path of the request that failed.")
     code = serializers.CharField(help_text="A stable, machine-readable code (invalid, not_found...).")
     field = serializers.CharField(
         required=False, allow_null=True, help_text="The request field at fault, when there is one."
     )
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        # Declared here: a class attribute named `errors` would shadow Serializer.errors.
+        fields["errors"] = FieldErrorSerializer(
+            many=True, required=False, help_text="Every field at fault, when the request's fields are."
+        )
+        return fields
 
 
 # --- parsing ----------------------------------------------------------------------------------
@@ -205,11 +234,14 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     - everything DRF knows (validation, authentication, permission, 404, 405, 415...) keeps its
       status and gets the same shape: `detail`, `code`, and for field errors `field` plus DRF's
       `{field: [message]}` entries.
-    Anything else is a bug and stays a 500.
+    Each answer is an RFC 9457 problem detail (`problem`). Anything else is a bug and stays a 500.
     """
+    request = context.get("request")
     if isinstance(exc, SasError):
         set_rollback()
-        return Response(_sas_error_body(exc), status=exc.http_status)
+        return problem(
+            Response(_sas_error_body(exc), status=exc.http_status), request, _sas_field_errors(exc)
+        )
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         exc = PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes.")
@@ -224,8 +256,93 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         )
     response = drf_exception_handler(exc, context)
     if response is not None:
+        errors = _field_errors(response.data)
         response.data = _drf_error_body(response.data, exc)
+        response = problem(response, request, errors)
     return response
+
+
+#: The media type of every error answer (RFC 9457).
+PROBLEM_JSON = "application/problem+json"
+
+
+def problem(response: Response, request: Any, errors: list[dict[str, Any]]) -> Response:
+    """The error body made an RFC 9457 problem detail: `type` (a URN per code), `title`, `status`,
+    `instance` and, for field errors, `errors` (each with a JSON pointer), served as
+    `application/problem+json` to a client that takes JSON. The fields v1 clients read (`detail`,
+    `code`, `field`, DRF's field entries) are kept, except a field entry named like a member of
+    the problem (`status`, `type`...): the member wins, and the field is in `errors`."""
+    body = response.data
+    code = str(body.get("code") or "error")
+    members = {
+        "type": f"urn:sas:problem:{code}",
+        "title": _title(response.status_code),
+        "status": response.status_code,
+        "detail": body.get("detail", ""),
+        "instance": getattr(request, "path", "") or "",
+    }
+    response.data = {**members, **{k: v for k, v in body.items() if k not in members}}
+    if errors:
+        response.data["errors"] = errors
+    else:
+        response.data.pop("errors", None)
+    renderer = getattr(request, "accepted_renderer", None)
+    if renderer is None or getattr(renderer, "format", "json") == "json":
+        response.content_type = PROBLEM_JSON
+    return response
+
+
+def _sas_field_errors(exc: SasError) -> list[dict[str, Any]]:
+    """A service error's `errors`: an input contract's own (scheduler.contracts: each with the
+    `pointer` into the input and its `message`, given a `detail` too), or the one field it names."""
+    listed = exc.detail.get("errors")
+    if isinstance(listed, list):
+        return [{**e, "detail": e.get("message", "")} if isinstance(e, dict) else e for e in listed]
+    field = exc.detail.get("field")
+    if isinstance(field, str) and field:
+        return [{"field": field, "pointer": _pointer((field,)), "detail": exc.message, "code": exc.code}]
+    return []
+
+
+def _pointer(path: tuple[Any, ...]) -> str:
+    return "#/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def _title(status_code: int) -> str:
+    try:
+        return HTTPStatus(status_code).phrase
+    except ValueError:
+        return "Error"
+
+
+def _field_errors(data: Any) -> list[dict[str, Any]]:
+    """DRF's `{field: [message]}` errors (nested for lists and objects) as RFC 9457's `errors`."""
+    found: list[dict[str, Any]] = []
+
+    def walk(value: Any, path: tuple[Any, ...]) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, (*path, key))
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            for message in value:
+                top = path and path[0] != "non_field_errors"
+                found.append(
+                    {
+                        **({"field": _error_path(path)} if top else {}),
+                        "pointer": _pointer(path) if top else "#",
+                        "detail": force_str(message),
+                        "code": getattr(message, "code", None) or "invalid",
+                    }
+                )
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                if item:
+                    walk(item, (*path, index))
+
+    single = isinstance(data, dict) and "detail" in data and not isinstance(data["detail"], list | dict)
+    if isinstance(data, dict | list) and not single:
+        walk(data, ())
+    return found
 
 
 def _sas_error_body(exc: SasError) -> dict[str, Any]:
@@ -294,8 +411,12 @@ ERROR_DESCRIPTIONS = {
 }
 
 
-def errors(*codes: int) -> dict[int, OpenApiResponse]:
-    return {code: OpenApiResponse(ErrorSerializer, description=ERROR_DESCRIPTIONS[code]) for code in codes}
+def errors(*codes: int) -> dict[tuple[int, str], OpenApiResponse]:
+    """The documented error answers: problem details (`ErrorSerializer`) as application/problem+json."""
+    return {
+        (code, PROBLEM_JSON): OpenApiResponse(ErrorSerializer, description=ERROR_DESCRIPTIONS[code])
+        for code in codes
+    }
 
 
 WRITE_ERRORS = errors(400, 401, 403, 413)

@@ -122,8 +122,12 @@ def test_a_body_over_the_limit_is_a_413_and_changes_nothing(
     assert response.status_code == 413
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     assert response.json() == {
+        "type": "urn:sas:problem:too_large",
+        "title": "Request Entity Too Large",
+        "status": 413,
         "detail": f"The request body is larger than the limit of {limit} bytes.",
         "code": "too_large",
+        "instance": response.wsgi_request.path,
     }
     assert row_counts() == before
 
@@ -202,7 +206,15 @@ def test_an_unknown_url_under_the_api_is_a_json_404(ada: APIClient, path: str) -
     for method in ("get", "post", "put", "delete"):
         response = getattr(ada, method)(path)
         assert response.status_code == 404
-        assert response.json() == {"detail": "Not found.", "code": "not_found"}
+        assert response["Content-Type"] == "application/problem+json"
+        assert response.json() == {
+            "type": "urn:sas:problem:not_found",
+            "title": "Not Found",
+            "status": 404,
+            "detail": "Not found.",
+            "code": "not_found",
+            "instance": path,
+        }
 
 
 def test_a_missing_trailing_slash_is_pointed_out(ada: APIClient) -> None:
