@@ -350,6 +350,22 @@ SPECTACULAR_SETTINGS = {
         "OnExhaustedEnum": "scheduler.models.OnExhausted",
         "TokenStatusEnum": "sas_project.tokens.models.TokenStatus",
     },
+    # --- Beyond the views' declarations (sas_project.openapi): request examples, the 429 and the
+    # RateLimit-* headers of counted operations, and what the service sends, as OAS 3.1 webhooks
+    # (completion callbacks, alerts, the remote contract).
+    "OAS_VERSION": "3.1.0",
+    "WEBHOOKS": [
+        "sas_project.openapi.COMPLETION_CALLBACK",
+        "sas_project.openapi.ALERT_WEBHOOK",
+        "sas_project.openapi.REMOTE_CALL",
+        "sas_project.openapi.REMOTE_STATUS_QUERY",
+    ],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "sas_project.openapi.add_request_examples",
+        "sas_project.openapi.document_rates",
+        "sas_project.openapi.complete_webhooks",
+    ],
 }
 
 # --- The service's own settings (read through sas_project.conf) -------------------------------
