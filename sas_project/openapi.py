@@ -100,7 +100,13 @@ _PAYMENTS_ENDPOINTS: list[Any] = [
 
 _NIGHTLY_SCHEDULE = {
     "workflow": "order_fulfilment",
-    "input": {"order_id": "REPLENISH-NIGHTLY", "sku": "BOOK-42", "quantity": 50, "amount": 0, "currency": "EUR"},
+    "input": {
+        "order_id": "REPLENISH-NIGHTLY",
+        "sku": "BOOK-42",
+        "quantity": 50,
+        "amount": 0,
+        "currency": "EUR",
+    },
     "business_key": "nightly replenishment",
     "priority": -10,
     "run_at": None,
@@ -175,8 +181,7 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
     "workflows_create": {
         "name": "order_approval",
         "description": (
-            "Reserve, wait for an operator's approval of a charge above 100, charge, schedule the "
-            "shipment."
+            "Reserve, wait for an operator's approval of a charge above 100, charge, schedule the shipment."
         ),
         "deadline_seconds": 86400,
         "input_schema": {
@@ -237,7 +242,9 @@ def _operations(result: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]
     ]
 
 
-def add_request_examples(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+def add_request_examples(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
     """Postprocessing hook: each request body's example from REQUEST_EXAMPLES, on every media
     type it is documented with. An operation without one is left as it is (the test names it)."""
     for _path, _method, operation in _operations(result):
@@ -382,8 +389,14 @@ ALERT_WEBHOOK_SCHEMA: dict[str, Any] = {
             "A job's event: a step held for an operator, a job failed or compensated, an approval asked for.",
             {
                 "job_id": {"type": "string", "format": "uuid"},
-                "step_id": {"type": ["integer", "null"], "description": "The step, when the event names one."},
-                "attempt": {"type": ["integer", "null"], "description": "The attempt, when the event names one."},
+                "step_id": {
+                    "type": ["integer", "null"],
+                    "description": "The step, when the event names one.",
+                },
+                "attempt": {
+                    "type": ["integer", "null"],
+                    "description": "The attempt, when the event names one.",
+                },
                 "event": {"type": "string", "description": "The event's kind (step_held, job_failed...)."},
                 "reason": {"type": "string", "description": "Why, as recorded in the job's history."},
             },
@@ -454,7 +467,10 @@ REMOTE_CALL_SCHEMA: dict[str, Any] = {
             "type": "string",
             "description": "A compensation (to the step's compensation path): the operation ID it undoes.",
         },
-        "original_output": {**_ANY_JSON, "description": "A compensation: what the undone operation answered."},
+        "original_output": {
+            **_ANY_JSON,
+            "description": "A compensation: what the undone operation answered.",
+        },
         "heartbeat_details": {
             **_ANY_JSON,
             "description": (
@@ -468,7 +484,9 @@ REMOTE_CALL_SCHEMA: dict[str, Any] = {
 }
 
 
-def _header(description: str, *, required: bool = True, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+def _header(
+    description: str, *, required: bool = True, schema: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return {"description": description, "required": required, "schema": schema or {"type": "string"}}
 
 
@@ -581,7 +599,7 @@ REMOTE_CALL_HEADERS: dict[str, dict[str, Any]] = {
     "Accept": _header("`application/json`.", schema={"type": "string", "enum": ["application/json"]}),
 }
 
-_SECRET_HEADER_NOTE = (
+_ENDPOINT_HEADER_NOTE = (
     " The endpoint's secret header, when the pool's endpoint has one (`secret_header_name`, "
     "`secret_header_value`), is sent too: check it."
 )
@@ -604,7 +622,7 @@ REMOTE_CALL = OpenApiWebhook(
             "description": (
                 "POSTed by an agent to `<endpoint URL><step path>` (or `<compensation path>` for "
                 "the undo, whose body names the operation it `compensates`), one attempt at a "
-                "time." + _SECRET_HEADER_NOTE + " " + _OUTCOMES
+                "time." + _ENDPOINT_HEADER_NOTE + " " + _OUTCOMES
             ),
             "parameters": _parameters(REMOTE_CALL_HEADERS),
             "requestBody": _json_body("RemoteCall", "The call."),
@@ -650,14 +668,16 @@ REMOTE_STATUS_QUERY = OpenApiWebhook(
             "description": (
                 "Before retrying a call that got no answer (the policy's `reconcile_before_retry`), "
                 "the agent asks `<endpoint URL><status_path>`, `{operation_id}` replaced by the "
-                "operation ID (URL-encoded). No body, no callback URL." + _SECRET_HEADER_NOTE
+                "operation ID (URL-encoded). No body, no callback URL." + _ENDPOINT_HEADER_NOTE
             ),
             "parameters": _parameters(
                 {name: spec for name, spec in REMOTE_CALL_HEADERS.items() if name != "X-SAS-Callback-URL"}
             ),
             "responses": {
                 "200": {
-                    "description": "It happened: the body (any JSON) is the step's output; nothing is called again.",
+                    "description": (
+                        "It happened: the body (any JSON) is the step's output; nothing is called again."
+                    ),
                     "content": {"application/json": {"schema": copy.deepcopy(_ANY_JSON)}},
                 },
                 "404": {"description": "It never happened: the step may be called again safely."},
