@@ -14,6 +14,9 @@
   service's own code builds (scheduler.outbox, supervisor.alerts, the claim's payload as
   agents.http sends it) against them. The queue agent's messages are in docs/asyncapi.yaml.
 
+- **Nullable JSON.** `nullable_any` writes a nullable field of any JSON as the schema that
+  accepts any value, null included (drf-spectacular's OAS 3.1 form refuses null).
+
 Nothing here changes what the API does: it only describes it.
 """
 
@@ -23,6 +26,33 @@ import copy
 from typing import Any
 
 from drf_spectacular.utils import OpenApiWebhook
+
+# --- any value, null included ---------------------------------------------------------------------
+
+_NULLABLE_ANY = [{}, {"type": "null"}]
+
+
+def _collapse_nullable_any(node: Any) -> None:
+    if isinstance(node, dict):
+        one_of = node.get("oneOf")
+        if isinstance(one_of, list) and sorted(one_of, key=len) == _NULLABLE_ANY:
+            del node["oneOf"]
+        for value in node.values():
+            _collapse_nullable_any(value)
+    elif isinstance(node, list):
+        for value in node:
+            _collapse_nullable_any(value)
+
+
+def nullable_any(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """Postprocessing hook: a nullable field of any JSON (a JSONField with null=True) is any value.
+
+    drf-spectacular writes it for OAS 3.1 as `oneOf: [{}, {"type": "null"}]`, which refuses null:
+    null matches both branches, and oneOf wants exactly one. Any JSON value, null included, is
+    the schema `{}`, which the field's other keywords (description, readOnly) then describe."""
+    _collapse_nullable_any(result)
+    return result
+
 
 # --- request examples ---------------------------------------------------------------------------
 

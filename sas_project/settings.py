@@ -362,6 +362,7 @@ SPECTACULAR_SETTINGS = {
     ],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
+        "sas_project.openapi.nullable_any",
         "sas_project.openapi.add_request_examples",
         "sas_project.openapi.document_rates",
         "sas_project.openapi.complete_webhooks",
