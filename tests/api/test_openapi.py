@@ -10,6 +10,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -642,3 +645,36 @@ def test_the_document_accepts_what_the_reply_consumer_reads_and_refuses_the_rest
     else:
         assert isinstance(parse_reply(message), read_as)
         assert accepted_as == [read_as.__name__]
+
+
+# --- a client generated from the schema -------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_python_client_generates_from_the_schema_without_warnings(tmp_path: Path) -> None:
+    pytest.importorskip("openapi_python_client", reason="openapi-python-client (requirements-dev.txt)")
+    source = tmp_path / "schema.json"
+    source.write_text(json.dumps(schema()))
+    bin_dir = Path(sys.executable).parent
+    result = subprocess.run(
+        [
+            str(bin_dir / "openapi-python-client"),
+            "generate",
+            "--path",
+            str(source),
+            "--output-path",
+            str(tmp_path / "client"),
+            "--meta",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        # Its post-generation formatting runs ruff, found on PATH.
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Warning" not in result.stdout + result.stderr, result.stdout + result.stderr
+    models = {path.stem for path in (tmp_path / "client" / "models").glob("*.py")}
+    assert {"job_submit_request", "completion_callback", "remote_call"} <= models
