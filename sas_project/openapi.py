@@ -209,9 +209,10 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "attempts_heartbeat": {"details": {"stage": "authorising", "captured": 0, "of": 59.8}},
     "workflows_create": {
-        "name": "order_approval",
+        "name": "order_fulfilment",
         "description": (
-            "Reserve, wait for an operator's approval of a charge above 100, charge, schedule the shipment."
+            "Reserve inventory, wait for an operator's approval of a charge above 100, charge the "
+            "payment, schedule the shipment."
         ),
         "deadline_seconds": 86400,
         "input_schema": {
