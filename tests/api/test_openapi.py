@@ -530,6 +530,34 @@ def test_the_requests_an_http_remote_receives_match_the_remote_contract(
     assert query.body == b"" and query.path.startswith("/payments/")
 
 
+@pytest.mark.django_db
+def test_the_calls_of_a_fan_out_with_an_input_mapping_match_the_remote_contract(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., ScanReport]
+) -> None:
+    """The body's other shape: a mapped `input` (no `results`) and a fan-out item's `item` and
+    `index`, as the claim builds them (the agent POSTs the payload as it is)."""
+    make_workflow(
+        "ship_lines",
+        step("reserve"),
+        {
+            **step("ship", "reserve"),
+            "for_each": "input.lines",
+            "input": {"sku.$": "item.sku", "order.$": "input.order_id"},
+        },
+    )
+    job_submit(
+        workflow="ship_lines", input={"order_id": "A-1001", "lines": [{"sku": "BOOK-42"}, {"sku": "PEN-7"}]}
+    )
+    for _ in range(3):
+        drain()
+        supervise()
+    check = validator("#/components/schemas/RemoteCall")
+    items = [c.payload for c in fake_remote.calls if c.payload["step"] == "ship"]
+    assert sorted(p["index"] for p in items) == [0, 1] and all("results" not in p for p in items)
+    for payload in [c.payload for c in fake_remote.calls]:
+        assert errors_of(check, payload) == [], payload
+
+
 def test_the_answers_the_contract_documents_are_the_ones_the_agent_tells_apart() -> None:
     responses = webhook("remoteCall")["responses"]
     assert set(responses) == {"200", "202", "3XX", "408", "429", "4XX", "5XX"}
