@@ -258,6 +258,7 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
     "alerts_create": {"name": "payments-oncall", **_ALERT_SUBSCRIPTION},
     "alerts_replace": {**_ALERT_SUBSCRIPTION, "kinds": ["job_failed", "job_compensated"]},
     "alerts_update": {"enabled": False},
+    "tokens_create": {"name": "ci-deploys", "lifetime_days": 30},
     "tokens_revoke": {},
 }
 

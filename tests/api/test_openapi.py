@@ -218,7 +218,7 @@ def test_a_real_429_and_a_real_200_carry_what_the_schema_documents(settings: Any
     ok, refused = answers[0], answers[2]
     assert headers_documented(documented["200"]) <= set(ok.headers)
     assert headers_documented(documented["429"]) <= set(refused.headers)
-    error_ref = documented["429"]["content"]["application/json"]["schema"]["$ref"]
+    error_ref = documented["429"]["content"]["application/problem+json"]["schema"]["$ref"]
     assert errors_of(validator(error_ref), refused.json()) == []
     assert refused.json()["code"] == "throttled"
 
