@@ -155,7 +155,9 @@ def message_of(spec: CallSpec) -> dict[str, Any]:
         "results": spec.payload.get("results", {}),
         "reply_to": sas_settings.reply_queue,
     }
-    for extra in ("compensates", "original_output", "heartbeat_details"):
+    # A fan-out item's element and position, as the HTTP body has them: without them the items
+    # of one step (no input mapping) would be the same message but for the operation ID.
+    for extra in ("item", "index", "compensates", "original_output", "heartbeat_details"):
         if extra in spec.payload:
             message[extra] = spec.payload[extra]
     return message

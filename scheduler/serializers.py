@@ -49,7 +49,8 @@ class JobSubmitSerializer(StrictSerializer):
         help_text=(
             "Where to POST the job's summary (id, workflow, status, result, finished_at) when it "
             "settles: http(s), to hosts the callback lists allow (docs/security.md). Signed with "
-            "X-SAS-Signature and sent with Idempotency-Key `<job id>:<status>`, at least once."
+            "the webhook-id, webhook-timestamp and webhook-signature headers of Standard "
+            "Webhooks (docs/api.md) and sent with Idempotency-Key `<job id>:<status>`, at least once."
         ),
     )
     business_key = serializers.CharField(

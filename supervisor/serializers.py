@@ -235,7 +235,8 @@ class AlertSubscriptionWriteSerializer(StrictSerializer):
         max_length=500,
         required=False,
         allow_blank=True,
-        help_text="POSTed each alert as JSON, signed with X-SAS-Signature; to hosts the webhook lists allow.",
+        help_text="POSTed each alert as JSON, signed the Standard Webhooks way (webhook-signature, "
+        "docs/api.md); to hosts the webhook lists allow.",
     )
     email = serializers.CharField(max_length=254, required=False, allow_blank=True)
     kinds = serializers.ListField(

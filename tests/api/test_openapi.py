@@ -635,6 +635,24 @@ def test_the_requests_the_queue_agent_publishes_match_the_asyncapi_payload(
     assert errors_of(check, {**messages[0], "colour": "red"})
 
 
+def test_a_fan_out_items_queue_message_names_its_element_and_position() -> None:
+    spec = CallSpec(
+        job_id="j",
+        step_id=1,
+        attempt=1,
+        operation_id="op-1",
+        kind=AttemptKind.CALL,
+        agent_kind="queue",
+        base_url="redis://127.0.0.1:6379/0",
+        path="orders",
+        payload={"step": "ship", "input": {"order": 1}, "results": {}, "item": {"sku": "A"}, "index": 3},
+        timeout=5,
+    )
+    message = message_of(spec)
+    assert (message["item"], message["index"]) == ({"sku": "A"}, 3)
+    assert errors_of(payload_validator("Request"), message) == []
+
+
 def test_the_documented_replies_and_heartbeats_are_what_the_reply_consumer_reads() -> None:
     messages = asyncapi()["components"]["messages"]
     for name, kind in (("Reply", Reply), ("Heartbeat", Heartbeat)):
