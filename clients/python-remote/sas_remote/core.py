@@ -429,7 +429,12 @@ class Remote:
         if not self.store.swap(record, held):
             # Our lease ran out while the handler ran and another delivery took the operation.
             return error_response(503, "in_progress", "the operation is in progress", ("Retry-After", "1"))
-        future = self._executor.submit(self._work, held, accepted.work)
+        try:
+            future = self._executor.submit(self._work, held, accepted.work)
+        except RuntimeError:
+            # The remote is closing: nothing will run it, so nothing is held for it.
+            self._release(held)
+            return error_response(503, "closing", "the remote is shutting down", ("Retry-After", "1"))
         with self._lock:
             self._working.add(future)
         future.add_done_callback(self._forget)
