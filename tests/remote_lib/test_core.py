@@ -114,6 +114,29 @@ def test_an_output_that_is_not_json_is_a_500_and_not_recorded() -> None:
     assert remote.store.get("op-1") is None
 
 
+class Watched:
+    """`store`, noting when a delivery finds the operation's run still going (it then waits)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.found_running = threading.Event()
+
+    def get(self, key: str) -> Record | None:
+        record = self.store.get(key)
+        if record is not None and record.state == PENDING:
+            self.found_running.set()
+        return record
+
+    def add(self, record: Record) -> bool:
+        return self.store.add(record)
+
+    def swap(self, old: Record, new: Record) -> bool:
+        return self.store.swap(old, new)
+
+    def remove(self, old: Record) -> bool:
+        return self.store.remove(old)
+
+
 def test_a_repeat_during_the_first_run_waits_and_gets_its_answer(store: Store) -> None:
     entered, release = threading.Event(), threading.Event()
 
@@ -123,16 +146,19 @@ def test_a_repeat_during_the_first_run_waits_and_gets_its_answer(store: Store) -
         return {"ok": True}
 
     handler = Counting(slow)
-    remote = Remote(handler, store, wait_seconds=10)
+    watched = Watched(store)
+    remote = Remote(handler, watched, wait_seconds=10)
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(call, remote, attempt=1)
         assert entered.wait(10)
         second = pool.submit(call, remote, attempt=2)
-        # The repeat is parked while the first run holds the operation; then both get its answer.
-        threading.Timer(0.3, release.set).start()
+        # The repeat finds the first run going and waits; then both get its answer.
+        assert watched.found_running.wait(10)
+        release.set()
         answers = [first.result(10), second.result(10)]
     assert [a.status for a in answers] == [200, 200]
     assert answers[0].body == answers[1].body
+    assert header(answers[1], "Idempotent-Replayed") == "true"
     assert handler.runs == ["op-1"]
 
 
