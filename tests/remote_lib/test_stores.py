@@ -4,6 +4,7 @@ writes nothing."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -92,3 +93,44 @@ def test_the_sqlite_store_keeps_its_records_across_instances(tmp_path: Path) -> 
 def test_a_table_name_that_is_not_a_plain_identifier_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="plain SQL identifier"):
         SqlStore.sqlite(tmp_path / "x.sqlite3", table="ops; DROP TABLE users")
+
+
+def test_the_sql_store_gives_its_connections_back_to_the_pool_they_came_from(tmp_path: Path) -> None:
+    path = tmp_path / "pooled.sqlite3"
+    idle = [sqlite3.connect(path, check_same_thread=False)]
+    taken: list[sqlite3.Connection] = []
+
+    def getconn() -> sqlite3.Connection:
+        taken.append(idle.pop() if idle else sqlite3.connect(path, check_same_thread=False))
+        return taken[-1]
+
+    store = SqlStore(getconn, release=idle.append)
+    store.add(pending())
+    assert store.get("op-1") == pending()
+    assert len(set(map(id, taken))) == 1 and len(taken) == 3  # created the table, added, read: one connection
+    idle[0].execute("SELECT 1")  # given back open
+
+
+def test_processes_creating_the_postgres_table_at_once_all_start(django_db_setup: None) -> None:
+    import psycopg
+    from django.db import connection
+
+    from tests.remote_lib.conftest import postgres_params
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    params = postgres_params()
+    table = "sas_remote_race"
+    start = threading.Barrier(6)
+
+    def create(n: int) -> SqlStore:
+        start.wait()
+        return SqlStore(lambda: psycopg.connect(**params), table=table)
+
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            stores = list(pool.map(create, range(6)))
+        assert stores[0].add(pending()) and not stores[5].add(pending())
+    finally:
+        with psycopg.connect(**params, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")

@@ -20,6 +20,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 class _Handler(WSGIRequestHandler):
     disable_nagle_algorithm = True
     quiet = True
+    # A client that sends less than its Content-Length (or nothing) must not hold a thread forever.
+    timeout = 30
 
     def log_message(self, format: str, *args: Any) -> None:
         if not self.quiet:

@@ -3,9 +3,10 @@
 One row per operation ID, its primary key: the first `INSERT ... ON CONFLICT DO NOTHING` wins,
 and every later write is an `UPDATE`/`DELETE ... WHERE operation_id = ? AND version = ?` whose
 row count says whether it won. Both PostgreSQL and SQLite (3.24 and later) speak this SQL. Each
-call opens a connection with the `connect` it was given, runs one statement, commits and closes:
-no transaction is held while a handler runs. Pass a pool's checkout as `connect` when connecting
-costs too much.
+call takes a connection from `connect`, runs one statement, commits and gives the connection
+back with `release` (closes it by default): no transaction is held while a handler runs. Where
+connecting costs too much (PostgreSQL over a network), take them from a pool:
+`SqlStore(pool.getconn, release=pool.putconn)` with psycopg_pool.
 """
 
 from __future__ import annotations
@@ -63,12 +64,14 @@ class SqlStore:
         self,
         connect: Callable[[], Any],
         *,
+        release: Callable[[Any], Any] | None = None,
         table: str = "sas_remote_operations",
         paramstyle: str | None = None,
     ) -> None:
         if not _TABLE_NAME.fullmatch(table):
             raise ValueError(f"table name {table!r} is not a plain SQL identifier")
         self._connect = connect
+        self._release = release or _close
         self._table = table
         self._paramstyle = paramstyle
         self._create()
@@ -102,7 +105,7 @@ class SqlStore:
             finally:
                 cursor.close()
         finally:
-            connection.close()
+            self._release(connection)
 
     def _sql(self, text: str) -> str:
         """`text` with `?` placeholders in the driver's style and `{t}` the table."""
@@ -110,6 +113,15 @@ class SqlStore:
         return text if self._paramstyle == "qmark" else text.replace("?", "%s")
 
     def _create(self) -> None:
+        try:
+            self._create_table()
+        except Exception:  # noqa: BLE001 - each driver has its own exception family
+            # Two processes creating the table at once: PostgreSQL may refuse the second's
+            # CREATE TABLE IF NOT EXISTS (a unique violation in its catalogue) while the table is
+            # there all the same. Reading it says whether it is; if not, this raises.
+            self.get("")
+
+    def _create_table(self) -> None:
         with self._cursor() as cursor:
             cursor.execute(
                 self._sql(
@@ -178,3 +190,7 @@ class SqlStore:
         with self._cursor() as cursor:
             cursor.execute(self._sql(_DELETE), (old.key, old.version))
             return bool(cursor.rowcount == 1)
+
+
+def _close(connection: Any) -> None:
+    connection.close()
