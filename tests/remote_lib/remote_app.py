@@ -8,7 +8,8 @@ Routes (every POST through sas_remote, its operations in a SQLite store):
 * `POST /later`: answers 202; the work heartbeats `input.beats` times, `input.beat_ms` apart
   (details `{"beat": n}`), then performs the effect and reports `{"beats": n}`;
 * `POST /refuse`: refuses (422), no effect;
-* `GET /stats` (answered beside the library): `{"effects": {op: count}, "deliveries": {op: count}}`.
+* `GET /stats` (answered beside the library, without the secret header):
+  `{"effects": {op: count}, "deliveries": {op: count}}`.
 
 An effect is a row counted per operation ID in the same SQLite file, so a test can tell one
 effect from two whatever the deliveries.
@@ -86,9 +87,16 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--db", required=True)
     parser.add_argument("--wait-seconds", type=float, default=2.0)
+    parser.add_argument("--secret-header", default="", help="NAME:VALUE, required of every caller")
     options = parser.parse_args()
     effects = Effects(options.db)
-    app = make_wsgi_app(make_handler(effects), SqlStore.sqlite(options.db), wait_seconds=options.wait_seconds)
+    name, _, value = options.secret_header.partition(":")
+    app = make_wsgi_app(
+        make_handler(effects),
+        SqlStore.sqlite(options.db),
+        wait_seconds=options.wait_seconds,
+        secret_header=(name, value) if name else None,
+    )
 
     def counted(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         """Every delivery counted before the library answers it; /stats beside it."""

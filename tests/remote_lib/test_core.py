@@ -302,3 +302,29 @@ def test_the_request_exposes_what_the_scheduler_sends() -> None:
     assert (request.job_id, request.step, request.compensates) == ("j-1", "charge", "op-0")
     assert request.input == {"amount": 10} and request.results == {"reserve": {"id": 7}}
     assert request.heartbeat_details == {"done": 3}
+
+
+def test_with_a_secret_header_a_call_without_it_reaches_nothing() -> None:
+    handler = Counting()
+    remote = Remote(handler, secret_header=("X-Api-Key", "s3cret"))
+    body = b'{"input": {"amount": 1}}'
+    for headers in ({}, {"X-Api-Key": "wrong"}, {"X-Api-Key": "s3cre"}):
+        assert remote.handle("POST", "/x", {"Idempotency-Key": "op-1", **headers}, body).status == 401
+        assert remote.handle("GET", "/x/op-1", headers, b"").status == 401
+    assert handler.runs == []
+    ok = remote.handle("POST", "/x", {"Idempotency-Key": "op-1", "x-api-key": "s3cret"}, body)
+    assert ok.status == 200 and handler.runs == ["op-1"]
+
+
+def test_with_callback_prefixes_a_callback_url_elsewhere_is_refused() -> None:
+    handler = Counting()
+    remote = Remote(handler, callback_prefixes=["https://scheduler.example/api/v1/callbacks/"])
+    body = b'{"input": {"amount": 1}}'
+
+    def send(callback: str) -> Response:
+        return remote.handle("POST", "/x", {"Idempotency-Key": "op-1", "X-SAS-Callback-URL": callback}, body)
+
+    refused = send("http://169.254.169.254/latest/")
+    assert refused.status == 400 and json.loads(refused.body)["code"] == "callback_not_allowed"
+    assert handler.runs == []
+    assert send("https://scheduler.example/api/v1/callbacks/t0k3n/").status == 200

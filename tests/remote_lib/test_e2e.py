@@ -47,6 +47,8 @@ from tests.processes import ARTIFACTS, ROOT, Cluster, child_env, free_port, wait
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 EXAMPLE = ROOT / "clients" / "python-remote" / "examples" / "orders_remote.py"
+#: The header the test remote requires of every caller, as NAME:VALUE.
+SECRET = "X-Remote-Key:e2e-remote-key"
 
 
 @dataclass
@@ -80,7 +82,7 @@ def remote(tmp_path: Path) -> Iterator[RemoteProcess]:
     port = free_port()
     args = [sys.executable, "-m", "tests.remote_lib.remote_app", "--port", str(port)]
     process = RemoteProcess(
-        [*args, "--db", str(tmp_path / "remote.sqlite3"), "--wait-seconds", "5"],
+        [*args, "--db", str(tmp_path / "remote.sqlite3"), "--wait-seconds", "5", "--secret-header", SECRET],
         ARTIFACTS / f"remote-lib-{port}.log",
         port,
     ).start()
@@ -110,7 +112,10 @@ def clusters_for(web: WebProcess) -> Iterator[Callable[..., list[Cluster]]]:
 
 
 def one_step(name: str, remote: RemoteProcess, path: str, **policy: Any) -> None:
-    ensure_pool(f"{name}-pool", kind="http", endpoints=[remote.url])
+    """A workflow of one step on `remote`, whose endpoint sends the secret header it requires."""
+    name_, value = SECRET.split(":")
+    endpoint = {"url": remote.url, "secret_header_name": name_, "secret_header_value": value}
+    ensure_pool(f"{name}-pool", kind="http", endpoints=[endpoint])
     ensure_policy(
         f"{name}-policy",
         max_attempts=5,

@@ -36,13 +36,14 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import hashlib
+import hmac
 import http
 import json
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import unquote
@@ -227,6 +228,12 @@ class Remote:
     `TryLater`, or returns `later(work)`. `store` is any `sas_remote.store.Store` (a
     `MemoryStore` when not given). `executor` runs accepted work (a thread pool of `max_workers`
     when not given); `callbacks` reports it.
+
+    Who may call: with `secret_header=(name, value)` (the endpoint's secret header in the
+    scheduler's pool), a request without that header and value gets 401 and reaches nothing. With
+    `callback_prefixes`, a request whose `X-SAS-Callback-URL` starts with none of them gets 400:
+    results are only ever POSTed to the scheduler's own callback URLs (for example
+    `("https://scheduler.example.com/api/v1/callbacks/",)`), never to an address a caller made up.
     """
 
     def __init__(
@@ -240,8 +247,12 @@ class Remote:
         max_workers: int = 8,
         callbacks: CallbackClient | None = None,
         clock: Callable[[], float] = time.time,
+        secret_header: tuple[str, str] | None = None,
+        callback_prefixes: Sequence[str] = (),
     ) -> None:
         self.handler = handler
+        self.secret_header = (secret_header[0].lower(), secret_header[1]) if secret_header else None
+        self.callback_prefixes = tuple(callback_prefixes)
         self.store: Store = store if store is not None else MemoryStore()
         self.lease_seconds = lease_seconds
         self.wait_seconds = wait_seconds
@@ -270,6 +281,10 @@ class Remote:
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Response:
         """The answer to one request. Never raises for bad input: a clear 4xx instead."""
         lowered = {name.lower(): value for name, value in headers.items()}
+        if self.secret_header is not None:
+            name, value = self.secret_header
+            if not hmac.compare_digest(lowered.get(name, "").encode(), value.encode()):
+                return error_response(401, "unauthorized", f"the {name} header is missing or wrong")
         if method in ("GET", "HEAD"):
             return self.status(path, lowered)
         if method != "POST":
@@ -289,6 +304,9 @@ class Remote:
             return error_response(400, "invalid_json", "the body is not JSON")
         if not isinstance(data, dict):
             return error_response(400, "invalid_json", "the body is not a JSON object")
+        callback = lowered.get("x-sas-callback-url", "").strip()
+        if callback and self.callback_prefixes and not callback.startswith(self.callback_prefixes):
+            return error_response(400, "callback_not_allowed", "X-SAS-Callback-URL is not the scheduler's")
         lowered["idempotency-key"] = key
         return self.deliver(Request(method=method, path=path, headers=lowered, body=body, data=data))
 
