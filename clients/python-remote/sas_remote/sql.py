@@ -12,6 +12,7 @@ connecting costs too much (PostgreSQL over a network), take them from a pool:
 from __future__ import annotations
 
 import contextlib
+import queue
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -78,14 +79,23 @@ class SqlStore:
 
     @classmethod
     def sqlite(cls, path: str | Path, *, table: str = "sas_remote_operations") -> SqlStore:
-        """A store in the SQLite file `path`, in WAL mode, waiting up to 30 s for a lock."""
+        """A store in the SQLite file `path`, in WAL mode, waiting up to 30 s for a lock.
+
+        Its connections are kept and reused (one per thread at a time): opening one per call
+        costs more than the statement it runs.
+        """
+        idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
 
         def connect() -> sqlite3.Connection:
-            connection = sqlite3.connect(str(path), timeout=30)
-            connection.execute("PRAGMA journal_mode=WAL")
-            return connection
+            try:
+                return idle.get_nowait()
+            except queue.Empty:
+                # Handed from thread to thread, never used by two at once (the pool's rule).
+                connection = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
+                connection.execute("PRAGMA journal_mode=WAL")
+                return connection
 
-        return cls(connect, table=table, paramstyle="qmark")
+        return cls(connect, release=idle.put, table=table, paramstyle="qmark")
 
     # --- plumbing
 
