@@ -53,8 +53,10 @@ def postgres_store(django_db_setup: None) -> Iterator[SqlStore]:
 
 
 @pytest.fixture
-def sqlite_store(tmp_path: Path) -> SqlStore:
-    return SqlStore.sqlite(tmp_path / "remote.sqlite3")
+def sqlite_store(tmp_path: Path) -> Iterator[SqlStore]:
+    store = SqlStore.sqlite(tmp_path / "remote.sqlite3")
+    yield store
+    store.close()
 
 
 @pytest.fixture

@@ -73,6 +73,7 @@ class SqlStore:
             raise ValueError(f"table name {table!r} is not a plain SQL identifier")
         self._connect = connect
         self._release = release or _close
+        self._close_idle: Callable[[], None] = _nothing
         self._table = table
         self._paramstyle = paramstyle
         self._create()
@@ -95,7 +96,21 @@ class SqlStore:
                 connection.execute("PRAGMA journal_mode=WAL")
                 return connection
 
-        return cls(connect, release=idle.put, table=table, paramstyle="qmark")
+        def close() -> None:
+            while True:
+                try:
+                    idle.get_nowait().close()
+                except queue.Empty:
+                    return
+
+        store = cls(connect, release=idle.put, table=table, paramstyle="qmark")
+        store._close_idle = close
+        return store
+
+    def close(self) -> None:
+        """Close the connections kept for reuse (SqlStore.sqlite's); a pool passed in is the
+        caller's to close."""
+        self._close_idle()
 
     # --- plumbing
 
@@ -204,3 +219,7 @@ class SqlStore:
 
 def _close(connection: Any) -> None:
     connection.close()
+
+
+def _nothing() -> None:
+    """No connections kept: nothing to close."""
