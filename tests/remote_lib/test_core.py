@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from sas_remote import Record, Refused, Remote, Request, Response, Store, TryLater
-from sas_remote.core import fingerprint
+from sas_remote.messages import fingerprint
 from sas_remote.store import PENDING
 
 

@@ -9,7 +9,8 @@
 
     serve(make_wsgi_app(handle, store=SqlStore.sqlite("remote.sqlite3")), port=8200)
 
-Modules: `core` (the rules, free of any web framework), `store` (the store protocol, the
+Modules: `messages` (what a handler gets, raises and returns), `core` (the rules, free of any
+web framework), `store` (the store protocol, the
 in-memory store), `sql` (DB-API), `redis_store` (Redis, the `redis` extra), `callbacks` (results
 and heartbeats POSTed to the scheduler), `verify` (signed callbacks and alerts), `wsgi`, `asgi`,
 `serve` (a standard-library server).
@@ -17,12 +18,12 @@ and heartbeats POSTed to the scheduler), `verify` (signed callbacks and alerts),
 
 from sas_remote.asgi import make_asgi_app
 from sas_remote.callbacks import CallbackClient, Delivery
-from sas_remote.core import (
+from sas_remote.core import Remote
+from sas_remote.messages import (
     Accepted,
     AttemptGivenUp,
     Heartbeat,
     Refused,
-    Remote,
     Request,
     Response,
     TryLater,

@@ -13,7 +13,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from sas_remote.core import Handler, Remote, Response, error_response
+from sas_remote.core import Remote
+from sas_remote.messages import Handler, Response, error_response
 from sas_remote.store import Store
 from sas_remote.wsgi import MAX_BODY_BYTES
 

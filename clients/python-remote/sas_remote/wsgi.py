@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sas_remote.core import Handler, Remote, Response, error_response
+from sas_remote.core import Remote
+from sas_remote.messages import Handler, Response, error_response
 from sas_remote.store import Store
 
 #: The largest request body read; a larger one gets 413 unread.
