@@ -49,7 +49,15 @@ def test_the_settings_table_names_no_setting_the_code_has_forgotten() -> None:
 def test_every_product_module_is_in_the_module_map() -> None:
     section = MODULES.read_text()
     missing = []
-    for package in ("sas_project", "agents", "scheduler", "supervisor", "testbed"):
+    packages = (
+        "sas_project",
+        "agents",
+        "scheduler",
+        "supervisor",
+        "testbed",
+        "clients/python-remote/sas_remote",
+    )
+    for package in packages:
         for path in (ROOT / package).rglob("*.py"):
             if "migrations" in path.parts or path.name == "__init__.py" or path.name == "apps.py":
                 continue
