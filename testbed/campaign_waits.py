@@ -448,7 +448,7 @@ class WaitDriver:
         codes = Counter(a.status_code for a in answers if a is not None)
         ids = {a.json()["id"] for a in answers if a is not None and a.status_code in (200, 202)}
         self._count("duplicate_groups")
-        if codes[202] > 1 or len(ids) > 1 or (ids and codes[409]):
+        if codes[202] > 1 or len(ids) > 1 or (ids and codes[409]) or codes[422]:
             self._count("duplicate_groups_violating")
             with self._lock:
                 self.notes.append(
