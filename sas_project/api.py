@@ -449,6 +449,19 @@ REPLAYED_HEADER = OpenApiParameter(
 class ApiSchema(AutoSchema):
     """drf-spectacular's inspector; request bodies of strict serializers refuse other keys."""
 
+    def _is_list_view(self, serializer: Any = None) -> bool:
+        # The main response is the lowest 2xx: drf-spectacular takes the lowest key as text, and
+        # the errors' `(400, "application/problem+json")` keys sort before "200", which hid the
+        # lists' pages (and their page, page_size and cursor parameters) from the schema.
+        if serializer is None:
+            serializer = self.get_response_serializers()
+        if isinstance(serializer, dict) and serializer:
+            status_of = {
+                (code[0] if isinstance(code, tuple) else int(code)): s for code, s in serializer.items()
+            }
+            serializer = status_of[min(status_of)]
+        return bool(super()._is_list_view(serializer))
+
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
         if direction == "request" and isinstance(force_instance(serializer), StrictSerializer):

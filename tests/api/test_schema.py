@@ -55,6 +55,22 @@ def test_the_schema_is_served_to_anyone() -> None:
     )
 
 
+def test_every_list_documents_its_pages_and_errors_are_problem_details() -> None:
+    schema = APIClient().get("/api/schema/", {"format": "json"}).json()
+
+    def parameters(path: str) -> set[str]:
+        return {p["name"] for p in schema["paths"][path]["get"].get("parameters", [])}
+
+    assert {"cursor", "page", "page_size"} <= parameters("/api/v1/jobs/")
+    assert {"cursor", "page", "page_size"} <= parameters("/api/v1/jobs/{job_id}/events/")
+    assert {"page", "page_size"} <= parameters("/api/v1/policies/") and "cursor" not in parameters(
+        "/api/v1/policies/"
+    )
+    jobs = schema["paths"]["/api/v1/jobs/"]["get"]["responses"]
+    assert set(jobs["400"]["content"]) == {"application/problem+json"}
+    assert jobs["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/PaginatedJobSummaryList")
+
+
 def test_the_docs_page_uses_local_static_files_only() -> None:
     response = APIClient().get("/api/docs/")
     assert response.status_code == 200
