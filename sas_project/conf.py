@@ -187,7 +187,7 @@ class SasSettings:
         """API rates, sustained (`100/s`, `1200/min`; `off` for none): `user` per signed-in user,
         `anon` per client address for anonymous requests."""
         return {
-            "user": str(getattr(settings, "SAS_THROTTLE_USER", "100/s")),
+            "user": str(getattr(settings, "SAS_THROTTLE_USER", "200/s")),
             "anon": str(getattr(settings, "SAS_THROTTLE_ANON", "300/min")),
         }
 
@@ -195,7 +195,7 @@ class SasSettings:
     def throttle_bursts(self) -> dict[str, int]:
         """The most requests of `user` and `anon` let through at once, above the sustained rate."""
         return {
-            "user": int(getattr(settings, "SAS_THROTTLE_USER_BURST", 200)),
+            "user": int(getattr(settings, "SAS_THROTTLE_USER_BURST", 400)),
             "anon": int(getattr(settings, "SAS_THROTTLE_ANON_BURST", 60)),
         }
 
