@@ -1,0 +1,30 @@
+"""A client for the Scheduler Agent Supervisor's REST API: `Client` (the facade: idempotent
+submissions, batches, pages followed, waits, retries) over `sas_client.openapi` (generated from
+the service's OpenAPI schema by openapi-python-client), and the `sas` command (sas_client.cli)."""
+
+from sas_client.client import (
+    SETTLED,
+    BatchItem,
+    BatchResult,
+    Client,
+    SasWaitTimeout,
+    new_key,
+)
+from sas_client.errors import FieldError, SasApiError, SasConnectionError, SasError
+from sas_client.transport import RetryEvent, RetryPolicy, RetryTransport
+
+__all__ = [
+    "SETTLED",
+    "BatchItem",
+    "BatchResult",
+    "Client",
+    "FieldError",
+    "RetryEvent",
+    "RetryPolicy",
+    "RetryTransport",
+    "SasApiError",
+    "SasConnectionError",
+    "SasError",
+    "SasWaitTimeout",
+    "new_key",
+]

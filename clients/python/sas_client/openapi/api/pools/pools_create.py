@@ -1,0 +1,208 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error import Error
+from ...models.pool import Pool
+from ...models.pool_write_request import PoolWriteRequest
+from ...types import Response
+
+
+def _get_kwargs(
+    *,
+    body: PoolWriteRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/v1/pools/",
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | Pool | None:
+    if response.status_code == 201:
+        response_201 = Pool.from_dict(response.json())
+
+        return response_201
+
+    if response.status_code == 400:
+        response_400 = Error.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = Error.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = Error.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 409:
+        response_409 = Error.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = Error.from_dict(response.json())
+
+        return response_413
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[Error | Pool]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: PoolWriteRequest,
+) -> Response[Error | Pool]:
+    """Create a pool
+
+     Endpoint URLs must be http or https, to hosts allowed by SAS_AGENT_ALLOWED_HOSTS when it is set, and
+    to public addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names the host. Secret header values are
+    write-only; a secret header may not take a name the service sets or that frames the request (Host,
+    Content-Length, Idempotency-Key, X-SAS-*...).
+
+    Args:
+        body (PoolWriteRequest): Creating a pool: `name` is required; `kind` defaults to http,
+            `endpoints` to none.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Error | Pool]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+    body: PoolWriteRequest,
+) -> Error | Pool | None:
+    """Create a pool
+
+     Endpoint URLs must be http or https, to hosts allowed by SAS_AGENT_ALLOWED_HOSTS when it is set, and
+    to public addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names the host. Secret header values are
+    write-only; a secret header may not take a name the service sets or that frames the request (Host,
+    Content-Length, Idempotency-Key, X-SAS-*...).
+
+    Args:
+        body (PoolWriteRequest): Creating a pool: `name` is required; `kind` defaults to http,
+            `endpoints` to none.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Error | Pool
+    """
+
+    return sync_detailed(
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: PoolWriteRequest,
+) -> Response[Error | Pool]:
+    """Create a pool
+
+     Endpoint URLs must be http or https, to hosts allowed by SAS_AGENT_ALLOWED_HOSTS when it is set, and
+    to public addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names the host. Secret header values are
+    write-only; a secret header may not take a name the service sets or that frames the request (Host,
+    Content-Length, Idempotency-Key, X-SAS-*...).
+
+    Args:
+        body (PoolWriteRequest): Creating a pool: `name` is required; `kind` defaults to http,
+            `endpoints` to none.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Error | Pool]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+    body: PoolWriteRequest,
+) -> Error | Pool | None:
+    """Create a pool
+
+     Endpoint URLs must be http or https, to hosts allowed by SAS_AGENT_ALLOWED_HOSTS when it is set, and
+    to public addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names the host. Secret header values are
+    write-only; a secret header may not take a name the service sets or that frames the request (Host,
+    Content-Length, Idempotency-Key, X-SAS-*...).
+
+    Args:
+        body (PoolWriteRequest): Creating a pool: `name` is required; `kind` defaults to http,
+            `endpoints` to none.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Error | Pool
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            body=body,
+        )
+    ).parsed

@@ -1,0 +1,209 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error import Error
+from ...models.workflow import Workflow
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    name: str,
+    *,
+    version: int | Unset = UNSET,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["version"] = version
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/workflows/{name}/".format(
+            name=quote(str(name), safe=""),
+        ),
+        "params": params,
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Error | Workflow | None:
+    if response.status_code == 200:
+        response_200 = Workflow.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = Error.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = Error.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = Error.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = Error.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[Error | Workflow]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    version: int | Unset = UNSET,
+) -> Response[Error | Workflow]:
+    """A workflow (by name): its latest version, or ?version=n
+
+     The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
+    `Pagination`.
+
+    Args:
+        name (str):
+        version (int | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Error | Workflow]
+    """
+
+    kwargs = _get_kwargs(
+        name=name,
+        version=version,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    version: int | Unset = UNSET,
+) -> Error | Workflow | None:
+    """A workflow (by name): its latest version, or ?version=n
+
+     The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
+    `Pagination`.
+
+    Args:
+        name (str):
+        version (int | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Error | Workflow
+    """
+
+    return sync_detailed(
+        name=name,
+        client=client,
+        version=version,
+    ).parsed
+
+
+async def asyncio_detailed(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    version: int | Unset = UNSET,
+) -> Response[Error | Workflow]:
+    """A workflow (by name): its latest version, or ?version=n
+
+     The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
+    `Pagination`.
+
+    Args:
+        name (str):
+        version (int | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Error | Workflow]
+    """
+
+    kwargs = _get_kwargs(
+        name=name,
+        version=version,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    version: int | Unset = UNSET,
+) -> Error | Workflow | None:
+    """A workflow (by name): its latest version, or ?version=n
+
+     The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
+    `Pagination`.
+
+    Args:
+        name (str):
+        version (int | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Error | Workflow
+    """
+
+    return (
+        await asyncio_detailed(
+            name=name,
+            client=client,
+            version=version,
+        )
+    ).parsed

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Self, TypeVar
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..models.recorded_enum import RecordedEnum
+
+T = TypeVar("T", bound="AttemptCallbackResult")
+
+
+@_attrs_define
+class AttemptCallbackResult:
+    """
+    Attributes:
+        recorded (RecordedEnum): * `recorded` - recorded
+            * `late` - late
+    """
+
+    recorded: RecordedEnum
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        recorded = self.recorded.value
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "recorded": recorded,
+            }
+        )
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        d = dict(src_dict)
+        recorded = RecordedEnum(d.pop("recorded"))
+
+        attempt_callback_result = cls(
+            recorded=recorded,
+        )
+
+        attempt_callback_result.additional_properties = d
+        return attempt_callback_result
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

@@ -1,0 +1,9 @@
+from enum import StrEnum
+
+
+class CatchUpEnum(StrEnum):
+    ONCE = "once"
+    SKIP = "skip"
+
+    def __str__(self) -> str:
+        return str(self.value)

@@ -1,0 +1,10 @@
+from enum import StrEnum
+
+
+class OnTimeoutEnum(StrEnum):
+    CONTINUE = "continue"
+    FAIL = "fail"
+    HOLD = "hold"
+
+    def __str__(self) -> str:
+        return str(self.value)

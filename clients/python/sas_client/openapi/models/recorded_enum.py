@@ -1,0 +1,9 @@
+from enum import StrEnum
+
+
+class RecordedEnum(StrEnum):
+    LATE = "late"
+    RECORDED = "recorded"
+
+    def __str__(self) -> str:
+        return str(self.value)
