@@ -190,7 +190,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p = command(jobs, "rerun", cmd_rerun, "run a job again as a new job")
     p.add_argument("id")
-    p.add_argument("--from-step")
+    p.add_argument("--from-step", help="run this step and every step after it (default: the first step)")
     p.add_argument("--input", help="a new input: a JSON object, or @file")
     p.add_argument("--reason")
     p = command(jobs, "signal", cmd_signal, "send a signal to a job")
@@ -345,9 +345,10 @@ def cmd_events(client: Client, args: argparse.Namespace, out: TextIO, err: TextI
 
 
 def cmd_rerun(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from_step = args.from_step or client.get(args.id)["steps"][0]["name"]
     job = client.rerun(
         args.id,
-        from_step=args.from_step,
+        from_step=from_step,
         input=json_object(args.input) if args.input else None,
         reason=args.reason,
     )

@@ -301,13 +301,14 @@ class Client:
         self,
         job_id: str,
         *,
-        from_step: str | None = None,
+        from_step: str,
         input: Mapping[str, Any] | None = None,
         reason: str | None = None,
         idempotency_key: str | None = None,
     ) -> Json:
-        """A new job running `job_id`'s workflow again (from `from_step`, reusing the outputs
-        before it); the new job. Keyed like a submission."""
+        """A new job running `job_id`'s workflow again from `from_step` (that step and every step
+        after it run anew; the outputs before it are reused); the new job. Keyed like a
+        submission (the service accepts the key from this release on; an older one ignores it)."""
         body = {"from_step": from_step, "input": input, "reason": reason}
         job: Json = self._json(
             "POST",

@@ -1,0 +1,389 @@
+"""End to end: sas_client's Client and the `sas` command against the real service: `runserver`
+and a `qcluster` on the test database, the sandbox remote behind the demo's workflows. One web
+server and one cluster serve every test of the file; each test makes its own user and token
+(the database is emptied after each test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sas_client import Client, RetryEvent, RetryPolicy, SasApiError, SasWaitTimeout
+from sas_client.client import TOKEN_ENV, URL_ENV
+
+from sas_project.tokens.models import ApiToken
+from sas_project.tokens.services import token_create
+from testbed.processes import WebProcess
+from tests.api.support import make_user
+from tests.e2e.test_qcluster import load_demo
+from tests.processes import ARTIFACTS, Cluster, Sandbox, child_env, free_port, wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+SAS = str(Path(sys.executable).parent / "sas")
+ORDER = {"sku": "A1", "quantity": 1, "amount": 10}
+#: An order above 100 waits for an operator's approval, then for the `shipped` signal.
+BIG_ORDER = {"sku": "A1", "quantity": 1, "amount": 500}
+
+
+@dataclass
+class Service:
+    url: str
+    sandbox: Sandbox
+
+
+@pytest.fixture(scope="module")
+def service(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
+    with django_db_blocker.unblock():
+        env = child_env()
+        sandbox = Sandbox(port=free_port(), db=tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3").start()
+        web = WebProcess(port=free_port(), env=env, log=ARTIFACTS / "web-client.log").start()
+        cluster = Cluster(name="client").start()
+    try:
+        yield Service(url=web.url, sandbox=sandbox)
+    finally:
+        cluster.stop()
+        web.stop()
+        sandbox.stop()
+
+
+@pytest.fixture
+def demo(service: Service) -> Service:
+    service.sandbox.config(decline_over=None)
+    load_demo(service.sandbox)
+    return service
+
+
+@contextmanager
+def own_web(name: str, **env: str) -> Iterator[str]:
+    """A web server of a test's own (its URL), for a test that needs its own settings."""
+    web = WebProcess(port=free_port(), env=child_env(**env), log=ARTIFACTS / f"web-client-{name}.log").start()
+    try:
+        yield web.url
+    finally:
+        web.stop()
+
+
+def key_of(username: str, role: str = "operators") -> str:
+    _, key = token_create(user=make_user(username, role), name="client tests")
+    return key
+
+
+@pytest.fixture
+def client(demo: Service) -> Iterator[Client]:
+    with Client(demo.url, key_of("ops")) as c:
+        yield c
+
+
+def sas(service: Service, key: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The `sas` console script, as a user runs it."""
+    env = {**os.environ, URL_ENV: service.url, TOKEN_ENV: key}
+    return subprocess.run(
+        [SAS, *args], env=env, input=stdin, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+# --- the library -----------------------------------------------------------------------------------
+
+
+def test_a_submitted_job_is_waited_for_until_it_succeeds_with_progress(client: Client) -> None:
+    job = client.submit("order_fulfilment", ORDER)
+    assert job["status"] in {"pending", "running"}
+    seen: list[str] = []
+    done = client.wait(job["id"], timeout=90, progress=lambda j: seen.append(j["status"]))
+    assert done["status"] == "succeeded"
+    assert [s["status"] for s in done["steps"]] == ["succeeded"] * 3
+    assert seen[-1] == "succeeded"
+
+
+def test_a_submission_sent_again_with_its_key_finds_the_same_job(client: Client) -> None:
+    first = client.submit("order_fulfilment", ORDER, idempotency_key="order-1001")
+    again = client.submit("order_fulfilment", ORDER, idempotency_key="order-1001")
+    other = client.submit("order_fulfilment", ORDER)
+    assert again["id"] == first["id"] != other["id"]
+    assert [j["id"] for j in client.jobs(idempotency_key="order-1001")] == [first["id"]]
+
+
+def test_a_wait_that_runs_out_of_time_raises_with_the_last_state(client: Client) -> None:
+    job = client.submit("order_approval", BIG_ORDER)
+    with pytest.raises(SasWaitTimeout) as raised:
+        client.wait(job["id"], timeout=2, interval=0.2)
+    assert raised.value.job["id"] == job["id"] and raised.value.job["status"] == "running"
+
+
+def test_an_approval_and_a_signal_let_a_waiting_job_finish(client: Client) -> None:
+    job = client.submit("order_approval", BIG_ORDER)
+
+    def waiting_for(kind: str) -> dict[str, Any] | None:
+        steps = client.get(job["id"])["steps"]
+        return next((s for s in steps if (s.get("waiting_for") or {}).get("kind") == kind), None)
+
+    wait_until(lambda: waiting_for("approval"), timeout=60, message="the approval step waiting")
+    step = client.approve(job["id"], "approve_charge", comment="known customer")
+    assert step["status"] == "succeeded"
+    wait_until(lambda: waiting_for("signal"), timeout=60, message="the shipped step waiting")
+    signal = client.signal(job["id"], "shipped", {"tracking": "T-1"})
+    assert signal["name"] == "shipped"
+    done = client.wait(job["id"], timeout=60)
+    assert done["status"] == "succeeded"
+    assert next(s for s in done["steps"] if s["name"] == "shipped")["output"] == {"tracking": "T-1"}
+
+
+def test_a_batch_is_submitted_in_chunks_and_answered_per_item(client: Client) -> None:
+    orders = [{"workflow": "order_fulfilment", "input": {**ORDER, "amount": n}} for n in range(1, 6)]
+    result = client.submit_batch(orders, chunk_size=2)
+    assert result.ok and [i.index for i in result.items] == [0, 1, 2, 3, 4]
+    assert all(i.created for i in result.items) and len({i.id for i in result.items}) == 5
+    # Sent again with the keys it was given, the batch finds its jobs instead of making others.
+    again = client.submit_batch(
+        [{**o, "idempotency_key": i.idempotency_key} for o, i in zip(orders, result.items, strict=True)]
+    )
+    assert [i.id for i in again.items] == [i.id for i in result.items]
+    assert not any(i.created for i in again.items)
+
+
+def test_a_refused_chunk_is_reported_on_its_items_and_the_other_chunks_go_through(client: Client) -> None:
+    orders = [{"workflow": "order_fulfilment", "input": ORDER} for _ in range(4)]
+    orders[3] = {"workflow": "no_such_workflow", "input": ORDER}
+    result = client.submit_batch(orders, chunk_size=2)
+    assert [i.ok for i in result.items] == [True, True, False, False]
+    assert [i.at_fault for i in result.items] == [False, False, False, True]
+    error = result.items[3].error
+    assert error is not None and error.status == 400 and error.detail.startswith("jobs[1]")
+    assert {j["id"] for j in client.jobs()} == {i.id for i in result.items[:2]}
+
+
+def test_a_list_follows_the_pages_of_the_service(demo: Service) -> None:
+    requested: list[str] = []
+
+    class Recording(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            requested.append(str(request.url))
+            return super().handle_request(request)
+
+    with Client(demo.url, key_of("lister"), transport=Recording()) as client:
+        made = client.submit_batch([{"workflow": "order_fulfilment", "input": ORDER}] * 5)
+        requested.clear()
+        listed = list(client.jobs(workflow="order_fulfilment", page_size=2))
+    assert sorted(j["id"] for j in listed) == sorted(i.id for i in made.items if i.id)
+    assert len(requested) == 3 and "page=3" in requested[-1]
+
+
+def test_events_tell_a_jobs_history_in_order(client: Client) -> None:
+    job = client.wait(client.submit("order_fulfilment", ORDER)["id"], timeout=90)
+    events = list(client.events(job["id"], page_size=3))
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "job_submitted" and kinds[-1] == "job_succeeded"
+    assert kinds.count("step_succeeded") == 3
+    assert [e["id"] for e in events] == sorted(e["id"] for e in events)
+
+
+def test_a_held_step_is_retried_with_a_new_input_and_its_job_succeeds(demo: Service) -> None:
+    load_demo(demo.sandbox, payments={"max_attempts": 1, "on_exhausted": "hold"})
+    demo.sandbox.config(decline_over=100)
+    with Client(demo.url, key_of("ops")) as client:
+        job = client.submit("order_fulfilment", {**ORDER, "amount": 250})
+
+        def held() -> dict[str, Any] | None:
+            found = client.get(job["id"])
+            return next((s for s in found["steps"] if s["status"] == "held"), None)
+
+        step = wait_until(held, timeout=60, message="the charge held")
+        assert step["name"] == "charge"
+        retried = client.retry_step(step["id"], input={**ORDER, "amount": 50}, reason="smaller charge")
+        assert retried["name"] == "charge"
+        assert client.wait(job["id"], timeout=90)["status"] == "succeeded"
+
+
+def test_a_settled_job_is_rerun_as_a_new_job(client: Client) -> None:
+    first = client.wait(client.submit("order_fulfilment", ORDER)["id"], timeout=90)
+    rerun = client.rerun(first["id"], from_step="ship", reason="the warehouse lost it")
+    assert rerun["id"] != first["id"] and rerun["rerun_of"] == first["id"]
+    done = client.wait(rerun["id"], timeout=90)
+    assert done["status"] == "succeeded"
+    assert [s["reused_from"] is not None for s in done["steps"]] == [True, True, False]
+
+
+def test_sas_reruns_a_job_from_its_first_step_by_default(demo: Service) -> None:
+    key = key_of("cli")
+    first = json.loads(
+        sas(
+            demo, key, "jobs", "submit", "order_fulfilment", "--input", json.dumps(ORDER), "--wait", "--json"
+        ).stdout
+    )
+    result = sas(demo, key, "jobs", "rerun", first["id"], "--json")
+    assert result.returncode == 0, result.stderr
+    rerun = json.loads(result.stdout)
+    assert rerun["rerun_of"] == first["id"] and not any(s["reused_from"] for s in rerun["steps"])
+
+
+def test_an_error_carries_the_services_status_code_and_detail(client: Client) -> None:
+    with pytest.raises(SasApiError) as raised:
+        client.submit("no_such_workflow", ORDER)
+    assert raised.value.status == 400 and raised.value.detail and raised.value.code
+    with pytest.raises(SasApiError) as missing:
+        client.get(str(uuid.uuid4()))
+    assert missing.value.status == 404 and missing.value.code == "not_found"
+
+
+def test_the_generated_client_shares_the_facades_connection(client: Client) -> None:
+    from sas_client.openapi.api.jobs import jobs_read
+
+    job = client.submit("order_fulfilment", ORDER)
+    typed = jobs_read.sync(client=client.api, job_id=uuid.UUID(job["id"]))
+    assert typed is not None and str(typed.id) == job["id"] and typed.workflow == "order_fulfilment"
+
+
+# --- rates -----------------------------------------------------------------------------------------
+
+
+def test_reads_over_the_rate_wait_for_retry_after_and_succeed_and_writes_are_not_retried(
+    demo: Service,
+) -> None:
+    """A web server of its own, allowing one request a second with no burst: every request after
+    the first in a second gets a 429 with Retry-After."""
+    key = key_of("paced", "submitters")
+    events: list[RetryEvent] = []
+    policy = RetryPolicy(attempts=8, jitter=0.2)
+    with (
+        own_web("rates", SAS_THROTTLE_USER="60/min", SAS_THROTTLE_USER_BURST="1") as url,
+        Client(url, key, on_retry=events.append, retry=policy) as client,
+    ):
+        job = client.submit("order_fulfilment", ORDER)
+        for _ in range(3):
+            assert client.get(job["id"])["id"] == job["id"]
+        throttled = [e for e in events if e.reason == "429"]
+        assert throttled, "a request over the rate should have been answered 429"
+        assert all(e.retry_after is not None and e.wait >= e.retry_after >= 1 for e in throttled)
+        events.clear()
+        # A write without a key is sent once: its 429 is the caller's (until one comes, the
+        # service's own refusal: this user may not approve).
+        refusals: list[SasApiError] = []
+        for _ in range(5):
+            try:
+                client.approve(job["id"], "approve_charge")
+            except SasApiError as error:
+                refusals.append(error)
+                if error.status == 429:
+                    break
+        assert refusals[-1].status == 429 and refusals[-1].retry_after and not events
+
+
+# --- the command -----------------------------------------------------------------------------------
+
+
+def test_sas_submits_and_waits_printing_progress_and_the_job_as_json(demo: Service) -> None:
+    result = sas(
+        demo,
+        key_of("cli"),
+        "jobs",
+        "submit",
+        "order_fulfilment",
+        "--input",
+        json.dumps(ORDER),
+        "--wait",
+        "--timeout",
+        "90",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    job = json.loads(result.stdout)
+    assert job["status"] == "succeeded" and job["id"] in result.stderr and "succeeded" in result.stderr
+
+
+def test_sas_lists_jobs_and_events_as_tables(demo: Service) -> None:
+    key = key_of("cli")
+    submitted = json.loads(
+        sas(demo, key, "jobs", "submit", "order_fulfilment", "--input", json.dumps(ORDER), "--json").stdout
+    )
+    listed = sas(demo, key, "jobs", "list", "--workflow", "order_fulfilment")
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["ID", "WORKFLOW", "STATUS", "CREATED", "BUSINESS", "KEY"]
+    assert len(rows) == 1 and rows[0].startswith(submitted["id"])
+    assert sas(demo, key, "jobs", "wait", submitted["id"], "--timeout", "90").returncode == 0
+    events = sas(demo, key, "jobs", "events", submitted["id"])
+    assert events.returncode == 0 and events.stdout.split()[:7] == [
+        "CREATED",
+        "KIND",
+        "STEP",
+        "FROM",
+        "TO",
+        "ACTOR",
+        "REASON",
+    ]
+    assert "job_succeeded" in events.stdout
+    as_json = json.loads(sas(demo, key, "jobs", "events", submitted["id"], "--json").stdout)
+    assert as_json[-1]["kind"] == "job_succeeded"
+
+
+def test_sas_wait_exits_4_when_it_times_out_and_3_when_the_job_did_not_succeed(demo: Service) -> None:
+    key = key_of("cli")
+    waiting = json.loads(
+        sas(demo, key, "jobs", "submit", "order_approval", "--input", json.dumps(BIG_ORDER), "--json").stdout
+    )
+    timed_out = sas(demo, key, "jobs", "wait", waiting["id"], "--timeout", "1")
+    assert timed_out.returncode == 4 and "still running" in timed_out.stderr
+    assert sas(demo, key, "jobs", "cancel", waiting["id"], "--reason", "not needed").returncode == 0
+    cancelled = sas(demo, key, "jobs", "wait", waiting["id"], "--timeout", "60", "--json")
+    assert cancelled.returncode == 3 and json.loads(cancelled.stdout)["status"] == "cancelled"
+
+
+def test_sas_submits_a_batch_from_json_lines(demo: Service, tmp_path: Path) -> None:
+    lines = tmp_path / "orders.jsonl"
+    lines.write_text(
+        "\n".join(json.dumps({"workflow": "order_fulfilment", "input": ORDER}) for _ in range(3))
+    )
+    result = sas(demo, key_of("cli"), "jobs", "submit-batch", str(lines), "--json")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["ok"] and [j["index"] for j in answer["jobs"]] == [0, 1, 2]
+    assert all(j["created"] and j["id"] for j in answer["jobs"])
+
+
+def test_sas_exits_1_with_the_services_detail_and_2_on_bad_usage(demo: Service) -> None:
+    key = key_of("cli")
+    missing = sas(demo, key, "jobs", "get", str(uuid.uuid4()))
+    assert missing.returncode == 1 and "404 not_found" in missing.stderr
+    assert sas(demo, key, "jobs", "submit", "order_fulfilment", "--input", "{not json").returncode == 2
+    assert sas(demo, key, "jobs", "frobnicate").returncode == 2
+    refused = sas(demo, "not-a-key", "jobs", "list")
+    assert refused.returncode == 1 and "401" in refused.stderr
+
+
+def test_tokens_are_listed_and_revoked_and_a_revoked_one_is_refused(demo: Service) -> None:
+    """On a web server of its own: a revocation is written to Django's admin log, whose content
+    types a server kept across the tests would hold from before the last test's flush."""
+    user = make_user("holder", "submitters")
+    _, key = token_create(user=user, name="main")
+    spare, spare_key = token_create(user=user, name="spare")
+    other, _ = token_create(user=user, name="other")
+    with own_web("tokens") as url:
+        with Client(url, key) as client:
+            assert {t["name"] for t in client.tokens()} == {"main", "spare", "other"}
+            assert client.revoke_token(spare.pk)["status"] == "revoked"
+            assert client.revoke_token(spare.pk)["status"] == "revoked"  # again: nothing changes
+        with Client(url, spare_key) as revoked, pytest.raises(SasApiError) as raised:
+            revoked.get(str(uuid.uuid4()))
+        assert raised.value.status == 401
+        cli = Service(url=url, sandbox=demo.sandbox)
+        listed = sas(cli, key, "tokens", "list")
+        assert listed.returncode == 0, listed.stderr
+        header, *rows = listed.stdout.splitlines()
+        assert header.split() == ["ID", "NAME", "PREFIX", "STATUS", "EXPIRES", "LAST", "USED"]
+        assert len(rows) == 3
+        revoked_by_cli = sas(cli, key, "tokens", "revoke", str(other.pk), "--json")
+        assert revoked_by_cli.returncode == 0 and json.loads(revoked_by_cli.stdout)["status"] == "revoked"
+    assert ApiToken.objects.get(pk=other.pk).revoked_at is not None
