@@ -294,7 +294,11 @@ def cmd_get(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) 
 
 def cmd_list(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     found: Iterator[Json] = client.jobs(
-        status=args.status, workflow=args.workflow, business_key=args.business_key
+        status=args.status,
+        workflow=args.workflow,
+        business_key=args.business_key,
+        # One request when the limit fits in a page (a page_size over the service's largest is cut to it).
+        page_size=min(args.limit, 100) if args.limit > 0 else None,
     )
     jobs = list(islice(found, args.limit) if args.limit > 0 else found)
     if args.json:

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 
 from sas_client.errors import SasApiError, SasConnectionError, SasError
+from sas_client.openapi import AuthenticatedClient
 from sas_client.transport import IDEMPOTENT, RetryHook, RetryPolicy, RetryTransport
 
 #: The environment variables a Client reads when it is given no URL or token.
@@ -116,7 +117,7 @@ class Client:
         self.http = httpx.Client(
             base_url=self.url, headers=headers, timeout=timeout, transport=self.transport
         )
-        self._api: Any = None
+        self._api: AuthenticatedClient | None = None
 
     def __enter__(self) -> Client:
         return self
@@ -128,7 +129,7 @@ class Client:
         self.http.close()
 
     @property
-    def api(self) -> Any:
+    def api(self) -> AuthenticatedClient:
         """The generated client (`sas_client.openapi.AuthenticatedClient`) on this client's
         connection: typed models for every operation, with the same retries and credentials.
 
@@ -136,8 +137,6 @@ class Client:
             job = jobs_read.sync(client=client.api, job_id=job_id)
         """
         if self._api is None:
-            from sas_client.openapi import AuthenticatedClient
-
             self._api = AuthenticatedClient(base_url=self.url, token=self.token or "", prefix="Token")
             self._api.set_httpx_client(self.http)
         return self._api
