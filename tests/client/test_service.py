@@ -1,7 +1,9 @@
 """End to end: sas_client's Client and the `sas` command against the real service: `runserver`
-and a `qcluster` on the test database, the sandbox remote behind the demo's workflows. One web
-server and one cluster serve every test of the file; each test makes its own user and token
-(the database is emptied after each test)."""
+and `qcluster` on the test database, the sandbox remote behind the demo's workflows.
+
+One web server and one sandbox serve the whole file; a test whose jobs must run starts a cluster
+of its own (`running`), stopped before the test's database is emptied: the flush's TRUNCATE,
+run beside a working cluster's row locks, deadlocks."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,14 +20,16 @@ from typing import Any
 
 import httpx
 import pytest
-from sas_client import Client, RetryEvent, RetryPolicy, SasApiError, SasWaitTimeout
+from sas_client import SETTLED, Client, RetryEvent, RetryPolicy, SasApiError, SasWaitTimeout
 from sas_client.client import TOKEN_ENV, URL_ENV
 
 from sas_project.tokens.models import ApiToken
 from sas_project.tokens.services import token_create
+from scheduler.definitions import workflow_create
 from testbed.processes import WebProcess
 from tests.api.support import make_user
 from tests.e2e.test_qcluster import load_demo
+from tests.factories import make_policy
 from tests.processes import ARTIFACTS, Cluster, Sandbox, child_env, free_port, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -43,18 +47,12 @@ class Service:
 
 
 @pytest.fixture(scope="module")
-def service(
-    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Service]:
-    with django_db_blocker.unblock():
-        env = child_env()
-        sandbox = Sandbox(port=free_port(), db=tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3").start()
-        web = WebProcess(port=free_port(), env=env, log=ARTIFACTS / "web-client.log").start()
-        cluster = Cluster(name="client").start()
+def service(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    sandbox = Sandbox(port=free_port(), db=tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3").start()
+    web = WebProcess(port=free_port(), env=child_env(), log=ARTIFACTS / "web-client.log").start()
     try:
         yield Service(url=web.url, sandbox=sandbox)
     finally:
-        cluster.stop()
         web.stop()
         sandbox.stop()
 
@@ -64,6 +62,13 @@ def demo(service: Service) -> Service:
     service.sandbox.config(decline_over=None)
     load_demo(service.sandbox)
     return service
+
+
+@pytest.fixture
+def running(demo: Service, clusters: Callable[..., Cluster]) -> Service:
+    """The demo with a cluster running its jobs."""
+    clusters("client")
+    return demo
 
 
 @contextmanager
@@ -76,8 +81,9 @@ def own_web(name: str, **env: str) -> Iterator[str]:
         web.stop()
 
 
-def key_of(username: str, role: str = "operators") -> str:
-    _, key = token_create(user=make_user(username, role), name="client tests")
+def key_of(name: str, role: str = "operators") -> str:
+    """The key of a token of a new user in `role` (operators see every job; submitters their own)."""
+    _, key = token_create(user=make_user(name, role), name="client tests")
     return key
 
 
@@ -98,7 +104,9 @@ def sas(service: Service, key: str, *args: str, stdin: str | None = None) -> sub
 # --- the library -----------------------------------------------------------------------------------
 
 
-def test_a_submitted_job_is_waited_for_until_it_succeeds_with_progress(client: Client) -> None:
+def test_a_submitted_job_is_waited_for_until_it_succeeds_with_progress(
+    client: Client, running: Service
+) -> None:
     job = client.submit("order_fulfilment", ORDER)
     assert job["status"] in {"pending", "running"}
     seen: list[str] = []
@@ -120,10 +128,10 @@ def test_a_wait_that_runs_out_of_time_raises_with_the_last_state(client: Client)
     job = client.submit("order_approval", BIG_ORDER)
     with pytest.raises(SasWaitTimeout) as raised:
         client.wait(job["id"], timeout=2, interval=0.2)
-    assert raised.value.job["id"] == job["id"] and raised.value.job["status"] == "running"
+    assert raised.value.job["id"] == job["id"] and raised.value.job["status"] not in SETTLED
 
 
-def test_an_approval_and_a_signal_let_a_waiting_job_finish(client: Client) -> None:
+def test_an_approval_and_a_signal_let_a_waiting_job_finish(client: Client, running: Service) -> None:
     job = client.submit("order_approval", BIG_ORDER)
 
     def waiting_for(kind: str) -> dict[str, Any] | None:
@@ -154,15 +162,16 @@ def test_a_batch_is_submitted_in_chunks_and_answered_per_item(client: Client) ->
     assert not any(i.created for i in again.items)
 
 
-def test_a_refused_chunk_is_reported_on_its_items_and_the_other_chunks_go_through(client: Client) -> None:
-    orders = [{"workflow": "order_fulfilment", "input": ORDER} for _ in range(4)]
-    orders[3] = {"workflow": "no_such_workflow", "input": ORDER}
-    result = client.submit_batch(orders, chunk_size=2)
-    assert [i.ok for i in result.items] == [True, True, False, False]
-    assert [i.at_fault for i in result.items] == [False, False, False, True]
-    error = result.items[3].error
-    assert error is not None and error.status == 400 and error.detail.startswith("jobs[1]")
-    assert {j["id"] for j in client.jobs()} == {i.id for i in result.items[:2]}
+def test_a_refused_chunk_is_reported_on_its_items_and_the_other_chunks_go_through(demo: Service) -> None:
+    with Client(demo.url, key_of("batcher", "submitters")) as client:
+        orders = [{"workflow": "order_fulfilment", "input": ORDER} for _ in range(4)]
+        orders[3] = {"workflow": "no_such_workflow", "input": ORDER}
+        result = client.submit_batch(orders, chunk_size=2)
+        assert [i.ok for i in result.items] == [True, True, False, False]
+        assert [i.at_fault for i in result.items] == [False, False, False, True]
+        error = result.items[3].error
+        assert error is not None and error.status == 400 and error.detail.startswith("jobs[1]")
+        assert {j["id"] for j in client.jobs()} == {i.id for i in result.items[:2]}
 
 
 def test_a_list_follows_the_pages_of_the_service(demo: Service) -> None:
@@ -173,15 +182,16 @@ def test_a_list_follows_the_pages_of_the_service(demo: Service) -> None:
             requested.append(str(request.url))
             return super().handle_request(request)
 
-    with Client(demo.url, key_of("lister"), transport=Recording()) as client:
+    with Client(demo.url, key_of("lister", "submitters"), transport=Recording()) as client:
         made = client.submit_batch([{"workflow": "order_fulfilment", "input": ORDER}] * 5)
         requested.clear()
         listed = list(client.jobs(workflow="order_fulfilment", page_size=2))
     assert sorted(j["id"] for j in listed) == sorted(i.id for i in made.items if i.id)
-    assert len(requested) == 3 and "page=3" in requested[-1]
+    # Three pages, the second and third asked for by the `next` link of the one before.
+    assert len(requested) == 3 and all("cursor=" in url or "page=" in url for url in requested[1:])
 
 
-def test_events_tell_a_jobs_history_in_order(client: Client) -> None:
+def test_events_tell_a_jobs_history_in_order(client: Client, running: Service) -> None:
     job = client.wait(client.submit("order_fulfilment", ORDER)["id"], timeout=90)
     events = list(client.events(job["id"], page_size=3))
     kinds = [e["kind"] for e in events]
@@ -190,33 +200,42 @@ def test_events_tell_a_jobs_history_in_order(client: Client) -> None:
     assert [e["id"] for e in events] == sorted(e["id"] for e in events)
 
 
-def test_a_held_step_is_retried_with_a_new_input_and_its_job_succeeds(demo: Service) -> None:
-    load_demo(demo.sandbox, payments={"max_attempts": 1, "on_exhausted": "hold"})
+def test_a_held_step_is_retried_with_a_new_input_and_its_job_succeeds(
+    client: Client, demo: Service, running: Service
+) -> None:
+    make_policy("hold_at_once", max_attempts=1, on_exhausted="hold")
+    workflow_create(
+        name="charge_or_hold",
+        steps=[{"name": "charge", "pool": "payments", "path": "/payments/charge", "policy": "hold_at_once"}],
+    )
     demo.sandbox.config(decline_over=100)
-    with Client(demo.url, key_of("ops")) as client:
-        job = client.submit("order_fulfilment", {**ORDER, "amount": 250})
+    try:
+        job = client.submit("charge_or_hold", {**ORDER, "amount": 250})
 
         def held() -> dict[str, Any] | None:
-            found = client.get(job["id"])
-            return next((s for s in found["steps"] if s["status"] == "held"), None)
+            return next((s for s in client.get(job["id"])["steps"] if s["status"] == "held"), None)
 
         step = wait_until(held, timeout=60, message="the charge held")
-        assert step["name"] == "charge"
-        retried = client.retry_step(step["id"], input={**ORDER, "amount": 50}, reason="smaller charge")
+        retried = client.retry_step(step["id"], input={**ORDER, "amount": 50}, reason="a smaller charge")
         assert retried["name"] == "charge"
-        assert client.wait(job["id"], timeout=90)["status"] == "succeeded"
+        done = client.wait(job["id"], timeout=90)
+    finally:
+        demo.sandbox.config(decline_over=None)
+    assert done["status"] == "succeeded" and done["steps"][0]["input_override"] == {**ORDER, "amount": 50}
 
 
-def test_a_settled_job_is_rerun_as_a_new_job(client: Client) -> None:
+def test_a_settled_job_is_rerun_as_a_new_job(client: Client, running: Service) -> None:
     first = client.wait(client.submit("order_fulfilment", ORDER)["id"], timeout=90)
     rerun = client.rerun(first["id"], from_step="ship", reason="the warehouse lost it")
     assert rerun["id"] != first["id"] and rerun["rerun_of"] == first["id"]
     done = client.wait(rerun["id"], timeout=90)
     assert done["status"] == "succeeded"
     assert [s["reused_from"] is not None for s in done["steps"]] == [True, True, False]
+    keyed = client.rerun(first["id"], from_step="charge", idempotency_key="rerun-1")
+    assert client.rerun(first["id"], from_step="charge", idempotency_key="rerun-1")["id"] == keyed["id"]
 
 
-def test_sas_reruns_a_job_from_its_first_step_by_default(demo: Service) -> None:
+def test_sas_reruns_a_job_from_its_first_step_by_default(demo: Service, running: Service) -> None:
     key = key_of("cli")
     first = json.loads(
         sas(
@@ -284,7 +303,7 @@ def test_reads_over_the_rate_wait_for_retry_after_and_succeed_and_writes_are_not
 # --- the command -----------------------------------------------------------------------------------
 
 
-def test_sas_submits_and_waits_printing_progress_and_the_job_as_json(demo: Service) -> None:
+def test_sas_submits_and_waits_printing_progress_and_the_job_as_json(demo: Service, running: Service) -> None:
     result = sas(
         demo,
         key_of("cli"),
@@ -303,8 +322,8 @@ def test_sas_submits_and_waits_printing_progress_and_the_job_as_json(demo: Servi
     assert job["status"] == "succeeded" and job["id"] in result.stderr and "succeeded" in result.stderr
 
 
-def test_sas_lists_jobs_and_events_as_tables(demo: Service) -> None:
-    key = key_of("cli")
+def test_sas_lists_jobs_and_events_as_tables(demo: Service, running: Service) -> None:
+    key = key_of("cli", "submitters")
     submitted = json.loads(
         sas(demo, key, "jobs", "submit", "order_fulfilment", "--input", json.dumps(ORDER), "--json").stdout
     )
@@ -329,13 +348,15 @@ def test_sas_lists_jobs_and_events_as_tables(demo: Service) -> None:
     assert as_json[-1]["kind"] == "job_succeeded"
 
 
-def test_sas_wait_exits_4_when_it_times_out_and_3_when_the_job_did_not_succeed(demo: Service) -> None:
+def test_sas_wait_exits_4_when_it_times_out_and_3_when_the_job_did_not_succeed(
+    demo: Service, running: Service
+) -> None:
     key = key_of("cli")
     waiting = json.loads(
         sas(demo, key, "jobs", "submit", "order_approval", "--input", json.dumps(BIG_ORDER), "--json").stdout
     )
     timed_out = sas(demo, key, "jobs", "wait", waiting["id"], "--timeout", "1")
-    assert timed_out.returncode == 4 and "still running" in timed_out.stderr
+    assert timed_out.returncode == 4 and "is still" in timed_out.stderr
     assert sas(demo, key, "jobs", "cancel", waiting["id"], "--reason", "not needed").returncode == 0
     cancelled = sas(demo, key, "jobs", "wait", waiting["id"], "--timeout", "60", "--json")
     assert cancelled.returncode == 3 and json.loads(cancelled.stdout)["status"] == "cancelled"
@@ -363,27 +384,36 @@ def test_sas_exits_1_with_the_services_detail_and_2_on_bad_usage(demo: Service) 
     assert refused.returncode == 1 and "401" in refused.stderr
 
 
-def test_tokens_are_listed_and_revoked_and_a_revoked_one_is_refused(demo: Service) -> None:
-    """On a web server of its own: a revocation is written to Django's admin log, whose content
-    types a server kept across the tests would hold from before the last test's flush."""
+def test_tokens_are_made_listed_and_revoked_and_a_revoked_one_is_refused(demo: Service) -> None:
+    """On a web server of its own: making and revoking a token writes Django's admin log, whose
+    content types the file's server holds from before the last test's flush."""
     user = make_user("holder", "submitters")
     _, key = token_create(user=user, name="main")
-    spare, spare_key = token_create(user=user, name="spare")
-    other, _ = token_create(user=user, name="other")
     with own_web("tokens") as url:
         with Client(url, key) as client:
-            assert {t["name"] for t in client.tokens()} == {"main", "spare", "other"}
-            assert client.revoke_token(spare.pk)["status"] == "revoked"
-            assert client.revoke_token(spare.pk)["status"] == "revoked"  # again: nothing changes
-        with Client(url, spare_key) as revoked, pytest.raises(SasApiError) as raised:
+            made = client.create_token("spare", lifetime_days=7)
+            assert made["name"] == "spare" and made["key"] and made["status"] == "active"
+            assert {t["name"] for t in client.tokens()} == {"main", "spare"}
+            assert all("key" not in t for t in client.tokens())
+            with Client(url, made["key"]) as spare:
+                assert [t["name"] for t in spare.tokens() if t["id"] == made["id"]] == ["spare"]
+            assert client.revoke_token(made["id"])["status"] == "revoked"
+            assert client.revoke_token(made["id"])["status"] == "revoked"  # again: nothing changes
+        with Client(url, made["key"]) as revoked, pytest.raises(SasApiError) as raised:
             revoked.get(str(uuid.uuid4()))
         assert raised.value.status == 401
-        cli = Service(url=url, sandbox=demo.sandbox)
-        listed = sas(cli, key, "tokens", "list")
+        # The same through the command.
+        at = Service(url=url, sandbox=demo.sandbox)
+        created = sas(at, key, "tokens", "create", "ci", "--lifetime-days", "1", "--json")
+        assert created.returncode == 0, created.stderr
+        ci = json.loads(created.stdout)
+        listed = sas(at, ci["key"], "tokens", "list")
         assert listed.returncode == 0, listed.stderr
         header, *rows = listed.stdout.splitlines()
         assert header.split() == ["ID", "NAME", "PREFIX", "STATUS", "EXPIRES", "LAST", "USED"]
         assert len(rows) == 3
-        revoked_by_cli = sas(cli, key, "tokens", "revoke", str(other.pk), "--json")
+        shown = sas(at, key, "tokens", "create", "shown")
+        assert shown.returncode == 0 and "key: " in shown.stdout and "this once" in shown.stderr
+        revoked_by_cli = sas(at, key, "tokens", "revoke", str(ci["id"]), "--json")
         assert revoked_by_cli.returncode == 0 and json.loads(revoked_by_cli.stdout)["status"] == "revoked"
-    assert ApiToken.objects.get(pk=other.pk).revoked_at is not None
+    assert ApiToken.objects.get(pk=ci["id"]).revoked_at is not None

@@ -221,7 +221,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--user", help="another user's (administrators)")
     p = command(tokens, "create", cmd_token_create, "a new token: its key is printed this once")
     p.add_argument("name")
-    p.add_argument("--expires-in-days", type=int)
+    p.add_argument("--lifetime-days", type=float, help="days until it expires (default: the longest)")
     p = command(tokens, "revoke", cmd_token_revoke, "revoke a token")
     p.add_argument("id", type=int)
     return top
@@ -424,7 +424,7 @@ def cmd_tokens(client: Client, args: argparse.Namespace, out: TextIO, err: TextI
 
 
 def cmd_token_create(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    token = client.create_token(args.name, expires_in_days=args.expires_in_days)
+    token = client.create_token(args.name, lifetime_days=args.lifetime_days)
     if args.json:
         emit_json(token, out)
     else:

@@ -376,12 +376,13 @@ class Client:
         """Your API tokens (an administrator: `user`'s). Keys are never listed."""
         return self.pages("/api/v1/tokens/", {"user": user})
 
-    def create_token(self, name: str, *, expires_in_days: int | None = None) -> Json:
-        """A new token for you; the answer holds its `key`, shown this once. Sent once: a retry
-        could make a second key nobody saw."""
+    def create_token(self, name: str, *, lifetime_days: float | None = None) -> Json:
+        """A new token acting as you, expiring after `lifetime_days` (the service's longest when
+        None); the answer holds its `key`, shown this once. Sent once: a retry could make a
+        second key nobody saw."""
         body: Json = {"name": name}
-        if expires_in_days is not None:
-            body["expires_in_days"] = expires_in_days
+        if lifetime_days is not None:
+            body["lifetime_days"] = lifetime_days
         answer: Json = self._json("POST", "/api/v1/tokens/", json_body=body)
         return answer
 

@@ -112,6 +112,8 @@ from .step_status_enum import StepStatusEnum
 from .supervisor_status import SupervisorStatus
 from .supervisor_status_last_scan import SupervisorStatusLastScan
 from .token import Token
+from .token_create_request import TokenCreateRequest
+from .token_created import TokenCreated
 from .token_status_enum import TokenStatusEnum
 from .version_enum import VersionEnum
 from .waiting_for import WaitingFor
@@ -227,6 +229,8 @@ __all__ = (
     "SupervisorStatus",
     "SupervisorStatusLastScan",
     "Token",
+    "TokenCreateRequest",
+    "TokenCreated",
     "TokenStatusEnum",
     "VersionEnum",
     "WaitingFor",

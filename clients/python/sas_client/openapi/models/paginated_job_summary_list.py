@@ -19,21 +19,19 @@ T = TypeVar("T", bound="PaginatedJobSummaryList")
 class PaginatedJobSummaryList:
     """
     Attributes:
-        count (int):  Example: 123.
         results (list[JobSummary]):
-        next_ (None | str | Unset):  Example: http://api.example.org/accounts/?page=4.
-        previous (None | str | Unset):  Example: http://api.example.org/accounts/?page=2.
+        next_ (None | str | Unset):  Example: http://api.example.org/accounts/?cursor=cD00ODY%3D".
+        previous (None | str | Unset):  Example: http://api.example.org/accounts/?cursor=cj0xJnA9NDg3.
+        count (int | Unset): How many rows the list holds: only on a numbered page (`?page=n`). Example: 123.
     """
 
-    count: int
     results: list[JobSummary]
     next_: None | str | Unset = UNSET
     previous: None | str | Unset = UNSET
+    count: int | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        count = self.count
-
         results = []
         for results_item_data in self.results:
             results_item = results_item_data.to_dict()
@@ -51,11 +49,12 @@ class PaginatedJobSummaryList:
         else:
             previous = self.previous
 
+        count = self.count
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
             {
-                "count": count,
                 "results": results,
             }
         )
@@ -63,6 +62,8 @@ class PaginatedJobSummaryList:
             field_dict["next"] = next_
         if previous is not UNSET:
             field_dict["previous"] = previous
+        if count is not UNSET:
+            field_dict["count"] = count
 
         return field_dict
 
@@ -71,8 +72,6 @@ class PaginatedJobSummaryList:
         from ..models.job_summary import JobSummary
 
         d = dict(src_dict)
-        count = d.pop("count")
-
         results = []
         _results = d.pop("results")
         for results_item_data in _results:
@@ -98,11 +97,13 @@ class PaginatedJobSummaryList:
 
         previous = _parse_previous(d.pop("previous", UNSET))
 
+        count = d.pop("count", UNSET)
+
         paginated_job_summary_list = cls(
-            count=count,
             results=results,
             next_=next_,
             previous=previous,
+            count=count,
         )
 
         paginated_job_summary_list.additional_properties = d

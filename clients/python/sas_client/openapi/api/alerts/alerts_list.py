@@ -82,7 +82,8 @@ def sync_detailed(
     """Alert subscriptions
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):
@@ -117,7 +118,8 @@ def sync(
     """Alert subscriptions
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):
@@ -147,7 +149,8 @@ async def asyncio_detailed(
     """Alert subscriptions
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):
@@ -180,7 +183,8 @@ async def asyncio(
     """Alert subscriptions
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):

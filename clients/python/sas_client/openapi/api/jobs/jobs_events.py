@@ -15,11 +15,14 @@ from ...types import UNSET, Response, Unset
 def _get_kwargs(
     job_id: UUID,
     *,
+    cursor: str | Unset = UNSET,
     page: int | Unset = UNSET,
     page_size: int | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
+
+    params["cursor"] = cursor
 
     params["page"] = page
 
@@ -87,16 +90,19 @@ def sync_detailed(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    cursor: str | Unset = UNSET,
     page: int | Unset = UNSET,
     page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedEventList]:
     """A job's history, oldest first
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):
+        cursor (str | Unset):
         page (int | Unset):
         page_size (int | Unset):
 
@@ -110,6 +116,7 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         job_id=job_id,
+        cursor=cursor,
         page=page,
         page_size=page_size,
     )
@@ -125,16 +132,19 @@ def sync(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    cursor: str | Unset = UNSET,
     page: int | Unset = UNSET,
     page_size: int | Unset = UNSET,
 ) -> Error | PaginatedEventList | None:
     """A job's history, oldest first
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):
+        cursor (str | Unset):
         page (int | Unset):
         page_size (int | Unset):
 
@@ -149,6 +159,7 @@ def sync(
     return sync_detailed(
         job_id=job_id,
         client=client,
+        cursor=cursor,
         page=page,
         page_size=page_size,
     ).parsed
@@ -158,16 +169,19 @@ async def asyncio_detailed(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    cursor: str | Unset = UNSET,
     page: int | Unset = UNSET,
     page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedEventList]:
     """A job's history, oldest first
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):
+        cursor (str | Unset):
         page (int | Unset):
         page_size (int | Unset):
 
@@ -181,6 +195,7 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         job_id=job_id,
+        cursor=cursor,
         page=page,
         page_size=page_size,
     )
@@ -194,16 +209,19 @@ async def asyncio(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    cursor: str | Unset = UNSET,
     page: int | Unset = UNSET,
     page_size: int | Unset = UNSET,
 ) -> Error | PaginatedEventList | None:
     """A job's history, oldest first
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):
+        cursor (str | Unset):
         page (int | Unset):
         page_size (int | Unset):
 
@@ -219,6 +237,7 @@ async def asyncio(
         await asyncio_detailed(
             job_id=job_id,
             client=client,
+            cursor=cursor,
             page=page,
             page_size=page_size,
         )

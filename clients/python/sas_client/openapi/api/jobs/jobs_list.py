@@ -17,6 +17,7 @@ def _get_kwargs(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
+    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
     page: int | Unset = UNSET,
     page_size: int | Unset = UNSET,
@@ -37,6 +38,8 @@ def _get_kwargs(
     if not isinstance(created_before, Unset):
         json_created_before = created_before.isoformat()
     params["created_before"] = json_created_before
+
+    params["cursor"] = cursor
 
     params["idempotency_key"] = idempotency_key
 
@@ -114,6 +117,7 @@ def sync_detailed(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
+    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
     page: int | Unset = UNSET,
     page_size: int | Unset = UNSET,
@@ -128,6 +132,7 @@ def sync_detailed(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
+        cursor (str | Unset):
         idempotency_key (str | Unset):
         page (int | Unset):
         page_size (int | Unset):
@@ -146,6 +151,7 @@ def sync_detailed(
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
+        cursor=cursor,
         idempotency_key=idempotency_key,
         page=page,
         page_size=page_size,
@@ -166,6 +172,7 @@ def sync(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
+    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
     page: int | Unset = UNSET,
     page_size: int | Unset = UNSET,
@@ -180,6 +187,7 @@ def sync(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
+        cursor (str | Unset):
         idempotency_key (str | Unset):
         page (int | Unset):
         page_size (int | Unset):
@@ -199,6 +207,7 @@ def sync(
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
+        cursor=cursor,
         idempotency_key=idempotency_key,
         page=page,
         page_size=page_size,
@@ -213,6 +222,7 @@ async def asyncio_detailed(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
+    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
     page: int | Unset = UNSET,
     page_size: int | Unset = UNSET,
@@ -227,6 +237,7 @@ async def asyncio_detailed(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
+        cursor (str | Unset):
         idempotency_key (str | Unset):
         page (int | Unset):
         page_size (int | Unset):
@@ -245,6 +256,7 @@ async def asyncio_detailed(
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
+        cursor=cursor,
         idempotency_key=idempotency_key,
         page=page,
         page_size=page_size,
@@ -263,6 +275,7 @@ async def asyncio(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
+    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
     page: int | Unset = UNSET,
     page_size: int | Unset = UNSET,
@@ -277,6 +290,7 @@ async def asyncio(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
+        cursor (str | Unset):
         idempotency_key (str | Unset):
         page (int | Unset):
         page_size (int | Unset):
@@ -297,6 +311,7 @@ async def asyncio(
             business_key=business_key,
             created_after=created_after,
             created_before=created_before,
+            cursor=cursor,
             idempotency_key=idempotency_key,
             page=page,
             page_size=page_size,

@@ -77,7 +77,8 @@ def sync_detailed(
     """A job with its steps and their attempts
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):
@@ -109,7 +110,8 @@ def sync(
     """A job with its steps and their attempts
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):
@@ -136,7 +138,8 @@ async def asyncio_detailed(
     """A job with its steps and their attempts
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):
@@ -166,7 +169,8 @@ async def asyncio(
     """A job with its steps and their attempts
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):

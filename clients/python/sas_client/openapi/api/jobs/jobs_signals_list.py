@@ -93,7 +93,8 @@ def sync_detailed(
     """The signals sent to a job, oldest first
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):
@@ -131,7 +132,8 @@ def sync(
     """The signals sent to a job, oldest first
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):
@@ -164,7 +166,8 @@ async def asyncio_detailed(
     """The signals sent to a job, oldest first
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):
@@ -200,7 +203,8 @@ async def asyncio(
     """The signals sent to a job, oldest first
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         job_id (UUID):

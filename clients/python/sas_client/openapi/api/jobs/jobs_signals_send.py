@@ -86,6 +86,11 @@ def _parse_response(
 
         return response_413
 
+    if response.status_code == 422:
+        response_422 = Error.from_dict(response.json())
+
+        return response_422
+
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
     else:
@@ -115,7 +120,7 @@ def sync_detailed(
      A step of the job that waits for this signal's name takes it, now or as soon as it starts waiting (a
     signal that comes early is kept); its payload becomes that step's output. 202: accepted
     (`consumed_by` names the step if one took it at once). 400: no step of the job's workflow waits for
-    this name. 409: the job is settled or compensating (nothing changes), or the Idempotency-Key was
+    this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key was
     used for another signal.
 
     Args:
@@ -158,7 +163,7 @@ def sync(
      A step of the job that waits for this signal's name takes it, now or as soon as it starts waiting (a
     signal that comes early is kept); its payload becomes that step's output. 202: accepted
     (`consumed_by` names the step if one took it at once). 400: no step of the job's workflow waits for
-    this name. 409: the job is settled or compensating (nothing changes), or the Idempotency-Key was
+    this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key was
     used for another signal.
 
     Args:
@@ -196,7 +201,7 @@ async def asyncio_detailed(
      A step of the job that waits for this signal's name takes it, now or as soon as it starts waiting (a
     signal that comes early is kept); its payload becomes that step's output. 202: accepted
     (`consumed_by` names the step if one took it at once). 400: no step of the job's workflow waits for
-    this name. 409: the job is settled or compensating (nothing changes), or the Idempotency-Key was
+    this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key was
     used for another signal.
 
     Args:
@@ -237,7 +242,7 @@ async def asyncio(
      A step of the job that waits for this signal's name takes it, now or as soon as it starts waiting (a
     signal that comes early is kept); its payload becomes that step's output. 202: accepted
     (`consumed_by` names the step if one took it at once). 400: no step of the job's workflow waits for
-    this name. 409: the job is settled or compensating (nothing changes), or the Idempotency-Key was
+    this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key was
     used for another signal.
 
     Args:

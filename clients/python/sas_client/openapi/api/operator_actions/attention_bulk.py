@@ -8,14 +8,17 @@ from ...client import AuthenticatedClient, Client
 from ...models.bulk_action_request import BulkActionRequest
 from ...models.bulk_result import BulkResult
 from ...models.error import Error
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     *,
     body: BulkActionRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -58,6 +61,11 @@ def _parse_response(
 
         return response_413
 
+    if response.status_code == 422:
+        response_422 = Error.from_dict(response.json())
+
+        return response_422
+
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
     else:
@@ -79,6 +87,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: BulkActionRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[BulkResult | Error]:
     """Retry, compensate or cancel many at once, or say what would happen (dry_run)
 
@@ -86,6 +95,7 @@ def sync_detailed(
     cancel act on each step's job, once per job.
 
     Args:
+        idempotency_key (str | Unset):
         body (BulkActionRequest): Refuses keys it does not declare. Read-only fields are declared,
             so a representation read
             from the API can be sent back as it is.
@@ -105,6 +115,7 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -118,6 +129,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: BulkActionRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> BulkResult | Error | None:
     """Retry, compensate or cancel many at once, or say what would happen (dry_run)
 
@@ -125,6 +137,7 @@ def sync(
     cancel act on each step's job, once per job.
 
     Args:
+        idempotency_key (str | Unset):
         body (BulkActionRequest): Refuses keys it does not declare. Read-only fields are declared,
             so a representation read
             from the API can be sent back as it is.
@@ -145,6 +158,7 @@ def sync(
     return sync_detailed(
         client=client,
         body=body,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -152,6 +166,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: BulkActionRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[BulkResult | Error]:
     """Retry, compensate or cancel many at once, or say what would happen (dry_run)
 
@@ -159,6 +174,7 @@ async def asyncio_detailed(
     cancel act on each step's job, once per job.
 
     Args:
+        idempotency_key (str | Unset):
         body (BulkActionRequest): Refuses keys it does not declare. Read-only fields are declared,
             so a representation read
             from the API can be sent back as it is.
@@ -178,6 +194,7 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -189,6 +206,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: BulkActionRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> BulkResult | Error | None:
     """Retry, compensate or cancel many at once, or say what would happen (dry_run)
 
@@ -196,6 +214,7 @@ async def asyncio(
     cancel act on each step's job, once per job.
 
     Args:
+        idempotency_key (str | Unset):
         body (BulkActionRequest): Refuses keys it does not declare. Read-only fields are declared,
             so a representation read
             from the API can be sent back as it is.
@@ -217,5 +236,6 @@ async def asyncio(
         await asyncio_detailed(
             client=client,
             body=body,
+            idempotency_key=idempotency_key,
         )
     ).parsed

@@ -10,15 +10,18 @@ from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.job import Job
 from ...models.job_rerun_request import JobRerunRequest
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     job_id: UUID,
     *,
     body: JobRerunRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -71,6 +74,11 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_413
 
+    if response.status_code == 422:
+        response_422 = Error.from_dict(response.json())
+
+        return response_422
+
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
     else:
@@ -93,6 +101,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: JobRerunRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Error | Job]:
     """Run a settled job again from a step, as a new job
 
@@ -103,6 +112,7 @@ def sync_detailed(
 
     Args:
         job_id (UUID):
+        idempotency_key (str | Unset):
         body (JobRerunRequest): Refuses keys it does not declare. Read-only fields are declared,
             so a representation read
             from the API can be sent back as it is.
@@ -123,6 +133,7 @@ def sync_detailed(
     kwargs = _get_kwargs(
         job_id=job_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -137,6 +148,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: JobRerunRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Error | Job | None:
     """Run a settled job again from a step, as a new job
 
@@ -147,6 +159,7 @@ def sync(
 
     Args:
         job_id (UUID):
+        idempotency_key (str | Unset):
         body (JobRerunRequest): Refuses keys it does not declare. Read-only fields are declared,
             so a representation read
             from the API can be sent back as it is.
@@ -168,6 +181,7 @@ def sync(
         job_id=job_id,
         client=client,
         body=body,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -176,6 +190,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: JobRerunRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Error | Job]:
     """Run a settled job again from a step, as a new job
 
@@ -186,6 +201,7 @@ async def asyncio_detailed(
 
     Args:
         job_id (UUID):
+        idempotency_key (str | Unset):
         body (JobRerunRequest): Refuses keys it does not declare. Read-only fields are declared,
             so a representation read
             from the API can be sent back as it is.
@@ -206,6 +222,7 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         job_id=job_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -218,6 +235,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: JobRerunRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Error | Job | None:
     """Run a settled job again from a step, as a new job
 
@@ -228,6 +246,7 @@ async def asyncio(
 
     Args:
         job_id (UUID):
+        idempotency_key (str | Unset):
         body (JobRerunRequest): Refuses keys it does not declare. Read-only fields are declared,
             so a representation read
             from the API can be sent back as it is.
@@ -250,5 +269,6 @@ async def asyncio(
             job_id=job_id,
             client=client,
             body=body,
+            idempotency_key=idempotency_key,
         )
     ).parsed

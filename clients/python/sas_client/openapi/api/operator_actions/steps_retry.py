@@ -99,7 +99,8 @@ def sync_detailed(
     """Dispatch a waiting, failed or held step now, optionally on another pool
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         step_id (int):
@@ -141,7 +142,8 @@ def sync(
     """Dispatch a waiting, failed or held step now, optionally on another pool
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         step_id (int):
@@ -178,7 +180,8 @@ async def asyncio_detailed(
     """Dispatch a waiting, failed or held step now, optionally on another pool
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         step_id (int):
@@ -218,7 +221,8 @@ async def asyncio(
     """Dispatch a waiting, failed or held step now, optionally on another pool
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         step_id (int):

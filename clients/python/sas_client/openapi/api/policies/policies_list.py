@@ -82,7 +82,8 @@ def sync_detailed(
     """Remediation policies
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):
@@ -117,7 +118,8 @@ def sync(
     """Remediation policies
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):
@@ -147,7 +149,8 @@ async def asyncio_detailed(
     """Remediation policies
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):
@@ -180,7 +183,8 @@ async def asyncio(
     """Remediation policies
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):

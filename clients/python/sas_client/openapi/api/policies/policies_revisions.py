@@ -87,7 +87,8 @@ def sync_detailed(
     """A policy's versions, newest first: who changed what, and when
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):
@@ -125,7 +126,8 @@ def sync(
     """A policy's versions, newest first: who changed what, and when
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):
@@ -158,7 +160,8 @@ async def asyncio_detailed(
     """A policy's versions, newest first: who changed what, and when
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):
@@ -194,7 +197,8 @@ async def asyncio(
     """A policy's versions, newest first: who changed what, and when
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):

@@ -71,7 +71,8 @@ def sync_detailed(
     """A pool (by name), with the health of its endpoints
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):
@@ -103,7 +104,8 @@ def sync(
     """A pool (by name), with the health of its endpoints
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):
@@ -130,7 +132,8 @@ async def asyncio_detailed(
     """A pool (by name), with the health of its endpoints
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):
@@ -160,7 +163,8 @@ async def asyncio(
     """A pool (by name), with the health of its endpoints
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):

@@ -78,7 +78,8 @@ def sync_detailed(
     """Resume a paused schedule (with catch_up once, a firing missed meanwhile fires once)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):
@@ -110,7 +111,8 @@ def sync(
     """Resume a paused schedule (with catch_up once, a firing missed meanwhile fires once)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):
@@ -137,7 +139,8 @@ async def asyncio_detailed(
     """Resume a paused schedule (with catch_up once, a firing missed meanwhile fires once)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):
@@ -167,7 +170,8 @@ async def asyncio(
     """Resume a paused schedule (with catch_up once, a firing missed meanwhile fires once)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         name (str):

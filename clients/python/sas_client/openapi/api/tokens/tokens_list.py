@@ -81,7 +81,8 @@ def sync_detailed(
     """Your API tokens (an administrator: anyone's, with ?user=)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):
@@ -119,7 +120,8 @@ def sync(
     """Your API tokens (an administrator: anyone's, with ?user=)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):
@@ -152,7 +154,8 @@ async def asyncio_detailed(
     """Your API tokens (an administrator: anyone's, with ?user=)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):
@@ -188,7 +191,8 @@ async def asyncio(
     """Your API tokens (an administrator: anyone's, with ?user=)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
-    `Pagination`.
+    `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
+    `cursor_ordering`).
 
     Args:
         page (int | Unset):
