@@ -352,13 +352,13 @@ def test_sas_wait_exits_4_when_it_times_out_and_3_when_the_job_did_not_succeed(
     demo: Service, running: Service
 ) -> None:
     key = key_of("cli")
-    waiting = json.loads(
-        sas(demo, key, "jobs", "submit", "order_approval", "--input", json.dumps(BIG_ORDER), "--json").stdout
-    )
-    timed_out = sas(demo, key, "jobs", "wait", waiting["id"], "--timeout", "1")
+    submitted = sas(demo, key, "jobs", "submit", "order_approval", "--input", json.dumps(BIG_ORDER), "-q")
+    job_id = submitted.stdout.strip()
+    assert submitted.returncode == 0 and str(uuid.UUID(job_id)) == job_id  # -q prints the id alone
+    timed_out = sas(demo, key, "jobs", "wait", job_id, "--timeout", "1")
     assert timed_out.returncode == 4 and "is still" in timed_out.stderr
-    assert sas(demo, key, "jobs", "cancel", waiting["id"], "--reason", "not needed").returncode == 0
-    cancelled = sas(demo, key, "jobs", "wait", waiting["id"], "--timeout", "60", "--json")
+    assert sas(demo, key, "jobs", "cancel", job_id, "--reason", "not needed").returncode == 0
+    cancelled = sas(demo, key, "jobs", "wait", job_id, "--timeout", "60", "--json")
     assert cancelled.returncode == 3 and json.loads(cancelled.stdout)["status"] == "cancelled"
 
 
@@ -378,6 +378,8 @@ def test_sas_exits_1_with_the_services_detail_and_2_on_bad_usage(demo: Service) 
     key = key_of("cli")
     missing = sas(demo, key, "jobs", "get", str(uuid.uuid4()))
     assert missing.returncode == 1 and "404 not_found" in missing.stderr
+    as_json = sas(demo, key, "--json", "jobs", "get", str(uuid.uuid4()))  # options before the command too
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["error"]["code"] == "not_found"
     assert sas(demo, key, "jobs", "submit", "order_fulfilment", "--input", "{not json").returncode == 2
     assert sas(demo, key, "jobs", "frobnicate").returncode == 2
     refused = sas(demo, "not-a-key", "jobs", "list")

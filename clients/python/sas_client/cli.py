@@ -171,6 +171,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--key", help="the idempotency key (default: a new one)")
     p.add_argument("--business-key")
     p.add_argument("--priority", type=int)
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the job's id")
     p.add_argument("--wait", action="store_true", help="wait until the job settles")
     p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
     p = command(jobs, "submit-batch", cmd_submit_batch, "submit jobs from a file (JSON list or JSON lines)")
@@ -242,10 +243,15 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO, err: TextI
         business_key=args.business_key,
         priority=args.priority,
     )
+    if args.quiet:
+        out.write(f"{job['id']}\n")
+        out.flush()
     if args.wait:
         if not args.json:
             err.write(f"submitted {job['id']}\n")
         return _wait(client, job["id"], args, out, err)
+    if args.quiet:
+        return EXIT_OK
     if args.json:
         emit_json(job, out)
     else:
@@ -316,7 +322,10 @@ def _wait(client: Client, job_id: str, args: argparse.Namespace, out: TextIO, er
         if args.json:
             emit_json(timeout.job, out)
         return EXIT_TIMEOUT
-    emit_json(job, out) if args.json else show_job(job, out)
+    if args.json:
+        emit_json(job, out)
+    elif not getattr(args, "quiet", False):
+        show_job(job, out)
     return wait_exit(job)
 
 
