@@ -154,7 +154,6 @@ def parser() -> argparse.ArgumentParser:
         description="The Scheduler Agent Supervisor's API from the command line.",
         parents=[common],
     )
-    top.set_defaults(url=None, token=None, json=False)
     groups = top.add_subparsers(dest="group", required=True, metavar="{jobs,steps,tokens}")
 
     def command(sub: Any, name: str, run: Callable[..., int], help_text: str) -> argparse.ArgumentParser:
@@ -456,6 +455,11 @@ def _error_json(error: SasApiError) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     args = parser().parse_args(argv)
+    # The shared options are suppressed when absent (so that one given before the command
+    # survives the command's parser): their defaults are set here, once.
+    for name, default in (("url", None), ("token", None), ("json", False)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
     try:
         with Client(args.url, args.token) as client:
             code: int = args.run(client, args, out, err)
