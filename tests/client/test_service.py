@@ -257,6 +257,17 @@ def test_an_error_carries_the_services_status_code_and_detail(client: Client) ->
     assert missing.value.status == 404 and missing.value.code == "not_found"
 
 
+def test_field_errors_of_a_problem_document_reach_the_caller(client: Client) -> None:
+    """The service answers errors as RFC 9457 problem details; the fields at fault come through."""
+    with pytest.raises(SasApiError) as raised:
+        client.request("POST", "/api/v1/jobs/", json_body={"workflow": "", "input": []})
+    error = raised.value
+    assert error.status == 400 and error.code and error.detail
+    assert error.headers["content-type"].startswith("application/problem+json")
+    assert {"workflow", "input"} <= {e.field for e in error.errors}
+    assert all(e.detail for e in error.errors)
+
+
 def test_the_generated_client_shares_the_facades_connection(client: Client) -> None:
     from sas_client.openapi.api.jobs import jobs_read
 

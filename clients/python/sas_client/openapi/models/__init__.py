@@ -29,6 +29,7 @@ from .endpoint_health import EndpointHealth
 from .error import Error
 from .event import Event
 from .event_kind_enum import EventKindEnum
+from .field_error import FieldError
 from .job import Job
 from .job_batch_item_request import JobBatchItemRequest
 from .job_batch_item_request_input import JobBatchItemRequestInput
@@ -152,6 +153,7 @@ __all__ = (
     "Error",
     "Event",
     "EventKindEnum",
+    "FieldError",
     "Job",
     "JobBatchItemRequest",
     "JobBatchItemRequestInput",

@@ -9,33 +9,18 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.paginated_event_list import PaginatedEventList
-from ...types import UNSET, Response, Unset
+from ...types import Response
 
 
 def _get_kwargs(
     job_id: UUID,
-    *,
-    cursor: str | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> dict[str, Any]:
-
-    params: dict[str, Any] = {}
-
-    params["cursor"] = cursor
-
-    params["page"] = page
-
-    params["page_size"] = page_size
-
-    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/api/v1/jobs/{job_id}/events/".format(
             job_id=quote(str(job_id), safe=""),
         ),
-        "params": params,
     }
 
     return _kwargs
@@ -90,9 +75,6 @@ def sync_detailed(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
-    cursor: str | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedEventList]:
     """A job's history, oldest first
 
@@ -102,9 +84,6 @@ def sync_detailed(
 
     Args:
         job_id (UUID):
-        cursor (str | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -116,9 +95,6 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         job_id=job_id,
-        cursor=cursor,
-        page=page,
-        page_size=page_size,
     )
 
     response = client.get_httpx_client().request(
@@ -132,9 +108,6 @@ def sync(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
-    cursor: str | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedEventList | None:
     """A job's history, oldest first
 
@@ -144,9 +117,6 @@ def sync(
 
     Args:
         job_id (UUID):
-        cursor (str | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -159,9 +129,6 @@ def sync(
     return sync_detailed(
         job_id=job_id,
         client=client,
-        cursor=cursor,
-        page=page,
-        page_size=page_size,
     ).parsed
 
 
@@ -169,9 +136,6 @@ async def asyncio_detailed(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
-    cursor: str | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedEventList]:
     """A job's history, oldest first
 
@@ -181,9 +145,6 @@ async def asyncio_detailed(
 
     Args:
         job_id (UUID):
-        cursor (str | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -195,9 +156,6 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         job_id=job_id,
-        cursor=cursor,
-        page=page,
-        page_size=page_size,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -209,9 +167,6 @@ async def asyncio(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
-    cursor: str | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedEventList | None:
     """A job's history, oldest first
 
@@ -221,9 +176,6 @@ async def asyncio(
 
     Args:
         job_id (UUID):
-        cursor (str | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -237,8 +189,5 @@ async def asyncio(
         await asyncio_detailed(
             job_id=job_id,
             client=client,
-            cursor=cursor,
-            page=page,
-            page_size=page_size,
         )
     ).parsed

@@ -17,10 +17,7 @@ def _get_kwargs(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
-    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     status: JobsListStatus | Unset = UNSET,
     workflow: str | Unset = UNSET,
 ) -> dict[str, Any]:
@@ -39,13 +36,7 @@ def _get_kwargs(
         json_created_before = created_before.isoformat()
     params["created_before"] = json_created_before
 
-    params["cursor"] = cursor
-
     params["idempotency_key"] = idempotency_key
-
-    params["page"] = page
-
-    params["page_size"] = page_size
 
     json_status: str | Unset = UNSET
     if not isinstance(status, Unset):
@@ -117,10 +108,7 @@ def sync_detailed(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
-    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     status: JobsListStatus | Unset = UNSET,
     workflow: str | Unset = UNSET,
 ) -> Response[Error | PaginatedJobSummaryList]:
@@ -132,10 +120,7 @@ def sync_detailed(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
-        cursor (str | Unset):
         idempotency_key (str | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
         status (JobsListStatus | Unset):
         workflow (str | Unset):
 
@@ -151,10 +136,7 @@ def sync_detailed(
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
-        cursor=cursor,
         idempotency_key=idempotency_key,
-        page=page,
-        page_size=page_size,
         status=status,
         workflow=workflow,
     )
@@ -172,10 +154,7 @@ def sync(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
-    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     status: JobsListStatus | Unset = UNSET,
     workflow: str | Unset = UNSET,
 ) -> Error | PaginatedJobSummaryList | None:
@@ -187,10 +166,7 @@ def sync(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
-        cursor (str | Unset):
         idempotency_key (str | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
         status (JobsListStatus | Unset):
         workflow (str | Unset):
 
@@ -207,10 +183,7 @@ def sync(
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
-        cursor=cursor,
         idempotency_key=idempotency_key,
-        page=page,
-        page_size=page_size,
         status=status,
         workflow=workflow,
     ).parsed
@@ -222,10 +195,7 @@ async def asyncio_detailed(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
-    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     status: JobsListStatus | Unset = UNSET,
     workflow: str | Unset = UNSET,
 ) -> Response[Error | PaginatedJobSummaryList]:
@@ -237,10 +207,7 @@ async def asyncio_detailed(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
-        cursor (str | Unset):
         idempotency_key (str | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
         status (JobsListStatus | Unset):
         workflow (str | Unset):
 
@@ -256,10 +223,7 @@ async def asyncio_detailed(
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
-        cursor=cursor,
         idempotency_key=idempotency_key,
-        page=page,
-        page_size=page_size,
         status=status,
         workflow=workflow,
     )
@@ -275,10 +239,7 @@ async def asyncio(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
-    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     status: JobsListStatus | Unset = UNSET,
     workflow: str | Unset = UNSET,
 ) -> Error | PaginatedJobSummaryList | None:
@@ -290,10 +251,7 @@ async def asyncio(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
-        cursor (str | Unset):
         idempotency_key (str | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
         status (JobsListStatus | Unset):
         workflow (str | Unset):
 
@@ -311,10 +269,7 @@ async def asyncio(
             business_key=business_key,
             created_after=created_after,
             created_before=created_before,
-            cursor=cursor,
             idempotency_key=idempotency_key,
-            page=page,
-            page_size=page_size,
             status=status,
             workflow=workflow,
         )

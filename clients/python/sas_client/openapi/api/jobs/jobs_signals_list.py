@@ -9,30 +9,18 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.paginated_signal_list import PaginatedSignalList
-from ...types import UNSET, Response, Unset
+from ...types import Response
 
 
 def _get_kwargs(
     job_id: UUID,
-    *,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> dict[str, Any]:
-
-    params: dict[str, Any] = {}
-
-    params["page"] = page
-
-    params["page_size"] = page_size
-
-    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/api/v1/jobs/{job_id}/signals/".format(
             job_id=quote(str(job_id), safe=""),
         ),
-        "params": params,
     }
 
     return _kwargs
@@ -87,8 +75,6 @@ def sync_detailed(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedSignalList]:
     """The signals sent to a job, oldest first
 
@@ -98,8 +84,6 @@ def sync_detailed(
 
     Args:
         job_id (UUID):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -111,8 +95,6 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         job_id=job_id,
-        page=page,
-        page_size=page_size,
     )
 
     response = client.get_httpx_client().request(
@@ -126,8 +108,6 @@ def sync(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedSignalList | None:
     """The signals sent to a job, oldest first
 
@@ -137,8 +117,6 @@ def sync(
 
     Args:
         job_id (UUID):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -151,8 +129,6 @@ def sync(
     return sync_detailed(
         job_id=job_id,
         client=client,
-        page=page,
-        page_size=page_size,
     ).parsed
 
 
@@ -160,8 +136,6 @@ async def asyncio_detailed(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedSignalList]:
     """The signals sent to a job, oldest first
 
@@ -171,8 +145,6 @@ async def asyncio_detailed(
 
     Args:
         job_id (UUID):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -184,8 +156,6 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         job_id=job_id,
-        page=page,
-        page_size=page_size,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -197,8 +167,6 @@ async def asyncio(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedSignalList | None:
     """The signals sent to a job, oldest first
 
@@ -208,8 +176,6 @@ async def asyncio(
 
     Args:
         job_id (UUID):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -223,7 +189,5 @@ async def asyncio(
         await asyncio_detailed(
             job_id=job_id,
             client=client,
-            page=page,
-            page_size=page_size,
         )
     ).parsed

@@ -9,24 +9,13 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.paginated_step_item_list import PaginatedStepItemList
-from ...types import UNSET, Response, Unset
+from ...types import Response
 
 
 def _get_kwargs(
     job_id: UUID,
     step_name: str,
-    *,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> dict[str, Any]:
-
-    params: dict[str, Any] = {}
-
-    params["page"] = page
-
-    params["page_size"] = page_size
-
-    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
@@ -34,7 +23,6 @@ def _get_kwargs(
             job_id=quote(str(job_id), safe=""),
             step_name=quote(str(step_name), safe=""),
         ),
-        "params": params,
     }
 
     return _kwargs
@@ -90,8 +78,6 @@ def sync_detailed(
     step_name: str,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedStepItemList]:
     """A fan-out step's items, in list order
 
@@ -101,8 +87,6 @@ def sync_detailed(
     Args:
         job_id (UUID):
         step_name (str):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -115,8 +99,6 @@ def sync_detailed(
     kwargs = _get_kwargs(
         job_id=job_id,
         step_name=step_name,
-        page=page,
-        page_size=page_size,
     )
 
     response = client.get_httpx_client().request(
@@ -131,8 +113,6 @@ def sync(
     step_name: str,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedStepItemList | None:
     """A fan-out step's items, in list order
 
@@ -142,8 +122,6 @@ def sync(
     Args:
         job_id (UUID):
         step_name (str):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -157,8 +135,6 @@ def sync(
         job_id=job_id,
         step_name=step_name,
         client=client,
-        page=page,
-        page_size=page_size,
     ).parsed
 
 
@@ -167,8 +143,6 @@ async def asyncio_detailed(
     step_name: str,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedStepItemList]:
     """A fan-out step's items, in list order
 
@@ -178,8 +152,6 @@ async def asyncio_detailed(
     Args:
         job_id (UUID):
         step_name (str):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -192,8 +164,6 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         job_id=job_id,
         step_name=step_name,
-        page=page,
-        page_size=page_size,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -206,8 +176,6 @@ async def asyncio(
     step_name: str,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedStepItemList | None:
     """A fan-out step's items, in list order
 
@@ -217,8 +185,6 @@ async def asyncio(
     Args:
         job_id (UUID):
         step_name (str):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -233,7 +199,5 @@ async def asyncio(
             job_id=job_id,
             step_name=step_name,
             client=client,
-            page=page,
-            page_size=page_size,
         )
     ).parsed

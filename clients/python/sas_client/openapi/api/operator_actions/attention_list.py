@@ -13,8 +13,6 @@ from ...types import UNSET, Response, Unset
 def _get_kwargs(
     *,
     older_than_minutes: int | None | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     pool: str | Unset = UNSET,
     step: str | Unset = UNSET,
     workflow: str | Unset = UNSET,
@@ -28,10 +26,6 @@ def _get_kwargs(
     else:
         json_older_than_minutes = older_than_minutes
     params["older_than_minutes"] = json_older_than_minutes
-
-    params["page"] = page
-
-    params["page_size"] = page_size
 
     params["pool"] = pool
 
@@ -99,8 +93,6 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     older_than_minutes: int | None | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     pool: str | Unset = UNSET,
     step: str | Unset = UNSET,
     workflow: str | Unset = UNSET,
@@ -112,8 +104,6 @@ def sync_detailed(
 
     Args:
         older_than_minutes (int | None | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
         pool (str | Unset):
         step (str | Unset):
         workflow (str | Unset):
@@ -128,8 +118,6 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         older_than_minutes=older_than_minutes,
-        page=page,
-        page_size=page_size,
         pool=pool,
         step=step,
         workflow=workflow,
@@ -146,8 +134,6 @@ def sync(
     *,
     client: AuthenticatedClient,
     older_than_minutes: int | None | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     pool: str | Unset = UNSET,
     step: str | Unset = UNSET,
     workflow: str | Unset = UNSET,
@@ -159,8 +145,6 @@ def sync(
 
     Args:
         older_than_minutes (int | None | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
         pool (str | Unset):
         step (str | Unset):
         workflow (str | Unset):
@@ -176,8 +160,6 @@ def sync(
     return sync_detailed(
         client=client,
         older_than_minutes=older_than_minutes,
-        page=page,
-        page_size=page_size,
         pool=pool,
         step=step,
         workflow=workflow,
@@ -188,8 +170,6 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     older_than_minutes: int | None | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     pool: str | Unset = UNSET,
     step: str | Unset = UNSET,
     workflow: str | Unset = UNSET,
@@ -201,8 +181,6 @@ async def asyncio_detailed(
 
     Args:
         older_than_minutes (int | None | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
         pool (str | Unset):
         step (str | Unset):
         workflow (str | Unset):
@@ -217,8 +195,6 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         older_than_minutes=older_than_minutes,
-        page=page,
-        page_size=page_size,
         pool=pool,
         step=step,
         workflow=workflow,
@@ -233,8 +209,6 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     older_than_minutes: int | None | Unset = UNSET,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     pool: str | Unset = UNSET,
     step: str | Unset = UNSET,
     workflow: str | Unset = UNSET,
@@ -246,8 +220,6 @@ async def asyncio(
 
     Args:
         older_than_minutes (int | None | Unset):
-        page (int | Unset):
-        page_size (int | Unset):
         pool (str | Unset):
         step (str | Unset):
         workflow (str | Unset):
@@ -264,8 +236,6 @@ async def asyncio(
         await asyncio_detailed(
             client=client,
             older_than_minutes=older_than_minutes,
-            page=page,
-            page_size=page_size,
             pool=pool,
             step=step,
             workflow=workflow,

@@ -8,30 +8,18 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.paginated_policy_revision_list import PaginatedPolicyRevisionList
-from ...types import UNSET, Response, Unset
+from ...types import Response
 
 
 def _get_kwargs(
     name: str,
-    *,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> dict[str, Any]:
-
-    params: dict[str, Any] = {}
-
-    params["page"] = page
-
-    params["page_size"] = page_size
-
-    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/api/v1/policies/{name}/revisions/".format(
             name=quote(str(name), safe=""),
         ),
-        "params": params,
     }
 
     return _kwargs
@@ -81,8 +69,6 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedPolicyRevisionList]:
     """A policy's versions, newest first: who changed what, and when
 
@@ -92,8 +78,6 @@ def sync_detailed(
 
     Args:
         name (str):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -105,8 +89,6 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         name=name,
-        page=page,
-        page_size=page_size,
     )
 
     response = client.get_httpx_client().request(
@@ -120,8 +102,6 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedPolicyRevisionList | None:
     """A policy's versions, newest first: who changed what, and when
 
@@ -131,8 +111,6 @@ def sync(
 
     Args:
         name (str):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -145,8 +123,6 @@ def sync(
     return sync_detailed(
         name=name,
         client=client,
-        page=page,
-        page_size=page_size,
     ).parsed
 
 
@@ -154,8 +130,6 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedPolicyRevisionList]:
     """A policy's versions, newest first: who changed what, and when
 
@@ -165,8 +139,6 @@ async def asyncio_detailed(
 
     Args:
         name (str):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -178,8 +150,6 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         name=name,
-        page=page,
-        page_size=page_size,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -191,8 +161,6 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedPolicyRevisionList | None:
     """A policy's versions, newest first: who changed what, and when
 
@@ -202,8 +170,6 @@ async def asyncio(
 
     Args:
         name (str):
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -217,7 +183,5 @@ async def asyncio(
         await asyncio_detailed(
             name=name,
             client=client,
-            page=page,
-            page_size=page_size,
         )
     ).parsed

@@ -7,27 +7,14 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.paginated_pool_list import PaginatedPoolList
-from ...types import UNSET, Response, Unset
+from ...types import Response
 
 
-def _get_kwargs(
-    *,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
-) -> dict[str, Any]:
-
-    params: dict[str, Any] = {}
-
-    params["page"] = page
-
-    params["page_size"] = page_size
-
-    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+def _get_kwargs() -> dict[str, Any]:
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/api/v1/pools/",
-        "params": params,
     }
 
     return _kwargs
@@ -76,18 +63,12 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedPoolList]:
     """Agent pools, with the health of their endpoints
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
     `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
     `cursor_ordering`).
-
-    Args:
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -97,10 +78,7 @@ def sync_detailed(
         Response[Error | PaginatedPoolList]
     """
 
-    kwargs = _get_kwargs(
-        page=page,
-        page_size=page_size,
-    )
+    kwargs = _get_kwargs()
 
     response = client.get_httpx_client().request(
         **kwargs,
@@ -112,18 +90,12 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedPoolList | None:
     """Agent pools, with the health of their endpoints
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
     `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
     `cursor_ordering`).
-
-    Args:
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -135,26 +107,18 @@ def sync(
 
     return sync_detailed(
         client=client,
-        page=page,
-        page_size=page_size,
     ).parsed
 
 
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedPoolList]:
     """Agent pools, with the health of their endpoints
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
     `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
     `cursor_ordering`).
-
-    Args:
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -164,10 +128,7 @@ async def asyncio_detailed(
         Response[Error | PaginatedPoolList]
     """
 
-    kwargs = _get_kwargs(
-        page=page,
-        page_size=page_size,
-    )
+    kwargs = _get_kwargs()
 
     response = await client.get_async_httpx_client().request(**kwargs)
 
@@ -177,18 +138,12 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedPoolList | None:
     """Agent pools, with the health of their endpoints
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
     `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
     `cursor_ordering`).
-
-    Args:
-        page (int | Unset):
-        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -201,7 +156,5 @@ async def asyncio(
     return (
         await asyncio_detailed(
             client=client,
-            page=page,
-            page_size=page_size,
         )
     ).parsed

@@ -12,16 +12,10 @@ from ...types import UNSET, Response, Unset
 
 def _get_kwargs(
     *,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     user: str | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
-
-    params["page"] = page
-
-    params["page_size"] = page_size
 
     params["user"] = user
 
@@ -74,8 +68,6 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     user: str | Unset = UNSET,
 ) -> Response[Error | PaginatedTokenList]:
     """Your API tokens (an administrator: anyone's, with ?user=)
@@ -85,8 +77,6 @@ def sync_detailed(
     `cursor_ordering`).
 
     Args:
-        page (int | Unset):
-        page_size (int | Unset):
         user (str | Unset):
 
     Raises:
@@ -98,8 +88,6 @@ def sync_detailed(
     """
 
     kwargs = _get_kwargs(
-        page=page,
-        page_size=page_size,
         user=user,
     )
 
@@ -113,8 +101,6 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     user: str | Unset = UNSET,
 ) -> Error | PaginatedTokenList | None:
     """Your API tokens (an administrator: anyone's, with ?user=)
@@ -124,8 +110,6 @@ def sync(
     `cursor_ordering`).
 
     Args:
-        page (int | Unset):
-        page_size (int | Unset):
         user (str | Unset):
 
     Raises:
@@ -138,8 +122,6 @@ def sync(
 
     return sync_detailed(
         client=client,
-        page=page,
-        page_size=page_size,
         user=user,
     ).parsed
 
@@ -147,8 +129,6 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     user: str | Unset = UNSET,
 ) -> Response[Error | PaginatedTokenList]:
     """Your API tokens (an administrator: anyone's, with ?user=)
@@ -158,8 +138,6 @@ async def asyncio_detailed(
     `cursor_ordering`).
 
     Args:
-        page (int | Unset):
-        page_size (int | Unset):
         user (str | Unset):
 
     Raises:
@@ -171,8 +149,6 @@ async def asyncio_detailed(
     """
 
     kwargs = _get_kwargs(
-        page=page,
-        page_size=page_size,
         user=user,
     )
 
@@ -184,8 +160,6 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-    page: int | Unset = UNSET,
-    page_size: int | Unset = UNSET,
     user: str | Unset = UNSET,
 ) -> Error | PaginatedTokenList | None:
     """Your API tokens (an administrator: anyone's, with ?user=)
@@ -195,8 +169,6 @@ async def asyncio(
     `cursor_ordering`).
 
     Args:
-        page (int | Unset):
-        page_size (int | Unset):
         user (str | Unset):
 
     Raises:
@@ -210,8 +182,6 @@ async def asyncio(
     return (
         await asyncio_detailed(
             client=client,
-            page=page,
-            page_size=page_size,
             user=user,
         )
     ).parsed
