@@ -373,6 +373,30 @@ def test_sas_wait_exits_4_when_it_times_out_and_3_when_the_job_did_not_succeed(
     assert cancelled.returncode == 3 and json.loads(cancelled.stdout)["status"] == "cancelled"
 
 
+def test_sas_approves_and_signals_a_waiting_job_through_to_success(demo: Service, running: Service) -> None:
+    key = key_of("cli")
+    job_id = sas(
+        demo, key, "jobs", "submit", "order_approval", "--input", json.dumps(BIG_ORDER), "-q"
+    ).stdout.strip()
+
+    def step_waiting(name: str) -> bool:
+        job = json.loads(sas(demo, key, "jobs", "get", job_id, "--json").stdout)
+        return any(s["name"] == name and s["status"] == "waiting" for s in job["steps"])
+
+    wait_until(lambda: step_waiting("approve_charge"), timeout=60, message="the approval waiting")
+    approved = sas(demo, key, "steps", "approve", job_id, "approve_charge", "--comment", "known customer")
+    assert approved.returncode == 0 and approved.stdout.split()[:3] == ["STEP", "ID", "NAME"]
+    signalled = sas(
+        demo, key, "jobs", "signal", job_id, "shipped", "--payload", '{"tracking": "T-1"}', "--json"
+    )
+    assert signalled.returncode == 0 and json.loads(signalled.stdout)["name"] == "shipped"
+    done = sas(demo, key, "jobs", "wait", job_id, "--timeout", "90")
+    assert done.returncode == 0, done.stderr
+    assert [line.split() for line in done.stdout.splitlines() if line.startswith("status ")] == [
+        ["status", "succeeded"]
+    ]
+
+
 def test_sas_submits_a_batch_from_json_lines(demo: Service, tmp_path: Path) -> None:
     lines = tmp_path / "orders.jsonl"
     lines.write_text(
