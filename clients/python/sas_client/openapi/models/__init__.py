@@ -7,6 +7,14 @@ from .alert_subscription import AlertSubscription
 from .alert_subscription_created import AlertSubscriptionCreated
 from .alert_subscription_replace_request import AlertSubscriptionReplaceRequest
 from .alert_subscription_write_request import AlertSubscriptionWriteRequest
+from .alert_webhook_type_0 import AlertWebhookType0
+from .alert_webhook_type_0_alert import AlertWebhookType0Alert
+from .alert_webhook_type_1 import AlertWebhookType1
+from .alert_webhook_type_1_alert import AlertWebhookType1Alert
+from .alert_webhook_type_2 import AlertWebhookType2
+from .alert_webhook_type_2_alert import AlertWebhookType2Alert
+from .alert_webhook_type_3 import AlertWebhookType3
+from .alert_webhook_type_3_alert import AlertWebhookType3Alert
 from .approval_decision_request import ApprovalDecisionRequest
 from .attempt import Attempt
 from .attempt_callback_outcome_enum import AttemptCallbackOutcomeEnum
@@ -24,6 +32,8 @@ from .callback import Callback
 from .callback_secret import CallbackSecret
 from .callback_status_enum import CallbackStatusEnum
 from .catch_up_enum import CatchUpEnum
+from .completion_callback import CompletionCallback
+from .completion_callback_status import CompletionCallbackStatus
 from .endpoint import Endpoint
 from .endpoint_health import EndpointHealth
 from .error import Error
@@ -87,6 +97,8 @@ from .pool_replace_request_endpoints_item_type_1 import (
 from .pool_write_request import PoolWriteRequest
 from .pool_write_request_endpoints_item_type_1 import PoolWriteRequestEndpointsItemType1
 from .recorded_enum import RecordedEnum
+from .remote_call import RemoteCall
+from .remote_call_results import RemoteCallResults
 from .retry_on_enum import RetryOnEnum
 from .revoke_request import RevokeRequest
 from .schedule import Schedule
@@ -131,6 +143,14 @@ __all__ = (
     "AlertSubscriptionCreated",
     "AlertSubscriptionReplaceRequest",
     "AlertSubscriptionWriteRequest",
+    "AlertWebhookType0",
+    "AlertWebhookType0Alert",
+    "AlertWebhookType1",
+    "AlertWebhookType1Alert",
+    "AlertWebhookType2",
+    "AlertWebhookType2Alert",
+    "AlertWebhookType3",
+    "AlertWebhookType3Alert",
     "ApprovalDecisionRequest",
     "Attempt",
     "AttemptCallbackOutcomeEnum",
@@ -148,6 +168,8 @@ __all__ = (
     "CallbackSecret",
     "CallbackStatusEnum",
     "CatchUpEnum",
+    "CompletionCallback",
+    "CompletionCallbackStatus",
     "Endpoint",
     "EndpointHealth",
     "Error",
@@ -205,6 +227,8 @@ __all__ = (
     "PoolWriteRequest",
     "PoolWriteRequestEndpointsItemType1",
     "RecordedEnum",
+    "RemoteCall",
+    "RemoteCallResults",
     "RetryOnEnum",
     "RevokeRequest",
     "Schedule",

@@ -112,9 +112,9 @@ class AttentionItem:
             try:
                 if not isinstance(data, dict):
                     raise TypeError()
-                last_event_type_1 = LastEvent.from_dict(data)
+                last_event_type_0 = LastEvent.from_dict(data)
 
-                return last_event_type_1
+                return last_event_type_0
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
             return cast(LastEvent | None, data)

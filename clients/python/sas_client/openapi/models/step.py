@@ -285,9 +285,9 @@ class Step:
             try:
                 if not isinstance(data, dict):
                     raise TypeError()
-                waiting_for_type_1 = WaitingFor.from_dict(data)
+                waiting_for_type_0 = WaitingFor.from_dict(data)
 
-                return waiting_for_type_1
+                return waiting_for_type_0
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
             return cast(None | WaitingFor, data)
