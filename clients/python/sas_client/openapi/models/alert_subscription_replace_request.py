@@ -16,7 +16,8 @@ class AlertSubscriptionReplaceRequest:
     """Replacing a subscription (PUT) states every value; it cannot be renamed.
 
     Attributes:
-        webhook_url (str): POSTed each alert as JSON, signed with X-SAS-Signature; to hosts the webhook lists allow.
+        webhook_url (str): POSTed each alert as JSON, signed the Standard Webhooks way (webhook-signature, docs/api.md);
+            to hosts the webhook lists allow.
         email (str):
         kinds (list[KindsEnum]): The alert kinds wanted (default: all).
         enabled (bool):

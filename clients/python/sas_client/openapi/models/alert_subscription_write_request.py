@@ -18,8 +18,8 @@ class AlertSubscriptionWriteRequest:
 
         Attributes:
             name (str):
-            webhook_url (str | Unset): POSTed each alert as JSON, signed with X-SAS-Signature; to hosts the webhook lists
-                allow.
+            webhook_url (str | Unset): POSTed each alert as JSON, signed the Standard Webhooks way (webhook-signature,
+                docs/api.md); to hosts the webhook lists allow.
             email (str | Unset):
             kinds (list[KindsEnum] | Unset): The alert kinds wanted (default: all).
             enabled (bool | Unset):

@@ -27,8 +27,9 @@ class JobBatchItemRequest:
             workflow (str): Name of the workflow (its latest version).
             input_ (JobBatchItemRequestInput): The job's input: a JSON object, passed to every step.
             callback_url (None | str | Unset): Where to POST the job's summary (id, workflow, status, result, finished_at)
-                when it settles: http(s), to hosts the callback lists allow (docs/security.md). Signed with X-SAS-Signature and
-                sent with Idempotency-Key `<job id>:<status>`, at least once.
+                when it settles: http(s), to hosts the callback lists allow (docs/security.md). Signed with the webhook-id,
+                webhook-timestamp and webhook-signature headers of Standard Webhooks (docs/api.md) and sent with Idempotency-Key
+                `<job id>:<status>`, at least once.
             business_key (None | str | Unset): Your own name for what the job is about ("order 1001"): searchable, not
                 unique.
             priority (int | None | Unset): Among steps waiting for a limited pool, higher goes first (default 0).
