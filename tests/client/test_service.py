@@ -124,6 +124,16 @@ def test_a_submission_sent_again_with_its_key_finds_the_same_job(client: Client)
     assert [j["id"] for j in client.jobs(idempotency_key="order-1001")] == [first["id"]]
 
 
+def test_a_key_sent_again_with_another_body_is_refused_and_not_retried(client: Client) -> None:
+    sent: list[RetryEvent] = []
+    client.transport.on_retry = sent.append
+    client.submit("order_fulfilment", ORDER, idempotency_key="order-1002")
+    with pytest.raises(SasApiError) as raised:
+        client.submit("order_fulfilment", {**ORDER, "amount": 11}, idempotency_key="order-1002")
+    assert raised.value.status == 422 and raised.value.code and raised.value.detail
+    assert not sent
+
+
 def test_a_wait_that_runs_out_of_time_raises_with_the_last_state(client: Client) -> None:
     job = client.submit("order_approval", BIG_ORDER)
     with pytest.raises(SasWaitTimeout) as raised:
