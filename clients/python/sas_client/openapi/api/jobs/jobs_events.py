@@ -9,18 +9,33 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.paginated_event_list import PaginatedEventList
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     job_id: UUID,
+    *,
+    cursor: str | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["cursor"] = cursor
+
+    params["page"] = page
+
+    params["page_size"] = page_size
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/api/v1/jobs/{job_id}/events/".format(
             job_id=quote(str(job_id), safe=""),
         ),
+        "params": params,
     }
 
     return _kwargs
@@ -80,6 +95,9 @@ def sync_detailed(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    cursor: str | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedEventList]:
     """A job's history, oldest first
 
@@ -89,6 +107,9 @@ def sync_detailed(
 
     Args:
         job_id (UUID):
+        cursor (str | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -100,6 +121,9 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         job_id=job_id,
+        cursor=cursor,
+        page=page,
+        page_size=page_size,
     )
 
     response = client.get_httpx_client().request(
@@ -113,6 +137,9 @@ def sync(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    cursor: str | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedEventList | None:
     """A job's history, oldest first
 
@@ -122,6 +149,9 @@ def sync(
 
     Args:
         job_id (UUID):
+        cursor (str | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -134,6 +164,9 @@ def sync(
     return sync_detailed(
         job_id=job_id,
         client=client,
+        cursor=cursor,
+        page=page,
+        page_size=page_size,
     ).parsed
 
 
@@ -141,6 +174,9 @@ async def asyncio_detailed(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    cursor: str | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedEventList]:
     """A job's history, oldest first
 
@@ -150,6 +186,9 @@ async def asyncio_detailed(
 
     Args:
         job_id (UUID):
+        cursor (str | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -161,6 +200,9 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         job_id=job_id,
+        cursor=cursor,
+        page=page,
+        page_size=page_size,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -172,6 +214,9 @@ async def asyncio(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    cursor: str | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedEventList | None:
     """A job's history, oldest first
 
@@ -181,6 +226,9 @@ async def asyncio(
 
     Args:
         job_id (UUID):
+        cursor (str | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -194,5 +242,8 @@ async def asyncio(
         await asyncio_detailed(
             job_id=job_id,
             client=client,
+            cursor=cursor,
+            page=page,
+            page_size=page_size,
         )
     ).parsed

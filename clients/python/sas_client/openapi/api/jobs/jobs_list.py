@@ -17,7 +17,10 @@ def _get_kwargs(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
+    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     status: JobsListStatus | Unset = UNSET,
     workflow: str | Unset = UNSET,
 ) -> dict[str, Any]:
@@ -36,7 +39,13 @@ def _get_kwargs(
         json_created_before = created_before.isoformat()
     params["created_before"] = json_created_before
 
+    params["cursor"] = cursor
+
     params["idempotency_key"] = idempotency_key
+
+    params["page"] = page
+
+    params["page_size"] = page_size
 
     json_status: str | Unset = UNSET
     if not isinstance(status, Unset):
@@ -113,7 +122,10 @@ def sync_detailed(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
+    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     status: JobsListStatus | Unset = UNSET,
     workflow: str | Unset = UNSET,
 ) -> Response[Error | PaginatedJobSummaryList]:
@@ -125,7 +137,10 @@ def sync_detailed(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
+        cursor (str | Unset):
         idempotency_key (str | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
         status (JobsListStatus | Unset):
         workflow (str | Unset):
 
@@ -141,7 +156,10 @@ def sync_detailed(
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
+        cursor=cursor,
         idempotency_key=idempotency_key,
+        page=page,
+        page_size=page_size,
         status=status,
         workflow=workflow,
     )
@@ -159,7 +177,10 @@ def sync(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
+    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     status: JobsListStatus | Unset = UNSET,
     workflow: str | Unset = UNSET,
 ) -> Error | PaginatedJobSummaryList | None:
@@ -171,7 +192,10 @@ def sync(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
+        cursor (str | Unset):
         idempotency_key (str | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
         status (JobsListStatus | Unset):
         workflow (str | Unset):
 
@@ -188,7 +212,10 @@ def sync(
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
+        cursor=cursor,
         idempotency_key=idempotency_key,
+        page=page,
+        page_size=page_size,
         status=status,
         workflow=workflow,
     ).parsed
@@ -200,7 +227,10 @@ async def asyncio_detailed(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
+    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     status: JobsListStatus | Unset = UNSET,
     workflow: str | Unset = UNSET,
 ) -> Response[Error | PaginatedJobSummaryList]:
@@ -212,7 +242,10 @@ async def asyncio_detailed(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
+        cursor (str | Unset):
         idempotency_key (str | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
         status (JobsListStatus | Unset):
         workflow (str | Unset):
 
@@ -228,7 +261,10 @@ async def asyncio_detailed(
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
+        cursor=cursor,
         idempotency_key=idempotency_key,
+        page=page,
+        page_size=page_size,
         status=status,
         workflow=workflow,
     )
@@ -244,7 +280,10 @@ async def asyncio(
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
+    cursor: str | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     status: JobsListStatus | Unset = UNSET,
     workflow: str | Unset = UNSET,
 ) -> Error | PaginatedJobSummaryList | None:
@@ -256,7 +295,10 @@ async def asyncio(
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
+        cursor (str | Unset):
         idempotency_key (str | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
         status (JobsListStatus | Unset):
         workflow (str | Unset):
 
@@ -274,7 +316,10 @@ async def asyncio(
             business_key=business_key,
             created_after=created_after,
             created_before=created_before,
+            cursor=cursor,
             idempotency_key=idempotency_key,
+            page=page,
+            page_size=page_size,
             status=status,
             workflow=workflow,
         )

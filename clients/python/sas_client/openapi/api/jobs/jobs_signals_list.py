@@ -9,18 +9,30 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.paginated_signal_list import PaginatedSignalList
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     job_id: UUID,
+    *,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["page"] = page
+
+    params["page_size"] = page_size
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/api/v1/jobs/{job_id}/signals/".format(
             job_id=quote(str(job_id), safe=""),
         ),
+        "params": params,
     }
 
     return _kwargs
@@ -80,6 +92,8 @@ def sync_detailed(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedSignalList]:
     """The signals sent to a job, oldest first
 
@@ -89,6 +103,8 @@ def sync_detailed(
 
     Args:
         job_id (UUID):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -100,6 +116,8 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         job_id=job_id,
+        page=page,
+        page_size=page_size,
     )
 
     response = client.get_httpx_client().request(
@@ -113,6 +131,8 @@ def sync(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedSignalList | None:
     """The signals sent to a job, oldest first
 
@@ -122,6 +142,8 @@ def sync(
 
     Args:
         job_id (UUID):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -134,6 +156,8 @@ def sync(
     return sync_detailed(
         job_id=job_id,
         client=client,
+        page=page,
+        page_size=page_size,
     ).parsed
 
 
@@ -141,6 +165,8 @@ async def asyncio_detailed(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedSignalList]:
     """The signals sent to a job, oldest first
 
@@ -150,6 +176,8 @@ async def asyncio_detailed(
 
     Args:
         job_id (UUID):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -161,6 +189,8 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         job_id=job_id,
+        page=page,
+        page_size=page_size,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -172,6 +202,8 @@ async def asyncio(
     job_id: UUID,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedSignalList | None:
     """The signals sent to a job, oldest first
 
@@ -181,6 +213,8 @@ async def asyncio(
 
     Args:
         job_id (UUID):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -194,5 +228,7 @@ async def asyncio(
         await asyncio_detailed(
             job_id=job_id,
             client=client,
+            page=page,
+            page_size=page_size,
         )
     ).parsed

@@ -9,13 +9,24 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.paginated_step_item_list import PaginatedStepItemList
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     job_id: UUID,
     step_name: str,
+    *,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["page"] = page
+
+    params["page_size"] = page_size
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
@@ -23,6 +34,7 @@ def _get_kwargs(
             job_id=quote(str(job_id), safe=""),
             step_name=quote(str(step_name), safe=""),
         ),
+        "params": params,
     }
 
     return _kwargs
@@ -83,6 +95,8 @@ def sync_detailed(
     step_name: str,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedStepItemList]:
     """A fan-out step's items, in list order
 
@@ -92,6 +106,8 @@ def sync_detailed(
     Args:
         job_id (UUID):
         step_name (str):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -104,6 +120,8 @@ def sync_detailed(
     kwargs = _get_kwargs(
         job_id=job_id,
         step_name=step_name,
+        page=page,
+        page_size=page_size,
     )
 
     response = client.get_httpx_client().request(
@@ -118,6 +136,8 @@ def sync(
     step_name: str,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedStepItemList | None:
     """A fan-out step's items, in list order
 
@@ -127,6 +147,8 @@ def sync(
     Args:
         job_id (UUID):
         step_name (str):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -140,6 +162,8 @@ def sync(
         job_id=job_id,
         step_name=step_name,
         client=client,
+        page=page,
+        page_size=page_size,
     ).parsed
 
 
@@ -148,6 +172,8 @@ async def asyncio_detailed(
     step_name: str,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedStepItemList]:
     """A fan-out step's items, in list order
 
@@ -157,6 +183,8 @@ async def asyncio_detailed(
     Args:
         job_id (UUID):
         step_name (str):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -169,6 +197,8 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         job_id=job_id,
         step_name=step_name,
+        page=page,
+        page_size=page_size,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -181,6 +211,8 @@ async def asyncio(
     step_name: str,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedStepItemList | None:
     """A fan-out step's items, in list order
 
@@ -190,6 +222,8 @@ async def asyncio(
     Args:
         job_id (UUID):
         step_name (str):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -204,5 +238,7 @@ async def asyncio(
             job_id=job_id,
             step_name=step_name,
             client=client,
+            page=page,
+            page_size=page_size,
         )
     ).parsed

@@ -13,6 +13,8 @@ from ...types import UNSET, Response, Unset
 def _get_kwargs(
     *,
     older_than_minutes: int | None | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     pool: str | Unset = UNSET,
     step: str | Unset = UNSET,
     workflow: str | Unset = UNSET,
@@ -26,6 +28,10 @@ def _get_kwargs(
     else:
         json_older_than_minutes = older_than_minutes
     params["older_than_minutes"] = json_older_than_minutes
+
+    params["page"] = page
+
+    params["page_size"] = page_size
 
     params["pool"] = pool
 
@@ -98,6 +104,8 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     older_than_minutes: int | None | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     pool: str | Unset = UNSET,
     step: str | Unset = UNSET,
     workflow: str | Unset = UNSET,
@@ -109,6 +117,8 @@ def sync_detailed(
 
     Args:
         older_than_minutes (int | None | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
         pool (str | Unset):
         step (str | Unset):
         workflow (str | Unset):
@@ -123,6 +133,8 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         older_than_minutes=older_than_minutes,
+        page=page,
+        page_size=page_size,
         pool=pool,
         step=step,
         workflow=workflow,
@@ -139,6 +151,8 @@ def sync(
     *,
     client: AuthenticatedClient,
     older_than_minutes: int | None | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     pool: str | Unset = UNSET,
     step: str | Unset = UNSET,
     workflow: str | Unset = UNSET,
@@ -150,6 +164,8 @@ def sync(
 
     Args:
         older_than_minutes (int | None | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
         pool (str | Unset):
         step (str | Unset):
         workflow (str | Unset):
@@ -165,6 +181,8 @@ def sync(
     return sync_detailed(
         client=client,
         older_than_minutes=older_than_minutes,
+        page=page,
+        page_size=page_size,
         pool=pool,
         step=step,
         workflow=workflow,
@@ -175,6 +193,8 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     older_than_minutes: int | None | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     pool: str | Unset = UNSET,
     step: str | Unset = UNSET,
     workflow: str | Unset = UNSET,
@@ -186,6 +206,8 @@ async def asyncio_detailed(
 
     Args:
         older_than_minutes (int | None | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
         pool (str | Unset):
         step (str | Unset):
         workflow (str | Unset):
@@ -200,6 +222,8 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         older_than_minutes=older_than_minutes,
+        page=page,
+        page_size=page_size,
         pool=pool,
         step=step,
         workflow=workflow,
@@ -214,6 +238,8 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     older_than_minutes: int | None | Unset = UNSET,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     pool: str | Unset = UNSET,
     step: str | Unset = UNSET,
     workflow: str | Unset = UNSET,
@@ -225,6 +251,8 @@ async def asyncio(
 
     Args:
         older_than_minutes (int | None | Unset):
+        page (int | Unset):
+        page_size (int | Unset):
         pool (str | Unset):
         step (str | Unset):
         workflow (str | Unset):
@@ -241,6 +269,8 @@ async def asyncio(
         await asyncio_detailed(
             client=client,
             older_than_minutes=older_than_minutes,
+            page=page,
+            page_size=page_size,
             pool=pool,
             step=step,
             workflow=workflow,

@@ -8,18 +8,30 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.paginated_policy_revision_list import PaginatedPolicyRevisionList
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     name: str,
+    *,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["page"] = page
+
+    params["page_size"] = page_size
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/api/v1/policies/{name}/revisions/".format(
             name=quote(str(name), safe=""),
         ),
+        "params": params,
     }
 
     return _kwargs
@@ -74,6 +86,8 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedPolicyRevisionList]:
     """A policy's versions, newest first: who changed what, and when
 
@@ -83,6 +97,8 @@ def sync_detailed(
 
     Args:
         name (str):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -94,6 +110,8 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         name=name,
+        page=page,
+        page_size=page_size,
     )
 
     response = client.get_httpx_client().request(
@@ -107,6 +125,8 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedPolicyRevisionList | None:
     """A policy's versions, newest first: who changed what, and when
 
@@ -116,6 +136,8 @@ def sync(
 
     Args:
         name (str):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -128,6 +150,8 @@ def sync(
     return sync_detailed(
         name=name,
         client=client,
+        page=page,
+        page_size=page_size,
     ).parsed
 
 
@@ -135,6 +159,8 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedPolicyRevisionList]:
     """A policy's versions, newest first: who changed what, and when
 
@@ -144,6 +170,8 @@ async def asyncio_detailed(
 
     Args:
         name (str):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -155,6 +183,8 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         name=name,
+        page=page,
+        page_size=page_size,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -166,6 +196,8 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedPolicyRevisionList | None:
     """A policy's versions, newest first: who changed what, and when
 
@@ -175,6 +207,8 @@ async def asyncio(
 
     Args:
         name (str):
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -188,5 +222,7 @@ async def asyncio(
         await asyncio_detailed(
             name=name,
             client=client,
+            page=page,
+            page_size=page_size,
         )
     ).parsed

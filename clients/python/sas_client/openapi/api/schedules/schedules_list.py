@@ -7,14 +7,27 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.paginated_schedule_list import PaginatedScheduleList
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
-def _get_kwargs() -> dict[str, Any]:
+def _get_kwargs(
+    *,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["page"] = page
+
+    params["page_size"] = page_size
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/api/v1/schedules/",
+        "params": params,
     }
 
     return _kwargs
@@ -68,12 +81,18 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedScheduleList]:
     """Schedules (yours; viewers and operators see all)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
     `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
     `cursor_ordering`).
+
+    Args:
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -83,7 +102,10 @@ def sync_detailed(
         Response[Error | PaginatedScheduleList]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        page=page,
+        page_size=page_size,
+    )
 
     response = client.get_httpx_client().request(
         **kwargs,
@@ -95,12 +117,18 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedScheduleList | None:
     """Schedules (yours; viewers and operators see all)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
     `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
     `cursor_ordering`).
+
+    Args:
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -112,18 +140,26 @@ def sync(
 
     return sync_detailed(
         client=client,
+        page=page,
+        page_size=page_size,
     ).parsed
 
 
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Response[Error | PaginatedScheduleList]:
     """Schedules (yours; viewers and operators see all)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
     `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
     `cursor_ordering`).
+
+    Args:
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -133,7 +169,10 @@ async def asyncio_detailed(
         Response[Error | PaginatedScheduleList]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        page=page,
+        page_size=page_size,
+    )
 
     response = await client.get_async_httpx_client().request(**kwargs)
 
@@ -143,12 +182,18 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
 ) -> Error | PaginatedScheduleList | None:
     """Schedules (yours; viewers and operators see all)
 
      The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
     `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
     `cursor_ordering`).
+
+    Args:
+        page (int | Unset):
+        page_size (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -161,5 +206,7 @@ async def asyncio(
     return (
         await asyncio_detailed(
             client=client,
+            page=page,
+            page_size=page_size,
         )
     ).parsed

@@ -12,10 +12,16 @@ from ...types import UNSET, Response, Unset
 
 def _get_kwargs(
     *,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     user: str | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
+
+    params["page"] = page
+
+    params["page_size"] = page_size
 
     params["user"] = user
 
@@ -73,6 +79,8 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     user: str | Unset = UNSET,
 ) -> Response[Error | PaginatedTokenList]:
     """Your API tokens (an administrator: anyone's, with ?user=)
@@ -82,6 +90,8 @@ def sync_detailed(
     `cursor_ordering`).
 
     Args:
+        page (int | Unset):
+        page_size (int | Unset):
         user (str | Unset):
 
     Raises:
@@ -93,6 +103,8 @@ def sync_detailed(
     """
 
     kwargs = _get_kwargs(
+        page=page,
+        page_size=page_size,
         user=user,
     )
 
@@ -106,6 +118,8 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     user: str | Unset = UNSET,
 ) -> Error | PaginatedTokenList | None:
     """Your API tokens (an administrator: anyone's, with ?user=)
@@ -115,6 +129,8 @@ def sync(
     `cursor_ordering`).
 
     Args:
+        page (int | Unset):
+        page_size (int | Unset):
         user (str | Unset):
 
     Raises:
@@ -127,6 +143,8 @@ def sync(
 
     return sync_detailed(
         client=client,
+        page=page,
+        page_size=page_size,
         user=user,
     ).parsed
 
@@ -134,6 +152,8 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     user: str | Unset = UNSET,
 ) -> Response[Error | PaginatedTokenList]:
     """Your API tokens (an administrator: anyone's, with ?user=)
@@ -143,6 +163,8 @@ async def asyncio_detailed(
     `cursor_ordering`).
 
     Args:
+        page (int | Unset):
+        page_size (int | Unset):
         user (str | Unset):
 
     Raises:
@@ -154,6 +176,8 @@ async def asyncio_detailed(
     """
 
     kwargs = _get_kwargs(
+        page=page,
+        page_size=page_size,
         user=user,
     )
 
@@ -165,6 +189,8 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
+    page: int | Unset = UNSET,
+    page_size: int | Unset = UNSET,
     user: str | Unset = UNSET,
 ) -> Error | PaginatedTokenList | None:
     """Your API tokens (an administrator: anyone's, with ?user=)
@@ -174,6 +200,8 @@ async def asyncio(
     `cursor_ordering`).
 
     Args:
+        page (int | Unset):
+        page_size (int | Unset):
         user (str | Unset):
 
     Raises:
@@ -187,6 +215,8 @@ async def asyncio(
     return (
         await asyncio_detailed(
             client=client,
+            page=page,
+            page_size=page_size,
             user=user,
         )
     ).parsed
