@@ -15,8 +15,9 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(RUN_STAMP): requirements.txt | $(BIN)/python
-	$(BIN)/pip install -q -r requirements.txt
+# The demo's venv also holds the `sas` command (clients/python), for the README's client quick start.
+$(RUN_STAMP): requirements.txt clients/python/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -r requirements.txt -e ./clients/python
 	touch $@
 
 $(DEV_STAMP): requirements.txt requirements-dev.txt | $(BIN)/python
