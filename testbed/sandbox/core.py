@@ -38,6 +38,8 @@ REPLY_FAULTS = ("reply_lost", "reply_duplicate", "reply_late", "reply_unknown")
 #: database cannot store (a NUL character, NaN, 1e999) or nests too deeply to parse; `bad_header`:
 #: a header value HTTP forbids. On the queue, `unstorable` replies carry such an output.
 HOSTILE_KINDS = ("trickle", "huge", "bomb", "unstorable", "bad_header")
+#: A planned hostile answer whose kind is the next in turn, chosen when a success is answered.
+HOSTILE_IN_TURN = "in_turn"
 
 
 class ConfigError(ValueError):

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from testbed.sandbox.async_ import callback_beat, callback_reporters, perform_later, perform_slowly
 from testbed.sandbox.core import (
+    HOSTILE_IN_TURN,
     ROUTES,
     Answer,
     BadRequest,
@@ -303,8 +304,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if plan.hostile and 200 <= answer.status < 300:
             # Only once the work is done: what is hostile is the answer, never the effect.
-            self.remote.store.bump(f"hostile_{plan.hostile}")
-            self._send_hostile(plan.hostile, config)
+            kind = self.remote.next_hostile_kind() if plan.hostile == HOSTILE_IN_TURN else plan.hostile
+            self.remote.store.bump(f"hostile_{kind}")
+            self._send_hostile(kind, config)
             return
         self._send(answer)
 

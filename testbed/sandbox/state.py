@@ -12,7 +12,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from testbed.sandbox.core import HOSTILE_KINDS, FaultPlan, SandboxConfig, parse_script, plan_for_action
+from testbed.sandbox.core import (
+    HOSTILE_IN_TURN,
+    HOSTILE_KINDS,
+    FaultPlan,
+    SandboxConfig,
+    parse_script,
+    plan_for_action,
+)
 from testbed.sandbox.store import SandboxStore
 
 
@@ -107,6 +114,13 @@ class SandboxState:
                 self._config = self.initial_config
         self.store.wipe()
 
+    def next_hostile_kind(self) -> str:
+        """The hostile kinds in turn (HOSTILE_KINDS), so that a short run meets every one."""
+        with self._lock:
+            kind = HOSTILE_KINDS[self._hostile_turn % len(HOSTILE_KINDS)]
+            self._hostile_turn += 1
+        return kind
+
     def plan_faults(self, path: str) -> tuple[FaultPlan, SandboxConfig]:
         """Decide what happens to one POST to `path`: its script's next action if any, else the
         rates. Returns the config it was decided under, for processing to use the same one."""
@@ -121,9 +135,10 @@ class SandboxState:
             drop = config.drop_rate > 0 and self._rng.random() < config.drop_rate
             hostile = ""
             if not drop and config.hostile_rate and self._rng.random() < config.hostile_rate:
-                # In turn, so that a short run meets every kind.
-                hostile = HOSTILE_KINDS[self._hostile_turn % len(HOSTILE_KINDS)]
-                self._hostile_turn += 1
+                # Which kind is chosen when the answer is sent (`next_hostile_kind`): only a
+                # success is answered in a hostile way, and a turn taken by a refusal or a queue
+                # reply made a short run miss a kind.
+                hostile = HOSTILE_IN_TURN
         return (
             FaultPlan(
                 delay_ms=config.latency_ms if slow else 0,

@@ -699,7 +699,10 @@ def test_flags_set_the_initial_config_and_the_store_survives_a_restart(tmp_path:
 
 
 def test_hostile_answers_come_after_the_work_and_are_each_what_they_claim(remote: Remote) -> None:
-    remote.configure(hostile_rate=1.0, trickle_ms=200)
+    remote.configure(hostile_rate=1.0, trickle_ms=200, decline_over=100)
+    # A refusal is answered as it is and takes no kind's turn: the next five successes still
+    # meet every kind (a turn taken by each refusal once made a short campaign miss one).
+    assert remote.post("/payments/charge", key="declined", input={"amount": 500}).status_code == 402
     seen: dict[str, Any] = {}
     for n, kind in enumerate(("trickle", "huge", "bomb", "unstorable", "bad_header")):
         key = f"hostile-{n}"
