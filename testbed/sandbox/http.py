@@ -322,12 +322,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             # A NUL character: RFC 9110 forbids it in a field value, and HTTP clients refuse it.
             self.send_header("X-Remote-Note", "done\x00really")
+            self.send_header("Connection", "close")
             self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"{}")
             return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        # Said, not only done: a client that read the whole answer would otherwise send its next
+        # request on a connection this side is closing, and lose it to the race.
+        self.send_header("Connection", "close")
         if kind == "bomb":
             body = HOSTILE_BOMB
             self.send_header("Content-Encoding", "gzip")
@@ -360,6 +364,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = variants[self.remote.store.counter("hostile_unstorable") % len(variants)]
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
