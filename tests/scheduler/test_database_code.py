@@ -20,15 +20,25 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.test import Client
 from django_q.models import OrmQ
 
-from agents.outcome import CallResult, Outcome
+from agents.outcome import AttemptKind, CallResult, Outcome
 from sas_project import dbcode
 from sas_project.database import is_postgresql
 from scheduler import sqlgen
-from scheduler.models import Attempt, Event, EventKind, EventReaction, Job, JobStatus, Step, StepStatus
+from scheduler.models import (
+    Attempt,
+    Event,
+    EventKind,
+    EventReaction,
+    Job,
+    JobStatus,
+    Step,
+    StepKind,
+    StepStatus,
+)
 from scheduler.services import hotpath, job_submit
 from supervisor.alerts import reactions_handle
 from supervisor.scan import ScanReport
@@ -109,6 +119,71 @@ def test_each_file_and_the_python_it_mirrors_name_each_other() -> None:
                 text = (ROOT / module.replace(".", "/")).with_suffix(".py").read_text()
                 relative = f"{source.app}/sql/{vendor}/{source.path.name}"
                 assert relative in text, f"{module} does not name {relative}"
+
+
+@pytest.mark.sqlite
+def test_the_vocabulary_constraints_are_read_from_the_models_check_constraints() -> None:
+    expected = {
+        "event_kind_valid": ("scheduler_event", "kind", EventKind.values),
+        "step_status_valid": ("scheduler_step", "status", StepStatus.values),
+        "step_kind_valid": ("scheduler_step", "kind", StepKind.values),
+        "job_status_valid": ("scheduler_job", "status", JobStatus.values),
+        "attempt_outcome_valid": ("scheduler_attempt", "outcome", ["", *Outcome.values]),
+        "attempt_kind_valid": ("scheduler_attempt", "kind", AttemptKind.values),
+    }
+    read = {name: sqlgen.vocabulary(app, model, name) for app, model, name in sqlgen.VOCABULARIES}
+    assert read == {
+        name: (table, column, sorted(values)) for name, (table, column, values) in expected.items()
+    }
+
+
+@pytest.mark.sqlite
+@pytest.mark.parametrize(
+    "condition",
+    [Q(attempt__gte=0), ~Q(kind__in=["a"]), Q(kind__in=["a"]) | Q(status="b"), Q(kind="a") & Q(kind="b")],
+)
+def test_a_condition_that_is_not_one_columns_vocabulary_is_not_restated(condition: Q) -> None:
+    with pytest.raises(ValueError, match="not a vocabulary"):
+        sqlgen._allowed(condition)
+
+
+@postgresql
+@pytest.mark.django_db
+def test_on_postgresql_each_vocabulary_constraint_is_one_call_and_refuses_what_the_model_refuses() -> None:
+    """The constraints keep their names and their rule, as a call of sas_value_allowed (a long
+    IN list is parsed again at every statement that writes the table)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conname = ANY(%s) AND conrelid = ANY(%s::regclass[])",
+            [
+                [name for _, _, name in sqlgen.VOCABULARIES],
+                ["scheduler_event", "scheduler_step", "scheduler_job", "scheduler_attempt"],
+            ],
+        )
+        found = dict(cursor.fetchall())
+        assert set(found) == {name for _, _, name in sqlgen.VOCABULARIES}
+        assert all("sas_value_allowed(" in definition for definition in found.values()), found
+        for app, model, name in sqlgen.VOCABULARIES:
+            _, _, values = sqlgen.vocabulary(app, model, name)
+            cursor.execute(
+                "SELECT bool_and(sas_value_allowed(%s, v)), sas_value_allowed(%s, 'no-such-value') "
+                "FROM unnest(%s::text[]) v",
+                [name, name, values],
+            )
+            assert cursor.fetchone() == (True, False), name
+    chain("c", n=1)
+    job = job_submit(workflow="c", input={}).job
+    with _refused("event_kind_valid"), connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO scheduler_event (job_id, kind, from_status, to_status, source, reason, data, "
+            "created_at) VALUES (%s, 'no_such_kind', '', '', 'test', '', '{}', now())",
+            [job.pk],
+        )
+    with _refused("attempt_kind_valid"):
+        Attempt.objects.filter(step__job=job).update(kind="no_such_kind")
+    with _refused("step_kind_valid"):
+        Step.objects.filter(job=job).update(kind="no_such_kind")
 
 
 # --- installed, stamped, refused when it differs --------------------------------------------------
