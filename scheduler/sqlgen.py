@@ -112,6 +112,8 @@ def _allowed(condition: Any) -> tuple[str, list[str]]:
             columns.add(column)
             values += more
             continue
+        if not isinstance(child, tuple):
+            raise ValueError(f"not a vocabulary: {condition!r}")
         lookup, value = child
         column, _, operator = str(lookup).partition("__")
         columns.add(column)
