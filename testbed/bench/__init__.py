@@ -45,7 +45,7 @@ from django_q.models import OrmQ
 from sas_project.database import is_postgresql
 from scheduler.services import job_submit
 from supervisor.models import SupervisorLease
-from testbed.bench import db, history, peerbench, waits, workloads
+from testbed.bench import cpu, db, history, peerbench, waits, workloads
 from testbed.bench import remote as bench_remote
 from testbed.bench.definitions import OWN_WORKFLOWS, api_token, ensure_definitions
 from testbed.definitions import refuse_foreign_jobs
@@ -105,12 +105,15 @@ def idle_commits_per_s(seconds: float = 3.0) -> float:
 def measured(
     run: Callable[[workloads.Counters], dict[str, Any]], *, steps: int, idle: float, statements: bool
 ) -> dict[str, Any]:
-    """Run one workload, with commits and (when available) statements per step."""
+    """Run one workload, with commits, CPU by kind of process and (when available) statements per
+    step."""
     counters = workloads.Counters()
     if statements:
         db.statements_reset()
     before = db.xact_commit()
+    cpu_before = cpu.snapshot()
     result = run(counters)
+    result["cpu_ms_per_step"] = cpu.per_step(cpu_before, cpu.snapshot(), steps)
     commits = db.xact_commit() - before - counters.polls - 2
     result["commits_per_step"] = round((commits - idle * (result["seconds"] + 2.4)) / steps, 2)
     if statements:
@@ -314,8 +317,8 @@ def run(
             }
             results["engine_ratio_median"] = statistics.median(r["engine_only"]["ratio"] for r in rounds_out)
             results["batch_ratio_median"] = statistics.median(r["batch"]["ratio"] for r in rounds_out)
-            results["python_steps_per_s_median"] = statistics.median(
-                r["full_python"]["steps_per_s"] for r in rounds_out
+            results["python_steps_per_s_median"] = round(
+                statistics.median(r["full_python"]["steps_per_s"] for r in rounds_out), 1
             )
         if remote_before is not None:
             results["remote"] = bench_remote.cost(remote_before, stats(sandbox.url))
@@ -429,6 +432,12 @@ def table(results: dict[str, Any]) -> str:
             f"| round {i}, HTTP: the engine alone (a backlog drained), steps/s | "
             f"{eng['steps_per_s']} (ratio {eng['ratio']}) |"
         )
+        batch_cpu = cpu.describe(r["batch"].get("cpu_ms_per_step", {}))
+        add(
+            f"| round {i}, CPU ms per step, batch endpoint: {batch_cpu}; "
+            f"python bare: {cpu.describe(bp.get('cpu_ms_per_step', {}))}; "
+            f"python service: {cpu.describe(fp.get('cpu_ms_per_step', {}))} |"
+        )
         add(
             f"| round {i}, python: bare django-q2 (stock broker) / service, steps/s | "
             f"{bp['steps_per_s']} / {fp['steps_per_s']} (ratio {r['python_ratio']}) |"
@@ -444,6 +453,10 @@ def table(results: dict[str, Any]) -> str:
                     f"{bh['statements_per_step']} / {fh['statements_per_step']} "
                     f"{fh['statements_by_kind_per_step']} |"
                 )
+            add(
+                f"| round {i}, CPU ms per step, HTTP bare: {cpu.describe(bh.get('cpu_ms_per_step', {}))}; "
+                f"service ({web}): {cpu.describe(fh.get('cpu_ms_per_step', {}))} |"
+            )
             add(
                 f"| round {i}, HTTP under load ({web}): step overhead, queue wait, submit-to-done "
                 f"p50 / p99 ms | {_ms(fh['step_overhead_ms'])}; {_ms(fh['queue_wait_ms'])}; "
