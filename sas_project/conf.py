@@ -128,6 +128,12 @@ class SasSettings:
         return float(getattr(settings, "SAS_HEALTH_COOLDOWN_SECONDS", 30))
 
     @property
+    def q_continue(self) -> int:
+        """How many of a job's next attempts a worker takes from the queue after a success and
+        delivers itself (scheduler.services.hotpath.take_next); 0: each through the queue."""
+        return max(int(getattr(settings, "SAS_Q_CONTINUE", 8)), 0)
+
+    @property
     def q_stop_seconds(self) -> float:
         """How long `qcluster` waits for its processes to stop before it kills them."""
         return float(getattr(settings, "SAS_Q_STOP_SECONDS", 60))

@@ -391,6 +391,9 @@ SAS_Q_NOTIFY = _env_bool("SAS_Q_NOTIFY", True) and not SAS_DB_TRANSACTION_POOLIN
 # The outcome's one-round-trip PostgreSQL function (scheduler.services.hotpath); off only to
 # compare it with the general path.
 SAS_FAST_PATH = _env_bool("SAS_FAST_PATH", True)
+# After a success, the worker takes up to this many of the job's next attempts from the queue and
+# delivers them itself (scheduler.services.hotpath.take_next); 0: every attempt through the queue.
+SAS_Q_CONTINUE = env.int("SAS_Q_CONTINUE", 8, validate=Range(min=0))
 SAS_LEASE_SECONDS = env.float("SAS_LEASE_SECONDS", 3 * SAS_SUPERVISOR_INTERVAL, validate=Range(min=0.1))
 #: The most items one fan-out step may have: a longer list fails the step, naming the limit.
 SAS_MAX_FANOUT_ITEMS = env.int("SAS_MAX_FANOUT_ITEMS", 1000, validate=Range(min=1))

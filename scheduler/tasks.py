@@ -9,29 +9,48 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 
 from agents import calls
 from agents.models import AgentKind
 from agents.outcome import CallResult, CallSpec
 from sas_project import tracing
-from scheduler.services import attempt_accepted, attempt_claim, step_record_outcome
+from scheduler.services import attempt_accepted, attempt_claim, hotpath, step_record_outcome
 from scheduler.services.children import child_advance
 
 logger = logging.getLogger("scheduler.attempts")
 
 
 def run_attempt(step_id: int, number: int) -> str:
-    """Claim attempt `number` of step `step_id`, call the remote, record the outcome.
+    """Claim attempt `number` of step `step_id`, call the remote, record the outcome; then, while
+    this task's time allows, take the job's next dispatched attempt from the queue and deliver it
+    here too (scheduler.services.hotpath.take_next).
 
     A duplicate or superseded delivery finds the attempt claimed or finished and returns
     without calling anything.
     """
+    started = time.monotonic()
+    outcome, job_id = _deliver(step_id, number)
+    first = outcome
+    for _ in range(hotpath.continuations()):
+        if job_id is None:
+            break
+        following = hotpath.take_next(job_id, budget=hotpath.task_budget() - (time.monotonic() - started))
+        if following is None:
+            break
+        outcome, job_id = _deliver(*following)
+    return first
+
+
+def _deliver(step_id: int, number: int) -> tuple[str, str | None]:
+    """One delivery; returns its outcome and, after a success, the job's id (its next attempt may
+    be taken)."""
     claimed = attempt_claim(step_id, number)
     if claimed is None:
-        return "ignored"
+        return "ignored", None
     if isinstance(claimed, CallResult):
         step_record_outcome(step_id, number, claimed)
-        return claimed.outcome
+        return claimed.outcome, None
     spec = claimed
     if spec.trace_parent and spec.dispatched_at and spec.claimed_at:
         tracing.dispatch_span(
@@ -69,7 +88,7 @@ def run_attempt(step_id: int, number: int) -> str:
             "latency_ms": result.latency_ms,
         },
     )
-    return result.outcome
+    return result.outcome, spec.job_id if result.succeeded and not result.accepted else None
 
 
 def _attributes(spec: CallSpec) -> dict[str, object]:

@@ -74,6 +74,13 @@ def drain(db: None) -> Callable[[], int]:
 
 
 @pytest.fixture
+def one_delivery_per_task(settings: Any) -> None:
+    """Each task delivers its own attempt only (SAS_Q_CONTINUE=0), not the job's next ones: for
+    tests that look at a job between two deliveries."""
+    settings.SAS_Q_CONTINUE = 0
+
+
+@pytest.fixture
 def fake_remote(monkeypatch: pytest.MonkeyPatch) -> FakeRemote:
     remote = FakeRemote()
     monkeypatch.setattr("agents.calls.run_call", remote)

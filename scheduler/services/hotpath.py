@@ -26,8 +26,9 @@ from django.db import connection
 from django_q.brokers import get_broker
 from django_q.conf import Conf
 
-from agents.broker import ClaimByDeleteORM
+from agents.broker import ClaimByDeleteORM, task_of
 from agents.outcome import CallResult
+from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql
 from sas_project.dbcode import Json, function_call
 from scheduler.faults import maybe_fail_after_commit
@@ -118,3 +119,63 @@ def record_outcome(step_id: int, number: int, result: CallResult, *, source: str
         return False
     maybe_fail_after_commit("the record of an outcome")
     return True
+
+
+# The job's next attempt, taken from the queue by the worker that recorded its predecessor: its
+# queue row deleted as a pusher's claim deletes it (agents.broker), so exactly one of them
+# delivers it. Only an attempt not started whose deadline falls within what is left of this
+# task's time (django-q2 ends a task at its timeout, which the next call must not outlast). The
+# job's steps drive the plan (their few rows by job, then each one's current attempt by its
+# unique key): a plan that started from the live attempts (the partial index a bare
+# `finished_at IS NULL` matches) walked a backlog's worth, 1 ms a call; `OFFSET 0` keeps the
+# planner from flattening the lateral subquery into such a plan, `IS TRUE` from matching it.
+TAKE_NEXT_SQL = """
+DELETE FROM django_q_ormq q
+WHERE q.id = (
+    SELECT a.queue_row FROM scheduler_step s
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.queue_row FROM scheduler_attempt a
+        WHERE a.step_id = s.id AND a.number = s.attempt
+          AND (a.started_at IS NULL AND a.finished_at IS NULL AND a.queue_row IS NOT NULL) IS TRUE
+          AND a.deadline <= statement_timestamp() + make_interval(secs => %(budget)s)
+        OFFSET 0
+    ) a
+    WHERE s.job_id = %(job)s AND (s.status = 'dispatched') IS TRUE
+    ORDER BY a.id LIMIT 1
+) AND q.key = %(key)s
+RETURNING q.payload
+"""
+
+
+def continuations() -> int:
+    """How many attempts one task may take after its own (SAS_Q_CONTINUE; 0 on other
+    databases and brokers)."""
+    if not enabled():
+        return 0
+    return sas_settings.q_continue
+
+
+def task_budget() -> float:
+    """The seconds a task may run: django-q2's timeout, which every agent task's is at least
+    (sas_dispatch_ready's floor), less a margin for recording the last outcome."""
+    return float(Conf.TIMEOUT or 0) - 5.0
+
+
+def take_next(job_id: str, *, budget: float) -> tuple[int, int] | None:
+    """(step, attempt) of the job's next attempt waiting in the queue, its row taken; None when
+    there is none (or a pusher took it first, or its deadline is past the budget)."""
+    if budget <= 0:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            TAKE_NEXT_SQL,
+            {"job": job_id, "budget": budget, "key": _queue_args()["queue_key"]},
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    task = task_of(row[0])
+    if task["func"] != AGENT_TASK or len(task["args"]) != 2:
+        raise ValueError(f"not an agent task: {row[0]!r}")
+    step_id, number = task["args"]
+    return int(step_id), int(number)

@@ -231,6 +231,7 @@ def run_tasks(n: int) -> None:
         import_string(task["func"])(*task["args"], **task["kwargs"])
 
 
+@pytest.mark.usefixtures("one_delivery_per_task")
 def test_cancelling_a_job_mid_fan_out_stops_its_items_and_undoes_those_that_ran(
     drain: Callable[[], int], fake_remote: FakeRemote
 ) -> None:

@@ -44,6 +44,7 @@ def test_a_submitted_job_dispatches_its_root_steps_with_intent_and_task_in_one_g
     assert Event.objects.filter(job=job, kind="step_dispatched", step=a).count() == 1
 
 
+@pytest.mark.usefixtures("one_delivery_per_task")
 @pytest.mark.sqlite
 def test_a_chain_runs_step_after_step_and_collects_the_outputs(
     drain: Callable, fake_remote: FakeRemote
@@ -95,6 +96,7 @@ def test_a_diamond_dispatches_its_join_exactly_once_after_both_branches(
     assert job.status == JobStatus.SUCCEEDED
 
 
+@pytest.mark.usefixtures("one_delivery_per_task")
 def test_both_branches_are_in_flight_together(drain: Callable, fake_remote: FakeRemote) -> None:
     diamond()
     job = job_submit(workflow="diamond", input={}).job
@@ -104,6 +106,7 @@ def test_both_branches_are_in_flight_together(drain: Callable, fake_remote: Fake
     assert steps["d"].status == StepStatus.PENDING
 
 
+@pytest.mark.usefixtures("one_delivery_per_task")
 @pytest.mark.django_db(transaction=True)
 def test_branches_finishing_at_the_same_moment_dispatch_the_join_once(fake_remote: FakeRemote) -> None:
     diamond()
@@ -310,6 +313,7 @@ def test_an_outcome_waiting_for_the_job_lock_reads_the_steps_as_the_holder_left_
     assert steps_of(job)["d"].status == StepStatus.DISPATCHED
 
 
+@pytest.mark.usefixtures("one_delivery_per_task")
 @pytest.mark.django_db(transaction=True)
 def test_outcomes_queued_on_the_job_lock_in_the_database_function_dispatch_the_join_once(
     fake_remote: FakeRemote,

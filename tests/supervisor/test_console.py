@@ -378,6 +378,7 @@ def test_an_overdue_call_and_a_call_with_no_deadline_are_listed(ops: Client) -> 
     assert html.count('class="attention-item"') == 2
 
 
+@pytest.mark.usefixtures("one_delivery_per_task")
 def test_a_failing_compensation_is_listed(
     ops: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable
 ) -> None:

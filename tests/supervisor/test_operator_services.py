@@ -148,6 +148,7 @@ def test_resolve_needs_an_object_as_output(olga: User) -> None:
         step_resolve(actor=olga, step_id=1, output=[1, 2])
 
 
+@pytest.mark.usefixtures("one_delivery_per_task")
 @pytest.mark.sqlite
 def test_compensate_undoes_what_ran_and_a_second_click_is_refused(
     drain: Callable, fake_remote: FakeRemote, olga: User

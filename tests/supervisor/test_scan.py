@@ -421,6 +421,7 @@ def test_the_scan_records_its_heartbeat_and_figures_on_the_lease(supervise: Supe
     assert {"duration_ms", "lag_ms", "remediated", "batches"} <= set(lease.last_scan)
 
 
+@pytest.mark.usefixtures("one_delivery_per_task")
 def test_a_job_past_its_deadline_is_compensated(
     drain: Callable, fake_remote: FakeRemote, supervise: Supervise
 ) -> None:
@@ -474,6 +475,7 @@ def test_a_paused_job_dispatches_nothing_until_resumed(
     assert kinds == ["job_paused", "job_resumed"]
 
 
+@pytest.mark.usefixtures("one_delivery_per_task")
 def test_cancel_stops_dispatching_and_compensates_what_ran(
     drain: Callable, fake_remote: FakeRemote, supervise: Supervise
 ) -> None:
@@ -499,6 +501,7 @@ def test_cancel_stops_dispatching_and_compensates_what_ran(
     assert Event.objects.get(job=job, kind="operator_cancel").actor == olga
 
 
+@pytest.mark.usefixtures("one_delivery_per_task")
 def test_a_step_whose_call_never_left_needs_no_compensation(
     drain: Callable, fake_remote: FakeRemote, supervise: Supervise
 ) -> None:
