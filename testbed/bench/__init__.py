@@ -313,10 +313,15 @@ def run(
         results["rounds"] = rounds_out
         if rounds_out:
             results["http_ratio_median"] = {
-                name: statistics.median(r["full_http"][name]["ratio"] for r in rounds_out) for name in webs
+                name: round(statistics.median(r["full_http"][name]["ratio"] for r in rounds_out), 3)
+                for name in webs
             }
-            results["engine_ratio_median"] = statistics.median(r["engine_only"]["ratio"] for r in rounds_out)
-            results["batch_ratio_median"] = statistics.median(r["batch"]["ratio"] for r in rounds_out)
+            results["engine_ratio_median"] = round(
+                statistics.median(r["engine_only"]["ratio"] for r in rounds_out), 3
+            )
+            results["batch_ratio_median"] = round(
+                statistics.median(r["batch"]["ratio"] for r in rounds_out), 3
+            )
             results["python_steps_per_s_median"] = round(
                 statistics.median(r["full_python"]["steps_per_s"] for r in rounds_out), 1
             )
