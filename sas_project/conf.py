@@ -201,7 +201,7 @@ class SasSettings:
     def throttle_bursts(self) -> dict[str, int]:
         """The most requests of `user` and `anon` let through at once, above the sustained rate."""
         return {
-            "user": int(getattr(settings, "SAS_THROTTLE_USER_BURST", 400)),
+            "user": int(getattr(settings, "SAS_THROTTLE_USER_BURST", 1200)),
             "anon": int(getattr(settings, "SAS_THROTTLE_ANON_BURST", 60)),
         }
 

@@ -445,7 +445,7 @@ _RATE = Regexp(
     error="write a rate as 100/s, 1200/min or off",
 )
 SAS_THROTTLE_USER = env.str("SAS_THROTTLE_USER", "200/s", validate=_RATE)
-SAS_THROTTLE_USER_BURST = env.int("SAS_THROTTLE_USER_BURST", 400, validate=Range(min=1))
+SAS_THROTTLE_USER_BURST = env.int("SAS_THROTTLE_USER_BURST", 1200, validate=Range(min=1))
 SAS_THROTTLE_ANON = env.str("SAS_THROTTLE_ANON", "300/min", validate=_RATE)
 SAS_THROTTLE_ANON_BURST = env.int("SAS_THROTTLE_ANON_BURST", 60, validate=Range(min=1))
 SAS_TRUSTED_PROXIES = env.int("SAS_TRUSTED_PROXIES", 0, validate=Range(min=0))

@@ -1,7 +1,7 @@
 """Request rates, the login lockout's answer, and the client's address.
 
 The API limits every request it lets past authentication and permissions: per signed-in user
-(`SAS_THROTTLE_USER`, 200 a second, `SAS_THROTTLE_USER_BURST` 400 at once) and, for anonymous
+(`SAS_THROTTLE_USER`, 200 a second, `SAS_THROTTLE_USER_BURST` 1,200 at once) and, for anonymous
 requests (the schema, the docs, unknown URLs), per client address (`SAS_THROTTLE_ANON`, 300 a
 minute, `SAS_THROTTLE_ANON_BURST` 60 at once). Over the rate, 429 with `Retry-After`; every
 counted answer carries `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`

@@ -26,7 +26,7 @@ from django.db import connection
 from django_q.brokers import get_broker
 from django_q.conf import Conf
 
-from agents.broker import ClaimByDeleteORM, task_of
+from agents.broker import COMPACT, ClaimByDeleteORM, task_of
 from agents.outcome import CallResult
 from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql
@@ -142,7 +142,7 @@ WHERE q.id = (
     ) a
     WHERE s.job_id = %(job)s AND (s.status = 'dispatched') IS TRUE
     ORDER BY a.id LIMIT 1
-) AND q.key = %(key)s
+) AND q.key = %(key)s AND q.payload LIKE %(agent_task)s
 RETURNING q.payload
 """
 
@@ -169,7 +169,13 @@ def take_next(job_id: str, *, budget: float) -> tuple[int, int] | None:
     with connection.cursor() as cursor:
         cursor.execute(
             TAKE_NEXT_SQL,
-            {"job": job_id, "budget": budget, "key": _queue_args()["queue_key"]},
+            {
+                "job": job_id,
+                "budget": budget,
+                "key": _queue_args()["queue_key"],
+                # Only an agent task's row: anything else stays for a pusher.
+                "agent_task": f"{COMPACT} % {AGENT_TASK} %",
+            },
         )
         row = cursor.fetchone()
     if row is None:

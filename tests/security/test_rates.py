@@ -39,7 +39,7 @@ NOW = 1_800_000_000.0
 
 
 def test_the_defaults_are_200_a_second_with_a_burst_of_400_per_user_and_5_a_second_per_address() -> None:
-    assert rate_policy("user") == RatePolicy(interval=0.005, burst=400)
+    assert rate_policy("user") == RatePolicy(interval=0.005, burst=1200)
     assert rate_policy("anon") == RatePolicy(interval=0.2, burst=60)
 
 
@@ -150,11 +150,11 @@ def test_an_api_answer_says_the_limit_what_remains_and_when_the_bucket_is_full()
     first = client.get(f"{V1}/jobs/")
     assert first.status_code == 200
     assert (first["RateLimit-Limit"], first["RateLimit-Remaining"], first["RateLimit-Reset"]) == (
-        "400",
-        "399",
+        "1200",
+        "1199",
         "1",
     )
-    assert int(client.get(f"{V1}/jobs/")["RateLimit-Remaining"]) in (398, 399)
+    assert int(client.get(f"{V1}/jobs/")["RateLimit-Remaining"]) in (1198, 1199)
 
 
 @pytest.mark.django_db
