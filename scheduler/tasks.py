@@ -1,4 +1,5 @@
-"""The agent task: one delivery of one attempt. django-q2 runs it; it only carries ids.
+"""The agent task: one delivery of one attempt, and of the job's next attempts the worker then
+takes from the queue itself (decision 0029). django-q2 runs it; it only carries ids.
 
 The scheduler owns the task because the task is a scheduler transaction on each side of the
 call: claim the attempt, let the agents make the call, record the outcome. Each delivery logs
