@@ -278,3 +278,37 @@ def test_an_operator_retries_a_fan_outs_items_not_the_fan_out(
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED
     assert [i.status for i in items_of(job)] == [S.SUCCEEDED, S.SUCCEEDED]
+
+
+def test_a_held_undo_of_a_failed_joins_item_makes_the_job_need_attention_until_it_is_retried(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any]
+) -> None:
+    from supervisor.services import step_retry
+
+    order()
+    # Item 0 succeeds, item 1 is refused: the join fails and item 0 is undone; its undo fails
+    # once, and the policy allows one attempt.
+    fake_remote.script("ship", Outcome.SUCCEEDED, Outcome.BUSINESS_FAILURE)
+    fake_remote.script("ship.compensate", Outcome.TRANSIENT_FAILURE)
+    job = job_submit(workflow="order", input={"lines": ["a", "b"]}).job
+    drain()
+    for _ in range(3):
+        supervise()
+        drain()
+    job.refresh_from_db()
+    undo = named(job, "ship[0].compensate")
+    assert undo.status == S.HELD
+    assert named(job, "ship").status == S.WAITING
+    assert job.status == JobStatus.NEEDS_ATTENTION
+    attention = Event.objects.filter(job=job, kind=EventKind.JOB_NEEDS_ATTENTION).latest("id")
+    assert attention.reason == "held: ship[0].compensate"
+    step_retry(actor=User.objects.create_user("olga"), step_id=undo.pk)
+    drain()
+    for _ in range(2):
+        supervise()
+        drain()
+    job.refresh_from_db()
+    assert named(job, "ship[0].compensate").status == S.SUCCEEDED
+    assert [i.status for i in items_of(job)] == [S.COMPENSATED, S.FAILED]
+    assert named(job, "ship").status == S.FAILED
+    assert job.status == JobStatus.COMPENSATED
