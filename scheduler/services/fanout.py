@@ -295,6 +295,9 @@ def fan_out_unwind(unit: Unit, state: JobState, step: Step, *, source: str, star
                 kind=E.STEP_ABANDONED,
                 reason=f"{step.name} stops: no further attempts",
             )
+    # The queries below read the items as these moves leave them: an item abandoned here after a
+    # call that got no answer is a failed item that may have had an effect, and is undone.
+    unit.flush()
     if Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM, status=S.DISPATCHED).exists():
         return False  # calls in flight settle first (their outcome says whether to undo them)
     candidates = state.adopt(_page(step, [S.SUCCEEDED, S.FAILED], limit, descending=True))

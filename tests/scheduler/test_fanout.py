@@ -312,3 +312,28 @@ def test_a_held_undo_of_a_failed_joins_item_makes_the_job_need_attention_until_i
     assert [i.status for i in items_of(job)] == [S.COMPENSATED, S.FAILED]
     assert named(job, "ship").status == S.FAILED
     assert job.status == JobStatus.COMPENSATED
+
+
+def test_a_failed_join_undoes_an_item_it_stops_whose_call_got_no_answer(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any]
+) -> None:
+    make_policy("thrice", max_attempts=3)
+    make_workflow(
+        "order",
+        step("reserve"),
+        {**step("ship", "reserve", policy="thrice"), "for_each": "input.lines", "max_parallel": 2},
+    )
+    # Item 0 is refused; item 1's call gets no answer (it may have been done) and awaits its
+    # retry when the join fails: stopping it must not forget that its call may have had an effect.
+    fake_remote.script("ship", Outcome.BUSINESS_FAILURE, Outcome.NO_ANSWER)
+    job = job_submit(workflow="order", input={"lines": ["a", "b", "c"]}).job
+    drain()
+    assert [i.status for i in items_of(job)][:2] == [S.ATTEMPT_FAILED, S.UNKNOWN]
+    for _ in range(3):
+        supervise()
+        drain()
+    job.refresh_from_db()
+    assert Event.objects.filter(step=named(job, "ship[1]"), kind=EventKind.STEP_ABANDONED).exists()
+    assert [i.status for i in items_of(job)] == [S.FAILED, S.COMPENSATED, S.SKIPPED]
+    assert [c.payload.get("index") for c in fake_remote.calls if c.payload.get("compensates")] == [1, None]
+    assert job.status == JobStatus.COMPENSATED
