@@ -16,9 +16,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, transaction
+from django.http import HttpResponseBase
 from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -43,7 +44,10 @@ def idempotency_key(request: Request) -> str | None:
     return key
 
 
-def replayed(response: Response) -> Response:
+AnswerT = TypeVar("AnswerT", bound=HttpResponseBase)
+
+
+def replayed(response: AnswerT) -> AnswerT:
     response[REPLAYED] = "true"
     return response
 

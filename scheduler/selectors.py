@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery
+from django.utils import timezone
 
 from agents.outcome import AttemptKind
 from sas_project.conf import sas_settings
@@ -268,6 +269,33 @@ class Rows(list[Any]):
 
     def all(self) -> Rows:
         return self
+
+
+def job_json(*, user: Any, job_id: uuid.UUID | str) -> str | None:
+    """The job as the API shows it, as JSON text that PostgreSQL builds in one statement
+    (`scheduler/sql/postgresql/sas_job_document.sql`), or NotFound. None where the function does
+    not apply (another database; a time zone other than UTC, which it does not write): the caller
+    renders `job_for_reading`.
+
+    A submission's answer and a read of a job cost one statement and no rendering in Python:
+    the three reads into light rows and their rendering were a third of the API's CPU per
+    submission (docs/performance.md, "Engine IV")."""
+    if not is_postgresql() or timezone.get_current_timezone_name() != "UTC":
+        return None
+    try:
+        job_uuid = uuid.UUID(str(job_id))
+    except ValueError:
+        raise NotFound(f"job {job_id} does not exist") from None
+    owner = user.pk if user is not None and user.is_authenticated else None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT sas_job_document(p_job => %s, p_everyone => %s, p_owner => %s)",
+            [job_uuid, can_read_all_jobs(user), owner],
+        )
+        text: str | None = cursor.fetchone()[0]
+    if text is None:
+        raise job_missing(user=user, job_id=job_uuid)
+    return text
 
 
 def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:

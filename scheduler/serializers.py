@@ -294,6 +294,9 @@ def _rerun_ids(job: Job) -> list[str]:
     ]
 
 
+# On PostgreSQL the API's answers with a whole job are built by the database in one statement
+# (`scheduler/sql/postgresql/sas_job_document.sql`, its timestamps by
+# `scheduler/sql/postgresql/sas_drf_time.sql`): a field added here is added there.
 def job_data(job: Job) -> dict[str, Any]:
     return {
         **job_summary_data(job),

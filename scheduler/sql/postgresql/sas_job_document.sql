@@ -1,0 +1,138 @@
+-- Mirrors: scheduler.serializers, scheduler.selectors.
+-- The job as the API shows it (scheduler.serializers.job_data: its steps, their attempts, its
+-- callbacks), as JSON text built in one statement: NULL when there is no such job or the reader
+-- may not see it (p_everyone: they read every job; else only those p_owner submitted). The API
+-- answers a submission and a read of a job with it, without reading rows into Python and
+-- rendering them (scheduler.selectors.job_json); tests/api/test_job_document.py holds it to the
+-- Python rendering, field for field, for jobs of every kind of step.
+CREATE OR REPLACE FUNCTION sas_job_document(p_job uuid, p_everyone boolean, p_owner integer)
+RETURNS text LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+-- PL/pgSQL, not SQL: a function in SQL is parsed and planned again at every call, this one's
+-- plan is kept for the session.
+RETURN (SELECT json_build_object(
+    'id', j.id,
+    'workflow', w.name,
+    'workflow_version', w.version,
+    'status', j.status,
+    'paused', j.paused_at IS NOT NULL,
+    'compensation_reason', j.compensation_reason,
+    'submitter', u.username,
+    'business_key', NULLIF(j.business_key, ''),
+    'priority', j.priority,
+    'rerun_of', j.rerun_of_id,
+    'parent_job', j.parent_job_id,
+    'parent_step', j.parent_step,
+    'created_at', sas_drf_time(j.created_at),
+    'updated_at', sas_drf_time(j.updated_at),
+    'finished_at', sas_drf_time(j.finished_at),
+    'input', j.input,
+    'result', j.result,
+    'paused_at', sas_drf_time(j.paused_at),
+    'deadline', sas_drf_time(j.deadline),
+    'callback_url', NULLIF(j.callback_url, ''),
+    -- Only a job given a callback URL has callbacks (as scheduler.selectors.job_for_reading).
+    'callbacks', COALESCE((
+        SELECT json_agg(json_build_object(
+            'job_status', d.payload -> 'status',
+            'status', d.status,
+            'tries', d.tries,
+            'last_status_code', d.last_status_code,
+            'last_error', d.last_error,
+            'created_at', sas_drf_time(d.created_at),
+            'next_try_at', sas_drf_time(d.next_try_at),
+            'delivered_at', sas_drf_time(d.delivered_at)
+        ) ORDER BY d.id)
+        FROM scheduler_delivery d
+        WHERE j.callback_url <> '' AND d.job_id = j.id AND d.kind = 'callback'), '[]'::json),
+    'reruns', COALESCE((
+        SELECT json_agg(r.id ORDER BY r.created_at) FROM scheduler_job r WHERE r.rerun_of_id = j.id
+    ), '[]'::json),
+    'steps', COALESCE((
+        SELECT json_agg(json_build_object(
+            'id', s.id,
+            'name', s.name,
+            'kind', s.kind,
+            'compensates', s.compensates_id,
+            'status', s.status,
+            'operation_id', s.operation_id,
+            'attempt_count', s.attempt,
+            'calls', s.calls,
+            'last_outcome', s.last_outcome,
+            'type', d.kind,
+            'pool', p.name,
+            -- scheduler.serializers.waiting_for
+            'waiting_for', CASE
+                WHEN s.status <> 'waiting' THEN NULL
+                WHEN d.kind = 'workflow' THEN json_build_object(
+                    'kind', 'workflow', 'workflow', d.child_workflow, 'child_job', c.id)
+                WHEN d.kind = 'signal' THEN json_build_object(
+                    'kind', 'signal', 'signal', d.signal, 'timeout_at', sas_drf_time(s.deadline))
+                WHEN d.kind = 'approval' THEN json_build_object(
+                    'kind', 'approval', 'group', NULLIF(d."group", ''),
+                    'timeout_at', sas_drf_time(s.deadline))
+                WHEN d.kind = 'timer' THEN json_build_object('kind', 'timer', 'until', sas_drf_time(s.deadline))
+                WHEN d.for_each <> '' AND s.kind = 'action' THEN json_build_object('kind', 'items')
+                ELSE json_build_object('kind', 'capacity', 'pool', p.name)
+            END,
+            -- scheduler.selectors.item_summaries: a fan-out's items, in all and by status.
+            'items', CASE WHEN d.for_each <> '' AND s.kind = 'action' THEN (
+                SELECT jsonb_build_object('total', COALESCE(sum(g.n), 0))
+                       || COALESCE(jsonb_object_agg(g.status, g.n), '{}'::jsonb)
+                FROM (SELECT i.status, count(*) AS n FROM scheduler_step i
+                      WHERE i.parent_id = s.id AND i.kind = 'item' GROUP BY i.status) g
+            ) END,
+            'deadline', sas_drf_time(s.deadline),
+            'not_before', sas_drf_time(s.not_before),
+            'output', s.output,
+            'error', s.error,
+            'reason', NULLIF(s.status_reason, ''),
+            'input_override', s.input_override,
+            'reused_from', s.reused_from_id,
+            'child_job', c.id,
+            'created_at', sas_drf_time(s.created_at),
+            'updated_at', sas_drf_time(s.updated_at),
+            'finished_at', sas_drf_time(s.finished_at),
+            'attempts', COALESCE((
+                SELECT json_agg(json_build_object(
+                    'number', a.number,
+                    'kind', a.kind,
+                    'endpoint', a.endpoint_url,
+                    'pool', ap.name,
+                    'policy_version', a.policy_version,
+                    'dispatched_at', sas_drf_time(a.dispatched_at),
+                    'deadline', sas_drf_time(a.deadline),
+                    'started_at', sas_drf_time(a.started_at),
+                    'finished_at', sas_drf_time(a.finished_at),
+                    'outcome', a.outcome,
+                    'decided_by', a.decided_by,
+                    'status_code', a.status_code,
+                    'latency_ms', a.latency_ms,
+                    'response_excerpt', a.response_excerpt,
+                    'error', a.error,
+                    'late_outcome', a.late_outcome,
+                    'late_at', sas_drf_time(a.late_at),
+                    'heartbeat_at', sas_drf_time(a.heartbeat_at),
+                    'heartbeat_details', a.heartbeat_details
+                ) ORDER BY a.number)
+                FROM scheduler_attempt a JOIN agents_agentpool ap ON ap.id = a.pool_id
+                WHERE a.step_id = s.id), '[]'::json)
+        ) ORDER BY s.id)
+        FROM scheduler_step s
+        JOIN scheduler_stepdefinition d ON d.id = s.definition_id
+        LEFT JOIN agents_agentpool p ON p.id = s.pool_id
+        -- scheduler.serializers.child_job: the child job a sub-workflow step started.
+        LEFT JOIN LATERAL (
+            SELECT cj.id FROM scheduler_job cj
+            WHERE d.kind = 'workflow' AND s.kind = 'action'
+              AND cj.parent_job_id = s.job_id AND cj.parent_step = s.name
+            ORDER BY cj.id LIMIT 1
+        ) c ON true
+        WHERE s.job_id = j.id AND s.item_index IS NULL), '[]'::json)
+)::text
+FROM scheduler_job j
+JOIN scheduler_workflow w ON w.id = j.workflow_id
+LEFT JOIN auth_user u ON u.id = j.submitter_id
+WHERE j.id = p_job AND (p_everyone OR j.submitter_id = p_owner));
+END
+$fn$;
