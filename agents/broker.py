@@ -143,11 +143,13 @@ class ClaimByDeleteORM(ORM):
         table = connection.ops.quote_name(OrmQ._meta.db_table)
         key = self.list_key or Conf.CLUSTER_NAME
         # One statement: the row, and an announcement when the queue had nothing else waiting
-        # (a pusher with a backlog looks again by itself; only an idle one needs waking).
+        # (a pusher with a backlog looks again by itself; only an idle one needs waking). The
+        # look goes from the newest row down: the oldest end is the rows workers took, deleted
+        # and not yet vacuumed (sas_dispatch_ready.sql says the same).
         sql = (
             f"WITH queued AS (INSERT INTO {table} (key, payload, lock) VALUES (%s, %s, %s) "  # noqa: S608
-            f"RETURNING id) SELECT id, CASE WHEN NOT EXISTS (SELECT 1 FROM {table} WHERE key = %s) "
-            f"THEN pg_notify('{CHANNEL}', '') END FROM queued"
+            f"RETURNING id) SELECT id, CASE WHEN (SELECT o.id FROM {table} o WHERE o.key = %s "
+            f"ORDER BY o.id DESC LIMIT 1) IS NULL THEN pg_notify('{CHANNEL}', '') END FROM queued"
         )
         with connection.cursor() as cursor:
             cursor.execute(sql, [key, payload, timezone.now(), key])

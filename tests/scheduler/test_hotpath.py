@@ -450,3 +450,34 @@ def test_a_step_is_dispatched_while_an_edit_of_its_pool_holds_the_pool_row() -> 
     assert Attempt.objects.filter(
         step__job__workflow__name="one", endpoint__url="http://a.example:1"
     ).exists()
+
+
+@pytest.mark.django_db(transaction=True)  # an announcement is sent when its transaction commits
+def test_a_dispatch_announces_its_task_into_an_empty_queue_and_not_behind_a_waiting_one() -> None:
+    """sas_dispatch_ready wakes an idle pusher (the queue had nothing else waiting) and leaves a
+    busy one alone, also when the rows taken before it are still in the table's dead tuples."""
+    import psycopg
+
+    from agents.broker import CHANNEL
+
+    assert hotpath.enabled()
+    chain("one", n=1)
+    params = {k: v for k, v in connection.get_connection_params().items() if k != "context"}
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute(f"LISTEN {CHANNEL}")
+
+        def announced(wait: float) -> int:
+            return len(list(listener.notifies(timeout=wait, stop_after=1)))
+
+        job_submit(workflow="one", input={})
+        assert announced(5) == 1  # into an empty queue
+        job_submit(workflow="one", input={})
+        assert announced(0.5) == 0  # behind the task still waiting
+        taken = OrmQ.objects.order_by("id").first()
+        assert taken is not None
+        taken.delete()  # a pusher took the older one; the newer still waits
+        job_submit(workflow="one", input={})
+        assert announced(0.5) == 0
+        OrmQ.objects.all().delete()  # every task taken: the pusher is idle again
+        job_submit(workflow="one", input={})
+        assert announced(5) == 1

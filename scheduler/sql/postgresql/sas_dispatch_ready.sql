@@ -91,7 +91,12 @@ BEGIN
                     || p_task_func || ' ' || r.id || ' ' || v_number,
                 v_now)
         RETURNING id INTO v_row;
-        IF p_notify AND NOT EXISTS (SELECT 1 FROM django_q_ormq WHERE key = p_queue_key AND id <> v_row) THEN
+        -- Announced only into a queue with nothing older waiting. Read from the newest row down
+        -- (the primary key backwards): the oldest end of the table is the rows workers took
+        -- (deleted, not yet vacuumed), which a scan from the start walked through at every
+        -- dispatch (89-332 us in drains, against 6-10 us).
+        IF p_notify AND (SELECT o.id FROM django_q_ormq o WHERE o.id < v_row AND o.key = p_queue_key
+                         ORDER BY o.id DESC LIMIT 1) IS NULL THEN
             PERFORM pg_notify('sas_tasks', '');
         END IF;
         INSERT INTO scheduler_attempt (step_id, number, kind, pool_id, endpoint_id, endpoint_url,
