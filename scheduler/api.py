@@ -120,7 +120,7 @@ class JobsView(ApiView):
     def post(self, request: Request) -> HttpResponseBase:
         body = validated(JobSubmitSerializer, request.data)
         key = idempotency_key(request)
-        # The submission and the reads that answer it are one transaction: one commit (each read
+        # The submission and the read that answers it are one transaction: one commit (each read
         # on its own was a commit of its own: 3.5-4.1 commits per step measured, and no faster).
         # The token's check and the client's rate bucket come before it, each its own statement:
         # inside it, the bucket's row lock would last the whole submission, and one client's

@@ -271,6 +271,17 @@ class Rows(list[Any]):
         return self
 
 
+def _reading(user: Any, job_id: uuid.UUID | str) -> tuple[uuid.UUID, bool, Any]:
+    """What the hand-written reads of one job filter on: the job's id (NotFound when it is not a
+    UUID), whether the user reads every job, and else the submitter they must be."""
+    try:
+        job_uuid = uuid.UUID(str(job_id))
+    except ValueError:
+        raise NotFound(f"job {job_id} does not exist") from None
+    owner = user.pk if user is not None and user.is_authenticated else None
+    return job_uuid, can_read_all_jobs(user), owner
+
+
 def job_json(*, user: Any, job_id: uuid.UUID | str) -> str | None:
     """The job as the API shows it, as JSON text that PostgreSQL builds in one statement
     (`scheduler/sql/postgresql/sas_job_document.sql`), or NotFound. None where the function does
@@ -282,15 +293,11 @@ def job_json(*, user: Any, job_id: uuid.UUID | str) -> str | None:
     submission (docs/performance.md, "Engine IV")."""
     if not is_postgresql() or timezone.get_current_timezone_name() != "UTC":
         return None
-    try:
-        job_uuid = uuid.UUID(str(job_id))
-    except ValueError:
-        raise NotFound(f"job {job_id} does not exist") from None
-    owner = user.pk if user is not None and user.is_authenticated else None
+    job_uuid, everyone, owner = _reading(user, job_id)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT sas_job_document(p_job => %s, p_everyone => %s, p_owner => %s)",
-            [job_uuid, can_read_all_jobs(user), owner],
+            [job_uuid, everyone, owner],
         )
         text: str | None = cursor.fetchone()[0]
     if text is None:
@@ -303,12 +310,7 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
     PostgreSQL, the ORM's `job_detail` elsewhere."""
     if not is_postgresql():
         return job_detail(user=user, job_id=job_id)
-    everyone = can_read_all_jobs(user)
-    owner = user.pk if user is not None and user.is_authenticated else None
-    try:
-        job_uuid = uuid.UUID(str(job_id))
-    except ValueError:
-        raise NotFound(f"job {job_id} does not exist") from None
+    job_uuid, everyone, owner = _reading(user, job_id)
     with connection.cursor() as cursor:
         cursor.execute(JOB_SQL, [job_uuid, everyone, owner])
         row = cursor.fetchone()

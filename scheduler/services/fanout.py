@@ -242,13 +242,25 @@ def fan_out_advance(unit: Unit, state: JobState, step: Step, counts: Counter[str
     return "running"
 
 
-def fan_out_held(step_ids: list[int]) -> list[str]:
-    """Names of held items of these fan-out steps (a few, for the job's reason)."""
-    return list(
-        Step.objects.filter(parent_id__in=step_ids, kind=StepKind.ITEM, status=S.HELD)
-        .order_by("id")
-        .values_list("name", flat=True)[:5]
-    )
+def fan_out_held(state: JobState, groups: list[Step], *, held_items: int) -> list[str]:
+    """What holds these waiting fan-out steps for an operator (a few names, for the job's
+    reason): their held items (`held_items` counted them), and the held undos of their items (a
+    failed join unwinding, or a met join undoing its failed items). Items share their fan-out's
+    definition, and so do their undos, which are read with the job."""
+    held: list[str] = []
+    if held_items:
+        held += list(
+            Step.objects.filter(parent_id__in=[g.pk for g in groups], kind=StepKind.ITEM, status=S.HELD)
+            .order_by("id")
+            .values_list("name", flat=True)[:5]
+        )
+    fanning = {g.definition_id for g in groups}
+    held += [
+        c.name
+        for c in state.compensations.values()
+        if c.status == S.HELD and c.item_index is not None and c.definition_id in fanning
+    ]
+    return held
 
 
 def _page(step: Step, statuses: list[str], limit: int, *, descending: bool) -> list[Step]:

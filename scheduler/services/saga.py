@@ -91,17 +91,7 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
         )
         return
     held = [s.name for s in actions if s.status == S.HELD]
-    if held_items:
-        held += fan_out_held([g.pk for g in groups])
-    # An item's undo held for an operator (a failed join unwinding, or a met join undoing its
-    # failed items) holds its fan-out as much as a held item does. Items share their fan-out's
-    # definition, and so do their undos.
-    fanning = {g.definition_id for g in groups}
-    held += [
-        c.name
-        for c in state.compensations.values()
-        if c.status == S.HELD and c.item_index is not None and c.definition_id in fanning
-    ]
+    held += fan_out_held(state, groups, held_items=held_items)
     target = J.NEEDS_ATTENTION if held else J.RUNNING
     if job.status != target:
         job_transition(
