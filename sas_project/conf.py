@@ -28,6 +28,22 @@ class SasSettings:
         return float(getattr(settings, "SAS_LEASE_SECONDS", 3 * self.supervisor_interval))
 
     @property
+    def schedule_max_failures(self) -> int:
+        """Firings in a row that raise before a schedule pauses itself."""
+        return int(getattr(settings, "SAS_SCHEDULE_MAX_FAILURES", 5))
+
+    @property
+    def quarantine_retry_seconds(self) -> float:
+        """How long a loop leaves an item it quarantined alone before trying it again."""
+        return float(getattr(settings, "SAS_QUARANTINE_RETRY_SECONDS", 600))
+
+    @property
+    def debt_takeover_intervals(self) -> float:
+        """Scan intervals the oldest remediation debt may reach under one holder before another
+        cluster takes the lease over (supervisor.debt)."""
+        return float(getattr(settings, "SAS_DEBT_TAKEOVER_INTERVALS", 3))
+
+    @property
     def scan_batch_size(self) -> int:
         """Steps claimed per scan transaction; keeps each lock short."""
         return int(getattr(settings, "SAS_SCAN_BATCH_SIZE", 200))

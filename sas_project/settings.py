@@ -400,6 +400,14 @@ SAS_MAX_FANOUT_ITEMS = env.int("SAS_MAX_FANOUT_ITEMS", 1000, validate=Range(min=
 # Jobs in one POST /api/v1/jobs/batch/ (one transaction).
 SAS_MAX_BATCH_JOBS = env.int("SAS_MAX_BATCH_JOBS", 100, validate=Range(min=1, max=1000))
 SAS_SCHEDULES_PER_USER = env.int("SAS_SCHEDULES_PER_USER", 50)
+# A schedule whose firings raise this many times in a row pauses itself (scheduler.schedules).
+SAS_SCHEDULE_MAX_FAILURES = env.int("SAS_SCHEDULE_MAX_FAILURES", 5, validate=Range(min=1))
+# An item a loop quarantined is left alone this long before the loop tries it again.
+SAS_QUARANTINE_RETRY_SECONDS = env.float("SAS_QUARANTINE_RETRY_SECONDS", 600, validate=Range(min=0))
+# Remediation debt (supervisor.debt): steps more than two intervals past due with no remediation
+# since; when the oldest is older than this many intervals under one holder, another cluster
+# takes the lease over.
+SAS_DEBT_TAKEOVER_INTERVALS = env.float("SAS_DEBT_TAKEOVER_INTERVALS", 3, validate=Range(min=1))
 #: How deep sub-workflows may nest (a child of a child ...): deeper, the step fails.
 SAS_MAX_WORKFLOW_DEPTH = env.int("SAS_MAX_WORKFLOW_DEPTH", 5)
 SAS_SCAN_BATCH_SIZE = env.int("SAS_SCAN_BATCH_SIZE", 200, validate=Range(min=1))

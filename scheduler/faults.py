@@ -27,3 +27,15 @@ def maybe_fail_after_commit(what: str) -> None:
     rate = commit_error_rate()
     if rate > 0 and _rng.random() < rate:
         raise OperationalError(f"injected fault: {what} committed, then the connection failed")
+
+
+def remediation_fails() -> bool:
+    """SAS_FAULT_REMEDIATION_FAILS: every remediation batch of this process's supervisor raises
+    as if the database refused it, while its loop goes on renewing the lease (a supervisor alive
+    but not remediating; what remediation debt exists to catch). Off unless set to 1."""
+    return os.environ.get("SAS_FAULT_REMEDIATION_FAILS", "") == "1"
+
+
+def fail_remediation() -> None:
+    if remediation_fails():
+        raise OperationalError("injected fault: this supervisor's remediation fails")

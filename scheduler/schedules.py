@@ -13,6 +13,11 @@ its next firing after now.
 A firing submits as the schedule's owner, outside the API's request rates: a user owns at most
 SAS_SCHEDULES_PER_USER schedules, and the schedule of a deactivated owner does not submit (its
 `last_error` says why; it goes on to its next firing, and submits again once the owner is active).
+
+A firing that raises (not a refusal: an error on the service's side of the job, a value the
+database refuses) never stops the others: it is quarantined (its `last_error` says why, the
+`quarantined` alert tells), the schedule goes on to its next firing, and after
+SAS_SCHEDULE_MAX_FAILURES firings in a row that raised it pauses itself.
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ from sas_project.errors import (
 )
 from sas_project.validation import json_storable, valid_name
 from scheduler import contracts
-from scheduler.models import CatchUp, EventKind, Schedule, Workflow
+from scheduler.models import CatchUp, EventKind, QuarantineLoop, Schedule, Workflow
 from scheduler.services import job_submit, valid_business_key, valid_priority
+from scheduler.services.quarantine import Quarantiner, error_text, is_item_fault
 from scheduler.unit import unit_of_work
 
 logger = logging.getLogger("scheduler.schedules")
@@ -235,18 +241,63 @@ def schedule_set_paused(name: str, *, actor: Any, paused: bool) -> Schedule:
 
 
 def schedules_fire(now: dt.datetime | None = None) -> int:
-    """Fire every schedule that is due; returns how many jobs were submitted."""
+    """Fire every schedule that is due; returns how many jobs were submitted. A schedule whose
+    firing raises is quarantined (scheduler.services.quarantine): its `last_error` says why, it
+    moves on to its next firing and, after SAS_SCHEDULE_MAX_FAILURES in a row, pauses itself; the
+    schedules after it fire in the same pass."""
     submitted = 0
+    quarantine = Quarantiner(QuarantineLoop.SCHEDULES, source=SOURCE)
     for schedule_id in (
         Schedule.objects.filter(paused_at__isnull=True, next_fire_at__lte=now or timezone.now())
         .order_by("next_fire_at")
         .values_list("pk", flat=True)[:BATCH]
     ):
-        submitted += _fire_one(schedule_id, now)
+        try:
+            submitted += _fire_one(schedule_id, now, quarantine)
+        except Exception as exc:
+            if not is_item_fault(exc):
+                raise
+            _move_on(schedule_id, now, exc, quarantine)
     return submitted
 
 
-def _fire_one(schedule_id: int, now: dt.datetime | None) -> int:
+def _failed(schedule: Schedule, moment: dt.datetime, exc: BaseException, quarantine: Quarantiner) -> str:
+    """Count a firing that raised: the error said, the schedule paused at the limit of failures
+    in a row, the quarantine recorded. Returns the error to keep (the caller saves the row)."""
+    schedule.failures += 1
+    error = f"could not submit: {error_text(exc)}"
+    action = "moved_on"
+    if schedule.failures >= sas_settings.schedule_max_failures:
+        schedule.paused_at = moment
+        error += f" (paused after {schedule.failures} failures in a row: resume it once fixed)"
+        action = "schedule_paused"
+    quarantine.other(f"schedule {schedule.name}", exc, action=action)
+    return error
+
+
+def _move_on(schedule_id: int, now: dt.datetime | None, exc: BaseException, quarantine: Quarantiner) -> None:
+    """The firing raised outside its submission (its row could not even be written as fired):
+    in a transaction of its own, the schedule goes on to its next firing with the error said, or
+    pauses when even its next firing cannot be read."""
+    with transaction.atomic():
+        schedule = (
+            Schedule.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(pk=schedule_id, paused_at__isnull=True)
+            .first()
+        )
+        if schedule is None:
+            return
+        moment = now or timezone.now()
+        schedule.last_error = _failed(schedule, moment, exc, quarantine)
+        try:
+            schedule.next_fire_at = next_fire(schedule, moment)
+        except Exception:
+            logger.exception("schedule %s: its next firing cannot be read", schedule.name)
+            schedule.paused_at = moment
+        schedule.save(update_fields=["last_error", "failures", "paused_at", "next_fire_at", "updated_at"])
+
+
+def _fire_one(schedule_id: int, now: dt.datetime | None, quarantine: Quarantiner) -> int:
     with transaction.atomic():
         schedule = (
             Schedule.objects.select_for_update(skip_locked=True, of=("self",))
@@ -293,12 +344,30 @@ def _fire_one(schedule_id: int, now: dt.datetime | None) -> int:
                             reason=f"schedule {schedule.name} fired for {fire_at.isoformat()}",
                             data={"schedule": schedule.name, "fire_at": fire_at.isoformat()},
                         )
+                schedule.failures = 0
             except SasError as exc:
+                # Refused (an unknown workflow, an input its contract refuses): the schedule's
+                # own content, said and not counted as a failure of the service.
                 error = exc.message
                 logger.warning("schedule %s did not submit: %s", schedule.name, error)
+            except Exception as exc:
+                if not is_item_fault(exc):
+                    raise
+                # The submission rolled back to its savepoint; the schedule still moves on.
+                error = _failed(schedule, moment, exc, quarantine)
         schedule.last_fired_at = fire_at or schedule.last_fired_at
         schedule.last_job_id = job_id or schedule.last_job_id
         schedule.last_error = error
         schedule.next_fire_at = next_fire(schedule, max(moment, fire_at or moment))
-        schedule.save(update_fields=["last_fired_at", "last_job", "last_error", "next_fire_at", "updated_at"])
+        schedule.save(
+            update_fields=[
+                "last_fired_at",
+                "last_job",
+                "last_error",
+                "failures",
+                "paused_at",
+                "next_fire_at",
+                "updated_at",
+            ]
+        )
         return 1 if job_id is not None else 0

@@ -5,8 +5,9 @@ compensated (each from its event, whoever wrote it: the database queues those ev
 `reactions_handle`, which every supervisor loop runs), an endpoint's circuit opened (when the
 scan opens it), and the supervisor stopped (its last scan is older than three intervals; every
 cluster's loop checks), and the history archive cannot be written (once per run of failures,
-from the lease holder's loop). Each alert is written once per subscription: its outbox key names
-what it is about.
+from the lease holder's loop), a loop quarantined an item (once per quarantine), and the lease
+holder leaves remediation debt too long (supervisor.debt, once per stalled term). Each alert is
+written once per subscription: its outbox key names what it is about.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from django.utils import timezone
 
 from agents.health import endpoint_assess
 from agents.models import AgentEndpoint
-from scheduler.models import AlertKind, AlertSubscription, Delivery, DeliveryKind, EventKind, EventReaction
+from scheduler.models import (
+    AlertKind,
+    AlertSubscription,
+    Delivery,
+    DeliveryKind,
+    EventKind,
+    EventReaction,
+    Quarantine,
+)
 from scheduler.services.retention import ArchiveUnwritable
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
@@ -100,6 +109,36 @@ def reactions_handle(limit: int = 500) -> int:
                 enabled=enabled,
             )
         EventReaction.objects.filter(pk__in=[event.pk for event in batch]).delete()
+    return len(batch)
+
+
+def quarantines_alert(limit: int = 100) -> int:
+    """Write the `quarantined` alert of each quarantine not alerted yet (scheduler.services.
+    quarantine), once per row, and mark them; any number of loops may run it at once."""
+    with transaction.atomic():
+        batch = list(
+            Quarantine.objects.filter(alerted_at__isnull=True)
+            .select_for_update(skip_locked=True)
+            .order_by("id")[:limit]
+        )
+        if not batch:
+            return 0
+        enabled = _enabled()
+        for row in batch:
+            alert_write(
+                AlertKind.QUARANTINED,
+                f"quarantine-{row.pk}",
+                {
+                    "loop": row.loop,
+                    "job_id": str(row.job_id) if row.job_id else None,
+                    "step_id": row.step_id,
+                    "subject": row.subject,
+                    "action": row.action,
+                    "error": row.error,
+                },
+                enabled=enabled,
+            )
+        Quarantine.objects.filter(pk__in=[row.pk for row in batch]).update(alerted_at=timezone.now())
     return len(batch)
 
 

@@ -36,6 +36,7 @@ from scheduler.models import AlertSubscription, Job
 from scheduler.serializers import JobSerializer, drf_datetime
 from scheduler.unit import db_now
 from supervisor import selectors
+from supervisor.debt import remediation_debt
 from supervisor.policies import POLICY_FIELDS, policy_create, policy_delete, policy_update
 from supervisor.selectors.attention import AttentionFilters, needs_attention
 from supervisor.selectors.overview import endpoint_health, supervisor_health
@@ -553,6 +554,7 @@ class SupervisorView(ApiView):
                 "last_scan_age_seconds": round(health.scan_age, 3) if health.scan_age is not None else None,
                 "stale": health.stale,
                 "last_scan": health.figures,
+                "remediation_debt": remediation_debt(now).as_dict(),
                 "pools": [
                     {
                         "name": p.name,

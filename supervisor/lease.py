@@ -1,7 +1,8 @@
 """The supervisor lease: one acting supervisor at a time, fenced by a growing token.
 
 Every scanner calls `lease_acquire` at the start of a scan; only the holder goes on. A holder
-that stops renewing is replaced once `expires_at` passes (one lease period). The token grows on
+that stops renewing is replaced once `expires_at` passes (one lease period); one that renews but
+leaves remediation debt is taken over before that (`lease_take_over`, supervisor.debt). The token grows on
 every change of holder, and `lease_fence` re-checks (and renews) it inside each remediation
 transaction, holding the lease row's lock until that transaction commits: a supervisor that lost
 the lease finds out before its next action, and a takeover waits for an action in progress.
@@ -83,6 +84,21 @@ def lease_acquire(holder: str) -> LeaseGrant | None:
         SupervisorLease.objects.filter(pk=LEASE_NAME, holder=holder).values_list("token", flat=True).first()
     )
     return None if token is None else LeaseGrant(holder=holder, token=token)
+
+
+def lease_take_over(holder: str, *, from_holder: str, from_token: int) -> LeaseGrant | None:
+    """Take the lease from a holder that renews it but does not remediate (supervisor.debt):
+    only while `from_holder` still holds it with `from_token`, so two loops deciding at once make
+    one change of holder. The token grows, so the old holder's next fence fails and it steps
+    down; an action of its in progress holds the lease row's lock, and this waits for it."""
+    changed = SupervisorLease.objects.filter(pk=LEASE_NAME, holder=from_holder, token=from_token).update(
+        token=F("token") + 1,
+        handovers=F("handovers") + 1,
+        acquired_at=Now(),
+        holder=holder,
+        expires_at=Now() + _period(),
+    )
+    return LeaseGrant(holder=holder, token=from_token + 1) if changed else None
 
 
 def lease_fence(grant: LeaseGrant) -> bool:

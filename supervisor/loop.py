@@ -27,7 +27,13 @@ from sas_project.idempotency import idempotent_requests_prune
 from sas_project.throttling import rate_buckets_prune
 from scheduler.schedules import schedules_fire
 from scheduler.services.retention import ArchiveUnwritable, history_prune_if_due
-from supervisor.alerts import archive_failed_alert, reactions_handle, supervisor_stale_check
+from supervisor.alerts import (
+    archive_failed_alert,
+    quarantines_alert,
+    reactions_handle,
+    supervisor_stale_check,
+)
+from supervisor.debt import debt_watch
 from supervisor.deliveries import Sender
 from supervisor.lease import LeaseGrant, lease_release
 from supervisor.scan import scan
@@ -90,18 +96,17 @@ def _passes(
             # the connection, and try again at the next interval.
             logger.exception("supervisor %s: scan failed", holder)
             connection.close()
-        try:
-            # Every loop watches the scans (a stalled supervisor cannot say so itself), sends
-            # what the outbox holds and fires the schedules that are due, whether or not its own
-            # scan worked.
-            supervisor_stale_check(interval)
-            while reactions_handle() and not should_stop():
-                pass
-            sender.pump()
-            schedules_fire()
-        except Exception:
-            logger.exception("supervisor %s: alerts and deliveries failed", holder)
-            connection.close()
+        # Every loop watches the scans (a stalled supervisor cannot say so itself) and the debt
+        # of remediation (judged from the step rows, not from the holder's word: a holder that
+        # renews but leaves work undone is taken over, supervisor.debt), sends what the outbox
+        # holds and fires the schedules that are due, whether or not its own scan worked. Each
+        # chore on its own: one that fails stops none of the others.
+        _chore(holder, "the stale-scan check", lambda: supervisor_stale_check(interval))
+        _chore(holder, "the remediation debt check", lambda: debt_watch(holder=holder, interval=interval))
+        _chore(holder, "alerts", lambda: _reactions(should_stop))
+        _chore(holder, "quarantine alerts", quarantines_alert)
+        _chore(holder, "deliveries", sender.pump)
+        _chore(holder, "schedules", schedules_fire)
         if last_grant is not None:
             try:
                 # History retention, once a day, by the lease holder only, a slice per pass.
@@ -143,6 +148,22 @@ def _passes(
         except Exception:
             logger.exception("supervisor %s: could not release the lease", holder)
     return scans
+
+
+def _chore(holder: str, what: str, chore: Callable[[], object]) -> object:
+    """Run one of the loop's chores; one that raises is logged and the connection dropped (a
+    database restart), and the loop goes on."""
+    try:
+        return chore()
+    except Exception:
+        logger.exception("supervisor %s: %s failed", holder, what)
+        connection.close()
+        return None
+
+
+def _reactions(should_stop: Callable[[], bool]) -> None:
+    while reactions_handle() and not should_stop():
+        pass
 
 
 def _send_more(holder: str, sender: Sender) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Count
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -32,7 +33,8 @@ from agents.models import ReplyDeadLetters
 from sas_project import VERSION
 from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql
-from scheduler.models import STEP_LIVE, EventKind
+from scheduler.models import STEP_LIVE, EventKind, Quarantine, QuarantineLoop
+from supervisor.debt import remediation_debt
 from supervisor.models import SCAN_BUCKETS, MetricsCheckpoint, ScanHistogramBucket
 
 BATCH = 20_000
@@ -259,6 +261,16 @@ class ServiceCollector(Collector):
         for reason, count in ReplyDeadLetters.objects.order_by("reason").values_list("reason", "count"):
             dead.add_metric([reason], float(count))
         yield dead
+        quarantined = CounterMetricFamily(
+            "sas_quarantined",
+            "Items a supervision loop set aside because handling them raised, by loop.",
+            labels=["loop"],
+        )
+        counts = dict(Quarantine.objects.values_list("loop").annotate(n=Count("pk")).values_list("loop", "n"))
+        for loop in QuarantineLoop.values:
+            quarantined.add_metric([loop], float(counts.get(loop, 0)))
+        yield quarantined
+        yield from _debt()
         yield _scan_histogram()
         build = GaugeMetricFamily("sas_build_info", "The service's version (always 1).", labels=["version"])
         build.add_metric([VERSION], 1.0)
@@ -429,6 +441,21 @@ def _one(
     NaN is never true, so an alert on it could not fire)."""
     found = values.get(metric, [])
     return GaugeMetricFamily(name, doc, value=found[0][1] if found else missing)
+
+
+def _debt() -> Iterator[GaugeMetricFamily]:
+    """Remediation debt, read from the step rows (supervisor.debt)."""
+    debt = remediation_debt()
+    yield GaugeMetricFamily(
+        "sas_remediation_debt_steps",
+        "Remediable steps more than two scan intervals past due with nothing done since.",
+        value=float(debt.steps),
+    )
+    yield GaugeMetricFamily(
+        "sas_remediation_debt_oldest_seconds",
+        "Seconds since the oldest step of the remediation debt became due (0 with none).",
+        value=debt.oldest_seconds,
+    )
 
 
 def _scan_histogram() -> HistogramMetricFamily:

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET
 
 from sas_project import dbcode
 from sas_project.conf import sas_settings
+from supervisor.debt import DEBT_INTERVALS, remediation_debt
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
 
@@ -110,16 +111,32 @@ def readyz(request: HttpRequest) -> JsonResponse:
 @never_cache
 @require_GET
 def supervisorz(request: HttpRequest) -> JsonResponse:
-    """Whether a supervisor scanned within three intervals: 200, or 503 with why not. For a
-    blackbox probe or a status page; not a readiness probe (a web pod can serve without it)."""
+    """Whether a supervisor scanned within three intervals and remediates (its remediation debt,
+    supervisor.debt, no older than the takeover threshold past the two intervals that make a
+    debt): 200, or 503 with why not. For a blackbox probe or a status page; not a readiness probe
+    (a web pod can serve without it)."""
     try:
         stale = _supervisor_fresh()
+        debt = remediation_debt()
     except Exception:
         logger.warning("supervisorz: database unreachable", exc_info=True)
         return JsonResponse({"status": "unknown", "reason": "the database is unreachable"}, status=503)
     if stale is not None:
-        return JsonResponse({"status": "stale", "reason": stale}, status=503)
-    return JsonResponse({"status": "scanning"})
+        return JsonResponse(
+            {"status": "stale", "reason": stale, "remediation_debt": debt.as_dict()}, status=503
+        )
+    interval = sas_settings.supervisor_interval
+    if debt.oldest_seconds > (DEBT_INTERVALS + sas_settings.debt_takeover_intervals) * interval:
+        # Scanning, but not remediating: the takeover did not help (or there is nobody to take over).
+        return JsonResponse(
+            {
+                "status": "not_remediating",
+                "reason": f"{debt.steps} steps overdue by up to {debt.oldest_seconds:.0f} s",
+                "remediation_debt": debt.as_dict(),
+            },
+            status=503,
+        )
+    return JsonResponse({"status": "scanning", "remediation_debt": debt.as_dict()})
 
 
 @never_cache

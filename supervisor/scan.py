@@ -24,7 +24,8 @@ from agents.health import pool_has_healthy_endpoint
 from agents.models import AgentPool
 from agents.outcome import AttemptKind
 from sas_project.conf import sas_settings
-from scheduler.models import STEP_SCANNED, Attempt, Job, JobStatus, Step, StepStatus
+from scheduler.faults import fail_remediation
+from scheduler.models import STEP_SCANNED, Attempt, Job, JobStatus, QuarantineLoop, Step, StepStatus
 from scheduler.services import (
     JOB_FORWARD,
     JobState,
@@ -42,9 +43,10 @@ from scheduler.services import (
     steps_still_queued,
 )
 from scheduler.services.children import child_advance, children_due
-from scheduler.services.wakeups import waits_due, waits_expire
+from scheduler.services.quarantine import LoopStopped, Quarantiner, error_text, is_item_fault, not_quarantined
+from scheduler.services.wakeups import waits_due, waits_due_steps, waits_expire
 from scheduler.transitions import attempts_time_out
-from scheduler.unit import Unit, unit_of_work
+from scheduler.unit import Unit, db_now, unit_of_work
 from supervisor import setwise
 from supervisor.alerts import endpoint_assess_and_alert
 from supervisor.lease import LeaseGrant, lease_acquire, lease_fence, lease_record_scan
@@ -72,11 +74,23 @@ class ScanReport:
     #: The scanning loop's previous pass, all its work included, and its longest since it started.
     pass_ms: int = 0
     longest_pass_ms: int = 0
+    #: Items set aside this scan because handling them raised (scheduler.services.quarantine).
+    quarantined: int = 0
 
     def figures(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("acted")
         return data
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters now, to undo what a batch that rolled back had counted."""
+        data = asdict(self)
+        data["decisions"] = dict(self.decisions)
+        return data
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        for name, value in snapshot.items():
+            setattr(self, name, dict(value) if name == "decisions" else value)
 
 
 def due_condition(now: Any) -> Q:
@@ -92,8 +106,11 @@ def due_condition(now: Any) -> Q:
     )
 
 
-def due_steps(now: Any, *, limit: int, exclude: set[int], lock: bool = True) -> list[Step]:
-    """Up to `limit` due steps, oldest first, their jobs locked (skipping locked ones)."""
+def due_steps(
+    now: Any, *, limit: int, exclude: set[int], lock: bool = True, only: int | None = None
+) -> list[Step]:
+    """Up to `limit` due steps, oldest first, their jobs locked (skipping locked ones); `only`:
+    that one step, if it is due."""
     query = (
         Step.objects.filter(status__in=[S.DISPATCHED, S.RETRY_WAIT, S.ATTEMPT_FAILED, S.UNKNOWN])
         .filter(due_condition(now))
@@ -103,6 +120,8 @@ def due_steps(now: Any, *, limit: int, exclude: set[int], lock: bool = True) -> 
     )
     if exclude:
         query = query.exclude(pk__in=exclude)
+    if only is not None:
+        query = query.filter(pk=only)
     if lock:
         query = query.select_for_update(of=("job",), skip_locked=True)
     return list(query.select_related("job")[:limit])
@@ -137,32 +156,96 @@ def scan(
     size = batch_size or sas_settings.scan_batch_size
     seen: set[int] = set()
     cache = ScanCache()
-    _sweep_job_deadlines(grant, report, size)
-    _sweep_waits(grant, report, size)
-    _sweep_children(grant, report, size)
-    while max_batches is None or report.batches < max_batches:
-        with unit_of_work() as unit:
-            if not lease_fence(grant):
-                report.lost_lease = True
-                break
-            report.batches += 1
-            if setwise.enabled():
-                claimed_count = _setwise_batch(unit, grant, report, cache, draw, size, seen)
-            else:
-                claimed = due_steps(unit.now, limit=size, exclude=seen)
-                claimed_count = len(claimed)
-                if claimed:
-                    # The claim locked the jobs without waiting; their steps are read after that.
-                    states = load_locked_jobs([c.job for c in claimed])
-                    _per_step(unit, states, [c.pk for c in claimed], grant, report, cache, draw, seen)
-            if not claimed_count:
-                break
-        if claimed_count < size:
-            break
+    try:
+        _sweep_job_deadlines(grant, report, size)
+        _sweep_waits(grant, report, size)
+        _sweep_children(grant, report, size)
+        _remediate_due(grant, report, cache, draw, size, seen, max_batches)
+    except LoopStopped:
+        report.lost_lease = True
     report.duration_ms = int((time.monotonic() - started) * 1000)
     if not report.lost_lease:
         lease_record_scan(grant, report.figures())
     return report
+
+
+def _remediate_due(
+    grant: LeaseGrant,
+    report: ScanReport,
+    cache: ScanCache,
+    draw: Callable[[], float],
+    size: int,
+    seen: set[int],
+    max_batches: int | None,
+) -> None:
+    """The due steps, in bounded batches, each batch one transaction. A batch that raises with a
+    fault of an item's is rolled back and its steps are remediated one by one, each in its own
+    transaction; a step that raises again is quarantined (scheduler.services.quarantine)."""
+    quarantine = Quarantiner(QuarantineLoop.REMEDIATION, source=_source(grant))
+    while max_batches is None or report.batches < max_batches:
+        claimed: list[int] = []
+        before = report.snapshot()
+        try:
+            with unit_of_work() as unit:
+                _fence(grant)
+                fail_remediation()
+                report.batches += 1
+                if setwise.enabled():
+                    _setwise_batch(unit, grant, report, cache, draw, size, seen, claimed)
+                else:
+                    due = due_steps(unit.now, limit=size, exclude=seen)
+                    claimed += [c.pk for c in due]
+                    if due:
+                        # The claim locked the jobs without waiting; their steps are read after that.
+                        states = load_locked_jobs([c.job for c in due])
+                        _per_step(unit, states, claimed, grant, report, cache, draw, seen)
+        except Exception as exc:
+            if not claimed or not is_item_fault(exc):
+                raise
+            report.restore(before)
+            report.batches += 1
+            logger.warning(
+                "scan: a batch of %d steps raised (%s): each step on its own", len(claimed), error_text(exc)
+            )
+            for step_id in claimed:
+                _remediate_alone(step_id, grant, report, cache, draw, seen, quarantine)
+        if len(claimed) < size:
+            break
+
+
+def _remediate_alone(
+    step_id: int,
+    grant: LeaseGrant,
+    report: ScanReport,
+    cache: ScanCache,
+    draw: Callable[[], float],
+    seen: set[int],
+    quarantine: Quarantiner,
+) -> None:
+    """One due step in a transaction of its own; quarantined when it raises with a fault of its own."""
+    seen.add(step_id)
+    before = report.snapshot()
+    try:
+        with unit_of_work() as unit:
+            _fence(grant)
+            due = due_steps(unit.now, limit=1, exclude=set(), only=step_id)
+            if due:
+                states = load_locked_jobs([due[0].job])
+                _per_step(unit, states, [step_id], grant, report, cache, draw, seen)
+    except Exception as exc:
+        if not is_item_fault(exc):
+            raise
+        report.restore(before)
+        report.examined += 1
+        quarantine.step(step_id, exc)
+        report.quarantined += 1
+        _count(report, "quarantined")
+
+
+def _fence(grant: LeaseGrant) -> None:
+    """Inside a transaction: renew the lease, or stop the scan (LoopStopped) when it was lost."""
+    if not lease_fence(grant):
+        raise LoopStopped("the lease was lost")
 
 
 def _setwise_batch(
@@ -173,11 +256,14 @@ def _setwise_batch(
     draw: Callable[[], float],
     size: int,
     seen: set[int],
-) -> int:
-    """One batch on PostgreSQL: the common decisions set-wise, the rest per step."""
+    claimed: list[int],
+) -> None:
+    """One batch on PostgreSQL: the common decisions set-wise, the rest per step. The steps it
+    claims go to `claimed` first (what to take one by one if the batch raises)."""
     batch = setwise.due_batch(unit.now, limit=size, exclude=seen)
+    claimed += [due.step_id for due in batch]
     if not batch:
-        return 0
+        return
     plan = setwise.plan(batch, unit.now, draw=draw, pool_healthy=cache.pool_healthy, assessed=cache.assessed)
     setwise.apply(plan, unit.now, source=_source(grant))
     for due in plan.keep_waiting:
@@ -197,7 +283,6 @@ def _setwise_batch(
         jobs = list(Job.objects.filter(pk__in={d.job_id for d in plan.per_step}).select_related("workflow"))
         states = load_locked_jobs(jobs)
         _per_step(unit, states, [d.step_id for d in plan.per_step], grant, report, cache, draw, seen)
-    return len(batch)
 
 
 def _per_step(
@@ -265,47 +350,100 @@ def _last_attempts(steps: list[Step]) -> dict[int, dict[str, Any]]:
 
 
 def _sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> None:
-    """Jobs past their whole-job deadline stop and compensate what ran."""
-    with unit_of_work() as unit:
-        if not lease_fence(grant):
-            report.lost_lease = True
-            return
-        jobs = list(
-            Job.objects.filter(status__in=sorted(JOB_FORWARD), deadline__lte=unit.now)
-            .select_for_update(skip_locked=True)
-            .values_list("pk", flat=True)[:size]
-        )
-        for job_id in jobs:
-            state = lock_job(unit, job_id)
-            job_start_compensation(
-                unit,
-                state,
-                reason_code="deadline",
-                source=_source(grant),
-                reason="the job's deadline passed",
-            )
-            report.remediated += 1
-            _count(report, "job_deadline")
+    """Jobs past their whole-job deadline stop and compensate what ran: in one transaction, or,
+    when that raises, one job at a time, quarantining the job that raises again."""
+    jobs: list[Any] = []
+    before = report.snapshot()
+    try:
+        with unit_of_work() as unit:
+            _fence(grant)
+            jobs += _deadlines_due(unit.now, size)
+            for job_id in jobs:
+                _deadline_pass(unit, job_id, grant, report)
+        return
+    except Exception as exc:
+        if not jobs or not is_item_fault(exc):
+            raise
+        report.restore(before)
+    quarantine = Quarantiner(QuarantineLoop.JOB_DEADLINES, source=_source(grant))
+    for job_id in jobs:
+        item = report.snapshot()
+        try:
+            with unit_of_work() as unit:
+                _fence(grant)
+                if lock_job(unit, job_id, skip_locked=True) is not None:
+                    _deadline_pass(unit, job_id, grant, report)
+        except Exception as exc:
+            if not is_item_fault(exc):
+                raise
+            report.restore(item)
+            quarantine.job(job_id, exc)
+            report.quarantined += 1
+            _count(report, "quarantined")
+
+
+def _deadlines_due(now: Any, size: int) -> list[Any]:
+    return list(
+        Job.objects.filter(status__in=sorted(JOB_FORWARD), deadline__lte=now)
+        .filter(not_quarantined(QuarantineLoop.JOB_DEADLINES, now))
+        .select_for_update(skip_locked=True)
+        .values_list("pk", flat=True)[:size]
+    )
+
+
+def _deadline_pass(unit: Unit, job_id: Any, grant: LeaseGrant, report: ScanReport) -> None:
+    state = lock_job(unit, job_id)
+    if state.job.status not in JOB_FORWARD or state.job.deadline is None or state.job.deadline > unit.now:
+        return
+    job_start_compensation(
+        unit,
+        state,
+        reason_code="deadline",
+        source=_source(grant),
+        reason="the job's deadline passed",
+    )
+    report.remediated += 1
+    _count(report, "job_deadline")
 
 
 def _sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
     """Waits whose time came: timers fire, timeouts apply their on_timeout. In batches of jobs
-    locked together (skipping those another transaction holds: the next scan takes them)."""
+    locked together (skipping those another transaction holds: the next scan takes them); a batch
+    that raises is done again one job at a time, quarantining the job that raises again."""
+    tried: set[Any] = set()
+    quarantine = Quarantiner(QuarantineLoop.WAITS, source=_source(grant))
     while True:
-        with unit_of_work() as unit:
-            # The fence only when there is something to do: no transaction of its own per scan.
-            job_ids = waits_due(unit.now, limit=size)
-            if not job_ids:
-                return
-            if not lease_fence(grant):
-                report.lost_lease = True
-                return
-            done = waits_expire(unit, job_ids, source=_source(grant))
+        job_ids: list[Any] = []
+        try:
+            with unit_of_work() as unit:
+                # The fence only when there is something to do: no transaction of its own per scan.
+                job_ids += waits_due(unit.now, limit=size, exclude=tried)
+                if not job_ids:
+                    return
+                _fence(grant)
+                done = waits_expire(unit, job_ids, source=_source(grant))
+        except Exception as exc:
+            if not job_ids or not is_item_fault(exc):
+                raise
+            done = {}
+            for job_id in job_ids:
+                try:
+                    with unit_of_work() as unit:
+                        _fence(grant)
+                        for what, count in waits_expire(unit, [job_id], source=_source(grant)).items():
+                            done[what] = done.get(what, 0) + count
+                except Exception as item_exc:
+                    if not is_item_fault(item_exc):
+                        raise
+                    quarantine.job(job_id, item_exc, steps=waits_due_steps(job_id, db_now()))
+                    report.quarantined += 1
+                    _count(report, "quarantined")
+        tried.update(job_ids)
         for what, count in done.items():
             report.examined += count
             report.remediated += count
             report.decisions[what] = report.decisions.get(what, 0) + count
-        if len(job_ids) < size or not done:
+        if len(job_ids) < size:
             return
 
 
@@ -313,14 +451,23 @@ def _sweep_children(grant: LeaseGrant, report: ScanReport, size: int) -> None:
     """Sub-workflow steps whose task was lost with its worker: start the child they lack, settle
     them from the child that settled, or let a compensating parent read its child's compensation
     (ended, or held). A step another transaction holds is left for the
-    next scan; the grace (one interval) leaves the tasks the time to do it themselves."""
+    next scan; the grace (one interval) leaves the tasks the time to do it themselves. Each step
+    is its own transaction: one that raises is quarantined, and the rest go on."""
     with unit_of_work() as unit:
         due = children_due(unit.now, grace=dt.timedelta(seconds=sas_settings.supervisor_interval), limit=size)
-        if due and not lease_fence(grant):
-            report.lost_lease = True
-            return
+        if due:
+            _fence(grant)
+    quarantine = Quarantiner(QuarantineLoop.CHILDREN, source=_source(grant))
     for step_id in due:
-        what = child_advance(step_id, source=_source(grant), skip_locked=True)
+        try:
+            what = child_advance(step_id, source=_source(grant), skip_locked=True)
+        except Exception as exc:
+            if not is_item_fault(exc):
+                raise
+            quarantine.step(step_id, exc)
+            report.quarantined += 1
+            _count(report, "quarantined")
+            continue
         report.examined += 1
         if what in ("started", "succeeded", "failed", "refused", "held", "compensated", "undoing"):
             report.remediated += 1

@@ -373,6 +373,13 @@ class PoolHealthSerializer(serializers.Serializer):
     endpoints = EndpointHealthSerializer(many=True)
 
 
+class RemediationDebtSerializer(serializers.Serializer):
+    steps = serializers.IntegerField(help_text="Remediable steps more than two intervals past due.")
+    oldest_seconds = serializers.FloatField(
+        help_text="Seconds since the oldest of them became due (0: none)."
+    )
+
+
 class SupervisorStatusSerializer(serializers.Serializer):
     lease = LeaseSerializer()
     interval_seconds = serializers.FloatField()
@@ -381,5 +388,12 @@ class SupervisorStatusSerializer(serializers.Serializer):
     stale = serializers.BooleanField(help_text="No scan within three intervals.")
     last_scan = serializers.DictField(
         help_text="Figures of the last scan: examined, remediated, duration_ms, lag_ms, batches."
+    )
+    remediation_debt = RemediationDebtSerializer(
+        help_text=(
+            "Read from the step rows, not from the supervisor's word: the remediable steps more than "
+            "two intervals past due with nothing done since, and the oldest one's age. A working "
+            "supervisor keeps it at zero."
+        )
     )
     pools = PoolHealthSerializer(many=True)

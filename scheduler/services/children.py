@@ -48,6 +48,7 @@ from scheduler.models import (
     EventKind,
     Job,
     JobStatus,
+    QuarantineLoop,
     Step,
     StepDefinition,
     StepDefinitionKind,
@@ -56,6 +57,7 @@ from scheduler.models import (
     Workflow,
 )
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
+from scheduler.services.quarantine import not_quarantined
 from scheduler.services.saga import ancestor_outputs, job_advance, step_input
 from scheduler.services.submission import child_create
 from scheduler.services.wakeups import step_wait_failed
@@ -286,6 +288,7 @@ def children_due(now: dt.datetime, *, grace: dt.timedelta, limit: int) -> list[i
             (Q(updated_at__lte=now - grace) & ~Exists(children))
             | Exists(children.filter(status__in=sorted(JOB_SETTLED), finished_at__lte=now - grace))
         )
+        .filter(not_quarantined(QuarantineLoop.CHILDREN, now, field="job_id"))
         .order_by("updated_at")
         .values_list("pk", flat=True)[:limit]
     )
@@ -306,6 +309,7 @@ def children_due(now: dt.datetime, *, grace: dt.timedelta, limit: int) -> list[i
             (Q(status=S.SUCCEEDED) & Exists(undone))
             | (Q(status__in=(S.SUCCEEDED, S.WAITING), job__status=J.COMPENSATING) & Exists(held))
         )
+        .filter(not_quarantined(QuarantineLoop.CHILDREN, now, field="job_id"))
         .order_by("updated_at")
         .values_list("pk", flat=True)[: limit - len(waiting)]
     )

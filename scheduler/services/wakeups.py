@@ -23,6 +23,7 @@ from scheduler.models import (
     Job,
     OnExhausted,
     OnTimeout,
+    QuarantineLoop,
     Signal,
     Step,
     StepDefinition,
@@ -31,6 +32,7 @@ from scheduler.models import (
     StepStatus,
 )
 from scheduler.services.locking import JOB_FORWARD, JobState, load_locked_jobs, lock_job
+from scheduler.services.quarantine import not_quarantined
 from scheduler.services.saga import job_advance, job_fail, job_start_compensation
 from scheduler.services.waits import describe, signal_consume, timer_fire
 from scheduler.transitions import step_transition
@@ -336,15 +338,27 @@ def wait_expire(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
     return "wait_timed_out"
 
 
-def waits_due(now: dt.datetime, *, limit: int) -> list[Any]:
+def waits_due(now: dt.datetime, *, limit: int, exclude: set[Any] | None = None) -> list[Any]:
     """The jobs of up to `limit` waits whose time came, earliest first (read through the live
-    steps' index: a wait that is not due costs nothing)."""
+    steps' index: a wait that is not due costs nothing), but those in `exclude` and those the
+    waits' sweep quarantined lately."""
     rows = (
         Step.objects.filter(status=S.WAITING, deadline__lte=now, pool__isnull=True, kind=StepKind.ACTION)
+        .filter(not_quarantined(QuarantineLoop.WAITS, now, field="job_id"))
+        .exclude(job_id__in=list(exclude or ()))
         .order_by("deadline")
         .values_list("job_id", flat=True)[:limit]
     )
     return list(dict.fromkeys(rows))
+
+
+def waits_due_steps(job_id: Any, now: dt.datetime) -> list[int]:
+    """The due waits of one job (what the waits' sweep was ending when it raised)."""
+    return list(
+        Step.objects.filter(
+            job_id=job_id, status=S.WAITING, deadline__lte=now, pool__isnull=True, kind=StepKind.ACTION
+        ).values_list("pk", flat=True)
+    )
 
 
 def waits_expire(unit: Unit, job_ids: list[Any], *, source: str) -> dict[str, int]:

@@ -30,6 +30,7 @@ from scheduler.models import (
     StepStatus,
 )
 from scheduler.unit import db_now
+from supervisor.debt import remediation_debt
 from supervisor.heartbeats import ClusterState, clusters
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
@@ -86,6 +87,9 @@ class SupervisorHealth:
     scan_age: float | None
     stale: bool
     lease_valid: bool
+    #: Remediation debt (supervisor.debt): read from the step rows, not from the holder's word.
+    debt_steps: int = 0
+    debt_oldest_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -245,6 +249,7 @@ def supervisor_health(now: dt.datetime) -> SupervisorHealth:
     if lease is None:
         return SupervisorHealth("", None, None, None, {}, 0, interval, None, stale=True, lease_valid=False)
     age = scan_age(lease.last_scan_at, now)
+    debt = remediation_debt(now, interval)
     return SupervisorHealth(
         holder=lease.holder,
         token=lease.token,
@@ -256,6 +261,8 @@ def supervisor_health(now: dt.datetime) -> SupervisorHealth:
         scan_age=age,
         stale=scan_is_stale(age, interval),
         lease_valid=bool(lease.holder) and lease.expires_at is not None and lease.expires_at > now,
+        debt_steps=debt.steps,
+        debt_oldest_seconds=debt.oldest_seconds,
     )
 
 

@@ -4,7 +4,12 @@
 CREATE FUNCTION sas_lease_term() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO supervisor_leaseterm (lease, token, holder, acquired_at, expired_at, ended_at, ended_by)
-    VALUES (OLD.name, OLD.token, OLD.holder, OLD.acquired_at, OLD.expires_at, NEW.acquired_at, NEW.holder);
+    VALUES (
+        OLD.name, OLD.token, OLD.holder, OLD.acquired_at,
+        -- A holder taken over before its lease expired (supervisor.debt) could act until then.
+        CASE WHEN OLD.expires_at > NEW.acquired_at THEN NEW.acquired_at ELSE OLD.expires_at END,
+        NEW.acquired_at, NEW.holder
+    );
     RETURN NEW;
 END
 $$;
