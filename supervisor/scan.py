@@ -430,8 +430,9 @@ def _sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
                 try:
                     with unit_of_work() as unit:
                         _fence(grant)
-                        for what, count in waits_expire(unit, [job_id], source=_source(grant)).items():
-                            done[what] = done.get(what, 0) + count
+                        ended = waits_expire(unit, [job_id], source=_source(grant))
+                    for what, count in ended.items():
+                        done[what] = done.get(what, 0) + count
                 except Exception as item_exc:
                     if not is_item_fault(item_exc):
                         raise

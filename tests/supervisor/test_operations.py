@@ -101,10 +101,15 @@ def test_supervisorz_wants_a_recent_scan_and_says_why_not(supervise: Supervise, 
     client = Client()
     response = client.get("/supervisorz")
     assert response.status_code == 503
-    assert response.json() == {"status": "stale", "reason": "no supervisor has scanned yet"}
+    assert response.json() == {
+        "status": "stale",
+        "reason": "no supervisor has scanned yet",
+        "remediation_debt": {"steps": 0, "oldest_seconds": 0.0},
+    }
     supervise()
     response = client.get("/supervisorz")
-    assert response.status_code == 200 and response.json() == {"status": "scanning"}
+    assert response.status_code == 200
+    assert response.json() == {"status": "scanning", "remediation_debt": {"steps": 0, "oldest_seconds": 0.0}}
     # Three intervals without a scan: stale, and the answer names no host or holder.
     SupervisorLease.objects.update(last_scan_at=timezone.now() - dt.timedelta(seconds=10))
     response = client.get("/supervisorz")
