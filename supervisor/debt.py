@@ -12,7 +12,8 @@ SAS_DEBT_TAKEOVER_INTERVALS intervals under the current holder (counted from whe
 lease, so a new holder gets its own time), a loop that is not the holder takes the lease over
 (`lease_take_over`: a new fencing token; the old holder's next fence fails and it steps down) and
 the alert `supervisor_not_remediating` is written once per stalled term. The holder's own loop
-seeing the same writes the alert (with one cluster there is nobody to take over).
+seeing the same, two intervals later (time for a peer to act first), writes the alert itself:
+with one cluster there is nobody to take over.
 
 Shown in /metrics (`sas_remediation_debt_steps`, `sas_remediation_debt_oldest_seconds`),
 /supervisorz, `GET /api/v1/supervisor/` and the console's overview.
@@ -40,6 +41,8 @@ S = StepStatus
 
 #: Steps more than this many intervals past due, untouched, are debt.
 DEBT_INTERVALS = 2
+#: Intervals the holder waits, beyond the takeover threshold, before alerting of its own debt.
+SELF_ALERT_GRACE = 2
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,10 @@ def debt_watch(*, holder: str, interval: float | None = None) -> str:
     if lease is None or not lease.holder or lease.expires_at is None or lease.expires_at <= now:
         return ""  # nobody holds the lease: the next scan takes it (and the stale alert watches)
     stalled = stalled_for(debt, lease, now)
+    if lease.holder == holder:
+        # The holder saying it of itself waits a little longer: a peer, if there is one, takes
+        # over first and its alert names who did.
+        threshold += SELF_ALERT_GRACE * interval
     if stalled <= threshold:
         return ""
     payload = {
