@@ -34,9 +34,10 @@ Messages are persistent (delivery mode 2) and use kombu's JSON serialisation, so
 Celery-compatible) consumer reads them, and on AMQP they are plain messages with a JSON body.
 
 What the reply consumer cannot record (a message it cannot decode, one that is not a reply, one
-larger than SAS_MAX_RESPONSE_BYTES, a reply refused at each of SAS_REPLY_MAX_TRIES tries) goes to
-the dead-letter queue `<reply queue>.dead` on the same broker (consume_replies). Connections to
-`rediss://` and `amqps://` brokers verify the certificate and the host name (tls_options).
+larger than SAS_MAX_RESPONSE_BYTES, one whose reading raises, a reply refused at each of
+SAS_REPLY_MAX_TRIES tries) goes to the dead-letter queue `<reply queue>.dead` on the same broker
+(consume_replies). Connections to `rediss://` and `amqps://` brokers verify the certificate and
+the host name (tls_options).
 """
 
 from __future__ import annotations
@@ -242,6 +243,8 @@ def parse_reply(body: Any) -> Reply | Heartbeat:
             body = json.loads(body)
         except ValueError as exc:
             raise BadReply("the reply is not JSON") from exc
+        except RecursionError as exc:  # json's scanner spends the recursion limit on nesting
+            raise BadReply("the reply's JSON is nested too deeply to read") from exc
     if not isinstance(body, dict):
         raise BadReply("the reply is not a JSON object")
     operation_id = body.get("operation_id")
@@ -282,6 +285,7 @@ DEAD_REASONS: dict[str, str] = {
     "undecodable": "not JSON, or a content type other than JSON",
     "too_large": "larger than SAS_MAX_RESPONSE_BYTES",
     "invalid": "JSON that is not a reply (BadReply)",
+    "unclassified": "reading it raised an error the consumer does not classify",
     "refused": "not recorded at any of SAS_REPLY_MAX_TRIES tries while the database answered",
 }
 #: The headers a dead letter carries, beside the message's own.
@@ -333,15 +337,18 @@ def consume_replies(
     that dies first leaves it to be delivered again, which is harmless (the first result of an
     attempt wins; a heartbeat only moves a deadline). Heartbeats come through `handle` too.
 
-    No message holds up the ones behind it. A message larger than SAS_MAX_RESPONSE_BYTES, one
-    that cannot be decoded (not JSON, another content type) and one that is not a reply
-    (BadReply) go to the broker's dead-letter queue (`dead_letter_queue`) at once, with their raw
-    body (cut to the limit when too large) and the reason in their headers. When `handle` raises
+    No message holds up the ones behind it. What `read_message` sets aside (a message larger than
+    SAS_MAX_RESPONSE_BYTES, one that cannot be decoded, one that is not a reply)
+    and a message whose reading raises anything else ("unclassified") go to the broker's
+    dead-letter queue (`dead_letter_queue`) at once, with their raw body (cut to the limit when
+    too large) and the reason in their headers: never is a message's fault taken for a lost
+    broker. When `handle` raises
     HandlerUnavailable (the database is away), the reply is put back and the consumer pauses;
     when it raises anything else, the reply goes to the end of the queue with its tries counted
     in a header (TRIES_HEADER), and after SAS_REPLY_MAX_TRIES to the dead-letter queue. The
     message is acknowledged only once its dead letter is published; `on_dead_letter` is then told
     (to record an event and count it): when it fails, that is logged and the message stays dead.
+    Only the broker's own errors make the consumer reconnect to it.
     """
     from kombu import Consumer, Queue
 
@@ -382,23 +389,16 @@ def consume_replies(
     def on_message(message: Any) -> None:
         nonlocal handled
         raw = _raw(message)
-        limit = sas_settings.max_response_bytes
-        if len(raw) > limit:
-            error = f"the reply is {len(raw)} bytes, more than {limit}"
-            set_aside(message, DeadLetter("too_large", error, dead_name), raw)
-            return
         try:
-            body = message.decode()
-        except Exception as exc:  # noqa: BLE001 - whatever the serialiser raises: not decodable
-            on_decode_error(message, exc)
+            read = read_message(message, raw, dead_queue=dead_name)
+        except Exception as exc:  # a poison nobody foresaw must not stop the replies
+            logger.exception("reply not read", extra={"queue": queue_name})
+            error = f"reading the reply raised {type(exc).__name__}: {exc}"[:1000]
+            read = DeadLetter("unclassified", error, dead_name, tries=_tries(message) + 1)
+        if isinstance(read, DeadLetter):
+            set_aside(message, read, raw)
             return
-        try:
-            reply = parse_reply(body)
-        except BadReply as exc:
-            operation_id, attempt = _names(body)
-            dead = DeadLetter("invalid", str(exc), dead_name, operation_id=operation_id, attempt=attempt)
-            set_aside(message, dead, raw)
-            return
+        reply = read
         try:
             handle(reply)
         except HandlerUnavailable:
@@ -465,7 +465,15 @@ def consume_replies(
                     conn.drain_events(timeout=poll / max(len(opened), 1))
                 except TimeoutError:
                     continue
-                except Exception as exc:  # noqa: BLE001 - a broker away: try again next turn
+                except Exception as exc:  # a broker away (try again next turn), or kombu on an item
+                    if index in connected and not _broker_error(conn, exc):
+                        # kombu failed on an item before on_message saw it (an item that is not
+                        # a kombu message, taken off the queue): the connection is sound, and
+                        # dropping it would only give back the unacknowledged replies.
+                        logger.exception(
+                            "reply consumer: a message failed before it was read (%s)", _safe(conn)
+                        )
+                        continue
                     if index in connected:
                         logger.warning("reply consumer lost broker %s: %s", _safe(conn), exc)
                     connected.discard(index)
@@ -475,6 +483,36 @@ def consume_replies(
     finally:
         for conn, _consumer in opened:
             _release(conn)
+
+
+def read_message(message: Any, raw: bytes, *, dead_queue: str) -> Reply | Heartbeat | DeadLetter:
+    """What a message of the reply queue is (`raw` its body as it came): a reply or heartbeat to
+    record, or why it goes to `dead_queue`."""
+    tries = _tries(message) + 1
+    limit = sas_settings.max_response_bytes
+    if len(raw) > limit:
+        return DeadLetter(
+            "too_large", f"the reply is {len(raw)} bytes, more than {limit}", dead_queue, tries=tries
+        )
+    try:
+        body = message.decode()
+    except Exception as exc:  # noqa: BLE001 - whatever the serialiser raises: not decodable
+        error = f"the reply cannot be decoded: {type(exc).__name__}: {exc}"[:1000]
+        return DeadLetter("undecodable", error, dead_queue, tries=tries)
+    try:
+        return parse_reply(body)
+    except BadReply as exc:
+        operation_id, attempt = _names(body)
+        return DeadLetter(
+            "invalid", str(exc), dead_queue, tries=tries, operation_id=operation_id, attempt=attempt
+        )
+
+
+def _broker_error(conn: Any, exc: Exception) -> bool:
+    """Whether `exc` is the broker's (its connection or channel failed), not a message's."""
+    from kombu.exceptions import OperationalError
+
+    return isinstance(exc, (*conn.connection_errors, *conn.channel_errors, OperationalError))
 
 
 def _raw(message: Any) -> bytes:
@@ -500,7 +538,7 @@ def _names(body: Any) -> tuple[str | None, int | None]:
     if isinstance(body, bytes | str):
         try:
             body = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None, None
     if not isinstance(body, dict):
         return None, None

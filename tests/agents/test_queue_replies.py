@@ -7,6 +7,7 @@ with the reason, and never holds up the replies behind it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from django.db import DataError, connection
 
+from agents import queue as agent_queue
 from agents.models import ReplyDeadLetters
 from agents.outcome import CallResult, Outcome
 from agents.queue import (
@@ -148,6 +150,63 @@ def test_a_reply_naming_a_known_step_that_is_not_a_reply_is_dead_lettered_with_a
     assert "'maybe'" in event.reason
     ((_kept, headers),) = dead_letters(redis.url)
     assert headers[DEAD_REASON] == "invalid"
+
+
+def test_a_string_of_deep_nesting_is_dead_lettered_once_and_the_replies_behind_it_are_recorded(
+    redis: RedisProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    job, ship = one_job(redis.url)
+    publish(redis.url, REPLIES, "[" * 100_000)  # JSON: a string, which is JSON nested too deep to read
+    publish(redis.url, REPLIES, succeeded(ship))
+    with caplog.at_level(logging.WARNING, logger="agents.queue"):
+        consume_until(job_done(job))
+    assert Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED
+    ((_kept, headers),) = dead_letters(redis.url)
+    assert headers[DEAD_REASON] == "invalid" and headers[TRIES_HEADER] == 1
+    assert "nested too deeply" in headers["x-sas-dead-error"]
+    assert not [r for r in caplog.records if "lost broker" in r.getMessage()]
+    assert dict(ReplyDeadLetters.objects.values_list("reason", "count")) == {"invalid": 1}
+
+
+def test_a_reply_whose_reading_raises_an_unclassified_error_is_dead_lettered_not_taken_for_a_lost_broker(
+    redis: RedisProcess, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job, ship = one_job(redis.url)
+    real = agent_queue.parse_reply
+
+    def parse_with_a_bug(body: Any) -> Reply | Heartbeat:
+        if body == {"poison": 1}:
+            raise ZeroDivisionError("a bug in the reply's reading")
+        return real(body)
+
+    monkeypatch.setattr(agent_queue, "parse_reply", parse_with_a_bug)
+    publish(redis.url, REPLIES, {"poison": 1})
+    publish(redis.url, REPLIES, succeeded(ship))
+    with caplog.at_level(logging.WARNING, logger="agents.queue"):
+        consume_until(job_done(job))
+    assert Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED
+    ((kept, headers),) = dead_letters(redis.url)
+    assert kept == b'{"poison": 1}'
+    assert headers[DEAD_REASON] == "unclassified" and headers[TRIES_HEADER] == 1
+    assert "ZeroDivisionError: a bug in the reply's reading" in headers["x-sas-dead-error"]
+    assert not [r for r in caplog.records if "lost broker" in r.getMessage()]
+    assert dict(ReplyDeadLetters.objects.values_list("reason", "count")) == {"unclassified": 1}
+
+
+def test_an_item_that_is_not_a_kombu_message_costs_no_reconnect_and_the_replies_behind_it_are_recorded(
+    redis: RedisProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    import redis as redis_client
+
+    job, ship = one_job(redis.url)
+    # Pushed as kombu pushes a message, but not one: kombu fails on it before the consumer sees it.
+    redis_client.Redis.from_url(redis.url).lpush(REPLIES, b"not a kombu message")
+    publish(redis.url, REPLIES, succeeded(ship))
+    with caplog.at_level(logging.WARNING, logger="agents.queue"):
+        consume_until(job_done(job))
+    assert Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED
+    assert not [r for r in caplog.records if "lost broker" in r.getMessage()]
+    assert [r for r in caplog.records if "failed before it was read" in r.getMessage()]
 
 
 def test_a_reply_whose_operation_id_holds_a_nul_is_dead_lettered_not_put_back_forever(
