@@ -34,14 +34,16 @@ Messages are persistent (delivery mode 2) and use kombu's JSON serialisation, so
 Celery-compatible) consumer reads them, and on AMQP they are plain messages with a JSON body.
 
 What the reply consumer cannot record (a message it cannot decode, one that is not a reply, one
-larger than SAS_MAX_RESPONSE_BYTES, one whose reading raises, a reply refused at each of
-SAS_REPLY_MAX_TRIES tries) goes to the dead-letter queue `<reply queue>.dead` on the same broker
-(consume_replies). Connections to `rediss://` and `amqps://` brokers verify the certificate and
-the host name (tls_options).
+larger than SAS_MAX_RESPONSE_BYTES, a compressed one, one whose reading raises, a reply refused at
+each of SAS_REPLY_MAX_TRIES tries) goes to the dead-letter queue `<reply queue>.dead` on the same
+broker (consume_replies); kombu never inflates a compressed one first (uninflated). Connections to
+`rediss://` and `amqps://` brokers verify the certificate and the host name (tls_options).
 """
 
 from __future__ import annotations
 
+import codecs
+import functools
 import json
 import logging
 import os
@@ -285,6 +287,7 @@ DEAD_REASONS: dict[str, str] = {
     "undecodable": "not JSON, or a content type other than JSON",
     "too_large": "larger than SAS_MAX_RESPONSE_BYTES",
     "invalid": "JSON that is not a reply (BadReply)",
+    "compressed": "compressed (a `compression` header, or a content encoding that is not a character set)",
     "unclassified": "reading it raised an error the consumer does not classify",
     "refused": "not recorded at any of SAS_REPLY_MAX_TRIES tries while the database answered",
 }
@@ -295,6 +298,9 @@ DEAD_ERROR = "x-sas-dead-error"
 TRIES_HEADER = "x-sas-tries"
 #: The size of a message cut to SAS_MAX_RESPONSE_BYTES in the dead-letter queue.
 BYTES_HEADER = "x-sas-bytes"
+#: How a compressed message said it was compressed (its `compression` header or content encoding),
+#: in its dead letter, which carries neither: whoever replays a dead letter does not inflate it.
+COMPRESSION_HEADER = "x-sas-compression"
 
 
 def dead_letter_queue(reply_queue: str) -> str:
@@ -338,11 +344,11 @@ def consume_replies(
     attempt wins; a heartbeat only moves a deadline). Heartbeats come through `handle` too.
 
     No message holds up the ones behind it. What `read_message` sets aside (a message larger than
-    SAS_MAX_RESPONSE_BYTES, one that cannot be decoded, one that is not a reply)
+    SAS_MAX_RESPONSE_BYTES, a compressed one, one that cannot be decoded, one that is not a reply)
     and a message whose reading raises anything else ("unclassified") go to the broker's
     dead-letter queue (`dead_letter_queue`) at once, with their raw body (cut to the limit when
     too large) and the reason in their headers: never is a message's fault taken for a lost
-    broker. When `handle` raises
+    broker. kombu never inflates a compressed body here (`uninflated`). When `handle` raises
     HandlerUnavailable (the database is away), the reply is put back and the consumer pauses;
     when it raises anything else, the reply goes to the end of the queue with its tries counted
     in a header (TRIES_HEADER), and after SAS_REPLY_MAX_TRIES to the dead-letter queue. The
@@ -362,14 +368,17 @@ def consume_replies(
         message is then not acknowledged, and comes back), acknowledge, and tell the caller."""
         limit = sas_settings.max_response_bytes
         headers = {
-            **_headers(message),
+            **{name: value for name, value in _headers(message).items() if name != "compression"},
             DEAD_REASON: dead.reason,
             DEAD_ERROR: dead.error[:500],
             TRIES_HEADER: dead.tries,
         }
         if len(raw) > limit:
             headers[BYTES_HEADER] = len(raw)
-        _publish_raw(message, raw[:limit], dead_name, headers)
+        compression = _compression(message)
+        if compression is not None:
+            headers[COMPRESSION_HEADER] = compression
+        _publish_raw(message, raw[:limit], dead_name, headers, binary=compression is not None)
         message.ack()
         logger.warning(
             "reply dead-lettered: %s",
@@ -459,7 +468,7 @@ def consume_replies(
                 try:
                     if index not in connected:
                         conn.ensure_connection(max_retries=1)
-                        consumer.revive(conn.channel())
+                        consumer.revive(_uninflating(conn.channel()))
                         consumer.consume()
                         connected.add(index)
                     conn.drain_events(timeout=poll / max(len(opened), 1))
@@ -487,8 +496,13 @@ def consume_replies(
 
 def read_message(message: Any, raw: bytes, *, dead_queue: str) -> Reply | Heartbeat | DeadLetter:
     """What a message of the reply queue is (`raw` its body as it came): a reply or heartbeat to
-    record, or why it goes to `dead_queue`."""
+    record, or why it goes to `dead_queue`. A compressed body is refused as it is, before anything
+    decodes it; the size is that of the body as it came."""
     tries = _tries(message) + 1
+    compression = _compression(message)
+    if compression is not None:
+        error = f"the reply is compressed ({compression[:100]}); it is not inflated"
+        return DeadLetter("compressed", error, dead_queue, tries=tries)
     limit = sas_settings.max_response_bytes
     if len(raw) > limit:
         return DeadLetter(
@@ -506,6 +520,58 @@ def read_message(message: Any, raw: bytes, *, dead_queue: str) -> Reply | Heartb
         return DeadLetter(
             "invalid", str(exc), dead_queue, tries=tries, operation_id=operation_id, attempt=attempt
         )
+
+
+def _compression(message: Any) -> str | None:
+    """How `message` says its body is compressed, or None: its `compression` header, or a content
+    encoding that is a codec but not a character set (zlib, bz2: kombu's decoding gives the body
+    to codecs.decode, which inflates it). An unknown encoding is left to decoding to refuse."""
+    compression = _headers(message).get("compression")
+    if compression:
+        return str(compression)
+    encoding = message.content_encoding
+    if not isinstance(encoding, str) or encoding.lower() in ("binary", "ascii-8bit"):  # kombu's raw
+        return None
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        return None
+    try:
+        b"0".decode(encoding)
+    except LookupError:  # "... is not a text encoding"
+        return encoding
+    except ValueError:  # a character set this byte is no text in
+        return None
+    return None
+
+
+def _uninflating(channel: Any) -> Any:
+    """`channel`, making its messages with `uninflated`."""
+    channel.Message = uninflated(type(channel).Message)
+    return channel
+
+
+@functools.cache
+def uninflated(message_class: type[Any]) -> type[Any]:
+    """`message_class` (a kombu transport's Message) that leaves a compressed body as it came.
+
+    kombu's own Message.__init__ inflates the body by its `compression` header (zlib, bz2, lzma)
+    while the transport makes the message, before any callback sees it: a size cap applied later
+    is too late (a few hundred bytes of bz2 are 64 MiB inflated). Every transport's Message hands
+    the headers to kombu's by keyword; the class made here sits between the two in the method
+    resolution order, hides the header from kombu's and puts it back, so the consumer sees it."""
+    from kombu.message import Message
+
+    class KeepCompressed(Message):
+        # kombu.message.Message.__init__'s arguments, each transport's Message passes by keyword.
+        def __init__(self, *, headers: dict[str, Any] | None = None, **kwargs: Any) -> None:
+            headers = dict(headers or {})
+            compression = headers.pop("compression", None)
+            super().__init__(headers=headers, **kwargs)
+            if compression is not None:
+                self.headers["compression"] = compression
+
+    return type(f"Uninflated{message_class.__name__}", (message_class, KeepCompressed), {})
 
 
 def _broker_error(conn: Any, exc: Exception) -> bool:
@@ -554,9 +620,11 @@ def _printable_id(operation_id: str) -> bool:
     return 0 < len(operation_id) <= 200 and operation_id.isprintable()
 
 
-def _publish_raw(message: Any, raw: bytes, queue_name: str, headers: dict[str, Any]) -> None:
-    """Publish `raw` as it came (its content type and encoding) to `queue_name` on the broker
-    `message` came from, persistent."""
+def _publish_raw(
+    message: Any, raw: bytes, queue_name: str, headers: dict[str, Any], *, binary: bool = False
+) -> None:
+    """Publish `raw` as it came (its content type and encoding; "binary" when `binary`) to
+    `queue_name` on the broker `message` came from, persistent."""
     from kombu import Producer, Queue
 
     producer = Producer(message.channel)
@@ -565,7 +633,7 @@ def _publish_raw(message: Any, raw: bytes, queue_name: str, headers: dict[str, A
         routing_key=queue_name,
         declare=[Queue(queue_name, routing_key=queue_name, durable=True)],
         content_type=message.content_type or "application/data",
-        content_encoding=message.content_encoding or "binary",
+        content_encoding="binary" if binary else message.content_encoding or "binary",
         headers=headers,
         delivery_mode=2,
     )

@@ -36,6 +36,7 @@ from agents.http import call_http
 from agents.outcome import AttemptKind, CallSpec, Outcome
 from agents.queue import (
     BYTES_HEADER,
+    COMPRESSION_HEADER,
     DEAD_ERROR,
     DEAD_REASON,
     DEAD_REASONS,
@@ -632,7 +633,7 @@ def test_the_reply_queue_in_the_document_is_the_default_reply_queue() -> None:
 
 def test_the_dead_letter_headers_and_reasons_in_the_document_are_the_consumers() -> None:
     headers = asyncapi()["components"]["messages"]["DeadLetter"]["headers"]["properties"]
-    assert set(headers) == {DEAD_REASON, DEAD_ERROR, TRIES_HEADER, BYTES_HEADER}
+    assert set(headers) == {DEAD_REASON, DEAD_ERROR, TRIES_HEADER, BYTES_HEADER, COMPRESSION_HEADER}
     assert headers[DEAD_REASON]["enum"] == list(DEAD_REASONS)
 
 
