@@ -34,13 +34,16 @@ Messages are persistent (delivery mode 2) and use kombu's JSON serialisation, so
 Celery-compatible) consumer reads them, and on AMQP they are plain messages with a JSON body.
 
 What the reply consumer cannot record (a message it cannot decode, one that is not a reply, one
-larger than SAS_MAX_RESPONSE_BYTES, a reply refused at each of SAS_REPLY_MAX_TRIES tries) goes to
-the dead-letter queue `<reply queue>.dead` on the same broker (consume_replies). Connections to
+larger than SAS_MAX_RESPONSE_BYTES, a compressed one, one whose reading raises, a reply refused at
+each of SAS_REPLY_MAX_TRIES tries) goes to the dead-letter queue `<reply queue>.dead` on the same
+broker (consume_replies); kombu never inflates a compressed one first (uninflated). Connections to
 `rediss://` and `amqps://` brokers verify the certificate and the host name (tls_options).
 """
 
 from __future__ import annotations
 
+import codecs
+import functools
 import json
 import logging
 import os
@@ -242,6 +245,8 @@ def parse_reply(body: Any) -> Reply | Heartbeat:
             body = json.loads(body)
         except ValueError as exc:
             raise BadReply("the reply is not JSON") from exc
+        except RecursionError as exc:  # json's scanner spends the recursion limit on nesting
+            raise BadReply("the reply's JSON is nested too deeply to read") from exc
     if not isinstance(body, dict):
         raise BadReply("the reply is not a JSON object")
     operation_id = body.get("operation_id")
@@ -282,6 +287,8 @@ DEAD_REASONS: dict[str, str] = {
     "undecodable": "not JSON, or a content type other than JSON",
     "too_large": "larger than SAS_MAX_RESPONSE_BYTES",
     "invalid": "JSON that is not a reply (BadReply)",
+    "compressed": "compressed (a `compression` header, or a content encoding that is not a character set)",
+    "unclassified": "reading it raised an error the consumer does not classify",
     "refused": "not recorded at any of SAS_REPLY_MAX_TRIES tries while the database answered",
 }
 #: The headers a dead letter carries, beside the message's own.
@@ -291,6 +298,9 @@ DEAD_ERROR = "x-sas-dead-error"
 TRIES_HEADER = "x-sas-tries"
 #: The size of a message cut to SAS_MAX_RESPONSE_BYTES in the dead-letter queue.
 BYTES_HEADER = "x-sas-bytes"
+#: How a compressed message said it was compressed (its `compression` header or content encoding),
+#: in its dead letter, which carries neither: whoever replays a dead letter does not inflate it.
+COMPRESSION_HEADER = "x-sas-compression"
 
 
 def dead_letter_queue(reply_queue: str) -> str:
@@ -333,15 +343,18 @@ def consume_replies(
     that dies first leaves it to be delivered again, which is harmless (the first result of an
     attempt wins; a heartbeat only moves a deadline). Heartbeats come through `handle` too.
 
-    No message holds up the ones behind it. A message larger than SAS_MAX_RESPONSE_BYTES, one
-    that cannot be decoded (not JSON, another content type) and one that is not a reply
-    (BadReply) go to the broker's dead-letter queue (`dead_letter_queue`) at once, with their raw
-    body (cut to the limit when too large) and the reason in their headers. When `handle` raises
+    No message holds up the ones behind it. What `read_message` sets aside (a message larger than
+    SAS_MAX_RESPONSE_BYTES, a compressed one, one that cannot be decoded, one that is not a reply)
+    and a message whose reading raises anything else ("unclassified") go to the broker's
+    dead-letter queue (`dead_letter_queue`) at once, with their raw body (cut to the limit when
+    too large) and the reason in their headers: never is a message's fault taken for a lost
+    broker. kombu never inflates a compressed body here (`uninflated`). When `handle` raises
     HandlerUnavailable (the database is away), the reply is put back and the consumer pauses;
     when it raises anything else, the reply goes to the end of the queue with its tries counted
     in a header (TRIES_HEADER), and after SAS_REPLY_MAX_TRIES to the dead-letter queue. The
     message is acknowledged only once its dead letter is published; `on_dead_letter` is then told
     (to record an event and count it): when it fails, that is logged and the message stays dead.
+    Only the broker's own errors make the consumer reconnect to it.
     """
     from kombu import Consumer, Queue
 
@@ -355,14 +368,17 @@ def consume_replies(
         message is then not acknowledged, and comes back), acknowledge, and tell the caller."""
         limit = sas_settings.max_response_bytes
         headers = {
-            **_headers(message),
+            **{name: value for name, value in _headers(message).items() if name != "compression"},
             DEAD_REASON: dead.reason,
             DEAD_ERROR: dead.error[:500],
             TRIES_HEADER: dead.tries,
         }
         if len(raw) > limit:
             headers[BYTES_HEADER] = len(raw)
-        _publish_raw(message, raw[:limit], dead_name, headers)
+        compression = _compression(message)
+        if compression is not None:
+            headers[COMPRESSION_HEADER] = compression
+        _publish_raw(message, raw[:limit], dead_name, headers, binary=compression is not None)
         message.ack()
         logger.warning(
             "reply dead-lettered: %s",
@@ -382,23 +398,16 @@ def consume_replies(
     def on_message(message: Any) -> None:
         nonlocal handled
         raw = _raw(message)
-        limit = sas_settings.max_response_bytes
-        if len(raw) > limit:
-            error = f"the reply is {len(raw)} bytes, more than {limit}"
-            set_aside(message, DeadLetter("too_large", error, dead_name), raw)
-            return
         try:
-            body = message.decode()
-        except Exception as exc:  # noqa: BLE001 - whatever the serialiser raises: not decodable
-            on_decode_error(message, exc)
+            read = read_message(message, raw, dead_queue=dead_name)
+        except Exception as exc:  # a poison nobody foresaw must not stop the replies
+            logger.exception("reply not read", extra={"queue": queue_name})
+            error = f"reading the reply raised {type(exc).__name__}: {exc}"[:1000]
+            read = DeadLetter("unclassified", error, dead_name, tries=_tries(message) + 1)
+        if isinstance(read, DeadLetter):
+            set_aside(message, read, raw)
             return
-        try:
-            reply = parse_reply(body)
-        except BadReply as exc:
-            operation_id, attempt = _names(body)
-            dead = DeadLetter("invalid", str(exc), dead_name, operation_id=operation_id, attempt=attempt)
-            set_aside(message, dead, raw)
-            return
+        reply = read
         try:
             handle(reply)
         except HandlerUnavailable:
@@ -459,13 +468,21 @@ def consume_replies(
                 try:
                     if index not in connected:
                         conn.ensure_connection(max_retries=1)
-                        consumer.revive(conn.channel())
+                        consumer.revive(_uninflating(conn.channel()))
                         consumer.consume()
                         connected.add(index)
                     conn.drain_events(timeout=poll / max(len(opened), 1))
                 except TimeoutError:
                     continue
-                except Exception as exc:  # noqa: BLE001 - a broker away: try again next turn
+                except Exception as exc:  # a broker away (try again next turn), or kombu on an item
+                    if index in connected and not _broker_error(conn, exc):
+                        # kombu failed on an item before on_message saw it (an item that is not
+                        # a kombu message, taken off the queue): the connection is sound, and
+                        # dropping it would only give back the unacknowledged replies.
+                        logger.exception(
+                            "reply consumer: a message failed before it was read (%s)", _safe(conn)
+                        )
+                        continue
                     if index in connected:
                         logger.warning("reply consumer lost broker %s: %s", _safe(conn), exc)
                     connected.discard(index)
@@ -475,6 +492,93 @@ def consume_replies(
     finally:
         for conn, _consumer in opened:
             _release(conn)
+
+
+def read_message(message: Any, raw: bytes, *, dead_queue: str) -> Reply | Heartbeat | DeadLetter:
+    """What a message of the reply queue is (`raw` its body as it came): a reply or heartbeat to
+    record, or why it goes to `dead_queue`. A compressed body is refused as it is, before anything
+    decodes it; the size is that of the body as it came."""
+    tries = _tries(message) + 1
+    compression = _compression(message)
+    if compression is not None:
+        error = f"the reply is compressed ({compression[:100]}); it is not inflated"
+        return DeadLetter("compressed", error, dead_queue, tries=tries)
+    limit = sas_settings.max_response_bytes
+    if len(raw) > limit:
+        return DeadLetter(
+            "too_large", f"the reply is {len(raw)} bytes, more than {limit}", dead_queue, tries=tries
+        )
+    try:
+        body = message.decode()
+    except Exception as exc:  # noqa: BLE001 - whatever the serialiser raises: not decodable
+        error = f"the reply cannot be decoded: {type(exc).__name__}: {exc}"[:1000]
+        return DeadLetter("undecodable", error, dead_queue, tries=tries)
+    try:
+        return parse_reply(body)
+    except BadReply as exc:
+        operation_id, attempt = _names(body)
+        return DeadLetter(
+            "invalid", str(exc), dead_queue, tries=tries, operation_id=operation_id, attempt=attempt
+        )
+
+
+def _compression(message: Any) -> str | None:
+    """How `message` says its body is compressed, or None: its `compression` header, or a content
+    encoding that is a codec but not a character set (zlib, bz2: kombu's decoding gives the body
+    to codecs.decode, which inflates it). An unknown encoding is left to decoding to refuse."""
+    compression = _headers(message).get("compression")
+    if compression:
+        return str(compression)
+    encoding = message.content_encoding
+    if not isinstance(encoding, str) or encoding.lower() in ("binary", "ascii-8bit"):  # kombu's raw
+        return None
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        return None
+    try:
+        b"0".decode(encoding)
+    except LookupError:  # "... is not a text encoding"
+        return encoding
+    except ValueError:  # a character set this byte is no text in
+        return None
+    return None
+
+
+def _uninflating(channel: Any) -> Any:
+    """`channel`, making its messages with `uninflated`."""
+    channel.Message = uninflated(type(channel).Message)
+    return channel
+
+
+@functools.cache
+def uninflated(message_class: type[Any]) -> type[Any]:
+    """`message_class` (a kombu transport's Message) that leaves a compressed body as it came.
+
+    kombu's own Message.__init__ inflates the body by its `compression` header (zlib, bz2, lzma)
+    while the transport makes the message, before any callback sees it: a size cap applied later
+    is too late (a few hundred bytes of bz2 are 64 MiB inflated). Every transport's Message hands
+    the headers to kombu's by keyword; the class made here sits between the two in the method
+    resolution order, hides the header from kombu's and puts it back, so the consumer sees it."""
+    from kombu.message import Message
+
+    class KeepCompressed(Message):
+        # kombu.message.Message.__init__'s arguments, each transport's Message passes by keyword.
+        def __init__(self, *, headers: dict[str, Any] | None = None, **kwargs: Any) -> None:
+            headers = dict(headers or {})
+            compression = headers.pop("compression", None)
+            super().__init__(headers=headers, **kwargs)
+            if compression is not None:
+                self.headers["compression"] = compression
+
+    return type(f"Uninflated{message_class.__name__}", (message_class, KeepCompressed), {})
+
+
+def _broker_error(conn: Any, exc: Exception) -> bool:
+    """Whether `exc` is the broker's (its connection or channel failed), not a message's."""
+    from kombu.exceptions import OperationalError
+
+    return isinstance(exc, (*conn.connection_errors, *conn.channel_errors, OperationalError))
 
 
 def _raw(message: Any) -> bytes:
@@ -500,7 +604,7 @@ def _names(body: Any) -> tuple[str | None, int | None]:
     if isinstance(body, bytes | str):
         try:
             body = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None, None
     if not isinstance(body, dict):
         return None, None
@@ -516,9 +620,11 @@ def _printable_id(operation_id: str) -> bool:
     return 0 < len(operation_id) <= 200 and operation_id.isprintable()
 
 
-def _publish_raw(message: Any, raw: bytes, queue_name: str, headers: dict[str, Any]) -> None:
-    """Publish `raw` as it came (its content type and encoding) to `queue_name` on the broker
-    `message` came from, persistent."""
+def _publish_raw(
+    message: Any, raw: bytes, queue_name: str, headers: dict[str, Any], *, binary: bool = False
+) -> None:
+    """Publish `raw` as it came (its content type and encoding; "binary" when `binary`) to
+    `queue_name` on the broker `message` came from, persistent."""
     from kombu import Producer, Queue
 
     producer = Producer(message.channel)
@@ -527,7 +633,7 @@ def _publish_raw(message: Any, raw: bytes, queue_name: str, headers: dict[str, A
         routing_key=queue_name,
         declare=[Queue(queue_name, routing_key=queue_name, durable=True)],
         content_type=message.content_type or "application/data",
-        content_encoding=message.content_encoding or "binary",
+        content_encoding="binary" if binary else message.content_encoding or "binary",
         headers=headers,
         delivery_mode=2,
     )

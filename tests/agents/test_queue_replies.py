@@ -7,7 +7,11 @@ with the reason, and never holds up the replies behind it.
 
 from __future__ import annotations
 
+import bz2
+import logging
 import time
+import tracemalloc
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +19,11 @@ from typing import Any
 import pytest
 from django.db import DataError, connection
 
+from agents import queue as agent_queue
 from agents.models import ReplyDeadLetters
 from agents.outcome import CallResult, Outcome
 from agents.queue import (
+    COMPRESSION_HEADER,
     DEAD_REASON,
     TRIES_HEADER,
     DeadLetter,
@@ -46,8 +52,17 @@ def redis(tmp_path: Path) -> Iterator[RedisProcess]:
     server.stop()
 
 
-def publish_raw(broker: str, body: bytes, *, content_type: str, name: str = REPLIES) -> None:
-    """A message as any producer may send it: these bytes, this content type, no serialiser."""
+def publish_raw(
+    broker: str,
+    body: bytes,
+    *,
+    content_type: str,
+    content_encoding: str = "utf-8",
+    headers: dict[str, Any] | None = None,
+    name: str = REPLIES,
+) -> None:
+    """A message as any producer may send it: these bytes, this content type and encoding, these
+    headers, no serialiser."""
     from kombu import Connection, Queue
 
     with Connection(broker) as conn, conn.Producer() as producer:
@@ -55,7 +70,8 @@ def publish_raw(broker: str, body: bytes, *, content_type: str, name: str = REPL
             body,
             routing_key=name,
             content_type=content_type,
-            content_encoding="utf-8",
+            content_encoding=content_encoding,
+            headers=headers or {},
             declare=[Queue(name, routing_key=name, durable=True)],
         )
 
@@ -131,6 +147,71 @@ def test_a_reply_larger_than_an_answer_may_be_is_dead_lettered_cut_to_the_limit(
     assert headers["x-sas-bytes"] > 5000
 
 
+# --- what must not be inflated -------------------------------------------------------------------
+
+#: What a compression bomb inflates to: 64 MiB of one byte.
+BOMB_BYTES = 64 * 2**20
+
+
+def bomb(compressor: Any) -> bytes:
+    """BOMB_BYTES of one byte through `compressor` (a bz2 or zlib compressor object), fed a MiB at
+    a time: the test itself never holds the inflated body."""
+    chunk = b"0" * 2**20
+    return b"".join(compressor.compress(chunk) for _ in range(BOMB_BYTES // len(chunk))) + compressor.flush()
+
+
+@pytest.mark.parametrize(
+    ("compressor", "content_type", "content_encoding", "headers"),
+    [
+        (bz2.BZ2Compressor, "application/json", "utf-8", {"compression": "application/x-bz2"}),
+        (zlib.compressobj, "application/json", "utf-8", {"compression": "application/x-gzip"}),
+        # kombu inflates this one while decoding: application/data passes any `accept`, and its
+        # content encoding goes to codecs.decode, which knows zlib.
+        (zlib.compressobj, "application/data", "zlib", {}),
+    ],
+    ids=["bz2-header", "zlib-header", "zlib-content-encoding"],
+)
+def test_a_compressed_reply_is_dead_lettered_as_it_came_never_inflated_and_the_replies_behind_it_recorded(
+    redis: RedisProcess, compressor: Any, content_type: str, content_encoding: str, headers: dict[str, Any]
+) -> None:
+    body = bomb(compressor())
+    assert len(body) < 100_000  # a small message, well under SAS_MAX_RESPONSE_BYTES
+    job, ship = one_job(redis.url)
+    publish_raw(
+        redis.url, body, content_type=content_type, content_encoding=content_encoding, headers=headers
+    )
+    publish(redis.url, REPLIES, succeeded(ship))
+    tracemalloc.start()
+    try:
+        consume_until(job_done(job))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED
+    assert peak < BOMB_BYTES // 4  # never inflated, not even for a moment
+    ((kept, dead_headers),) = dead_letters(redis.url)
+    assert kept == body  # the compressed bytes, as they came
+    assert dead_headers[DEAD_REASON] == "compressed"
+    assert "compression" not in dead_headers  # whoever replays it does not inflate it
+    assert dead_headers[COMPRESSION_HEADER] == headers.get("compression", content_encoding)
+    assert drain_queue(redis.url, REPLIES) == []
+    assert dict(ReplyDeadLetters.objects.values_list("reason", "count")) == {"compressed": 1}
+
+
+def test_kombu_does_not_inflate_a_reply_by_its_compression_header_on_amqp_either() -> None:
+    import amqp
+    from kombu.transport import pyamqp
+
+    body = bomb(bz2.BZ2Compressor())
+    raw = amqp.Message(
+        body, content_type="application/json", application_headers={"compression": "application/x-bz2"}
+    )
+    raw.delivery_info = {"delivery_tag": 1}
+    message = agent_queue.uninflated(pyamqp.Channel.Message)(raw, channel=None)
+    assert message.body == body and message.errors == []
+    assert message.headers == {"compression": "application/x-bz2"}
+
+
 # --- what is not a reply ---------------------------------------------------------------------------
 
 
@@ -148,6 +229,63 @@ def test_a_reply_naming_a_known_step_that_is_not_a_reply_is_dead_lettered_with_a
     assert "'maybe'" in event.reason
     ((_kept, headers),) = dead_letters(redis.url)
     assert headers[DEAD_REASON] == "invalid"
+
+
+def test_a_string_of_deep_nesting_is_dead_lettered_once_and_the_replies_behind_it_are_recorded(
+    redis: RedisProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    job, ship = one_job(redis.url)
+    publish(redis.url, REPLIES, "[" * 100_000)  # JSON: a string, which is JSON nested too deep to read
+    publish(redis.url, REPLIES, succeeded(ship))
+    with caplog.at_level(logging.WARNING, logger="agents.queue"):
+        consume_until(job_done(job))
+    assert Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED
+    ((_kept, headers),) = dead_letters(redis.url)
+    assert headers[DEAD_REASON] == "invalid" and headers[TRIES_HEADER] == 1
+    assert "nested too deeply" in headers["x-sas-dead-error"]
+    assert not [r for r in caplog.records if "lost broker" in r.getMessage()]
+    assert dict(ReplyDeadLetters.objects.values_list("reason", "count")) == {"invalid": 1}
+
+
+def test_a_reply_whose_reading_raises_an_unclassified_error_is_dead_lettered_not_taken_for_a_lost_broker(
+    redis: RedisProcess, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job, ship = one_job(redis.url)
+    real = agent_queue.parse_reply
+
+    def parse_with_a_bug(body: Any) -> Reply | Heartbeat:
+        if body == {"poison": 1}:
+            raise ZeroDivisionError("a bug in the reply's reading")
+        return real(body)
+
+    monkeypatch.setattr(agent_queue, "parse_reply", parse_with_a_bug)
+    publish(redis.url, REPLIES, {"poison": 1})
+    publish(redis.url, REPLIES, succeeded(ship))
+    with caplog.at_level(logging.WARNING, logger="agents.queue"):
+        consume_until(job_done(job))
+    assert Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED
+    ((kept, headers),) = dead_letters(redis.url)
+    assert kept == b'{"poison": 1}'
+    assert headers[DEAD_REASON] == "unclassified" and headers[TRIES_HEADER] == 1
+    assert "ZeroDivisionError: a bug in the reply's reading" in headers["x-sas-dead-error"]
+    assert not [r for r in caplog.records if "lost broker" in r.getMessage()]
+    assert dict(ReplyDeadLetters.objects.values_list("reason", "count")) == {"unclassified": 1}
+
+
+def test_an_item_that_is_not_a_kombu_message_costs_no_reconnect_and_the_replies_behind_it_are_recorded(
+    redis: RedisProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    import redis as redis_client
+
+    job, ship = one_job(redis.url)
+    # Pushed as kombu pushes a message, but not one: kombu fails on it before the consumer sees it.
+    redis_client.Redis.from_url(redis.url).lpush(REPLIES, b"not a kombu message")
+    publish(redis.url, REPLIES, succeeded(ship))
+    with caplog.at_level(logging.WARNING, logger="agents.queue"):
+        consume_until(job_done(job))
+    assert Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED
+    assert not [r for r in caplog.records if "lost broker" in r.getMessage()]
+    assert [r for r in caplog.records if "failed before it was read" in r.getMessage()]
 
 
 def test_a_reply_whose_operation_id_holds_a_nul_is_dead_lettered_not_put_back_forever(

@@ -34,7 +34,19 @@ from rest_framework.test import APIClient
 from agents.fake import FakeRemote
 from agents.http import call_http
 from agents.outcome import AttemptKind, CallSpec, Outcome
-from agents.queue import BadReply, Heartbeat, Reply, message_of, parse_reply
+from agents.queue import (
+    BYTES_HEADER,
+    COMPRESSION_HEADER,
+    DEAD_ERROR,
+    DEAD_REASON,
+    DEAD_REASONS,
+    TRIES_HEADER,
+    BadReply,
+    Heartbeat,
+    Reply,
+    message_of,
+    parse_reply,
+)
 from sas_project import openapi
 from scheduler.models import AlertKind, Delivery, DeliveryKind, Job, JobStatus
 from scheduler.services import job_submit
@@ -617,6 +629,12 @@ def test_the_reply_queue_in_the_document_is_the_default_reply_queue() -> None:
     document = asyncapi()
     assert document["channels"]["replies"]["address"] == sas_settings.reply_queue
     assert document["channels"]["deadLetters"]["address"] == f"{sas_settings.reply_queue}.dead"
+
+
+def test_the_dead_letter_headers_and_reasons_in_the_document_are_the_consumers() -> None:
+    headers = asyncapi()["components"]["messages"]["DeadLetter"]["headers"]["properties"]
+    assert set(headers) == {DEAD_REASON, DEAD_ERROR, TRIES_HEADER, BYTES_HEADER, COMPRESSION_HEADER}
+    assert headers[DEAD_REASON]["enum"] == list(DEAD_REASONS)
 
 
 @pytest.mark.django_db
