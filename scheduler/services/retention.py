@@ -71,10 +71,12 @@ from scheduler.models import (
     Event,
     Job,
     PruneRun,
+    QuarantineLoop,
     Schedule,
     Signal,
     Step,
 )
+from scheduler.services.quarantine import Quarantiner, error_text, is_item_fault, not_quarantined
 
 logger = logging.getLogger("scheduler.retention")
 
@@ -355,51 +357,96 @@ def _archive_batch(
 ) -> int:
     """One transaction: lock a batch of settled jobs not yet archived, write them to the archive
     (one new object per settle day, durable before anything else), mark them archived and record
-    their objects. Returns how many were archived."""
+    their objects. Returns how many were archived.
+
+    A batch that raises with a fault of a job's own (not the storage's: that backs off) is
+    archived again one job at a time, each in a savepoint, and the job that raises again is
+    quarantined: it stays in the tables, unarchived, and the next runs leave it alone for
+    SAS_QUARANTINE_RETRY_SECONDS (scheduler.services.quarantine)."""
     with transaction.atomic():
         jobs: list[tuple[uuid.UUID, dt.datetime, int | None]] = [
             (pk, settled_at, submitter)
             for pk, settled_at, submitter in unarchived_jobs(settled_before)
+            .filter(not_quarantined(QuarantineLoop.RETENTION, timezone.now()))
             .select_for_update(skip_locked=True, of=("self",))
             .values_list("pk", "finished_at", "submitter_id")[:batch_size]
             if settled_at is not None  # always: settled jobs have finished
         ]
         if not jobs:
             return 0
-        ids = [pk for pk, _, _ in jobs]
-        lines = archive.job_records(ids)
-        by_day: dict[dt.date, list[str]] = {}
-        for pk, settled_at, _ in jobs:
-            by_day.setdefault(archive.settle_day(settled_at), []).append(lines[pk])
-        # Durable before the jobs count as archived: written (fsynced, or stored) first. A batch
-        # that fails after some of its objects were written leaves them behind: its jobs are
-        # written again, and a restore takes each job's latest record once.
-        names: dict[dt.date, str] = {}
         try:
-            for day, day_lines in sorted(by_day.items()):
-                names[day] = archive.write_object(store, day, day_lines)
-        except archive.storage_errors() as exc:
-            raise ARCHIVE_HEALTH.failed(exc, archive.describe_storage(store)) from exc
-        ARCHIVE_HEALTH.written()
-        Job.objects.filter(pk__in=ids).update(archived_at=timezone.now())
-        ArchivedJob.objects.bulk_create(
-            [
-                ArchivedJob(
-                    job_id=pk,
-                    submitter_id=submitter,
-                    settled_at=settled_at,
-                    archive=names[archive.settle_day(settled_at)],
-                )
-                for pk, settled_at, submitter in jobs
-            ],
-            # A job archived again (an event came after it was archived) may have settled anew.
-            update_conflicts=True,
-            unique_fields=["job_id"],
-            update_fields=["submitter_id", "settled_at", "archive", "archived_at"],
-        )
+            with transaction.atomic():
+                names = _archive_jobs(jobs, store)
+        except ArchiveUnwritable:
+            raise
+        except Exception as exc:
+            if not is_item_fault(exc):
+                raise
+            logger.warning(
+                "history archive: a batch of %d jobs raised (%s): one by one", len(jobs), error_text(exc)
+            )
+            names, jobs = _archive_one_by_one(jobs, store)
     report.archived += len(jobs)
     report.files.update(names.values())
     return len(jobs)
+
+
+def _archive_one_by_one(
+    jobs: list[tuple[uuid.UUID, dt.datetime, int | None]], store: Storage
+) -> tuple[dict[dt.date, str], list[tuple[uuid.UUID, dt.datetime, int | None]]]:
+    quarantine = Quarantiner(QuarantineLoop.RETENTION, source="retention")
+    names: dict[dt.date, str] = {}
+    archived = []
+    for job in jobs:
+        try:
+            with transaction.atomic():
+                names.update(_archive_jobs([job], store))
+            archived.append(job)
+        except ArchiveUnwritable:
+            raise
+        except Exception as exc:
+            if not is_item_fault(exc):
+                raise
+            quarantine.other(f"job {job[0]} (archive)", exc, action="not_archived", job_id=job[0])
+    return names, archived
+
+
+def _archive_jobs(
+    jobs: list[tuple[uuid.UUID, dt.datetime, int | None]], store: Storage
+) -> dict[dt.date, str]:
+    """Write these locked jobs to the archive and mark them archived; returns the objects written."""
+    ids = [pk for pk, _, _ in jobs]
+    lines = archive.job_records(ids)
+    by_day: dict[dt.date, list[str]] = {}
+    for pk, settled_at, _ in jobs:
+        by_day.setdefault(archive.settle_day(settled_at), []).append(lines[pk])
+    # Durable before the jobs count as archived: written (fsynced, or stored) first. A batch
+    # that fails after some of its objects were written leaves them behind: its jobs are
+    # written again, and a restore takes each job's latest record once.
+    names: dict[dt.date, str] = {}
+    try:
+        for day, day_lines in sorted(by_day.items()):
+            names[day] = archive.write_object(store, day, day_lines)
+    except archive.storage_errors() as exc:
+        raise ARCHIVE_HEALTH.failed(exc, archive.describe_storage(store)) from exc
+    ARCHIVE_HEALTH.written()
+    Job.objects.filter(pk__in=ids).update(archived_at=timezone.now())
+    ArchivedJob.objects.bulk_create(
+        [
+            ArchivedJob(
+                job_id=pk,
+                submitter_id=submitter,
+                settled_at=settled_at,
+                archive=names[archive.settle_day(settled_at)],
+            )
+            for pk, settled_at, submitter in jobs
+        ],
+        # A job archived again (an event came after it was archived) may have settled anew.
+        update_conflicts=True,
+        unique_fields=["job_id"],
+        update_fields=["submitter_id", "settled_at", "archive", "archived_at"],
+    )
+    return names
 
 
 def _delete_batch(report: PruneReport, *, batch_size: int) -> int:

@@ -36,6 +36,7 @@ from scheduler.models import (
 )
 from scheduler.schedules import schedules_fire
 from scheduler.services import job_submit
+from scheduler.services.retention import history_prune
 from supervisor.alerts import quarantines_alert
 from supervisor.scan import ScanReport
 from supervisor.subscriptions import subscription_create
@@ -311,3 +312,27 @@ def test_a_fault_of_the_service_quarantines_nothing(
     monkeypatch.delenv("SAS_FAULT_REMEDIATION_FAILS")
     supervise()
     assert_retried_once(jobs)
+
+
+@pytest.mark.sqlite
+def test_a_job_that_cannot_be_archived_is_quarantined_and_the_rest_of_its_batch_is_archived_and_deleted(
+    drain: Callable[[], int], fake_remote: FakeRemote, settings: Any, tmp_path: Any
+) -> None:
+    settings.SAS_ARCHIVE_DIR = tmp_path / "archive"
+    settings.SAS_HISTORY_DAYS = 30
+    chain(n=1)
+    jobs = [job_submit(workflow="chain", input={"n": i}).job for i in range(4)]
+    drain()
+    Job.objects.update(finished_at=timezone.now() - dt.timedelta(days=31))
+    victim = jobs[1]
+    victim_id = victim.pk.hex if connection.vendor == "sqlite" else victim.pk
+    with poisoned("scheduler_job", f"NEW.id = '{victim_id}' AND NEW.archived_at IS NOT NULL"):
+        report = history_prune(source="test")
+    assert report.archived == 3 and report.jobs == 3
+    assert list(Job.objects.values_list("pk", flat=True)) == [victim.pk]
+    (row,) = Quarantine.objects.all()
+    assert (row.loop, row.job_id, row.action) == ("retention", victim.pk, "not_archived")
+    # Left alone by the next runs for a while, then tried again (and archived once it can be).
+    assert history_prune(source="test").archived == 0
+    Quarantine.objects.update(created_at=timezone.now() - dt.timedelta(hours=1))
+    assert history_prune(source="test").jobs == 1
