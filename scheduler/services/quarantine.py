@@ -17,7 +17,8 @@ deploy fails every item), and the rest of that pass's failing items are only ski
 never held.
 
 The loops' queries leave alone an item quarantined less than SAS_QUARANTINE_RETRY_SECONDS ago
-(`recently_quarantined`), so one poisoned item costs at most one failure per period.
+and not changed since (`recently_quarantined`), so one poisoned item costs at most one failure
+per period, and an operator's retry or resume is taken at the next pass.
 """
 
 from __future__ import annotations
@@ -68,17 +69,26 @@ def error_text(exc: BaseException) -> str:
     return text[:ERROR_CHARS]
 
 
-def recently_quarantined(loop: QuarantineLoop, field: str, now: dt.datetime, *, by: str = "job_id") -> Exists:
+def recently_quarantined(
+    loop: QuarantineLoop, field: str, now: dt.datetime, *, by: str = "job_id", touched: str = "updated_at"
+) -> Exists:
     """`Exists` of a quarantine by `loop` of the item named by `field` (a job's id, or a step's
-    with `by="step_id"`) less than SAS_QUARANTINE_RETRY_SECONDS before `now`: the loop leaves
-    that item alone."""
+    with `by="step_id"`) less than SAS_QUARANTINE_RETRY_SECONDS before `now` and not older than
+    the row's last change (`touched`): the loop leaves that item alone, until an operator's
+    action (a retry, a resume) changes the row."""
     since = now - dt.timedelta(seconds=sas_settings.quarantine_retry_seconds)
-    return Exists(Quarantine.objects.filter(**{by: OuterRef(field)}, loop=loop, created_at__gt=since))
+    return Exists(
+        Quarantine.objects.filter(
+            **{by: OuterRef(field)}, loop=loop, created_at__gt=since, created_at__gte=OuterRef(touched)
+        )
+    )
 
 
-def not_quarantined(loop: QuarantineLoop, now: dt.datetime, *, field: str = "pk", by: str = "job_id") -> Q:
+def not_quarantined(
+    loop: QuarantineLoop, now: dt.datetime, *, field: str = "pk", by: str = "job_id", touched: str = "updated_at"
+) -> Q:
     """A Q for `.filter` that leaves out the items `loop` quarantined lately."""
-    return ~Q(recently_quarantined(loop, field, now, by=by))
+    return ~Q(recently_quarantined(loop, field, now, by=by, touched=touched))
 
 
 class Quarantiner:

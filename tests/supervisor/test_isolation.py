@@ -39,8 +39,10 @@ from scheduler.services import job_submit
 from scheduler.services.retention import history_prune
 from supervisor.alerts import quarantines_alert
 from supervisor.scan import ScanReport
+from supervisor.services import step_retry
 from supervisor.subscriptions import subscription_create
 from tests.factories import chain, make_workflow, step
+from tests.scheduler.test_waits import operator
 
 pytestmark = pytest.mark.django_db
 Supervise = Callable[..., ScanReport]
@@ -226,6 +228,10 @@ def test_a_wait_whose_ending_is_refused_is_quarantined_and_the_other_waits_end(
     victim.refresh_from_db()
     assert victim.status == S.HELD and "quarantined by the waits loop" in victim.status_reason
     assert all(steps_of(job)["wait"].status == S.SUCCEEDED for job in jobs[1:])
+    # Once the operator retries it, the next pass takes it (the quarantine does not outlive a change).
+    step_retry(step_id=victim.pk, actor=operator())
+    Step.objects.filter(pk=victim.pk).update(deadline=timezone.now() - dt.timedelta(seconds=1))
+    assert supervise().decisions["timer_fired"] == 1
 
 
 @pytest.mark.sqlite
@@ -336,3 +342,19 @@ def test_a_job_that_cannot_be_archived_is_quarantined_and_the_rest_of_its_batch_
     assert history_prune(source="test").archived == 0
     Quarantine.objects.update(created_at=timezone.now() - dt.timedelta(hours=1))
     assert history_prune(source="test").jobs == 1
+
+
+def test_past_its_budget_a_pass_takes_failures_for_the_services_and_holds_no_more(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Supervise, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad deploy fails every item alike: past PASS_BUDGET quarantines in a pass, the rest of
+    the failing items are skipped and logged, not held for an operator."""
+    monkeypatch.setattr("scheduler.services.quarantine.PASS_BUDGET", 2)
+    jobs = healthy_overdue_jobs(5)
+    lose_in_flight_calls(*jobs)
+    definition = Step.objects.filter(job=jobs[0], name="s1").values_list("definition_id", flat=True).get()
+    with poisoned("scheduler_step", f"NEW.definition_id = {definition} AND NEW.status <> 'held'"):
+        report = supervise()
+    assert report.quarantined == 5
+    assert Step.objects.filter(status=S.HELD).count() == 2
+    assert Quarantine.objects.count() == 2
