@@ -452,6 +452,46 @@ ALERT_WEBHOOK_SCHEMA: dict[str, Any] = {
             },
         ),
         _alert(
+            ["quarantined"],
+            "A supervision loop set one item aside because handling it raised; the rest went on.",
+            {
+                "loop": {
+                    "type": "string",
+                    "enum": ["remediation", "job_deadlines", "waits", "children", "schedules", "retention"],
+                },
+                "job_id": {
+                    "type": ["string", "null"],
+                    "format": "uuid",
+                    "description": "The job, when it names one.",
+                },
+                "step_id": {"type": ["integer", "null"], "description": "The step, when it names one."},
+                "subject": {"type": "string", "description": "What else names the item (a schedule)."},
+                "action": {
+                    "type": "string",
+                    "description": (
+                        "What the loop did with it: held (the step, for an operator), needs_attention, "
+                        "moved_on or schedule_paused (a schedule), not_archived, skipped."
+                    ),
+                },
+                "error": {"type": "string", "description": "The error, its type first."},
+            },
+        ),
+        _alert(
+            ["supervisor_not_remediating"],
+            "The lease holder renews its lease but left remediable steps overdue too long (once per term).",
+            {
+                "holder": {"type": "string", "description": "The cluster that held the lease."},
+                "token": {"type": "integer", "description": "Its fencing token."},
+                "debt_steps": {"type": "integer", "minimum": 1},
+                "oldest_seconds": {"type": "number", "description": "How long the oldest has been due."},
+                "threshold_seconds": {"type": "number"},
+                "taken_over_by": {
+                    "type": ["string", "null"],
+                    "description": "The cluster that took the lease over; null when none could.",
+                },
+            },
+        ),
+        _alert(
             ["archive_failed"],
             "The history archive cannot be written (once per run of failures).",
             {

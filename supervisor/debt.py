@@ -133,6 +133,7 @@ def debt_watch(*, holder: str, interval: float | None = None) -> str:
         "debt_steps": debt.steps,
         "oldest_seconds": round(debt.oldest_seconds, 3),
         "threshold_seconds": threshold,
+        "taken_over_by": None,
     }
     with transaction.atomic():
         grant: LeaseGrant | None = None

@@ -24,6 +24,7 @@ import pytest
 import yaml
 from django.urls import resolve
 from django.utils import timezone
+from django_q.models import OrmQ
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from jsonschema import Draft7Validator, Draft202012Validator
@@ -48,11 +49,27 @@ from agents.queue import (
     parse_reply,
 )
 from sas_project import openapi
-from scheduler.models import AlertKind, Delivery, DeliveryKind, Job, JobStatus
+from scheduler.models import (
+    AlertKind,
+    Delivery,
+    DeliveryKind,
+    Job,
+    JobStatus,
+    QuarantineLoop,
+    Step,
+    StepStatus,
+)
 from scheduler.services import job_submit
+from scheduler.services.quarantine import Quarantiner
 from scheduler.services.retention import ArchiveUnwritable
 from supervisor import deliveries
-from supervisor.alerts import archive_failed_alert, reactions_handle, supervisor_stale_check
+from supervisor.alerts import (
+    archive_failed_alert,
+    quarantines_alert,
+    reactions_handle,
+    supervisor_stale_check,
+)
+from supervisor.debt import debt_watch
 from supervisor.models import SupervisorLease
 from supervisor.scan import ScanReport
 from supervisor.subscriptions import subscription_create
@@ -413,6 +430,15 @@ def test_the_alerts_the_service_sends_match_the_schema(
             retry_at=now + dt.timedelta(minutes=5),
         )
     )
+    Quarantiner(QuarantineLoop.SCHEDULES, source="schedule").other(
+        "schedule nightly", ValueError("day is out of range for month"), action="moved_on"
+    )
+    assert quarantines_alert() == 1
+    late = job_submit(workflow="chain", input={}).job
+    OrmQ.objects.all().delete()
+    Step.objects.filter(job=late, status=StepStatus.DISPATCHED).update(deadline=now - dt.timedelta(hours=1))
+    SupervisorLease.objects.update(acquired_at=now - dt.timedelta(hours=1))
+    assert debt_watch(holder="peer") == "took_over"
     sent = sent_deliveries(receiver)
     documented = webhook("alert")
     check = validator(documented["requestBody"]["content"]["application/json"]["schema"]["$ref"])
@@ -429,6 +455,8 @@ def test_the_alerts_the_service_sends_match_the_schema(
         "job_compensated",
         "supervisor_stale",
         "archive_failed",
+        "quarantined",
+        "supervisor_not_remediating",
     } <= kinds
     assert Delivery.objects.filter(kind=DeliveryKind.WEBHOOK).count() == len(sent)
 
