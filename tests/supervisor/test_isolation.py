@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.db.models import F
+from django.test import override_settings
 from django.utils import timezone
 from django_q.models import OrmQ
 
@@ -34,6 +35,7 @@ from scheduler.models import (
     Step,
     StepStatus,
 )
+from scheduler.outbox import CHILD_START_TASK
 from scheduler.schedules import schedules_fire
 from scheduler.services import job_submit
 from scheduler.services.retention import history_prune
@@ -42,6 +44,7 @@ from supervisor.scan import ScanReport
 from supervisor.services import step_retry
 from supervisor.subscriptions import subscription_create
 from tests.factories import chain, make_workflow, step
+from tests.scheduler.test_children import run_all_but
 from tests.scheduler.test_waits import operator
 
 pytestmark = pytest.mark.django_db
@@ -358,3 +361,34 @@ def test_past_its_budget_a_pass_takes_failures_for_the_services_and_holds_no_mor
     assert report.quarantined == 5
     assert Step.objects.filter(status=S.HELD).count() == 2
     assert Quarantine.objects.count() == 2
+
+
+@pytest.mark.sqlite
+def test_a_child_whose_input_mapping_makes_nan_is_held_and_the_same_scan_starts_the_other_children(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Supervise
+) -> None:
+    make_workflow("refund", step("credit"))
+    make_workflow(
+        "order",
+        step("charge"),
+        {
+            "name": "refund",
+            "kind": "workflow",
+            "workflow": "refund",
+            "depends_on": ["charge"],
+            "input": {"amount.$": "to_number(input.s)"},
+        },
+    )
+    poison = job_submit(workflow="order", input={"s": "NaN"}).job
+    healthy = [job_submit(workflow="order", input={"s": "12"}).job for _ in range(2)]
+    run_all_but(CHILD_START_TASK)  # the start tasks are lost with the worker that took them
+    with override_settings(SAS_SUPERVISOR_INTERVAL=0):
+        report = supervise()
+    assert report.decisions.get("child_started") == 2
+    for job in healthy:
+        assert Job.objects.get(parent_job=job).input == {"amount": 12}
+    assert not Job.objects.filter(parent_job=poison).exists()
+    refund = steps_of(poison)["refund"]
+    assert refund.status == S.HELD, refund.status
+    poison.refresh_from_db()
+    assert poison.status == JobStatus.NEEDS_ATTENTION
