@@ -111,6 +111,15 @@ def lease_fence(grant: LeaseGrant) -> bool:
     )
 
 
+def lease_progressed(grant: LeaseGrant) -> None:
+    """Inside the transaction of a batch that remediated something: when it commits, the lease
+    row says the holder made progress (supervisor.debt). The row is locked by the batch's fence
+    already, so this costs one small UPDATE."""
+    SupervisorLease.objects.filter(pk=LEASE_NAME, holder=grant.holder, token=grant.token).update(
+        progressed_at=Now()
+    )
+
+
 def lease_record_scan(grant: LeaseGrant, figures: dict[str, Any]) -> None:
     """The scan's heartbeat and figures, written only while the grant holds, and its duration
     added to the scans' histogram (every bucket it fits, in one statement)."""

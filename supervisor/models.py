@@ -23,6 +23,10 @@ class SupervisorLease(models.Model):
     #: Figures of the last scan: examined, remediated, duration_ms, lag_ms, batches.
     last_scan = models.JSONField(default=dict, blank=True)
     handovers = models.PositiveIntegerField(default=0)
+    #: When the holder last committed a remediation: written in the transaction of the batch that
+    #: made it, so a batch that fails (and rolls back) leaves it as it was. What tells a holder
+    #: working through a backlog from one that renews but does nothing (supervisor.debt).
+    progressed_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} held by {self.holder or 'nobody'} (token {self.token})"

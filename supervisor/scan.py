@@ -49,7 +49,7 @@ from scheduler.transitions import attempts_time_out
 from scheduler.unit import Unit, db_now, unit_of_work
 from supervisor import setwise
 from supervisor.alerts import endpoint_assess_and_alert
-from supervisor.lease import LeaseGrant, lease_acquire, lease_fence, lease_record_scan
+from supervisor.lease import LeaseGrant, lease_acquire, lease_fence, lease_progressed, lease_record_scan
 from supervisor.policies import GiveUp, PolicySnapshot, Reconcile, Retry, StepFacts, decide
 
 logger = logging.getLogger(__name__)
@@ -199,6 +199,8 @@ def _remediate_due(
                         # The claim locked the jobs without waiting; their steps are read after that.
                         states = load_locked_jobs([c.job for c in due])
                         _per_step(unit, states, claimed, grant, report, cache, draw, seen)
+                if claimed:
+                    lease_progressed(grant)
         except Exception as exc:
             if not claimed or not is_item_fault(exc):
                 raise
@@ -232,6 +234,7 @@ def _remediate_alone(
             if due:
                 states = load_locked_jobs([due[0].job])
                 _per_step(unit, states, [step_id], grant, report, cache, draw, seen)
+                lease_progressed(grant)
     except Exception as exc:
         if not is_item_fault(exc):
             raise
@@ -360,6 +363,8 @@ def _sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> No
             jobs += _deadlines_due(unit.now, size)
             for job_id in jobs:
                 _deadline_pass(unit, job_id, grant, report)
+            if jobs:
+                lease_progressed(grant)
         return
     except Exception as exc:
         if not jobs or not is_item_fault(exc):
@@ -422,6 +427,7 @@ def _sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
                     return
                 _fence(grant)
                 done = waits_expire(unit, job_ids, source=_source(grant))
+                lease_progressed(grant)
         except Exception as exc:
             if not job_ids or not is_item_fault(exc):
                 raise
@@ -473,6 +479,10 @@ def _sweep_children(grant: LeaseGrant, report: ScanReport, size: int) -> None:
         if what in ("started", "succeeded", "failed", "refused", "held", "compensated", "undoing"):
             report.remediated += 1
             _count(report, f"child_{what}")
+    if due:
+        with unit_of_work():
+            _fence(grant)
+            lease_progressed(grant)
 
 
 def _source(grant: LeaseGrant) -> str:

@@ -175,3 +175,32 @@ def test_the_debt_is_in_the_metrics_the_api_supervisorz_and_the_console(fake_rem
     console.force_login(make_user("olga", "operators"))
     page = console.get("/ops/")
     assert page.status_code == 200 and "1 step overdue" in page.content.decode()
+
+
+@pytest.mark.sqlite
+def test_a_holder_working_through_a_backlog_is_not_taken_over(fake_remote: FakeRemote) -> None:
+    """Its batches commit remediations (progressed_at, written in their transactions): it is
+    slow, not stalled. The debt is still shown."""
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    overdue(job, 3600)
+    stalled_holder("busy")
+    SupervisorLease.objects.update(progressed_at=timezone.now())
+    assert debt_watch(holder="peer") == ""
+    assert SupervisorLease.objects.get().holder == "busy" and remediation_debt().steps == 1
+
+
+@pytest.mark.sqlite
+def test_a_batch_that_remediates_records_progress_and_one_that_fails_does_not(
+    fake_remote: FakeRemote, supervise: Supervise, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    overdue(job, 30)
+    monkeypatch.setenv("SAS_FAULT_REMEDIATION_FAILS", "1")
+    with pytest.raises(Exception, match="injected fault"):
+        supervise()
+    assert SupervisorLease.objects.get().progressed_at is None
+    monkeypatch.delenv("SAS_FAULT_REMEDIATION_FAILS")
+    supervise()
+    assert SupervisorLease.objects.get().progressed_at is not None
