@@ -348,6 +348,11 @@ JOB_LIVE = frozenset(set(JobStatus) - JOB_SETTLED)
 #   (an outer join: the call goes to the attempt's `endpoint_url`, with no pool secret).
 
 
+#: The workflow of the service's canary (supervisor.canary): its jobs are the service's own, kept
+#: out of users' lists, the job counters of /metrics and the history archive. The name is reserved.
+CANARY_WORKFLOW = "sas-canary"
+
+
 class Job(models.Model):
     """One run of a workflow version."""
 
@@ -1004,6 +1009,8 @@ class AlertKind(models.TextChoices):
     APPROVAL_REQUESTED = "approval_requested", "An approval is requested"
     #: Writing the history archive failed (a full or read-only disk): archiving backs off.
     ARCHIVE_FAILED = "archive_failed", "The history archive cannot be written"
+    #: A canary job (the recovery path exercised end to end) did not succeed in its expected time.
+    CANARY_UNREMEDIATED = "canary_unremediated", "The canary job was not remediated in time"
 
 
 def all_alert_kinds() -> list[str]:

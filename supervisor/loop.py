@@ -28,6 +28,7 @@ from sas_project.throttling import rate_buckets_prune
 from scheduler.schedules import schedules_fire
 from scheduler.services.retention import ArchiveUnwritable, history_prune_if_due
 from supervisor.alerts import archive_failed_alert, reactions_handle, supervisor_stale_check
+from supervisor.canary import canary_tick
 from supervisor.deliveries import Sender
 from supervisor.lease import LeaseGrant, lease_release
 from supervisor.scan import scan
@@ -99,6 +100,7 @@ def _passes(
                 pass
             sender.pump()
             schedules_fire()
+            canary_tick()
         except Exception:
             logger.exception("supervisor %s: alerts and deliveries failed", holder)
             connection.close()

@@ -41,6 +41,8 @@ from scheduler.services import job_submit
 from scheduler.services.retention import ArchiveUnwritable
 from supervisor import deliveries
 from supervisor.alerts import archive_failed_alert, reactions_handle, supervisor_stale_check
+from supervisor.canary import canary_tick
+from supervisor.canary import expected_seconds as canary_expected_seconds
 from supervisor.models import SupervisorLease
 from supervisor.scan import ScanReport
 from supervisor.subscriptions import subscription_create
@@ -401,6 +403,9 @@ def test_the_alerts_the_service_sends_match_the_schema(
             retry_at=now + dt.timedelta(minutes=5),
         )
     )
+    settings.SAS_CANARY_SECONDS = 60
+    canary_tick(now=now)
+    canary_tick(now=now + dt.timedelta(seconds=canary_expected_seconds() + 1))
     sent = sent_deliveries(receiver)
     documented = webhook("alert")
     check = validator(documented["requestBody"]["content"]["application/json"]["schema"]["$ref"])
@@ -417,6 +422,7 @@ def test_the_alerts_the_service_sends_match_the_schema(
         "job_compensated",
         "supervisor_stale",
         "archive_failed",
+        "canary_unremediated",
     } <= kinds
     assert Delivery.objects.filter(kind=DeliveryKind.WEBHOOK).count() == len(sent)
 
