@@ -54,6 +54,8 @@ from supervisor.policies import policy_create
 logger = logging.getLogger("supervisor.canary")
 
 STATE = "canary"
+#: What a tick may change on the canary's row.
+STATE_FIELDS = ("last_fired_at", "last_job_id", "last_success_at", "last_recovery_seconds", "failing_since")
 #: The deadline of one canary attempt (its policy's timeout).
 TIMEOUT_SECONDS = 2.0
 #: Beyond the attempt timeout and two scan intervals, before a canary job is late.
@@ -127,11 +129,14 @@ def canary_tick(now: dt.datetime | None = None) -> bool:
         if state is None:
             return False  # another loop is at it
         now = now or timezone.now()
+        before = {field: getattr(state, field) for field in STATE_FIELDS}
         _judge(state, now)
         fired = False
         if state.last_fired_at is None or (now - state.last_fired_at).total_seconds() >= period_seconds():
             fired = _fire(state, now)
-        state.save()
+        changed = [field for field in STATE_FIELDS if getattr(state, field) != before[field]]
+        if changed:  # most passes change nothing, and write nothing
+            state.save(update_fields=changed)
     return fired
 
 
