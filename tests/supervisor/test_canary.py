@@ -219,6 +219,20 @@ def test_canary_jobs_are_left_out_of_the_job_lists_unless_asked_for(
 
 
 @pytest.mark.sqlite
+def test_a_canary_step_past_its_deadline_is_left_out_of_needs_attention_unless_asked_for(
+    canary_on: None,
+) -> None:
+    from supervisor.selectors.attention import AttentionFilters, needs_attention
+
+    canary_tick()
+    step_row = Step.objects.get(job=_canary_job())
+    Step.objects.filter(pk=step_row.pk).update(deadline=timezone.now() - dt.timedelta(minutes=1))
+    assert needs_attention().total == 0
+    asked = needs_attention(AttentionFilters(workflow=CANARY_WORKFLOW))
+    assert [item.step.pk for item in asked.items] == [step_row.pk]
+
+
+@pytest.mark.sqlite
 def test_canary_jobs_are_left_out_of_the_metrics_job_and_attempt_counters(
     canary_on: None, fake_remote: FakeRemote, drain: Callable[[], int], settings: Any
 ) -> None:
