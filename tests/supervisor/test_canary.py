@@ -88,6 +88,17 @@ def test_a_canary_tick_submits_one_job_of_the_canary_workflow_a_period(canary_on
 
 
 @pytest.mark.sqlite
+def test_the_canary_s_endpoint_follows_sas_canary_url(canary_on: None, settings: Any) -> None:
+    now = timezone.now()
+    canary_tick(now=now)
+    settings.SAS_CANARY_URL = "http://sas-web/"
+    canary_tick(now=now + dt.timedelta(seconds=canary.period_seconds()))
+    step_row = Step.objects.get(job=_canary_job())
+    assert step_row.endpoint is not None and step_row.endpoint.url == "http://sas-web"
+    assert list(step_row.pool.endpoints.values_list("url", flat=True)) == ["http://sas-web"]
+
+
+@pytest.mark.sqlite
 def test_the_canary_names_are_reserved_for_the_service(db: None) -> None:
     with pytest.raises(InvalidInput, match="reserved"):
         pool_save(name=CANARY_POOL, endpoints=["https://example.com"])
