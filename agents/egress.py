@@ -187,7 +187,8 @@ def _checked_within(
 
 
 def _own_addresses(host: str, port: int, kind: OutboundKind) -> list[str]:
-    """The addresses of the service's own origin (SAS_PUBLIC_URL), which the lists need not name."""
+    """The addresses of the service's own origin (the canary's URL: SAS_CANARY_URL, else
+    SAS_PUBLIC_URL), which the lists need not name."""
     literal = literal_address(host)
     return [str(literal)] if literal is not None else resolve(host, port)
 
@@ -195,7 +196,7 @@ def _own_addresses(host: str, port: int, kind: OutboundKind) -> list[str]:
 class CheckedBackend(httpcore.SyncBackend):
     """httpcore's socket backend, connecting only to addresses the guard checked for `kind`, or
     to `own`: the (host, port) of the service's own origin, for a client that the service uses to
-    call itself only (the canary, agents.http.canary_client)."""
+    call itself only (the canary's calls, agents.http)."""
 
     def __init__(self, kind: OutboundKind = OutboundKind.AGENT, own: tuple[str, int] | None = None) -> None:
         self.kind = kind
