@@ -45,12 +45,12 @@ import threading
 import time
 import typing
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpcore
 import httpx
 
-from agents.validation import OutboundKind, checked_addresses, literal_address
+from agents.validation import OutboundKind, checked_addresses, literal_address, resolve
 
 #: The encodings `read_capped` decodes, asked for by every outbound client.
 ACCEPT_ENCODING = "gzip, deflate"
@@ -169,22 +169,38 @@ def _resolver_pool() -> concurrent.futures.ThreadPoolExecutor:
         return _resolvers[1]
 
 
-def _checked_within(host: str, port: int, kind: OutboundKind, limit: float | None) -> list[str]:
-    """`checked_addresses`, given at most `limit` seconds (None: unbounded) to resolve."""
+def _checked_within(
+    host: str,
+    port: int,
+    kind: OutboundKind,
+    limit: float | None,
+    check: Callable[[str, int, OutboundKind], list[str]] = checked_addresses,
+) -> list[str]:
+    """`checked_addresses` (or `check`), given at most `limit` seconds (None: unbounded) to resolve."""
     if limit is None or literal_address(host) is not None:
-        return checked_addresses(host, port, kind)
-    lookup = _resolver_pool().submit(checked_addresses, host, port, kind)
+        return check(host, port, kind)
+    lookup = _resolver_pool().submit(check, host, port, kind)
     try:
         return lookup.result(timeout=limit)
     except concurrent.futures.TimeoutError:
         raise httpcore.ConnectTimeout(f"{host}: no name resolution before the request's deadline") from None
 
 
-class CheckedBackend(httpcore.SyncBackend):
-    """httpcore's socket backend, connecting only to addresses the guard checked for `kind`."""
+def _own_addresses(host: str, port: int, kind: OutboundKind) -> list[str]:
+    """The addresses of the service's own origin (the canary's URL: SAS_CANARY_URL, else
+    SAS_PUBLIC_URL), which the lists need not name."""
+    literal = literal_address(host)
+    return [str(literal)] if literal is not None else resolve(host, port)
 
-    def __init__(self, kind: OutboundKind = OutboundKind.AGENT) -> None:
+
+class CheckedBackend(httpcore.SyncBackend):
+    """httpcore's socket backend, connecting only to addresses the guard checked for `kind`, or
+    to `own`: the (host, port) of the service's own origin, for a client that the service uses to
+    call itself only (the canary's calls, agents.http)."""
+
+    def __init__(self, kind: OutboundKind = OutboundKind.AGENT, own: tuple[str, int] | None = None) -> None:
         self.kind = kind
+        self.own = own
 
     def connect_tcp(
         self,
@@ -194,8 +210,11 @@ class CheckedBackend(httpcore.SyncBackend):
         local_address: str | None = None,
         socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
+        check = _own_addresses if self.own == (host.lower(), port) else checked_addresses
         try:
-            addresses = _checked_within(host, port, self.kind, _bounded(timeout, httpcore.ConnectTimeout))
+            addresses = _checked_within(
+                host, port, self.kind, _bounded(timeout, httpcore.ConnectTimeout), check=check
+            )
         except OSError as exc:
             raise httpcore.ConnectError(f"{host}: {exc}") from exc
         error: httpcore.ConnectError | None = None
@@ -235,6 +254,7 @@ class CheckedTransport(httpx.HTTPTransport):
         limits: httpx.Limits | None = None,
         verify: bool = True,
         kind: OutboundKind = OutboundKind.AGENT,
+        own: tuple[str, int] | None = None,
     ) -> None:
         limits = limits or httpx.Limits()
         context = ssl_context() if verify else httpx.create_ssl_context(verify=False, trust_env=False)
@@ -244,7 +264,7 @@ class CheckedTransport(httpx.HTTPTransport):
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            network_backend=CheckedBackend(kind),
+            network_backend=CheckedBackend(kind, own),
         )
 
 
@@ -252,13 +272,15 @@ def outbound_client(
     *,
     limits: httpx.Limits | None = None,
     kind: OutboundKind = OutboundKind.AGENT,
+    own: tuple[str, int] | None = None,
     **kwargs: typing.Any,
 ) -> httpx.Client:
     """An httpx client for untrusted destinations of `kind`: connections checked against that
-    kind's lists, no redirects followed, no proxy or certificate settings taken from the
-    environment, only the encodings `read_capped` decodes asked for."""
+    kind's lists (except `own`, the service's own host and port), no redirects followed, no proxy
+    or certificate settings taken from the environment, only the encodings `read_capped` decodes
+    asked for."""
     client = httpx.Client(
-        transport=CheckedTransport(limits=limits, kind=kind),
+        transport=CheckedTransport(limits=limits, kind=kind, own=own),
         follow_redirects=False,
         trust_env=False,
         **kwargs,

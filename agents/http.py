@@ -25,7 +25,7 @@ import os
 import time
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -77,8 +77,15 @@ def _classify(spec: CallSpec, status: int, body: bytes, location: str) -> tuple[
     return Outcome.BUSINESS_FAILURE, None, f"HTTP {status}"
 
 
+#: The pool of the service's canary (supervisor.canary): created by the service, never by a
+#: user (the name is reserved), its one endpoint SAS_CANARY_URL or SAS_PUBLIC_URL.
+CANARY_POOL = "sas-canary"
+#: The service's own route the canary calls: it drops the first call of each operation ID.
+CANARY_PATH = "/canaryz"
+
 _client: httpx.Client | None = None
 _client_pid: int | None = None
+_own_client: tuple[int, str, httpx.Client] | None = None
 
 
 def client() -> httpx.Client:
@@ -100,15 +107,49 @@ def client() -> httpx.Client:
     return _client
 
 
+def canary_url() -> str:
+    """The URL the canary's calls go to: the canary route under SAS_CANARY_URL or SAS_PUBLIC_URL
+    ("" without either)."""
+    base = sas_settings.canary_base_url
+    return f"{base}{CANARY_PATH}" if base else ""
+
+
+def _canary_client(spec: CallSpec) -> httpx.Client | None:
+    """The client for a call of the canary pool to the service's own canary route: the guard lets
+    it reach that URL's host and port, which may be internal (loopback, a cluster-internal
+    name) and need not be in SAS_OUTBOUND_INTERNAL_HOSTS. Any other call gets None: the pool's
+    name opens no other URL, and the lists that hold users' endpoints stay as they are."""
+    global _own_client
+    own = canary_url()
+    if spec.pool != CANARY_POOL or spec.is_reconcile or not own:
+        return None
+    if spec.base_url.rstrip("/") + spec.path != own:
+        return None
+    parts = urlsplit(own)
+    if _own_client is None or _own_client[:2] != (os.getpid(), own):
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        _own_client = (
+            os.getpid(),
+            own,
+            outbound_client(
+                own=((parts.hostname or "").lower(), port),
+                cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
+            ),
+        )
+    return _own_client[2]
+
+
 def call_http(spec: CallSpec) -> CallResult:
     started = time.monotonic()
 
     def elapsed_ms() -> int:
         return int((time.monotonic() - started) * 1000)
 
+    canary = _canary_client(spec)
     try:
-        # The URL's form and the host lists only: the address is checked when connecting.
-        base = validate_endpoint_url(spec.base_url, resolve=False)
+        # The URL's form and the host lists only: the address is checked when connecting. The
+        # canary's URL is the service's own.
+        base = spec.base_url.rstrip("/") if canary else validate_endpoint_url(spec.base_url, resolve=False)
     except InvalidInput as exc:
         return CallResult(Outcome.BUSINESS_FAILURE, error=f"endpoint refused: {exc.message}")
     if any(reserved_header_name(name) for name in spec.headers):
@@ -137,7 +178,7 @@ def call_http(spec: CallSpec) -> CallResult:
     timeout = max(spec.timeout, 0.001)
     # Built (a first time, with its TLS context) before the deadline starts: a connection is made
     # under it.
-    http_client = client()
+    http_client = canary or client()
     try:
         with (
             deadline(timeout),

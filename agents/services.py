@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, ProtectedError
 from django.db.models.functions import Now
 
+from agents.http import CANARY_POOL
 from agents.models import AgentEndpoint, AgentKind, AgentPool, ReplyDeadLetters
 from agents.validation import (
     same_origin,
@@ -134,6 +135,8 @@ def pool_save(
     (`secret_dropped`). Without `moved` a new URL is a new endpoint, and no secret carries.
     """
     valid_name(name, "pool name", "name")
+    if name == CANARY_POOL:
+        raise InvalidInput(f"pool name {name!r} is reserved for the service's canary", field="name")
     if kind not in AgentKind.values:
         raise InvalidInput(f"kind must be one of {', '.join(AgentKind.values)}", field="kind")
     specs = _endpoint_specs(kind, endpoints)

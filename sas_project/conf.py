@@ -18,6 +18,17 @@ class SasSettings:
         return float(getattr(settings, "SAS_SUPERVISOR_INTERVAL", 5))
 
     @property
+    def canary_seconds(self) -> float:
+        """Seconds between two canary jobs (supervisor.canary); 0: no canary."""
+        return float(getattr(settings, "SAS_CANARY_SECONDS", 0))
+
+    @property
+    def canary_base_url(self) -> str:
+        """Where the canary's call reaches a web process of this service: SAS_CANARY_URL, else
+        SAS_PUBLIC_URL; empty: no canary."""
+        return str(getattr(settings, "SAS_CANARY_URL", "") or "").rstrip("/") or self.public_url
+
+    @property
     def cluster_heartbeat_seconds(self) -> float:
         """Seconds between two heartbeats of a cluster (supervisor.heartbeats)."""
         return float(getattr(settings, "SAS_CLUSTER_HEARTBEAT_SECONDS", 10))

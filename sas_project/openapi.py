@@ -501,6 +501,18 @@ ALERT_WEBHOOK_SCHEMA: dict[str, Any] = {
                 "retry_at": {"type": "string", "format": "date-time"},
             },
         ),
+        _alert(
+            ["canary_unremediated"],
+            "The canary job (which succeeds only through the supervisor's retry) did not succeed in "
+            "its expected time (once per run of failures).",
+            {
+                "job_id": {"type": "string", "format": "uuid"},
+                "status": {"type": "string", "description": "The canary job's status."},
+                "submitted_at": {"type": "string", "format": "date-time"},
+                "age_seconds": {"type": "number", "minimum": 0},
+                "expected_seconds": {"type": "number", "minimum": 0},
+            },
+        ),
     ],
 }
 

@@ -385,6 +385,13 @@ SAS_OUTBOUND_INTERNAL_HOSTS = _env_list("SAS_OUTBOUND_INTERNAL_HOSTS")
 SAS_CALLBACK_INTERNAL_HOSTS = _env_list("SAS_CALLBACK_INTERNAL_HOSTS")
 SAS_WEBHOOK_INTERNAL_HOSTS = _env_list("SAS_WEBHOOK_INTERNAL_HOSTS")
 SAS_SUPERVISOR_IN_CLUSTER = _env_bool("SAS_SUPERVISOR_IN_CLUSTER", True)
+# The canary (supervisor.canary): every this many seconds a job of the service's own that succeeds
+# only through the supervisor's retry (its route, under SAS_PUBLIC_URL, drops the first call);
+# 0 turns it off. The test suite turns it off (tests/secret_key.py) unless a test asks.
+SAS_CANARY_SECONDS = env.float("SAS_CANARY_SECONDS", 60, validate=Range(min=0))
+# Where the clusters reach a web process for the canary's call when SAS_PUBLIC_URL is not that
+# (an internal name: http://sas-web, http://web:8000); empty: SAS_PUBLIC_URL.
+SAS_CANARY_URL = env.str("SAS_CANARY_URL", "")
 # A LISTEN through a transaction pooler registers on whichever server session ran it, and the
 # announcements never reach the pusher: behind one, idle pushers look every SAS_Q_POLL instead.
 SAS_Q_NOTIFY = _env_bool("SAS_Q_NOTIFY", True) and not SAS_DB_TRANSACTION_POOLING

@@ -23,6 +23,7 @@ from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWr
 from sas_project.validation import json_storable, valid_name
 from scheduler import contracts, expressions
 from scheduler.models import (
+    CANARY_WORKFLOW,
     Job,
     JoinMode,
     OnTimeout,
@@ -356,10 +357,14 @@ def workflow_create(
     description: str = "",
     deadline_seconds: float | None = None,
     input_schema: Any = None,
+    system: bool = False,
 ) -> Workflow:
     """Create the next version of workflow `name` from validated step specs (and its input's
-    JSON Schema, if any: scheduler.contracts)."""
+    JSON Schema, if any: scheduler.contracts). The canary's workflow is the service's own
+    (`system`): no one else may make a version of it."""
     valid_name(name, "workflow name", "name")
+    if name == CANARY_WORKFLOW and not system:
+        raise InvalidInput(f"workflow name {name!r} is reserved for the service's canary", field="name")
     if deadline_seconds is not None and (
         isinstance(deadline_seconds, bool)
         or not isinstance(deadline_seconds, int | float)

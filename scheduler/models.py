@@ -348,6 +348,11 @@ JOB_LIVE = frozenset(set(JobStatus) - JOB_SETTLED)
 #   (an outer join: the call goes to the attempt's `endpoint_url`, with no pool secret).
 
 
+#: The workflow of the service's canary (supervisor.canary): its jobs are the service's own, kept
+#: out of users' lists, the job counters of /metrics and the history archive. The name is reserved.
+CANARY_WORKFLOW = "sas-canary"
+
+
 class Job(models.Model):
     """One run of a workflow version."""
 
@@ -1010,6 +1015,8 @@ class AlertKind(models.TextChoices):
     #: Remediable steps are overdue for longer than the takeover threshold while the lease
     #: holder keeps renewing: another cluster took the lease (supervisor.debt).
     SUPERVISOR_NOT_REMEDIATING = "supervisor_not_remediating", "The supervisor is not remediating"
+    #: A canary job (the recovery path exercised end to end) did not succeed in its expected time.
+    CANARY_UNREMEDIATED = "canary_unremediated", "The canary job was not remediated in time"
 
 
 def all_alert_kinds() -> list[str]:

@@ -27,6 +27,7 @@ from sas_project.database import is_postgresql, supports_json_containment
 from sas_project.errors import Archived, NotFound, SasError
 from sas_project.permissions import can_read_all_jobs
 from scheduler.models import (
+    CANARY_WORKFLOW,
     ArchivedJob,
     Attempt,
     Delivery,
@@ -96,12 +97,12 @@ def job_list(
     input_fields: dict[str, Any] | None = None,
 ) -> QuerySet[Job]:
     """Jobs the user may see, newest first (served by job_created_idx / job_status_created_idx,
-    job_business_key_idx, and on PostgreSQL the GIN index on the input)."""
+    job_business_key_idx, and on PostgreSQL the GIN index on the input). The canary's jobs are
+    listed only when asked for by their workflow's name."""
     jobs = jobs_visible_to(user).select_related("workflow", "submitter")
     if status:
         jobs = jobs.filter(status=status)
-    if workflow:
-        jobs = jobs.filter(workflow__name=workflow)
+    jobs = jobs.filter(workflow__name=workflow) if workflow else jobs.exclude(workflow__name=CANARY_WORKFLOW)
     if business_key:
         jobs = jobs.filter(business_key=business_key)
     if idempotency_key:

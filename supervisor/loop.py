@@ -33,6 +33,7 @@ from supervisor.alerts import (
     reactions_handle,
     supervisor_stale_check,
 )
+from supervisor.canary import canary_tick
 from supervisor.debt import debt_watch
 from supervisor.deliveries import Sender
 from supervisor.lease import LeaseGrant, lease_release
@@ -107,6 +108,7 @@ def _passes(
         _chore(holder, "quarantine alerts", quarantines_alert)
         _chore(holder, "deliveries", sender.pump)
         _chore(holder, "schedules", schedules_fire)
+        _chore(holder, "the canary", canary_tick)
         if last_grant is not None:
             try:
                 # History retention, once a day, by the lease holder only, a slice per pass.

@@ -11,7 +11,10 @@ reaches and counts the work of every cluster process on every host:
 - the count of queue replies sent to a dead-letter queue is read from its own few rows
   (agents.models.ReplyDeadLetters): most of them name no job, so they have no event;
 - gauges are read at scrape time through the indexes that serve the console (live steps, the
-  queue, the lease).
+  queue, the lease), and the canary's from its one row (supervisor.canary).
+
+The canary's jobs (supervisor.canary) are the service's own: the job and attempt counters leave
+them out.
 
 A scrape reads the new events by primary key (at most `BATCH` per scrape; a backlog is caught up
 over the next scrapes) and a few index-served counts, so its cost follows the traffic since the
@@ -29,11 +32,13 @@ from django.db.models import Count
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from agents.http import CANARY_POOL
 from agents.models import ReplyDeadLetters
 from sas_project import VERSION
 from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql
-from scheduler.models import STEP_LIVE, EventKind, Quarantine, QuarantineLoop
+from scheduler.models import CANARY_WORKFLOW, STEP_LIVE, EventKind, Quarantine, QuarantineLoop
+from supervisor.canary import canary_metrics
 from supervisor.debt import remediation_debt
 from supervisor.models import SCAN_BUCKETS, MetricsCheckpoint, ScanHistogramBucket
 
@@ -77,14 +82,14 @@ WITH win AS (
     SELECT p.name AS pool, a.outcome, a.latency_ms
     FROM sel JOIN scheduler_attempt a ON a.step_id = sel.step_id AND a.number = sel.attempt
     JOIN agents_agentpool p ON p.id = a.pool_id
-    WHERE sel.kind = ANY(%(attempt_kinds)s)
+    WHERE sel.kind = ANY(%(attempt_kinds)s) AND p.name <> %(canary_pool)s
 )
 SELECT 'submitted', sel.data->>'workflow', '', count(*)::float FROM sel
-    WHERE kind = 'job_submitted' GROUP BY 2
+    WHERE kind = 'job_submitted' AND sel.data->>'workflow' IS DISTINCT FROM %(canary_workflow)s GROUP BY 2
 UNION ALL
 SELECT 'settled', w.name, sel.kind, count(*)::float FROM sel
     JOIN scheduler_job j ON j.id = sel.job_id JOIN scheduler_workflow w ON w.id = j.workflow_id
-    WHERE sel.kind = ANY(%(settled_kinds)s) GROUP BY 2, 3
+    WHERE sel.kind = ANY(%(settled_kinds)s) AND w.name <> %(canary_workflow)s GROUP BY 2, 3
 UNION ALL
 SELECT 'attempts', pool, outcome, count(*)::float FROM calls GROUP BY 2, 3
 UNION ALL
@@ -96,7 +101,7 @@ SELECT 'latency_sum', pool, '', sum(latency_ms) / 1000.0 FROM calls WHERE latenc
 UNION ALL
 SELECT 'late', p.name, '', count(*)::float FROM sel
     JOIN scheduler_step s ON s.id = sel.step_id JOIN agents_agentpool p ON p.id = s.pool_id
-    WHERE sel.kind = ANY(%(late_kinds)s) GROUP BY 2
+    WHERE sel.kind = ANY(%(late_kinds)s) AND p.name <> %(canary_pool)s GROUP BY 2
 UNION ALL
 SELECT 'operator', substr(kind, 10), '', count(*)::float FROM sel WHERE kind LIKE 'operator\\_%%' GROUP BY 2
 UNION ALL
@@ -122,6 +127,8 @@ def _count_rows(last: int) -> list[tuple[str, str, str, float]]:
                     "attempt_kinds": [str(k) for k in ATTEMPT_KINDS],
                     "settled_kinds": [str(k) for k in SETTLED_KINDS],
                     "late_kinds": [str(k) for k in LATE_KINDS],
+                    "canary_workflow": CANARY_WORKFLOW,
+                    "canary_pool": CANARY_POOL,
                     # Prometheus buckets hold values up to and including their bound: the index
                     # is the number of bounds below the value (width_bucket over the negated
                     # bounds counts those at or above it).
@@ -171,6 +178,8 @@ def _count_rows_python(last: int) -> list[tuple[str, str, str, float]]:
     }
     for e in events:
         kind = e["kind"]
+        if e["job__workflow__name"] == CANARY_WORKFLOW:
+            continue
         if kind == EventKind.JOB_SUBMITTED:
             counts["submitted", str(e["data"].get("workflow", "")), ""] += 1
         elif kind in SETTLED_KINDS:
@@ -276,6 +285,7 @@ class ServiceCollector(Collector):
         build.add_metric([VERSION], 1.0)
         yield build
         yield from gauges()
+        yield from canary_metrics()
 
     def _latency(self, totals: dict[str, dict[str, Any]]) -> HistogramMetricFamily:
         histogram = HistogramMetricFamily(

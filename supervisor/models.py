@@ -132,3 +132,35 @@ class ScanHistogramBucket(models.Model):
             + [ScanHistogramBucket(le="+Inf", bound=None)],
             ignore_conflicts=True,
         )
+
+
+class CanaryState(models.Model):
+    """One row: the canary's firing and what its last job showed (supervisor.canary). Every loop
+    reads it; the loop that takes its lock (`FOR UPDATE SKIP LOCKED`) fires and records, so two
+    clusters make one canary job a period."""
+
+    name = models.CharField(max_length=50, primary_key=True, default="canary")
+    #: When the last canary job was submitted, and which one.
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    last_job_id = models.UUIDField(null=True, blank=True)
+    #: The last canary job that succeeded: when, and how long from submission to success.
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_recovery_seconds = models.FloatField(null=True, blank=True)
+    #: When the current run of canary jobs not succeeded in their expected time began (the
+    #: submission of its first job); None while they succeed. Names the run's one alert.
+    failing_since = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"canary (last fired {self.last_fired_at})"
+
+
+class CanaryCall(models.Model):
+    """The canary route's memory, shared by every web process: the operation IDs it has been
+    called with once already (and so answers now). Rows older than a day are deleted as the
+    canary fires."""
+
+    operation_id = models.CharField(max_length=200, primary_key=True)
+    first_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.operation_id

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET
 
 from sas_project import dbcode
 from sas_project.conf import sas_settings
+from supervisor.canary import canaryz
 from supervisor.debt import DEBT_INTERVALS, remediation_debt
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
@@ -163,11 +164,16 @@ class ProbesBeforeHostCheck:
 
     A Kubernetes probe and a Prometheus scrape of a pod send the pod's IP address as `Host`, which
     DJANGO_ALLOWED_HOSTS does not list (and should not: any IP would then do for the console and
-    the API), so CommonMiddleware would answer them 400. These three views read nothing from the
-    host, so they are served here, first in MIDDLEWARE, for GET and HEAD; every other request, and
-    any other method on these paths, goes through the whole stack as before."""
+    the API), so CommonMiddleware would answer them 400. These views read nothing from the host,
+    so they are served here, first in MIDDLEWARE, for GET and HEAD, and the canary's route for
+    POST; every other request, and any other method on these paths, goes through the whole stack
+    as before."""
 
     VIEWS = {"/healthz": healthz, "/readyz": readyz, "/supervisorz": supervisorz, "/metrics": metrics}
+    #: The canary's route, POSTed to by the clusters at whatever name reaches a web process
+    #: (SAS_CANARY_URL: an internal service name, plain HTTP behind a TLS proxy), which neither
+    #: the host check nor the HTTPS redirect may turn away.
+    POST_VIEWS = {"/canaryz": canaryz}
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -177,4 +183,6 @@ class ProbesBeforeHostCheck:
         if view is not None and request.method in ("GET", "HEAD"):
             response: HttpResponse = view(request)
             return response
+        if request.method == "POST" and request.path_info in self.POST_VIEWS:
+            return self.POST_VIEWS[request.path_info](request)
         return self.get_response(request)

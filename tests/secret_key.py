@@ -3,7 +3,7 @@
 Outside debug the settings refuse to start without DJANGO_SECRET_KEY, and the suite runs with
 debug off, as deployed. Unless the environment names one, each run makes a throwaway key and puts
 it in the environment, so the processes the tests start (qcluster, gunicorn, manage.py) verify
-what the tests sign, and the reverse.
+what the tests sign, and the reverse. The canary is off likewise (SAS_CANARY_SECONDS=0).
 """
 
 from __future__ import annotations
@@ -12,3 +12,6 @@ import os
 import secrets
 
 os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+# The canary (on in the settings, for production) is off for the suite and the processes it
+# starts, unless a test turns it on (tests/supervisor/test_canary.py).
+os.environ.setdefault("SAS_CANARY_SECONDS", "0")

@@ -85,7 +85,12 @@ def recently_quarantined(
 
 
 def not_quarantined(
-    loop: QuarantineLoop, now: dt.datetime, *, field: str = "pk", by: str = "job_id", touched: str = "updated_at"
+    loop: QuarantineLoop,
+    now: dt.datetime,
+    *,
+    field: str = "pk",
+    by: str = "job_id",
+    touched: str = "updated_at",
 ) -> Q:
     """A Q for `.filter` that leaves out the items `loop` quarantined lately."""
     return ~Q(recently_quarantined(loop, field, now, by=by, touched=touched))

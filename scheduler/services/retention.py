@@ -63,6 +63,7 @@ from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql
 from scheduler import archive, partitions
 from scheduler.models import (
+    CANARY_WORKFLOW,
     JOB_SETTLED,
     ArchivedJob,
     Attempt,
@@ -244,10 +245,30 @@ def unarchived_jobs(settled_before: dt.datetime) -> QuerySet[Job]:
     which holds only jobs not yet archived). A child job waits until every job above it has
     settled: until then its parent may still undo it."""
     return _no_callback_waiting(
-        Job.objects.filter(
-            status__in=JOB_SETTLED, finished_at__lt=settled_before, archived_at__isnull=True
-        ).exclude(_above_not_settled(None))
+        Job.objects.filter(status__in=JOB_SETTLED, finished_at__lt=settled_before, archived_at__isnull=True)
+        .exclude(workflow__name=CANARY_WORKFLOW)
+        .exclude(_above_not_settled(None))
     ).order_by("finished_at", "id")
+
+
+def canary_jobs_due(settled_before: dt.datetime) -> QuerySet[Job]:
+    """The canary's settled jobs, which retention deletes without archiving them as soon as
+    they would be archived (they are the service's own, not history anyone keeps), oldest
+    first; served by job_unarchived_idx, which holds them until then. Reruns keep them as they
+    keep any job."""
+    live_reruns = Job.objects.filter(rerun_of=OuterRef("pk"))
+    reused_elsewhere = Step.objects.filter(reused_from__job=OuterRef("pk")).exclude(job=OuterRef("pk"))
+    return (
+        Job.objects.filter(
+            status__in=JOB_SETTLED,
+            finished_at__lt=settled_before,
+            archived_at__isnull=True,
+            workflow__name=CANARY_WORKFLOW,
+        )
+        .exclude(Exists(live_reruns))
+        .exclude(Exists(reused_elsewhere))
+        .order_by("finished_at", "id")
+    )
 
 
 def history_prune(
@@ -297,7 +318,8 @@ def history_prune(
 
     try:
         phases: list[Callable[[], int]] = [
-            lambda: _archive_batch(report, store=store, batch_size=batch_size, settled_before=settled_before)
+            lambda: _delete_canary_batch(report, batch_size=batch_size, settled_before=settled_before),
+            lambda: _archive_batch(report, store=store, batch_size=batch_size, settled_before=settled_before),
         ]
         if not archive_only:
             phases.append(lambda: _delete_batch(report, batch_size=batch_size))
@@ -449,6 +471,22 @@ def _archive_jobs(
     return names
 
 
+def _delete_canary_batch(report: PruneReport, *, batch_size: int, settled_before: dt.datetime) -> int:
+    """One transaction: lock a batch of the canary's settled jobs and delete their rows, unarchived.
+    Returns how many jobs went."""
+    with transaction.atomic():
+        ids = list(
+            canary_jobs_due(settled_before)
+            .select_for_update(skip_locked=True, of=("self",))
+            .values_list("pk", flat=True)[:batch_size]
+        )
+        if not ids:
+            return 0
+        report.rows.update(_delete(ids))
+    report.jobs += len(ids)
+    return len(ids)
+
+
 def _delete_batch(report: PruneReport, *, batch_size: int) -> int:
     """One transaction: lock a batch of due, archived jobs and delete their rows. Returns how
     many jobs went."""
@@ -585,10 +623,11 @@ def archive_settled(
     seconds (at least one batch), once a full batch or ARCHIVE_GATHER's worth has gathered;
     returns how many. The supervisor's every pass between the daily
     runs: it keeps the archive an hour behind the settled jobs, so that the daily run finds them
-    archived and only deletes."""
+    archived and only deletes. The canary's jobs due meanwhile are deleted, a batch a pass."""
     started = time.monotonic()
     now = now or timezone.now()
     report = PruneReport(cutoff=now, dry_run=False)
+    _delete_canary_batch(report, batch_size=batch_size, settled_before=now - ARCHIVE_AFTER)
     if not _worth_an_object(now - ARCHIVE_AFTER, batch_size):
         return 0
     _run_batches(

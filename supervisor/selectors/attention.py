@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
+from agents.http import CANARY_POOL
 from agents.models import AgentPool
 from scheduler.models import (
     Event,
@@ -188,6 +189,10 @@ class AttentionList:
 
 def _attention_queryset(now: dt.datetime, filters: AttentionFilters) -> QuerySet[Step]:
     query = Step.objects.filter(status__in=ATTENTION_STATUSES).filter(attention_condition(now))
+    if not filters.workflow and not filters.pool:
+        # The canary's step is the service's own (its alert says when it is stuck), and a retry
+        # by hand would hide what it measures: listed only when asked for by name.
+        query = query.exclude(pool__name=CANARY_POOL)
     if filters.workflow:
         query = query.filter(job__workflow__name=filters.workflow)
     if filters.step:

@@ -13,6 +13,7 @@ from django.db.models import Count, Q, QuerySet
 
 from agents.models import AgentPool
 from scheduler.models import (
+    CANARY_WORKFLOW,
     JOB_LIVE,
     JOB_SETTLED,
     STEP_SETTLED,
@@ -237,7 +238,8 @@ class JobFilters:
 
 
 def jobs_search(filters: JobFilters) -> QuerySet[Job]:
-    """Jobs matching `filters`, newest first (job_created_idx / job_status_created_idx)."""
+    """Jobs matching `filters`, newest first (job_created_idx / job_status_created_idx); the
+    canary's jobs only when the filters name their workflow or one of them."""
     query = Job.objects.select_related("workflow").order_by("-created_at", "-pk")
     if filters.job_id:
         query = query.filter(pk=filters.job_id)
@@ -248,6 +250,9 @@ def jobs_search(filters: JobFilters) -> QuerySet[Job]:
         query = query.filter(status=filters.status)
     if filters.workflow:
         query = query.filter(workflow__name=filters.workflow)
+    elif not filters.job_id:
+        # The canary's jobs, when asked for by name or id only.
+        query = query.exclude(workflow__name=CANARY_WORKFLOW)
     if filters.created_from:
         query = query.filter(created_at__gte=filters.created_from)
     if filters.created_to:

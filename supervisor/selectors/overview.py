@@ -17,6 +17,7 @@ from agents.health import BAD_OUTCOMES
 from agents.models import AgentEndpoint, AgentPool
 from sas_project.conf import sas_settings
 from scheduler.models import (
+    CANARY_WORKFLOW,
     JOB_LIVE,
     STEP_LIVE,
     STEP_SUCCESS_KINDS,
@@ -176,6 +177,7 @@ def job_counts(now: dt.datetime) -> list[StatusCount]:
     since = now - RECENT_JOBS
     rows = (
         Job.objects.filter(Q(status__in=sorted(JOB_LIVE)) | Q(created_at__gte=since))
+        .exclude(workflow__name=CANARY_WORKFLOW)
         .values("status")
         .annotate(n=Count("pk"))
         .order_by()

@@ -69,6 +69,8 @@ from supervisor.alerts import (
     reactions_handle,
     supervisor_stale_check,
 )
+from supervisor.canary import canary_tick
+from supervisor.canary import expected_seconds as canary_expected_seconds
 from supervisor.debt import debt_watch
 from supervisor.models import SupervisorLease
 from supervisor.scan import ScanReport
@@ -439,6 +441,9 @@ def test_the_alerts_the_service_sends_match_the_schema(
     Step.objects.filter(job=late, status=StepStatus.DISPATCHED).update(deadline=now - dt.timedelta(hours=1))
     SupervisorLease.objects.update(acquired_at=now - dt.timedelta(hours=1))
     assert debt_watch(holder="peer") == "took_over"
+    settings.SAS_CANARY_SECONDS = 60
+    canary_tick(now=now)
+    canary_tick(now=now + dt.timedelta(seconds=canary_expected_seconds() + 1))
     sent = sent_deliveries(receiver)
     documented = webhook("alert")
     check = validator(documented["requestBody"]["content"]["application/json"]["schema"]["$ref"])
@@ -457,6 +462,7 @@ def test_the_alerts_the_service_sends_match_the_schema(
         "archive_failed",
         "quarantined",
         "supervisor_not_remediating",
+        "canary_unremediated",
     } <= kinds
     assert Delivery.objects.filter(kind=DeliveryKind.WEBHOOK).count() == len(sent)
 

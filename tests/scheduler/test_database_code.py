@@ -426,7 +426,7 @@ def test_a_move_the_database_table_lacks_fails_when_the_hot_path_function_makes_
 
 @postgresql
 @pytest.mark.django_db
-def test_a_move_the_database_table_lacks_fails_when_the_set_wise_scan_makes_it(
+def test_a_move_the_database_table_lacks_is_refused_when_the_set_wise_scan_makes_it(
     settings: Any, supervise: Supervise
 ) -> None:
     settings.SAS_FAST_PATH = True
@@ -438,9 +438,14 @@ def test_a_move_the_database_table_lacks_fails_when_the_set_wise_scan_makes_it(
     Attempt.objects.filter(step__in=steps).update(deadline=F("deadline") - dt.timedelta(hours=1))
     steps.update(deadline=F("deadline") - dt.timedelta(hours=1))
     table = _table_without(("step", "unknown", "retry_wait"))
-    with _function_replaced("sas_move_allowed", table), _refused(r'"unknown" to "retry_wait"'):
-        supervise()
-    supervise()  # with the real table, the same scan schedules the retry
+    with _function_replaced("sas_move_allowed", table):
+        # Refused: the batch rolls back, the step alone is refused again, and it is set aside
+        # for an operator (scheduler.services.quarantine) rather than stopping the scan.
+        assert supervise().quarantined == 1
+        held = Step.objects.get(job=job)
+        assert held.status == StepStatus.HELD
+        assert re.search(r'"unknown" to "retry_wait"', held.status_reason), held.status_reason
+    supervise()  # with the real table (and no quarantine: it went with the block), the retry
     assert Step.objects.get(job=job).status == StepStatus.RETRY_WAIT
 
 

@@ -15,6 +15,8 @@ from .alert_webhook_type_2 import AlertWebhookType2
 from .alert_webhook_type_2_alert import AlertWebhookType2Alert
 from .alert_webhook_type_3 import AlertWebhookType3
 from .alert_webhook_type_3_alert import AlertWebhookType3Alert
+from .alert_webhook_type_4 import AlertWebhookType4
+from .alert_webhook_type_4_alert import AlertWebhookType4Alert
 from .approval_decision_request import ApprovalDecisionRequest
 from .attempt import Attempt
 from .attempt_callback_outcome_enum import AttemptCallbackOutcomeEnum
@@ -151,6 +153,8 @@ __all__ = (
     "AlertWebhookType2Alert",
     "AlertWebhookType3",
     "AlertWebhookType3Alert",
+    "AlertWebhookType4",
+    "AlertWebhookType4Alert",
     "ApprovalDecisionRequest",
     "Attempt",
     "AttemptCallbackOutcomeEnum",

@@ -4,6 +4,7 @@ from enum import StrEnum
 class KindsEnum(StrEnum):
     APPROVAL_REQUESTED = "approval_requested"
     ARCHIVE_FAILED = "archive_failed"
+    CANARY_UNREMEDIATED = "canary_unremediated"
     CIRCUIT_OPENED = "circuit_opened"
     JOB_COMPENSATED = "job_compensated"
     JOB_FAILED = "job_failed"

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('supervisor', '0007_scan_histogram'),
+        ('supervisor', '0008_canary_state_and_calls'),
     ]
 
     operations = [
