@@ -439,7 +439,7 @@ def test_the_alerts_the_service_sends_match_the_schema(
     late = job_submit(workflow="chain", input={}).job
     OrmQ.objects.all().delete()
     Step.objects.filter(job=late, status=StepStatus.DISPATCHED).update(deadline=now - dt.timedelta(hours=1))
-    SupervisorLease.objects.update(acquired_at=now - dt.timedelta(hours=1))
+    SupervisorLease.objects.update(acquired_at=now - dt.timedelta(hours=1), progressed_at=None)
     assert debt_watch(holder="peer") == "took_over"
     settings.SAS_CANARY_SECONDS = 60
     canary_tick(now=now)
