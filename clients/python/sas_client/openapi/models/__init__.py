@@ -15,8 +15,13 @@ from .alert_webhook_type_2 import AlertWebhookType2
 from .alert_webhook_type_2_alert import AlertWebhookType2Alert
 from .alert_webhook_type_3 import AlertWebhookType3
 from .alert_webhook_type_3_alert import AlertWebhookType3Alert
+from .alert_webhook_type_3_loop import AlertWebhookType3Loop
 from .alert_webhook_type_4 import AlertWebhookType4
 from .alert_webhook_type_4_alert import AlertWebhookType4Alert
+from .alert_webhook_type_5 import AlertWebhookType5
+from .alert_webhook_type_5_alert import AlertWebhookType5Alert
+from .alert_webhook_type_6 import AlertWebhookType6
+from .alert_webhook_type_6_alert import AlertWebhookType6Alert
 from .approval_decision_request import ApprovalDecisionRequest
 from .attempt import Attempt
 from .attempt_callback_outcome_enum import AttemptCallbackOutcomeEnum
@@ -99,6 +104,7 @@ from .pool_replace_request_endpoints_item_type_1 import (
 from .pool_write_request import PoolWriteRequest
 from .pool_write_request_endpoints_item_type_1 import PoolWriteRequestEndpointsItemType1
 from .recorded_enum import RecordedEnum
+from .remediation_debt import RemediationDebt
 from .remote_call import RemoteCall
 from .remote_call_results import RemoteCallResults
 from .retry_on_enum import RetryOnEnum
@@ -153,8 +159,13 @@ __all__ = (
     "AlertWebhookType2Alert",
     "AlertWebhookType3",
     "AlertWebhookType3Alert",
+    "AlertWebhookType3Loop",
     "AlertWebhookType4",
     "AlertWebhookType4Alert",
+    "AlertWebhookType5",
+    "AlertWebhookType5Alert",
+    "AlertWebhookType6",
+    "AlertWebhookType6Alert",
     "ApprovalDecisionRequest",
     "Attempt",
     "AttemptCallbackOutcomeEnum",
@@ -231,6 +242,7 @@ __all__ = (
     "PoolWriteRequest",
     "PoolWriteRequestEndpointsItemType1",
     "RecordedEnum",
+    "RemediationDebt",
     "RemoteCall",
     "RemoteCallResults",
     "RetryOnEnum",

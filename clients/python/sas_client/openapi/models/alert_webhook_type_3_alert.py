@@ -2,7 +2,7 @@ from enum import StrEnum
 
 
 class AlertWebhookType3Alert(StrEnum):
-    ARCHIVE_FAILED = "archive_failed"
+    QUARANTINED = "quarantined"
 
     def __str__(self) -> str:
         return str(self.value)

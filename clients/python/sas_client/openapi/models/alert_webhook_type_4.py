@@ -1,9 +1,7 @@
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
-from typing import Any, Self, TypeVar
-from uuid import UUID
+from typing import Any, Self, TypeVar, cast
 
 from attrs import define as _attrs_define
 
@@ -14,48 +12,53 @@ T = TypeVar("T", bound="AlertWebhookType4")
 
 @_attrs_define
 class AlertWebhookType4:
-    """The canary job (which succeeds only through the supervisor's retry) did not succeed in its expected time (once per
-    run of failures).
+    """The lease holder renews its lease but left remediable steps overdue too long (once per term).
 
-        Attributes:
-            alert (AlertWebhookType4Alert):
-            job_id (UUID):
-            status (str): The canary job's status.
-            submitted_at (datetime.datetime):
-            age_seconds (float):
-            expected_seconds (float):
+    Attributes:
+        alert (AlertWebhookType4Alert):
+        holder (str): The cluster that held the lease.
+        token (int): Its fencing token.
+        debt_steps (int):
+        oldest_seconds (float): How long the oldest has been due.
+        threshold_seconds (float):
+        taken_over_by (None | str): The cluster that took the lease over; null when none could.
     """
 
     alert: AlertWebhookType4Alert
-    job_id: UUID
-    status: str
-    submitted_at: datetime.datetime
-    age_seconds: float
-    expected_seconds: float
+    holder: str
+    token: int
+    debt_steps: int
+    oldest_seconds: float
+    threshold_seconds: float
+    taken_over_by: None | str
 
     def to_dict(self) -> dict[str, Any]:
         alert = self.alert.value
 
-        job_id = str(self.job_id)
+        holder = self.holder
 
-        status = self.status
+        token = self.token
 
-        submitted_at = self.submitted_at.isoformat()
+        debt_steps = self.debt_steps
 
-        age_seconds = self.age_seconds
+        oldest_seconds = self.oldest_seconds
 
-        expected_seconds = self.expected_seconds
+        threshold_seconds = self.threshold_seconds
+
+        taken_over_by: None | str
+        taken_over_by = self.taken_over_by
 
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
             {
                 "alert": alert,
-                "job_id": job_id,
-                "status": status,
-                "submitted_at": submitted_at,
-                "age_seconds": age_seconds,
-                "expected_seconds": expected_seconds,
+                "holder": holder,
+                "token": token,
+                "debt_steps": debt_steps,
+                "oldest_seconds": oldest_seconds,
+                "threshold_seconds": threshold_seconds,
+                "taken_over_by": taken_over_by,
             }
         )
 
@@ -66,23 +69,31 @@ class AlertWebhookType4:
         d = dict(src_dict)
         alert = AlertWebhookType4Alert(d.pop("alert"))
 
-        job_id = UUID(d.pop("job_id"))
+        holder = d.pop("holder")
 
-        status = d.pop("status")
+        token = d.pop("token")
 
-        submitted_at = datetime.datetime.fromisoformat(d.pop("submitted_at"))
+        debt_steps = d.pop("debt_steps")
 
-        age_seconds = d.pop("age_seconds")
+        oldest_seconds = d.pop("oldest_seconds")
 
-        expected_seconds = d.pop("expected_seconds")
+        threshold_seconds = d.pop("threshold_seconds")
+
+        def _parse_taken_over_by(data: object) -> None | str:
+            if data is None:
+                return data
+            return cast(None | str, data)
+
+        taken_over_by = _parse_taken_over_by(d.pop("taken_over_by"))
 
         alert_webhook_type_4 = cls(
             alert=alert,
-            job_id=job_id,
-            status=status,
-            submitted_at=submitted_at,
-            age_seconds=age_seconds,
-            expected_seconds=expected_seconds,
+            holder=holder,
+            token=token,
+            debt_steps=debt_steps,
+            oldest_seconds=oldest_seconds,
+            threshold_seconds=threshold_seconds,
+            taken_over_by=taken_over_by,
         )
 
         return alert_webhook_type_4

@@ -2,7 +2,7 @@ from enum import StrEnum
 
 
 class AlertWebhookType4Alert(StrEnum):
-    CANARY_UNREMEDIATED = "canary_unremediated"
+    SUPERVISOR_NOT_REMEDIATING = "supervisor_not_remediating"
 
     def __str__(self) -> str:
         return str(self.value)

@@ -8,7 +8,9 @@ class KindsEnum(StrEnum):
     CIRCUIT_OPENED = "circuit_opened"
     JOB_COMPENSATED = "job_compensated"
     JOB_FAILED = "job_failed"
+    QUARANTINED = "quarantined"
     STEP_NEEDS_ATTENTION = "step_needs_attention"
+    SUPERVISOR_NOT_REMEDIATING = "supervisor_not_remediating"
     SUPERVISOR_STALE = "supervisor_stale"
 
     def __str__(self) -> str:

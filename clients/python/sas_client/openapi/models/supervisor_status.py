@@ -10,6 +10,7 @@ from attrs import field as _attrs_field
 if TYPE_CHECKING:
     from ..models.lease import Lease
     from ..models.pool_health import PoolHealth
+    from ..models.remediation_debt import RemediationDebt
     from ..models.supervisor_status_last_scan import SupervisorStatusLastScan
 
 
@@ -27,6 +28,7 @@ class SupervisorStatus:
         stale (bool): No scan within three intervals.
         last_scan (SupervisorStatusLastScan): Figures of the last scan: examined, remediated, duration_ms, lag_ms,
             batches.
+        remediation_debt (RemediationDebt):
         pools (list[PoolHealth]):
     """
 
@@ -36,6 +38,7 @@ class SupervisorStatus:
     last_scan_age_seconds: float | None
     stale: bool
     last_scan: SupervisorStatusLastScan
+    remediation_debt: RemediationDebt
     pools: list[PoolHealth]
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -57,6 +60,8 @@ class SupervisorStatus:
 
         last_scan = self.last_scan.to_dict()
 
+        remediation_debt = self.remediation_debt.to_dict()
+
         pools = []
         for pools_item_data in self.pools:
             pools_item = pools_item_data.to_dict()
@@ -72,6 +77,7 @@ class SupervisorStatus:
                 "last_scan_age_seconds": last_scan_age_seconds,
                 "stale": stale,
                 "last_scan": last_scan,
+                "remediation_debt": remediation_debt,
                 "pools": pools,
             }
         )
@@ -82,6 +88,7 @@ class SupervisorStatus:
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.lease import Lease
         from ..models.pool_health import PoolHealth
+        from ..models.remediation_debt import RemediationDebt
         from ..models.supervisor_status_last_scan import SupervisorStatusLastScan
 
         d = dict(src_dict)
@@ -115,6 +122,8 @@ class SupervisorStatus:
 
         last_scan = SupervisorStatusLastScan.from_dict(d.pop("last_scan"))
 
+        remediation_debt = RemediationDebt.from_dict(d.pop("remediation_debt"))
+
         pools = []
         _pools = d.pop("pools")
         for pools_item_data in _pools:
@@ -129,6 +138,7 @@ class SupervisorStatus:
             last_scan_age_seconds=last_scan_age_seconds,
             stale=stale,
             last_scan=last_scan,
+            remediation_debt=remediation_debt,
             pools=pools,
         )
 
