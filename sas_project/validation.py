@@ -38,6 +38,9 @@ def unstorable(value: Any) -> str | None:
     finite (NaN, infinities: JSON has no such number); anything nested deeper than
     MAX_JSON_DEPTH levels is refused as absurd. The walk is iterative: a value too deep for a
     recursive walk is still answered."""
+    if _storable(value):
+        return None
+    # Walked again, naming where: only for a value that is refused.
     stack: list[tuple[Any, str, int]] = [(value, "$", 0)]
     while stack:
         item, path, depth = stack.pop()
@@ -64,6 +67,31 @@ def unstorable(value: Any) -> str | None:
     return None
 
 
+def _storable(value: Any) -> bool:
+    """`unstorable`'s walk without the paths (every success's answer takes it)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if _text_problem(item):
+                return False
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            if depth >= MAX_JSON_DEPTH:
+                return False
+            for key, child in item.items():
+                if isinstance(key, str) and _text_problem(key):
+                    return False
+                stack.append((child, depth + 1))
+        elif isinstance(item, list | tuple):
+            if depth >= MAX_JSON_DEPTH:
+                return False
+            stack.extend((child, depth + 1) for child in item)
+    return True
+
+
 def _short(path: str) -> str:
     return path if len(path) <= 120 else f"{path[:120]}..."
 
@@ -71,6 +99,8 @@ def _short(path: str) -> str:
 def _text_problem(text: str) -> str:
     if "\x00" in text:
         return "a NUL character"
+    if text.isascii():
+        return ""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
