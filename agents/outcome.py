@@ -12,8 +12,7 @@ from typing import Any
 
 from django.db import models
 
-from sas_project.errors import InvalidInput
-from sas_project.validation import json_storable
+from sas_project.validation import storable_text, unstorable
 
 
 class Outcome(models.TextChoices):
@@ -99,6 +98,9 @@ class CallResult:
     latency_ms: int | None = None
     excerpt: str = ""
     error: str = ""
+    #: What keeps a successful answer's output out of the database, and where (set by
+    #: `storable`, which then drops the output): the step is held, its success kept.
+    unstorable: str = ""
 
     @property
     def succeeded(self) -> bool:
@@ -113,23 +115,24 @@ class CallResult:
 def storable(result: CallResult) -> CallResult:
     """`result` as the database can store it; the same result when it already can.
 
-    What a remote answers is untrusted, and PostgreSQL refuses a NUL character in text and jsonb
-    and a number that is not finite in jsonb. A NUL in the excerpt or the error becomes U+FFFD
-    (as undecodable bytes already do). An output the API would refuse in a request body (a NUL,
-    NaN or an infinite number, more than 64 levels) is recorded as null, and the attempt's error
-    says why: the outcome stands, so a remote that did the work still completes the step (the
-    operation ID is the same: the effect happened once), as a 2xx whose body is not JSON does.
-    """
-    error = result.error.replace("\x00", "\ufffd")
+    What a remote answers is untrusted: PostgreSQL refuses a NUL character and an unpaired
+    surrogate in text and jsonb, and a number that is not finite in jsonb. In the excerpt or
+    the error they become U+FFFD (as undecodable bytes already do). A successful answer whose
+    output cannot be stored (sas_project.validation.unstorable: also more than 64 levels) keeps
+    its outcome, with no output and `unstorable` saying what and where; the attempt's error says
+    it too. The remote did the work (the operation ID is the same: the effect happened once), so
+    the step is neither retried nor failed: the outcome path holds it for an operator, who
+    resolves it with the output it should have (scheduler.services.outcomes)."""
+    error = storable_text(result.error)
     output = result.output
+    why = ""
     if result.succeeded and output is not None:
-        try:
-            json_storable(output, "the answer")
-        except InvalidInput as exc:
-            output = None
-            note = f"{exc.message}: it cannot be stored, so the output is recorded as null"
+        problem = unstorable(output)
+        if problem is not None:
+            output, why = None, problem
+            note = f"the answer cannot be stored: {problem}"
             error = f"{error}; {note}" if error else note
-    excerpt = result.excerpt.replace("\x00", "\ufffd")
+    excerpt = storable_text(result.excerpt)
     if output is result.output and error == result.error and excerpt == result.excerpt:
         return result
-    return replace(result, output=output, error=error, excerpt=excerpt)
+    return replace(result, output=output, error=error, excerpt=excerpt, unstorable=why)

@@ -21,7 +21,6 @@ with DRF's `{field: [message]}` entries beside it when a request field is at fau
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http import HTTPStatus
@@ -51,6 +50,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage, can_operate, can_submit, can_view
+from sas_project.validation import unstorable
 
 # --- serializers every app's API builds on ---------------------------------------------------
 
@@ -148,44 +148,18 @@ class ErrorSerializer(serializers.Serializer):
 
 # --- parsing ----------------------------------------------------------------------------------
 
-#: Deepest nesting of arrays and objects a request body may have.
-MAX_JSON_DEPTH = 64
-
 
 def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
 
 
 def _check_document(data: Any) -> None:
-    """Refuse what the database or the renderer cannot hold, walking the parsed body iteratively
-    (a recursive walk could itself overflow): too deep a nesting, NUL characters (PostgreSQL text
-    and jsonb refuse them), unpaired surrogates (not encodable as UTF-8) and non-finite numbers
-    (1e999 parses as infinity, which JSON cannot represent)."""
-    stack: list[tuple[Any, int]] = [(data, 0)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict | list):
-            if depth >= MAX_JSON_DEPTH:
-                raise exceptions.ParseError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
-            if isinstance(value, dict):
-                for key, item in value.items():
-                    _check_text(key)
-                    stack.append((item, depth + 1))
-            else:
-                stack.extend((item, depth + 1) for item in value)
-        elif isinstance(value, str):
-            _check_text(value)
-        elif isinstance(value, float) and not math.isfinite(value):
-            raise exceptions.ParseError("JSON numbers must be finite")
-
-
-def _check_text(text: str) -> None:
-    if "\x00" in text:
-        raise exceptions.ParseError("JSON strings must not contain NUL (\\u0000) characters")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise exceptions.ParseError("JSON strings must not contain unpaired surrogates") from None
+    """Refuse a parsed body the database cannot store, by the check every stored value passes
+    (sas_project.validation.unstorable: a NUL character, an unpaired surrogate, a number that is
+    not finite, 1e999 parsing as infinity, more than MAX_JSON_DEPTH levels), naming where."""
+    problem = unstorable(data)
+    if problem is not None:
+        raise exceptions.ParseError(f"the JSON body cannot be stored: it holds {problem}")
 
 
 class JSONDocumentParser(JSONParser):

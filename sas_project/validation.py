@@ -1,13 +1,25 @@
-"""Input checks every app shares: definition names, and JSON the database can store."""
+"""Input checks every app shares: definition names, JSON the database can store, and times."""
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import re
 from typing import Any
+
+from django.utils.dateparse import parse_datetime
 
 from sas_project.errors import InvalidInput
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+
+#: The deepest nesting of arrays and objects a stored JSON value may have (the API refuses a
+#: deeper request body: sas_project.api.MAX_JSON_DEPTH).
+MAX_JSON_DEPTH = 64
+
+#: The largest UTC offset PostgreSQL stores in a timestamp with time zone (15:59; Python's own
+#: limit is 23:59).
+MAX_UTC_OFFSET = dt.timedelta(hours=15, minutes=59)
 
 
 def valid_name(value: Any, what: str, field: str) -> str:
@@ -17,21 +29,133 @@ def valid_name(value: Any, what: str, field: str) -> str:
     return value
 
 
-def json_storable(value: Any, field: str, *, depth: int = 0) -> None:
-    """Refuse JSON that the database cannot store or that nests absurdly deep: NUL characters
-    (PostgreSQL's jsonb has no room for them), non-finite numbers, more than 64 levels."""
-    if depth > 64:
-        raise InvalidInput(f"{field} nests deeper than 64 levels", field=field)
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidInput(f"{field} contains a NUL character", field=field)
-    elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise InvalidInput(f"{field} contains a number that is not finite", field=field)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            json_storable(key, field, depth=depth + 1)
-            json_storable(item, field, depth=depth + 1)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            json_storable(item, field, depth=depth + 1)
+def unstorable(value: Any) -> str | None:
+    """What keeps `value` (parsed JSON, or an expression's value) out of the database, with where
+    it is as a JSONPath (`an unpaired surrogate at $.a.b`); None when it can be stored.
+
+    PostgreSQL refuses a NUL character in text and jsonb (in a key too), an unpaired surrogate
+    (no UTF-8 encodes it, and jsonb refuses its `\\ud800` escape), and a number that is not
+    finite (NaN, infinities: JSON has no such number); anything nested deeper than
+    MAX_JSON_DEPTH levels is refused as absurd. The walk is iterative: a value too deep for a
+    recursive walk is still answered."""
+    if _storable(value):
+        return None
+    # Walked again, naming where: only for a value that is refused.
+    stack: list[tuple[Any, str, int]] = [(value, "$", 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            problem = _text_problem(item)
+            if problem:
+                return f"{problem} at {_short(path)}"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return f"a number that is not finite ({item}) at {_short(path)}"
+        elif isinstance(item, dict | list | tuple):
+            if depth >= MAX_JSON_DEPTH:
+                return f"nesting deeper than {MAX_JSON_DEPTH} levels at {_short(path)}"
+            if isinstance(item, dict):
+                for key, child in reversed(item.items()):
+                    problem = _text_problem(key) if isinstance(key, str) else ""
+                    if problem:
+                        return f"{problem} in a key at {_short(path)}"
+                    stack.append((child, _member(path, key), depth + 1))
+            else:
+                stack.extend(
+                    (child, f"{path}[{i}]", depth + 1) for i, child in reversed(list(enumerate(item)))
+                )
+    return None
+
+
+def _storable(value: Any) -> bool:
+    """`unstorable`'s walk without the paths (every success's answer takes it)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if _text_problem(item):
+                return False
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            if depth >= MAX_JSON_DEPTH:
+                return False
+            for key, child in item.items():
+                if isinstance(key, str) and _text_problem(key):
+                    return False
+                stack.append((child, depth + 1))
+        elif isinstance(item, list | tuple):
+            if depth >= MAX_JSON_DEPTH:
+                return False
+            stack.extend((child, depth + 1) for child in item)
+    return True
+
+
+def _short(path: str) -> str:
+    return path if len(path) <= 120 else f"{path[:120]}..."
+
+
+def _text_problem(text: str) -> str:
+    if "\x00" in text:
+        return "a NUL character"
+    if text.isascii():
+        return ""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "an unpaired surrogate"
+    return ""
+
+
+def _member(path: str, key: Any) -> str:
+    name = str(key)
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
+        return f"{path}.{name}"
+    return f"{path}[{name[:64].encode('unicode_escape').decode('ascii')!r}]"
+
+
+def json_storable(value: Any, field: str) -> None:
+    """Refuse JSON that the database cannot store or that nests absurdly deep (`unstorable`):
+    InvalidInput naming `field` and what is wrong where."""
+    problem = unstorable(value)
+    if problem is not None:
+        raise InvalidInput(f"{field} contains {problem}", field=field)
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """`text` with what PostgreSQL text cannot hold (NUL, unpaired surrogates) as U+FFFD."""
+    if not _text_problem(text):
+        return text
+    return _SURROGATE_RE.sub("\ufffd", text.replace("\x00", "\ufffd"))
+
+
+class Unreadable(ValueError):
+    """A value that is not a time the service can store (see read_time)."""
+
+
+def read_time(value: Any) -> dt.datetime:
+    """The aware datetime (in UTC) an ISO 8601 text names; no offset means UTC. Strict where
+    Django's parse_datetime is not: an impossible date or time (February 30th, month 13), an
+    offset beyond +/-15:59 (PostgreSQL's limit), or a time outside the years Python and the
+    database both hold raise Unreadable, never another error."""
+    if not isinstance(value, str):
+        raise Unreadable(f"{type(value).__name__} is not an ISO 8601 time")
+    try:
+        parsed = parse_datetime(value)
+    except ValueError as exc:
+        raise Unreadable(str(exc)) from None
+    if parsed is None:
+        raise Unreadable("not an ISO 8601 time")
+    offset = parsed.utcoffset()
+    if offset is not None and abs(offset) > MAX_UTC_OFFSET:
+        raise Unreadable("its UTC offset is beyond +/-15:59")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    try:
+        return parsed.astimezone(dt.UTC)
+    except OverflowError:
+        raise Unreadable("it is outside the years 1 to 9999") from None

@@ -26,6 +26,7 @@ import jmespath
 from jmespath.exceptions import JMESPathError
 
 from sas_project.errors import InvalidInput
+from sas_project.validation import unstorable
 
 MAX_LENGTH = 1000
 #: The roots an expression reads unless its place says otherwise.
@@ -163,6 +164,13 @@ def _check_node(node: Any, where: str, ancestors: set[str], roots: tuple[str, ..
             _check_node(value, f"{where}.{key}", ancestors, roots, depth=depth + 1)
 
 
+class NotStorable(JMESPathError):
+    """An expression's value that the database cannot store (sas_project.validation.unstorable:
+    NaN or an infinity from `to_number`, `sum` or `avg`, a NUL or an unpaired surrogate, too deep
+    a nesting). A JMESPathError, so every place that keeps a value holds its step with the reason,
+    as it does for an expression that cannot be evaluated."""
+
+
 def render(template: Any, data: dict[str, Any]) -> Any:
     """A checked input mapping's value on `data`. Raises JMESPathError as `evaluate` does."""
     if isinstance(template, str):
@@ -180,10 +188,16 @@ def render(template: Any, data: dict[str, Any]) -> Any:
     return template
 
 
-def evaluate(expression: str, data: dict[str, Any]) -> Any:
+def evaluate(expression: str, data: dict[str, Any], *, stored: bool = True) -> Any:
     """The expression's value on `data` (`{"input", "results"}`). Raises JMESPathError when it
-    cannot be evaluated (a function given the wrong type of value)."""
-    return jmespath.search(expression, data)
+    cannot be evaluated (a function given the wrong type of value), and NotStorable (one) when
+    its value is to be `stored` and the database cannot store it."""
+    value = jmespath.search(expression, data)
+    if stored and value is not None:
+        problem = unstorable(value)
+        if problem is not None:
+            raise NotStorable(f"its value cannot be stored: {problem}")
+    return value
 
 
 def truthy(value: Any) -> bool:

@@ -67,8 +67,10 @@ def step_record_outcome(
     `spec` (the claimed call) saves the lookups of the job and the attempt. On PostgreSQL the
     common outcomes take one round trip (scheduler.services.hotpath); the rest come here.
 
-    Whatever the remote answered is made storable first (agents.outcome.storable): an answer the
-    database cannot hold is recorded with a null output and an error saying why, never lost.
+    Whatever the remote answered is made storable first (agents.outcome.storable): a success
+    whose answer the database cannot hold is recorded as the success it is (the attempt
+    succeeded, its error says why the answer is not kept) and holds the step for an operator,
+    never lost to a write that fails nor retried or compensated as if it had failed.
     """
     result = storable(result)
     _step_record_outcome(step_id, number, result, source=source, spec=spec)
@@ -91,7 +93,11 @@ def _step_record_outcome(
     `spec` (the claimed call) saves the lookups of the job and the attempt. On PostgreSQL the
     common outcomes take one round trip (scheduler.services.hotpath); the rest come here.
     """
-    if hotpath.enabled() and hotpath.record_outcome(step_id, number, result, source=source):
+    if (
+        not result.unstorable
+        and hotpath.enabled()
+        and hotpath.record_outcome(step_id, number, result, source=source)
+    ):
         return
     job_id = (
         spec.job_id
@@ -281,6 +287,9 @@ def _apply_outcome(
     if late:
         data["late"] = True
     reconcile = attempt_kind == AttemptKind.RECONCILE
+    if result.succeeded and result.unstorable:
+        _hold_unstorable(unit, state, step, result, source=source, data=data, supersede_live=False)
+        return
     if result.outcome == Outcome.SUCCEEDED:
         projected = project_output(unit, state, step, result.output, source=source, supersede_live=False)
         if projected is HELD_BY_PROJECTION:
@@ -354,6 +363,9 @@ def _record_late(unit: Unit, state: JobState, step: Step, attempt: Attempt, resu
             data={"output": result.output, "applied": False},
         )
         return
+    if result.unstorable:
+        _hold_unstorable(unit, state, step, result, source=AGENT, data={"late_attempt": attempt.number})
+        return
     projected = project_output(unit, state, step, result.output, source=AGENT)
     if projected is HELD_BY_PROJECTION:
         return
@@ -367,6 +379,37 @@ def _record_late(unit: Unit, state: JobState, step: Step, attempt: Attempt, resu
         reason=f"attempt {attempt.number} succeeded after its deadline",
         data={"late_attempt": attempt.number, "applied": True},
     )
+
+
+def _hold_unstorable(
+    unit: Unit,
+    state: JobState,
+    step: Step,
+    result: CallResult,
+    *,
+    source: str,
+    data: dict[str, Any],
+    supersede_live: bool = True,
+) -> None:
+    """A success whose answer cannot be stored (agents.outcome.storable) holds the step: the
+    remote did the work, so only an operator can say what its output is (Resolve), and nothing
+    retries or compensates it as a failure."""
+    why = f"the answer cannot be stored: {result.unstorable}"
+    if step.status == S.DISPATCHED and supersede_live:
+        attempt_supersede(unit, step, decided_by=source)
+    step_transition(
+        unit,
+        step,
+        S.HELD,
+        source=source,
+        kind=E.STEP_HELD,
+        reason=why,
+        data={**data, "excerpt": result.excerpt[:1000]},
+        status_reason=why,
+        last_outcome=Outcome.SUCCEEDED,
+        error=why[:2000],
+    )
+    job_advance(unit, state, source=source)
 
 
 #: project_output's answer when the projection failed and held the step.

@@ -193,7 +193,8 @@ def _condition_met(unit: Unit, state: JobState, step: Step, deps: list[Step], *,
         return True
     data = {"input": step_input(state, step), "results": ancestor_outputs(state, step)}
     try:
-        value = expressions.evaluate(definition.when, data)
+        # A condition's value decides; only a false one is kept (on its event).
+        value = expressions.evaluate(definition.when, data, stored=False)
     except JMESPathError as exc:
         why = f"its condition {definition.when!r} cannot be evaluated: {exc}"
         step_transition(

@@ -31,6 +31,7 @@ from scheduler.services.capacity import any_pool_limited, pump_job_after_commit
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.locking import JobState
 from scheduler.services.saga import job_advance
+from scheduler.services.waits import timers_check_input
 from scheduler.transitions import step_reuse
 from scheduler.unit import Unit, User, unit_of_work
 
@@ -354,6 +355,10 @@ def _submit_in_python(
             if replay:
                 return replay
         contracts.input_check(definitions[0].workflow.input_schema, payload)
+        # A time the job could never read is refused before anything is written. The fast path
+        # (sas_submit) leaves every workflow with a wait step to this function, so no job with a
+        # timer is written without this check.
+        timers_check_input(definitions, payload)
         unit.now = definitions[0].db_now  # type: ignore[attr-defined]
         job = _create_job(unit, definitions, payload, user, key, request_hash, extra).job
     return Submission(job_id=job.pk, created=True, loaded=job)

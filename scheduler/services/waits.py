@@ -29,10 +29,11 @@ general path, which starts its waits here.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
-from django.utils.dateparse import parse_datetime
-
+from sas_project.errors import InvalidInput
+from sas_project.validation import Unreadable, read_time
 from scheduler.models import (
     EventKind,
     Job,
@@ -56,12 +57,16 @@ E = EventKind
 
 
 class NoTime(Exception):
-    """A timer's `until` field is missing or holds no ISO 8601 time."""
+    """A timer's `until` field is missing or holds no time the service can store (its message is
+    the held step's reason)."""
 
 
 def timer_due(state: JobState, step: Step, now: dt.datetime) -> dt.datetime:
     """When the timer fires: `wait_seconds` after now, or the time at its `until` field (the job's
-    input, or an ancestor's output); a time without an offset is UTC. Raises NoTime."""
+    input, or an ancestor's output); a time without an offset is UTC. Raises NoTime, and nothing
+    else, when the field is missing or its time cannot be read strictly (sas_project.validation.
+    read_time: an impossible date, an offset beyond PostgreSQL's +/-15:59, a year out of range),
+    so a bad time holds the step where it is armed, never fails the write of its deadline."""
     definition = step.definition
     if not definition.until:
         return now + dt.timedelta(seconds=definition.wait_seconds or 0)
@@ -72,12 +77,41 @@ def timer_due(state: JobState, step: Step, now: dt.datetime) -> dt.datetime:
         value = next((s.output for s in state.actions if s.name == source), None)
     for key in path:
         if not isinstance(value, dict) or key not in value:
-            raise NoTime(f"{definition.until} is missing")
+            raise NoTime(f"timer: {definition.until} is missing")
         value = value[key]
-    parsed = parse_datetime(value) if isinstance(value, str) else None
-    if parsed is None:
-        raise NoTime(f"{definition.until} holds no ISO 8601 time: {str(value)[:100]!r}")
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
+    try:
+        return read_time(value)
+    except Unreadable as exc:
+        raise NoTime(time_unreadable(definition.until, value, exc)) from None
+
+
+def time_unreadable(field: str, value: Any, exc: Unreadable) -> str:
+    """Why the time at `field` cannot be read (a held step's reason, a refused submission's)."""
+    shown = value[:100] if isinstance(value, str) else value
+    text = repr(shown)
+    if len(text) > 120:
+        text = f"{text[:120]}..."
+    return f"cannot read the time at {field}: {text} ({exc})"
+
+
+def timers_check_input(definitions: Sequence[StepDefinition], payload: dict[str, Any]) -> None:
+    """Refuse a submission whose input holds, where a timer's `until` reads it (`input.<path>`),
+    a value that is no readable time (timer_due would hold the step at once): InvalidInput naming
+    the field. A field the input lacks is not refused here (the step is held when it starts)."""
+    for definition in definitions:
+        if definition.kind != K.TIMER or not definition.until.startswith("input."):
+            continue
+        value: Any = payload
+        for key in definition.until.split(".")[1:]:
+            if not isinstance(value, dict) or key not in value:
+                break
+            value = value[key]
+        else:
+            try:
+                read_time(value)
+            except Unreadable as exc:
+                why = time_unreadable(definition.until, value, exc)
+                raise InvalidInput(f"step {definition.name!r}: {why}", field=definition.until) from None
 
 
 def step_begin_wait(
@@ -96,7 +130,10 @@ def step_begin_wait(
             step_transition(
                 unit, step, S.WAITING, source=source, actor=actor, reason=reason, data=data, deadline=None
             )
-            step_transition(unit, step, S.HELD, source=source, kind=E.STEP_HELD, reason=f"timer: {exc}")
+            why = str(exc)
+            step_transition(
+                unit, step, S.HELD, source=source, kind=E.STEP_HELD, reason=why, status_reason=why
+            )
             return
         data["until"] = deadline.isoformat() if deadline else None
     else:

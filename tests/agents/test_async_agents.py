@@ -146,8 +146,11 @@ def test_a_reply_completes_the_step_and_repeats_late_and_unknown_ones_change_not
     assert ship.status == StepStatus.SUCCEEDED and ship.output == {"id": 7}
 
 
-@pytest.mark.parametrize("output", [{"note": "a\x00b"}, {"amount": float("nan")}, {"amount": float("inf")}])
-def test_a_reply_whose_output_the_database_cannot_store_completes_the_step_with_a_null_output(
+@pytest.mark.parametrize(
+    "output",
+    [{"note": "a\x00b"}, {"amount": float("nan")}, {"amount": float("inf")}, {"a": {"b": "\ud800"}}],
+)
+def test_a_reply_whose_output_the_database_cannot_store_holds_the_step_with_its_success_recorded(
     redis: RedisProcess, output: Any
 ) -> None:
     queue_workflow(redis.url)
@@ -159,8 +162,10 @@ def test_a_reply_whose_output_the_database_cannot_store_completes_the_step_with_
     )
     assert record_reply(reply) == "recorded"
     ship.refresh_from_db()
-    assert ship.status == StepStatus.SUCCEEDED and ship.output is None
-    assert "recorded as null" in Attempt.objects.get(step=ship, number=1).error
+    assert ship.status == StepStatus.HELD and ship.output is None
+    assert ship.status_reason.startswith("the answer cannot be stored: ")
+    attempt = Attempt.objects.get(step=ship, number=1)
+    assert attempt.outcome == Outcome.SUCCEEDED and "the answer cannot be stored" in attempt.error
 
 
 def test_a_reply_after_the_supervisor_gave_up_is_late_evidence(

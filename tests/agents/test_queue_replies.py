@@ -33,7 +33,7 @@ from agents.queue import (
     consume_replies,
 )
 from scheduler import replies
-from scheduler.models import Event, EventKind, Job, JobStatus, Step
+from scheduler.models import Attempt, Event, EventKind, Job, JobStatus, Step, StepStatus
 from scheduler.replies import run_replies
 from scheduler.services import job_submit
 from testbed.processes import RedisProcess, free_port
@@ -302,15 +302,20 @@ def test_a_reply_whose_operation_id_holds_a_nul_is_dead_lettered_not_put_back_fo
     assert dict(ReplyDeadLetters.objects.values_list("reason", "count")) == {"invalid": 1}
 
 
-@pytest.mark.parametrize("output", [{"note": "a\x00b"}, {"amount": float("nan")}, {"amount": float("inf")}])
-def test_a_reply_the_database_cannot_store_keeps_its_success_through_the_broker(
+@pytest.mark.parametrize(
+    "output",
+    [{"note": "a\x00b"}, {"amount": float("nan")}, {"amount": float("inf")}, {"a": {"b": "\ud800"}}],
+)
+def test_a_reply_the_database_cannot_store_keeps_its_success_and_holds_the_step(
     redis: RedisProcess, output: Any
 ) -> None:
     job, ship = one_job(redis.url)
     publish(redis.url, REPLIES, {**succeeded(ship), "output": output})
-    consume_until(job_done(job))
+    consume_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.NEEDS_ATTENTION)
     ship.refresh_from_db()
-    assert Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED and ship.output is None
+    assert ship.status == StepStatus.HELD and ship.output is None
+    assert ship.status_reason.startswith("the answer cannot be stored: ")
+    assert Attempt.objects.get(step=ship, number=1).outcome == Outcome.SUCCEEDED
     assert dead_letters(redis.url) == []
 
 

@@ -88,6 +88,29 @@ def test_an_item_refused_refuses_the_batch_naming_it_and_nothing_is_written(alic
         assert (Job.objects.count(), Step.objects.count(), Event.objects.count()) == before
 
 
+@pytest.mark.parametrize("fast_path", [True, False])
+@pytest.mark.sqlite
+def test_an_item_whose_timer_time_cannot_be_read_refuses_the_batch_naming_it(
+    alice: APIClient, settings: Any, fast_path: bool
+) -> None:
+    settings.SAS_FAST_PATH = fast_path
+    make_workflow(
+        "at", step("a"), {"name": "wait", "kind": "timer", "until": "input.at", "depends_on": ["a"]}
+    )
+    response = batch(
+        alice,
+        [
+            {"workflow": "at", "input": {"at": "2024-02-29T00:00:00Z"}},
+            {"workflow": "at", "input": {"at": "2024-02-30T00:00:00+20:00"}},
+        ],
+    )
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert body["index"] == 1 and body["field"] == "input.at"
+    assert body["detail"].startswith("jobs[1]: step 'wait': cannot read the time at input.at: ")
+    assert (Job.objects.count(), Step.objects.count(), Event.objects.count()) == (0, 0, 0)
+
+
 def test_an_input_its_contract_refuses_refuses_the_batch(alice: APIClient) -> None:
     from scheduler.definitions import workflow_create
 

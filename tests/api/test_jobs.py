@@ -146,9 +146,12 @@ def test_a_bad_submission_is_a_400_naming_the_field_and_creates_nothing(
     ("raw", "message"),
     [
         (b'{"workflow": "chain", "input": {"note": "a\\u0000b"}}', "NUL"),
-        (b'{"workflow": "chain", "input": {"note": "\\udfff"}}', "unpaired surrogates"),
-        (b'{"workflow": "chain", "input": {"n": 1e999}}', "must be finite"),
-        (b'{"workflow": "chain", "input": ' + b'{"a": ' * 70 + b"1" + b"}" * 71, "nested more than 64"),
+        (b'{"workflow": "chain", "input": {"note": "\\udfff"}}', "an unpaired surrogate at $.input.note"),
+        (b'{"workflow": "chain", "input": {"n": 1e999}}', "not finite (inf) at $.input.n"),
+        (
+            b'{"workflow": "chain", "input": ' + b'{"a": ' * 70 + b"1" + b"}" * 71,
+            "nesting deeper than 64 levels",
+        ),
     ],
 )
 def test_input_the_database_could_not_store_is_a_400(alice: APIClient, raw: bytes, message: str) -> None:

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from agents.fake import FakeRemote
 from scheduler.models import Event, EventKind, Job, JobStatus, Signal, Step, StepStatus
 from tests.api.support import V1, client_for, make_user, submit
-from tests.factories import make_policy, make_pool, step
+from tests.factories import make_policy, make_pool, make_workflow, step
 
 pytestmark = pytest.mark.django_db
 
@@ -211,3 +211,26 @@ def test_an_approval_naming_a_group_answers_403_to_an_operator_outside_it(
     stranger = client_for(make_user("x"))
     assert stranger.post(f"{V1}/jobs/{job_id}/steps/ok/approve/", {}, format="json").status_code == 404
     assert olga.post(f"{V1}/jobs/{job_id}/steps/nope/approve/", {}, format="json").status_code == 404
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+@pytest.mark.sqlite
+def test_a_job_whose_input_holds_an_impossible_timer_time_is_a_400_naming_the_field(
+    sam: APIClient, fake_remote: FakeRemote, settings: Any, fast_path: bool
+) -> None:
+    settings.SAS_FAST_PATH = fast_path
+    make_workflow(
+        "deliver",
+        step("reserve"),
+        {"name": "at", "kind": "timer", "until": "input.at", "depends_on": ["reserve"]},
+    )
+    response = submit(sam, "deliver", {"at": "2024-02-30T00:00:00Z"}, HTTP_IDEMPOTENCY_KEY="k1")
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert body["field"] == "input.at"
+    assert "cannot read the time at input.at: '2024-02-30T00:00:00Z'" in body["detail"]
+    assert not Job.objects.exists() and not Step.objects.exists() and not Event.objects.exists()
+    assert fake_remote.calls == []
+    # The same key with a readable time is a new request, not a replay of the refused one.
+    ok = submit(sam, "deliver", {"at": "2024-02-29T00:00:00Z"}, HTTP_IDEMPOTENCY_KEY="k1")
+    assert ok.status_code == 201, ok.json()

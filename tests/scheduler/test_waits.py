@@ -13,8 +13,10 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from django_q.models import OrmQ
 
 from agents.fake import FakeRemote
+from agents.outcome import CallResult, Outcome
 from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInput
 from sas_project.permissions import role_groups_ensure
 from scheduler.definitions import workflow_create
@@ -373,11 +375,77 @@ def test_a_timer_whose_time_is_missing_is_held_for_an_operator(
     drain: Callable[[], int], fake_remote: FakeRemote
 ) -> None:
     make_workflow("at", {"name": "wait", "kind": "timer", "until": "input.at"}, step("b", "wait"))
-    job = job_submit(workflow="at", input={"at": "tomorrow"}).job
+    job = job_submit(workflow="at", input={"when": "tomorrow"}).job
     job.refresh_from_db()
     wait = steps_of(job)["wait"]
     assert wait.status == S.HELD and job.status == JobStatus.NEEDS_ATTENTION
-    assert "input.at holds no ISO 8601 time" in Event.objects.get(step=wait, kind=EventKind.STEP_HELD).reason
+    assert "input.at is missing" in Event.objects.get(step=wait, kind=EventKind.STEP_HELD).reason
+
+
+UNREADABLE_TIMES = [
+    pytest.param("2024-02-30T00:00:00Z", "day is out of range for month", id="february-30"),
+    pytest.param("2024-13-01T00:00:00Z", "month must be in 1..12", id="month-13"),
+    pytest.param("2024-01-01T00:00:00+20:00", "beyond +/-15:59", id="offset-20h"),
+    pytest.param("9999-12-31T23:00:00-05:00", "outside the years", id="year-10000-in-utc"),
+    pytest.param("tomorrow", "not an ISO 8601 time", id="words"),
+]
+
+
+@pytest.mark.parametrize(("value", "why"), UNREADABLE_TIMES)
+@pytest.mark.parametrize("fast_path", [True, False])
+@pytest.mark.sqlite
+def test_a_submission_whose_input_holds_an_unreadable_timer_time_is_refused_and_nothing_is_written(
+    fake_remote: FakeRemote, settings: Any, fast_path: bool, value: str, why: str
+) -> None:
+    settings.SAS_FAST_PATH = fast_path
+    make_workflow(
+        "at", step("a"), {"name": "wait", "kind": "timer", "until": "input.when.at"}, step("b", "wait")
+    )
+    with pytest.raises(InvalidInput) as refused:
+        job_submit(workflow="at", input={"when": {"at": value}})
+    assert refused.value.detail["field"] == "input.when.at"
+    assert "cannot read the time at input.when.at" in refused.value.message and why in refused.value.message
+    assert not Job.objects.exists() and not Step.objects.exists() and not Event.objects.exists()
+    assert fake_remote.calls == []
+
+
+@pytest.mark.parametrize(("value", "why"), UNREADABLE_TIMES)
+@pytest.mark.sqlite
+def test_an_unreadable_time_in_an_ancestors_output_holds_the_timer_and_the_scan_remediates_the_other_jobs(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Supervise, value: str, why: str
+) -> None:
+    make_workflow(
+        "later",
+        step("a"),
+        {"name": "pause", "kind": "timer", "wait_seconds": 3600, "depends_on": ["a"]},
+        {"name": "wait", "kind": "timer", "until": "a.at", "depends_on": ["pause"]},
+        step("b", "wait"),
+    )
+    fake_remote.script("a", CallResult(Outcome.SUCCEEDED, output={"at": value}))
+    job = job_submit(workflow="later", input={}).job
+    drain()
+    due_now(job, "pause")
+    make_workflow("beside", step("c"))
+    other = job_submit(workflow="beside", input={}).job
+    # The call of the job beside it was lost with its worker: only the scan can retry it.
+    OrmQ.objects.all().delete()
+    Step.objects.filter(job=other).update(deadline=timezone.now() - dt.timedelta(seconds=1))
+
+    report = supervise()
+
+    assert report.decisions["timer_fired"] == 1
+    wait = steps_of(job)["wait"]
+    assert wait.status == S.HELD and wait.deadline is None
+    held = Event.objects.get(step=wait, kind=EventKind.STEP_HELD).reason
+    assert held.startswith(f"cannot read the time at a.at: {value!r}") and why in held
+    assert wait.status_reason == held
+    job.refresh_from_db()
+    assert job.status == JobStatus.NEEDS_ATTENTION
+    assert report.timed_out == 1
+    assert steps_of(other)["c"].attempt == 2
+    drain()
+    other.refresh_from_db()
+    assert other.status == JobStatus.SUCCEEDED
 
 
 @pytest.mark.parametrize(
