@@ -47,6 +47,7 @@ from scheduler import contracts
 from scheduler.models import CatchUp, EventKind, QuarantineLoop, Schedule, Workflow
 from scheduler.services import job_submit, valid_business_key, valid_priority
 from scheduler.services.quarantine import Quarantiner, error_text, is_item_fault
+from scheduler.services.waits import timers_check_input
 from scheduler.unit import unit_of_work
 
 logger = logging.getLogger("scheduler.schedules")
@@ -95,10 +96,11 @@ def schedule_validate(values: dict[str, Any]) -> dict[str, Any]:
         raise InvalidInput("input must be a JSON object", field="input")
     json_storable(payload, "input")
     # Each firing submits the latest version: its contract, as it stands now.
-    latest = (
-        Workflow.objects.filter(name=workflow).order_by("-version").values_list("input_schema", flat=True)
-    )
-    contracts.input_check(latest.first(), payload)
+    version = Workflow.objects.filter(name=workflow).order_by("-version").first()
+    assert version is not None  # it exists: checked above
+    contracts.input_check(version.input_schema, payload)
+    # A time a timer would read from the input must be readable (or every firing is refused).
+    timers_check_input(list(version.steps.all()), payload)
     clean["input"] = payload
     # The jobs' own rules: a firing must not be refused for what the schedule accepted.
     clean["business_key"] = valid_business_key(clean.get("business_key") or "")

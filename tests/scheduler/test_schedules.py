@@ -16,7 +16,7 @@ from sas_project.errors import InvalidInput
 from scheduler.models import Event, EventKind, Job, Schedule
 from scheduler.schedules import next_fire, schedule_create, schedule_update, schedules_fire
 from tests.api.support import V1, client_for, make_user
-from tests.factories import chain
+from tests.factories import chain, make_workflow, step
 
 pytestmark = pytest.mark.django_db
 
@@ -180,3 +180,14 @@ def test_a_deactivated_owners_schedule_does_not_fire_and_says_why(fake_remote: F
     assert schedules_fire(schedule.next_fire_at + dt.timedelta(seconds=5)) == 1
     schedule.refresh_from_db()
     assert schedule.last_error == "" and Job.objects.get().submitter == sam
+
+
+@pytest.mark.sqlite
+def test_a_schedule_whose_input_holds_a_time_its_timer_cannot_read_is_refused_naming_the_field() -> None:
+    make_workflow("at", {"name": "wait", "kind": "timer", "until": "input.when"}, step("b", "wait"))
+    with pytest.raises(InvalidInput) as refused:
+        schedule_create(
+            name="bad", actor=None, workflow="at", input={"when": "2024-02-30T00:00:00Z"}, cron="* * * * *"
+        )
+    assert refused.value.detail["field"] == "input.when" and "2024-02-30" in refused.value.message
+    assert not Schedule.objects.exists()
