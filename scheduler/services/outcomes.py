@@ -395,6 +395,31 @@ def _hold_unstorable(
     remote did the work, so only an operator can say what its output is (Resolve), and nothing
     retries or compensates it as a failure."""
     why = f"the answer cannot be stored: {result.unstorable}"
+    _hold_success(
+        unit,
+        state,
+        step,
+        why,
+        source=source,
+        data={**data, "excerpt": result.excerpt[:1000]},
+        supersede_live=supersede_live,
+        error=why[:2000],
+    )
+
+
+def _hold_success(
+    unit: Unit,
+    state: JobState,
+    step: Step,
+    why: str,
+    *,
+    source: str,
+    data: dict[str, Any],
+    supersede_live: bool,
+    **fields: Any,
+) -> None:
+    """Hold a step whose call succeeded but whose output cannot be had (the answer cannot be
+    stored, its projection cannot be evaluated): only an operator can say what it is."""
     if step.status == S.DISPATCHED and supersede_live:
         attempt_supersede(unit, step, decided_by=source)
     step_transition(
@@ -404,10 +429,10 @@ def _hold_unstorable(
         source=source,
         kind=E.STEP_HELD,
         reason=why,
-        data={**data, "excerpt": result.excerpt[:1000]},
+        data=data,
         status_reason=why,
         last_outcome=Outcome.SUCCEEDED,
-        error=why[:2000],
+        **fields,
     )
     job_advance(unit, state, source=source)
 
@@ -437,20 +462,9 @@ def project_output(
         return expressions.evaluate(expression, data)
     except JMESPathError as exc:
         why = f"its output expression {expression!r} cannot be evaluated on the answer: {exc}"
-        if step.status == S.DISPATCHED and supersede_live:
-            attempt_supersede(unit, step, decided_by=source)
-        step_transition(
-            unit,
-            step,
-            S.HELD,
-            source=source,
-            kind=E.STEP_HELD,
-            reason=why,
-            data={"answer": answer},
-            status_reason=why,
-            last_outcome=Outcome.SUCCEEDED,
+        _hold_success(
+            unit, state, step, why, source=source, data={"answer": answer}, supersede_live=supersede_live
         )
-        job_advance(unit, state, source=source)
         return HELD_BY_PROJECTION
 
 
