@@ -20,6 +20,7 @@ from django.utils import timezone
 from agents.health import endpoint_assess
 from agents.models import AgentEndpoint
 from scheduler.models import AlertKind, AlertSubscription, Delivery, DeliveryKind, EventKind, EventReaction
+from scheduler.outbox import receiver_of
 from scheduler.services.retention import ArchiveUnwritable
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
@@ -56,6 +57,7 @@ def alert_write(
                     kind=DeliveryKind.WEBHOOK,
                     key=f"alert:{about}:{subscription.pk}:webhook",
                     target=subscription.webhook_url,
+                    receiver=receiver_of(subscription.webhook_url),
                     payload=body,
                     subscription=subscription,
                 )
