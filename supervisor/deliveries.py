@@ -35,7 +35,8 @@ holds its share of the threads, not all of them.
 
 **A circuit breaker per receiver** (supervisor.models.ReceiverBreaker, in the database, so every
 cluster's sender shares it): SAS_DELIVERY_BREAKER_FAILURES failed tries in a row (no answer, a
-connection error, a status other than 2xx) open it for SAS_DELIVERY_BREAKER_OPEN_SECONDS; its
+connection error, a 5xx, 408 or 429) open it for SAS_DELIVERY_BREAKER_OPEN_SECONDS (another 4xx
+is an answer: the receiver is up, only that message or its path is refused); its
 receiver's messages are then not claimed (their tries not counted: they wait, and count again
 when sent). Past that one claim takes one message as a probe (half-open); the probe delivered
 closes the breaker, failed it opens it again.
@@ -177,7 +178,7 @@ def _send_and_record(delivery: Delivery, *, close: bool = True) -> None:
     try:
         delivered, status_code, error = _send(delivery)
         _record(delivery, delivered, status_code, error)
-        _breaker_note(delivery, delivered, error)
+        _breaker_note(delivery, delivered, status_code, error)
     except Exception:
         # The claim stands: the message is due again after it, never lost.
         logger.exception("delivery %s: send or record failed", delivery.key)
@@ -310,16 +311,21 @@ def _probe_take(receiver: str) -> bool:
     )
 
 
-def _breaker_note(delivery: Delivery, delivered: bool, error: str) -> None:
-    """A try's result on its receiver's breaker: delivered closes it; a failure (a refusal by the
-    outbound guard aside: nothing was sent) counts, and opens it at the threshold."""
+#: Answers that say the receiver itself is unwell (beside any 5xx): they count on its breaker.
+UNWELL = frozenset({408, 429})
+
+
+def _breaker_note(delivery: Delivery, delivered: bool, status_code: int | None, error: str) -> None:
+    """A try's result on its receiver's breaker: an answer that says the receiver is up (2xx, or a
+    4xx refusing this message: other messages to it may well go) closes it; no answer, a
+    connection error, a 5xx, 408 or 429 counts, and opens it at the threshold. A refusal by the
+    outbound guard sent nothing and says nothing of the receiver."""
     receiver = delivery.receiver
-    if not receiver or delivery.kind == DeliveryKind.EMAIL:
+    if not receiver or delivery.kind == DeliveryKind.EMAIL or error.startswith("refused:"):
         return
-    if delivered:
+    answered = status_code is not None and status_code < 500 and status_code not in UNWELL
+    if delivered or answered:
         ReceiverBreaker.objects.filter(receiver=receiver).delete()
-        return
-    if error.startswith("refused:"):
         return
     ReceiverBreaker.objects.bulk_create([ReceiverBreaker(receiver=receiver)], ignore_conflicts=True)
     threshold = sas_settings.delivery_breaker_failures

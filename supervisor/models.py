@@ -134,12 +134,13 @@ class ReceiverBreaker(models.Model):
     """The circuit breaker of one receiver of the outbox (scheduler.models.Delivery.receiver),
     shared by every cluster's sender (supervisor.deliveries).
 
-    No row: closed. Each failed try to the receiver adds one to `failures` and a delivered one
-    deletes the row; from SAS_DELIVERY_BREAKER_FAILURES failures in a row the breaker is open until
-    `open_until` (SAS_DELIVERY_BREAKER_OPEN_SECONDS after the last failure): the receiver's
-    messages are not claimed, their tries not counted. Past `open_until` it is half-open: one
-    sender claims one message as its probe and moves `open_until` past the probe's longest send,
-    so nobody else probes meanwhile; the probe's result closes or reopens it."""
+    No row: closed. Each try the receiver fails (no answer, a 5xx, ...) adds one to `failures`
+    and one it answers deletes the row; from SAS_DELIVERY_BREAKER_FAILURES failures in a row the
+    breaker is open until `open_until` (SAS_DELIVERY_BREAKER_OPEN_SECONDS after the last
+    failure): the receiver's messages are not claimed, their tries not counted. Past
+    `open_until` it is half-open: one sender claims one message as its probe and moves
+    `open_until` past the probe's longest send, so nobody else probes meanwhile; the probe's
+    result closes or reopens it."""
 
     receiver = models.CharField(max_length=300, primary_key=True)
     failures = models.PositiveIntegerField(default=0)

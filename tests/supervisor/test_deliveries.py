@@ -587,3 +587,27 @@ def test_the_outbox_due_per_lane_and_the_open_breakers_are_in_the_metrics() -> N
         return sorted((m, label, int(v)) for m, label, v in rows if m in ("outbox_due", "breakers_open"))
 
     assert outbox(_gauge_rows()) == outbox(_gauge_rows_python())
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db
+def test_a_receiver_refusing_one_message_is_up_and_its_breaker_stays_closed(
+    receivers: Callable[[Behaviour], Receiver], settings: Any
+) -> None:
+    settings.SAS_DELIVERY_RETRY_SECONDS = 0
+    settings.SAS_DELIVERY_BREAKER_FAILURES = 2
+    status = 503
+    receiver = receivers(lambda conn, stop: answer(status)(conn, stop))
+    backlog([receiver.url], 1)
+    assert deliveries.send_due() == 1
+    assert ReceiverBreaker.objects.get().failures == 1
+    # A 404 (one path of a host many submitters share, say) is an answer: the receiver is up.
+    status = 404
+    Delivery.objects.update(next_try_at=timezone.now())
+    assert deliveries.send_due() == 1
+    assert not ReceiverBreaker.objects.exists()
+    Delivery.objects.update(next_try_at=timezone.now())
+    assert deliveries.send_due() == 1
+    Delivery.objects.update(next_try_at=timezone.now())
+    assert deliveries.send_due() == 1  # four refusals, and never shut out
+    assert not ReceiverBreaker.objects.exists()
