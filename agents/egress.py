@@ -35,7 +35,7 @@ encodings; an answer in another one is read as it is.
 
 from __future__ import annotations
 
-import concurrent.futures
+import collections
 import contextlib
 import contextvars
 import os
@@ -51,6 +51,7 @@ import httpcore
 import httpx
 
 from agents.validation import OutboundKind, checked_addresses, literal_address, resolve
+from sas_project.conf import sas_settings
 
 #: The encodings `read_capped` decodes, asked for by every outbound client.
 ACCEPT_ENCODING = "gzip, deflate"
@@ -149,24 +150,117 @@ class DeadlineStream(httpcore.NetworkStream):
         return self._stream.get_extra_info(info)
 
 
-#: Name lookups run here when a deadline bounds them: the system resolver has no timeout of its
-#: own, so the caller waits for the answer at most until its deadline and goes on without it (the
-#: lookup ends in its thread whenever the resolver answers). A few threads per process: lookups
-#: beyond them wait their turn, under the same bound.
-_resolvers: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+class Resolvers:
+    """The name lookups of one kind of destination (agents, callbacks, webhooks), when a deadline
+    bounds them. The system resolver has no timeout of its own and a lookup cannot be stopped
+    once it runs, so:
+
+    - at most SAS_RESOLVER_THREADS lookups run at once per kind: names that hang hold those
+      threads, never a caller's (it waits at most until its deadline, then its request fails with
+      a ConnectTimeout) nor another kind's lookups (callbacks to a dead name server never hold an
+      alert's lookup or an agent's);
+    - a name is looked up once at a time: callers asking for a name already being looked up wait
+      for that lookup, so a thousand messages to one hanging name hold one thread;
+    - a lookup whose callers have all given up before it started is cancelled (it never runs),
+      and the lookups waiting are bounded (`QUEUE_PER_THREAD` per thread): past that a request
+      fails at once, as a timeout.
+    """
+
+    QUEUE_PER_THREAD = 16
+
+    def __init__(self, kind: OutboundKind, threads: int) -> None:
+        self.kind = kind
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+        self._waiting: collections.deque[_Lookup] = collections.deque()
+        self._lookups: dict[tuple[str, int], _Lookup] = {}
+        self._workers = 0
+        self._idle = 0
+        #: Lookups started and lookups cancelled before they started, since this pool was made.
+        self.started = 0
+        self.cancelled = 0
+
+    def running(self) -> int:
+        with self._lock:
+            return self._workers - self._idle
+
+    def addresses(self, host: str, port: int, limit: float) -> list[str]:
+        """`checked_addresses(host, port, kind)`, waited for at most `limit` seconds."""
+        with self._lock:
+            lookup = self._lookups.get((host, port))
+            if lookup is None:
+                if len(self._waiting) >= self.threads * self.QUEUE_PER_THREAD:
+                    raise httpcore.ConnectTimeout(f"{host}: too many name lookups waiting")
+                lookup = self._lookups[(host, port)] = _Lookup(host, port)
+                self._waiting.append(lookup)
+                if self._idle:
+                    self._ready.notify()
+                elif self._workers < self.threads:
+                    self._workers += 1
+                    threading.Thread(target=self._work, name=f"sas-resolve-{self.kind}", daemon=True).start()
+            lookup.waiters += 1
+        if not lookup.done.wait(limit):
+            with self._lock:
+                lookup.waiters -= 1
+                if not lookup.waiters and not lookup.started:
+                    self._waiting.remove(lookup)
+                    del self._lookups[(host, port)]
+                    self.cancelled += 1
+            raise httpcore.ConnectTimeout(f"{host}: no name resolution before the request's deadline")
+        if lookup.error is not None:
+            raise lookup.error
+        return lookup.result
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._waiting:
+                    self._idle += 1
+                    self._ready.wait()
+                    self._idle -= 1
+                lookup = self._waiting.popleft()
+                lookup.started = True
+                self.started += 1
+            try:
+                lookup.result = checked_addresses(lookup.host, lookup.port, self.kind)
+            except Exception as exc:  # noqa: BLE001 - handed to the callers, who raise it
+                lookup.error = exc
+            finally:
+                with self._lock:
+                    del self._lookups[(lookup.host, lookup.port)]
+                lookup.done.set()
+
+
+class _Lookup:
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self.waiters = 0
+        self.started = False
+        self.done = threading.Event()
+        self.result: list[str] = []
+        self.error: Exception | None = None
+
+
+_resolvers: dict[OutboundKind, Resolvers] = {}
+_resolvers_pid = 0
 _resolvers_lock = threading.Lock()
-RESOLVER_THREADS = 8
 
 
-def _resolver_pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _resolvers
+def resolvers(kind: OutboundKind) -> Resolvers:
+    """This process's lookups of `kind` (never shared across a fork; remade when
+    SAS_RESOLVER_THREADS changes, the hung lookups of the former left to end in their threads)."""
+    global _resolvers_pid
+    threads = sas_settings.resolver_threads
     with _resolvers_lock:
-        if _resolvers is None or _resolvers[0] != os.getpid():  # not shared across a fork
-            _resolvers = (
-                os.getpid(),
-                concurrent.futures.ThreadPoolExecutor(RESOLVER_THREADS, thread_name_prefix="sas-resolve"),
-            )
-        return _resolvers[1]
+        if _resolvers_pid != os.getpid():
+            _resolvers.clear()
+            _resolvers_pid = os.getpid()
+        pool = _resolvers.get(kind)
+        if pool is None or pool.threads != threads:
+            pool = _resolvers[kind] = Resolvers(kind, threads)
+        return pool
 
 
 def _checked_within(
@@ -179,11 +273,11 @@ def _checked_within(
     """`checked_addresses` (or `check`), given at most `limit` seconds (None: unbounded) to resolve."""
     if limit is None or literal_address(host) is not None:
         return check(host, port, kind)
-    lookup = _resolver_pool().submit(check, host, port, kind)
-    try:
-        return lookup.result(timeout=limit)
-    except concurrent.futures.TimeoutError:
-        raise httpcore.ConnectTimeout(f"{host}: no name resolution before the request's deadline") from None
+    if check is not checked_addresses:
+        # The service's own origin (the canary's URL) is not a name a user gave: looked up as it
+        # comes, outside the kinds' bounded lookups.
+        return check(host, port, kind)
+    return resolvers(kind).addresses(host, port, limit)
 
 
 def _own_addresses(host: str, port: int, kind: OutboundKind) -> list[str]:

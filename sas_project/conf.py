@@ -205,6 +205,27 @@ class SasSettings:
         return max(int(getattr(settings, "SAS_DELIVERY_CONCURRENCY", 8)), 1)
 
     @property
+    def delivery_alert_threads(self) -> int:
+        """Threads of a supervisor process's sender that only alerts take, beside the callbacks'
+        (`delivery_concurrency`); alerts take free callback threads too, and go first."""
+        return max(int(getattr(settings, "SAS_DELIVERY_ALERT_THREADS", 2)), 1)
+
+    @property
+    def delivery_breaker_failures(self) -> int:
+        """Failed tries in a row to one receiver that open its circuit breaker."""
+        return max(int(getattr(settings, "SAS_DELIVERY_BREAKER_FAILURES", 5)), 1)
+
+    @property
+    def delivery_breaker_open_seconds(self) -> float:
+        """How long an open breaker keeps its receiver's messages waiting before one probe."""
+        return max(float(getattr(settings, "SAS_DELIVERY_BREAKER_OPEN_SECONDS", 60)), 0.0)
+
+    @property
+    def resolver_threads(self) -> int:
+        """Name lookups in flight at once per kind of destination (agents, callbacks, webhooks)."""
+        return max(int(getattr(settings, "SAS_RESOLVER_THREADS", 4)), 1)
+
+    @property
     def metrics_settle_seconds(self) -> float:
         """How far the /metrics counters trail the event history, so that a transaction that
         commits a little after it started is not skipped."""

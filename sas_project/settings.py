@@ -448,6 +448,15 @@ SAS_METRICS_SETTLE_SECONDS = env.float("SAS_METRICS_SETTLE_SECONDS", 15)
 SAS_DELIVERY_RETRY_SECONDS = env.float("SAS_DELIVERY_RETRY_SECONDS", 5)
 SAS_DELIVERY_TIMEOUT = env.float("SAS_DELIVERY_TIMEOUT", 10, validate=Range(min=0.1))
 SAS_DELIVERY_CONCURRENCY = env.int("SAS_DELIVERY_CONCURRENCY", 8, validate=Range(min=1))
+# The outbox's lanes and breakers (supervisor.deliveries): threads only alerts take, beside the
+# callbacks' SAS_DELIVERY_CONCURRENCY; a receiver's breaker opens after this many failed tries in a
+# row, for this long.
+SAS_DELIVERY_ALERT_THREADS = env.int("SAS_DELIVERY_ALERT_THREADS", 2, validate=Range(min=1))
+SAS_DELIVERY_BREAKER_FAILURES = env.int("SAS_DELIVERY_BREAKER_FAILURES", 5, validate=Range(min=1))
+SAS_DELIVERY_BREAKER_OPEN_SECONDS = env.float("SAS_DELIVERY_BREAKER_OPEN_SECONDS", 60, validate=Range(min=0))
+# Name lookups of outbound connections (agents.egress): threads per kind of destination (agents,
+# callbacks, webhooks), each name looked up once at a time.
+SAS_RESOLVER_THREADS = env.int("SAS_RESOLVER_THREADS", 4, validate=Range(min=1))
 SAS_TOKEN_LIFETIME_DAYS = env.float("SAS_TOKEN_LIFETIME_DAYS", 90)
 # How long the answer to a rerun or bulk action sent with an Idempotency-Key is replayed.
 SAS_IDEMPOTENCY_KEY_HOURS = env.float("SAS_IDEMPOTENCY_KEY_HOURS", 24)

@@ -1108,6 +1108,9 @@ class Delivery(models.Model):
     key = models.CharField(max_length=255, unique=True)
     #: The URL (callback, webhook) or email address.
     target = models.CharField(max_length=500)
+    #: Who receives it: the URL's `host:port` (scheduler.outbox.receiver_of); empty for an email.
+    #: The sender takes turns between receivers and keeps a circuit breaker for each.
+    receiver = models.CharField(max_length=300, blank=True, default="", db_default="")
     payload = models.JSONField(default=dict)
     job = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries", db_index=False
@@ -1145,6 +1148,13 @@ class Delivery(models.Model):
             ),
             # A job's callbacks (job page, API).
             models.Index(fields=["job", "id"], name="delivery_job_idx"),
+            # The alerts' lane of the sender's claim (supervisor.deliveries): alerts due are read
+            # first, whatever the callbacks' backlog.
+            models.Index(
+                fields=["next_try_at"],
+                condition=Q(status="pending") & ~Q(kind="callback"),
+                name="delivery_alert_due_idx",
+            ),
         ]
 
     def __str__(self) -> str:

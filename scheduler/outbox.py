@@ -11,13 +11,17 @@ tell (scheduler.models.Delivery), sent later by the supervisor loop (supervisor.
   EventReaction) in the transaction that writes it, whoever writes it, and the supervisor loop
   takes them from there (supervisor.alerts.reactions_handle).
 
+Every message names its receiver (`receiver_of`: the URL's `host:port`), which the sender takes
+turns between and keeps a circuit breaker for (supervisor.deliveries).
+
 Restated in SQL (keep both in step; the equivalence tests compare them):
-`scheduler/sql/postgresql/sas_record_outcome.sql`.
+`scheduler/sql/postgresql/sas_record_outcome.sql`, `scheduler/sql/postgresql/sas_url_receiver.sql`.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django_q.brokers import get_broker
 from django_q.conf import Conf
@@ -36,6 +40,25 @@ CHILD_SETTLED_TASK = "scheduler.tasks.settle_child"
 REACTION_KINDS: frozenset[str] = frozenset(
     {EventKind.STEP_HELD, EventKind.JOB_FAILED, EventKind.JOB_COMPENSATED, EventKind.APPROVAL_REQUESTED}
 )
+
+
+#: The port of a URL that names none.
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def receiver_of(url: str) -> str:
+    """Who receives messages sent to `url`: its host (lower case, without a final dot) and port,
+    the scheme's default port counting as written (`hooks.example.com:443`, `[::1]:8080`); empty
+    for what is not such a URL (an email address). Restated in SQL by `sas_url_receiver`."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port or DEFAULT_PORTS.get(parts.scheme.lower())
+    except ValueError:
+        return ""
+    host = (parts.hostname or "").rstrip(".")
+    if not host or port is None:
+        return ""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def callback_summary(job: Job, status: str) -> dict[str, Any]:
@@ -58,6 +81,7 @@ def callback_write(job: Job, status: str) -> None:
                 kind=DeliveryKind.CALLBACK,
                 key=f"{job.pk}:{status}",
                 target=job.callback_url,
+                receiver=receiver_of(job.callback_url),
                 payload=callback_summary(job, status),
                 job=job,
                 next_try_at=job.finished_at or job.updated_at,

@@ -29,6 +29,7 @@ from scheduler.models import (
     EventReaction,
     Quarantine,
 )
+from scheduler.outbox import receiver_of
 from scheduler.services.retention import ArchiveUnwritable
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
@@ -65,6 +66,7 @@ def alert_write(
                     kind=DeliveryKind.WEBHOOK,
                     key=f"alert:{about}:{subscription.pk}:webhook",
                     target=subscription.webhook_url,
+                    receiver=receiver_of(subscription.webhook_url),
                     payload=body,
                     subscription=subscription,
                 )

@@ -325,6 +325,18 @@ UNION ALL
 SELECT 'deliveries', kind || ':' || status, count(*)::float FROM scheduler_delivery
     WHERE NOT (status = 'delivered') GROUP BY kind, status
 UNION ALL
+SELECT 'outbox_due', lane, count(*)::float FROM (
+    SELECT CASE WHEN kind = 'callback' THEN 'callbacks' ELSE 'alerts' END AS lane FROM scheduler_delivery
+    WHERE status = 'pending' AND next_try_at <= statement_timestamp()) AS due GROUP BY lane
+UNION ALL
+SELECT 'outbox_oldest', lane, extract(epoch FROM statement_timestamp() - min(next_try_at)) FROM (
+    SELECT CASE WHEN kind = 'callback' THEN 'callbacks' ELSE 'alerts' END AS lane, next_try_at
+    FROM scheduler_delivery WHERE status = 'pending' AND next_try_at <= statement_timestamp()) AS due
+    GROUP BY lane
+UNION ALL
+SELECT 'breakers_open', '', count(*)::float FROM supervisor_receiverbreaker
+    WHERE open_until > statement_timestamp()
+UNION ALL
 SELECT 'scan_age', '', extract(epoch FROM statement_timestamp() - last_scan_at)
     FROM supervisor_supervisorlease WHERE name = 'supervisor' AND last_scan_at IS NOT NULL
 UNION ALL
@@ -358,7 +370,7 @@ def _gauge_rows_python() -> list[tuple[str, str, float]]:
     from django_q.models import OrmQ
 
     from scheduler.models import Delivery, Step
-    from supervisor.models import SupervisorLease
+    from supervisor.models import ReceiverBreaker, SupervisorLease
 
     now = timezone.now()
     rows: list[tuple[str, str, float]] = [
@@ -375,6 +387,19 @@ def _gauge_rows_python() -> list[tuple[str, str, float]]:
     rows.append(("queue_oldest", "", (now - queue["oldest"]).total_seconds() if queue["oldest"] else 0.0))
     for r in Delivery.objects.exclude(status="delivered").values("kind", "status").annotate(n=Count("pk")):
         rows.append(("deliveries", f"{r['kind']}:{r['status']}", float(r["n"])))
+    lanes: dict[str, tuple[float, Any]] = {}
+    for due in (
+        Delivery.objects.filter(status="pending", next_try_at__lte=now)
+        .values("kind")
+        .annotate(n=Count("pk"), oldest=Min("next_try_at"))
+    ):
+        lane = "callbacks" if due["kind"] == "callback" else "alerts"
+        n, oldest = lanes.get(lane, (0.0, due["oldest"]))
+        lanes[lane] = (n + due["n"], min(oldest, due["oldest"]))
+    for lane, (n, oldest) in sorted(lanes.items()):
+        rows.append(("outbox_due", lane, n))
+        rows.append(("outbox_oldest", lane, (now - oldest).total_seconds()))
+    rows.append(("breakers_open", "", float(ReceiverBreaker.objects.filter(open_until__gt=now).count())))
     lease = SupervisorLease.objects.filter(pk="supervisor").first()
     if lease is not None:
         if lease.last_scan_at is not None:
@@ -411,6 +436,27 @@ def gauges() -> Iterator[GaugeMetricFamily]:
         kind, _, status = label.partition(":")
         deliveries.add_metric([kind, status], value)
     yield deliveries
+    due = dict(values.get("outbox_due", []))
+    oldest = dict(values.get("outbox_oldest", []))
+    depth = GaugeMetricFamily(
+        "sas_outbox_due", "Outbox messages whose try is due and not yet taken, by lane.", labels=["lane"]
+    )
+    age = GaugeMetricFamily(
+        "sas_outbox_oldest_due_seconds",
+        "How long the oldest due outbox message of each lane has waited for its try.",
+        labels=["lane"],
+    )
+    for lane in ("alerts", "callbacks"):
+        depth.add_metric([lane], due.get(lane, 0.0))
+        age.add_metric([lane], oldest.get(lane, 0.0))
+    yield depth
+    yield age
+    yield _one(
+        "sas_outbox_breakers_open",
+        "Outbox receivers whose circuit breaker is open (or probing).",
+        values,
+        "breakers_open",
+    )
     yield _one(
         "sas_supervisor_last_scan_age_seconds",
         "Seconds since the supervisor's last scan (+Inf when none was ever recorded).",

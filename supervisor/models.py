@@ -164,3 +164,25 @@ class CanaryCall(models.Model):
 
     def __str__(self) -> str:
         return self.operation_id
+
+
+class ReceiverBreaker(models.Model):
+    """The circuit breaker of one receiver of the outbox (scheduler.models.Delivery.receiver),
+    shared by every cluster's sender (supervisor.deliveries).
+
+    No row: closed. Each try the receiver fails (no answer, a 5xx, ...) adds one to `failures`
+    and one it answers deletes the row; from SAS_DELIVERY_BREAKER_FAILURES failures in a row the
+    breaker is open until `open_until` (SAS_DELIVERY_BREAKER_OPEN_SECONDS after the last
+    failure): the receiver's messages are not claimed, their tries not counted. Past
+    `open_until` it is half-open: one sender claims one message as its probe and moves
+    `open_until` past the probe's longest send, so nobody else probes meanwhile; the probe's
+    result closes or reopens it."""
+
+    receiver = models.CharField(max_length=300, primary_key=True)
+    failures = models.PositiveIntegerField(default=0)
+    open_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.receiver}: {self.failures} failures"

@@ -121,6 +121,8 @@ def test_the_production_stack(sandbox: Sandbox, tmp_path: Path) -> None:
         SAS_METRICS_TOKEN=METRICS_TOKEN,
         SAS_METRICS_SETTLE_SECONDS=0,
         SAS_DELIVERY_RETRY_SECONDS=0.2,
+        # The receiver's 503s to every message's first tries open its breaker: briefly here.
+        SAS_DELIVERY_BREAKER_OPEN_SECONDS=0.5,
         SAS_Q_STOP_SECONDS=STOP_SECONDS,
         SAS_WEB_WORKERS=2,
         SAS_WEB_GRACEFUL_TIMEOUT=STOP_SECONDS,

@@ -547,3 +547,34 @@ def test_events_written_by_the_functions_and_the_set_wise_scan_reach_the_reactio
             "step_dispatched",
             "step_timed_out",
         ]
+
+
+@postgresql
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://hooks.example.com/done",
+        "HTTPS://Hooks.Example.COM./done?x=1",
+        "http://h.example.com:8080",
+        "http://h.example.com:/x",
+        "http://h.example.com:0443/x",
+        "http://user:pw@h.example.com:81/x",
+        "http://a@b@h.example.com/x",
+        "http://[::1]:9000/x",
+        "https://[2001:DB8::1]/x",
+        "http://203.0.113.7#frag",
+        "ftp://h.example.com/x",
+        "http:///x",
+        "http://h.example.com:99999/x",
+        "http://h.example.com:ab/x",
+        "ops@example.com",
+        "",
+    ],
+)
+def test_the_database_names_a_urls_receiver_as_python_does(url: str) -> None:
+    from scheduler.outbox import receiver_of
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sas_url_receiver(%s)", [url])
+        assert cursor.fetchone()[0] == receiver_of(url)

@@ -20,7 +20,7 @@ from agents.broker import task_of
 from agents.health import choose_endpoint
 from agents.models import AgentEndpoint, AgentPool
 from agents.outcome import CallResult, Outcome
-from scheduler.models import Attempt, Event, Job, Step
+from scheduler.models import Attempt, Delivery, Event, Job, Step
 from scheduler.services import hotpath, job_submit, step_record_outcome
 from scheduler.tasks import run_attempt
 from tests.factories import chain, diamond, make_pool, make_workflow, step
@@ -108,6 +108,10 @@ def snapshot(job: Job) -> dict[str, Any]:
         "steps": steps,
         "attempts": attempts,
         "events": events,
+        "callbacks": [
+            {"kind": d.kind, "target": d.target, "receiver": d.receiver, "status": d.status}
+            for d in Delivery.objects.filter(job=job).order_by("id")
+        ],
     }
 
 
@@ -181,6 +185,28 @@ def test_a_job_that_succeeds_leaves_the_same_rows(settings: Any, fake_remote: An
 
     fast, general = run_both(settings, scenario)
     assert fast["job"]["status"] == "succeeded"
+    assert fast == general
+
+
+def test_a_job_with_a_callback_leaves_the_same_callback_naming_its_receiver(
+    settings: Any, fake_remote: Any
+) -> None:
+    chain("c", n=1)
+
+    def scenario() -> Job:
+        job = job_submit(workflow="c", input={}, callback_url="https://Hooks.Example.com./done").job
+        run_queue()
+        return job
+
+    fast, general = run_both(settings, scenario)
+    assert fast["callbacks"] == [
+        {
+            "kind": "callback",
+            "target": "https://Hooks.Example.com./done",
+            "receiver": "hooks.example.com:443",
+            "status": "pending",
+        }
+    ]
     assert fast == general
 
 

@@ -398,6 +398,7 @@ def test_a_callback_that_keeps_failing_gives_up_visibly_and_never_blocks_the_job
     drain: Callable[[], int], fake_remote: FakeRemote, settings: Any
 ) -> None:
     settings.SAS_DELIVERY_RETRY_SECONDS = 0
+    settings.SAS_DELIVERY_BREAKER_OPEN_SECONDS = 0  # its receiver's breaker lets every try probe
     chain(n=1)
     port = free_port()  # nobody listens
     job = job_submit(workflow="chain", input={}, callback_url=f"http://127.0.0.1:{port}/cb").job

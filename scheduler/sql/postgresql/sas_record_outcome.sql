@@ -122,9 +122,10 @@ BEGIN
         WHERE id = v_job_id AND (status = 'running') IS TRUE;
         -- The completion callback, in the outbox with the job's last move (as
         -- scheduler.transitions.job_transition writes it).
-        INSERT INTO scheduler_delivery (kind, key, target, payload, job_id, subscription_id, status, tries,
-                                        next_try_at, last_status_code, last_error, created_at, delivered_at)
-        SELECT 'callback', j.id::text || ':succeeded', j.callback_url,
+        INSERT INTO scheduler_delivery (kind, key, target, receiver, payload, job_id, subscription_id, status,
+                                        tries, next_try_at, last_status_code, last_error, created_at,
+                                        delivered_at)
+        SELECT 'callback', j.id::text || ':succeeded', j.callback_url, sas_url_receiver(j.callback_url),
                jsonb_build_object('id', j.id::text, 'workflow', w.name, 'status', 'succeeded',
                                   'result', j.result, 'finished_at', v_now),
                j.id, NULL, 'pending', 0, v_now, NULL, '', v_now, NULL
