@@ -288,7 +288,7 @@ Q_CLUSTER = {
     "workers": env.int("SAS_Q_WORKERS", 4, validate=Range(min=1)),
     "queue_limit": env.int("SAS_Q_WORKERS", 4, validate=Range(min=1)),
     # A pusher takes up to 4 tasks per look: a third of the commits of one look per task, and the
-    # best throughput measured (docs/performance.md, "Tuning").
+    # best throughput measured (docs/performance-history.md, "How it got there").
     "bulk": env.int("SAS_Q_BULK", 4),
     "poll": env.float("SAS_Q_POLL", 0.2),
     "timeout": env.int("SAS_Q_TIMEOUT", 120),

@@ -11,7 +11,7 @@ Each client has a bucket (GCRA: the theoretical arrival time of its next request
 database table `api_rate_bucket` (sas_project.tokens.models.RateBucket), read and written by one
 statement per request (`rate_bucket_take`), so every web process on every host counts the same
 requests. A failure of that statement lets the request through (logged): the limiter must not
-turn a database hiccup into 500s on its own. docs/architecture.md ("Request rates") says why
+turn a database hiccup into 500s on its own. docs/security.md ("Request rates") says why
 the database and not a cache.
 
 Failed sign-ins to the console and the admin are counted by django-axes (settings.py, "Login

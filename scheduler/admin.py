@@ -36,7 +36,7 @@ from scheduler.schedules import (
 # --- workflows ------------------------------------------------------------------------------------
 
 
-#: Every field of a step; each kind uses some (docs/architecture.md, "Steps that wait").
+#: Every field of a step; each kind uses some (docs/workflow-language.md, "Steps that wait").
 STEP_FIELDS = [
     "name",
     "kind",

@@ -291,7 +291,7 @@ def job_json(*, user: Any, job_id: uuid.UUID | str) -> str | None:
 
     A submission's answer and a read of a job cost one statement and no rendering in Python:
     the three reads into light rows and their rendering were a third of the API's CPU per
-    submission (docs/performance.md, "Engine IV")."""
+    submission (docs/performance-history.md, "Engine IV")."""
     if not is_postgresql() or timezone.get_current_timezone_name() != "UTC":
         return None
     job_uuid, everyone, owner = _reading(user, job_id)

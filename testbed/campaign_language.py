@@ -14,7 +14,7 @@ What fails, on purpose, besides the campaign's faults: a line whose quantity is 
 sandbox's limit is refused by shipping (an item fails; the join may still be met), and a fee over
 the sandbox's charge limit is declined (the child job is compensated, so is its parent). The
 sub-workflow step comes last: a child that succeeded is never under a parent that compensates
-(docs/architecture.md, "Sub-workflows": such a child is not undone).
+(docs/workflow-language.md, "Sub-workflows": such a child is not undone).
 """
 
 from __future__ import annotations

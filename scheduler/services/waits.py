@@ -1,7 +1,7 @@
 """Wait steps: a step that waits for a signal, an approval or a time instead of calling a remote.
 
-A wait is a status with a reason, not a sleeping worker (docs/architecture.md, "Steps that
-wait"): the step is `waiting`, holds no worker and no queue row, and its `deadline` is when the
+A wait is a status with a reason, not a sleeping worker (docs/workflow-language.md, "Steps
+that wait"): the step is `waiting`, holds no worker and no queue row, and its `deadline` is when the
 wait ends by itself (the timeout of a signal or approval, the time of a timer; none: for ever).
 The supervisor's scan reads only the waits that are due, through the live-step index, and ends
 them (`waits_expire`) with ordinary guarded moves.

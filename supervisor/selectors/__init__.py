@@ -1,7 +1,7 @@
 """Read queries for the operator console (/ops/), one module per page or panel.
 
 Every selector here runs a small, fixed number of queries whatever the size of the history, and
-reads hot tables only through the indexes designed for them (docs/architecture.md, "Indexes"):
+reads hot tables only through the indexes designed for them (docs/database-code.md, "Indexes"):
 
 - live steps through the partial index `step_live_idx` (a `status IN (...)` filter on live
   statuses), so the overview and the Needs-attention list cost the live work, not the table;

@@ -9,7 +9,7 @@ after is taken to have been reaped by a parent of its group, and only its time s
 that started and ended during the workload without being reaped by a process seen at the end is
 missed, which the machine's busy time beside the groups shows. Comparing the groups of the
 service with those of bare django-q2 in the same run says which part of the gap is the database
-and which the Python around it (docs/performance.md, "Where the engine's time goes").
+and which the Python around it (docs/performance-history.md, "Engine III").
 """
 
 from __future__ import annotations

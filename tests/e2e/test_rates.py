@@ -72,6 +72,6 @@ def test_a_client_submitting_1500_jobs_from_4_threads_as_fast_as_it_can_gets_no_
     finally:
         web.stop()
     took = time.monotonic() - started
-    # The pace the API took them at, for the capacity model (docs/performance.md).
+    # The pace the API took them at, for the capacity model (docs/capacity.md).
     print(f"{name}: 1,500 submissions in {took:.1f} s, {1500 / took:.0f} a second")
     assert sum(shares, Counter()) == Counter({201: 1500})
