@@ -27,12 +27,14 @@ BUDGETS = {
     "capacity.md": 150,
 }
 
-#: The top-level folders a document may name a path under: the repository's own, not `var/` (what
-#: the service's tools make) nor `staticfiles/` (what collectstatic makes).
+#: The top-level folders a document may name a path under: the repository's own, not those the
+#: service and its tests make and git ignores (`var/`, `staticfiles/`, `test-artifacts/`, `build/`),
+#: which exist on one machine and not on another.
+MADE = {"var", "staticfiles", "test-artifacts", "build"}
 TOP = sorted(
     path.name
     for path in ROOT.iterdir()
-    if path.is_dir() and path.name[0] not in "._" and path.name not in {"var", "staticfiles"}
+    if path.is_dir() and path.name[0] not in "._" and path.name not in MADE
 )
 
 #: A path under one of them: a file with an extension, or a folder written with its trailing slash
