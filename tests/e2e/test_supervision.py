@@ -29,7 +29,10 @@ def test_a_supervisor_that_renews_but_does_not_remediate_is_taken_over_and_the_s
 ) -> None:
     load_demo(sandbox)
     subscription_create(
-        name="ops", actor=None, webhook_url="https://hooks.example.com/x", kinds=["supervisor_not_remediating"]
+        name="ops",
+        actor=None,
+        webhook_url="https://hooks.example.com/x",
+        kinds=["supervisor_not_remediating"],
     )
     sandbox.config(script={"/inventory/reserve": ["drop"]}, drop_hold_ms=3000)
     clusters("stuck", SAS_FAULT_REMEDIATION_FAILS=1)
