@@ -14,7 +14,10 @@ workflow with a timer, a signal and an approval (`testbed.campaign_waits`), sign
 over the REST API with duplicated, early, late and extra signals and double-clicked approvals,
 and once every cluster is stopped at the same time while timers come due. A share run workflows
 in the workflow language (`testbed.campaign_language`): a condition, a fan-out over the order's
-lines and a sub-workflow. Then it stops the
+lines and a sub-workflow. With `poison=True` (`testbed.campaign_poison`), after a first phase
+without it, what one tenant submits, one remote answers or one producer publishes to stop every
+job's supervision, and a supervisor that renews its lease while its remediation fails; the
+healthy jobs' remediation lag is read by phase. Then it stops the
 faults, waits for every job to settle, and checks the invariants of docs/architecture.md against the database
 and the remote's own ledger.
 
@@ -688,9 +691,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         next_broker = started + cfg.broker_restart_every
         next_poison = started + cfg.poison_every
         # The poison after a first phase without it, spread over the next half of the faults;
-        # the stuck supervisor once the blackout is over.
-        poison_at = started + cfg.duration * 0.25 if cfg.poison else float("inf")
-        stuck_at = started + cfg.duration * 0.55 if cfg.poison and cfg.stuck_window > 0 else float("inf")
+        # the stuck supervisor once the blackout is over and the clusters are back.
+        poison_at = started + cfg.duration * 0.2 if cfg.poison else float("inf")
+        stuck_at = started + cfg.duration * 0.6 if cfg.poison and cfg.stuck_window > 0 else float("inf")
         restart_queue: list[tuple[float, ClusterProcess]] = []
         # Every cluster down at once, halfway through the faults; the timers of the wait jobs
         # submitted shortly before come due meanwhile.
@@ -728,7 +731,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                     log(f"poison on: {cfg.poison_jobs} jobs, {cfg.blackholes} black-holed receivers")
                 # After the blackout, if there is one: the two are not to overlap.
                 blackout_over = blackout_at == float("inf") or (
-                    blackout is not None and blackout.up_at is not None
+                    blackout is not None
+                    and blackout.up_at is not None
+                    and timezone.now() > blackout.up_at + recovery
                 )
                 if (stuck.state == "off" and now >= stuck_at and blackout_over) or stuck.active:
                     if said := stuck.step(now):
@@ -830,8 +835,12 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                         restart_queue.remove((when, cluster))
                 if now >= next_kill and now - started < cfg.duration and not stuck.active:
                     victim = rng.choice([c for c in clusters if c.proc and c.proc.poll() is None] or clusters)
+                    acting = victim.proc is not None and campaign_poison.holds_lease(victim.proc.pid)
                     victim.kill()
-                    outages.append((timezone.now(), timezone.now() + takeover_after))
+                    if acting:
+                        # Its peer takes over once the lease expires: the acting supervisor's
+                        # steps wait for that, by design.
+                        outages.append((timezone.now(), timezone.now() + takeover_after))
                     fault.kills += 1
                     restart_queue.append((now + rng.uniform(0.5, 2.0), victim))
                     next_kill = now + cfg.kill_every
@@ -852,7 +861,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                 if cfg.pg_restart and now >= next_pg and now - started < cfg.duration:
                     down_at = timezone.now()
                     _restart_postgres(fault)
-                    outages.append((down_at, timezone.now() + takeover_after))
+                    # The holder goes on at its next pass once the server is back (if it kept
+                    # its lease: if not, the lag shows it).
+                    outages.append((down_at, timezone.now() + dt.timedelta(seconds=cfg.supervisor_interval)))
                     next_pg = time.monotonic() + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
             except OperationalError as exc:
                 fault.notes.append(f"campaign loop: {exc}".splitlines()[0][:200])

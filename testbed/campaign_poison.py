@@ -436,6 +436,14 @@ class StuckSupervisor:
         return ""
 
 
+def holds_lease(pid: int) -> bool:
+    """Whether the cluster of process `pid` holds the supervisor's lease (a holder's name is
+    `<kind>@<host>:<pid>:<nonce>`, supervisor.loop.holder_name; the cluster runs its loop in its
+    main process)."""
+    holder = SupervisorLease.objects.filter(pk=LEASE_NAME).values_list("holder", flat=True).first() or ""
+    return holder.split(":")[1:2] == [str(pid)]
+
+
 def takeover(window: StuckWindow | None) -> dict[str, Any]:
     """The stuck holder's term from the lease's record: when it took the lease, when another
     holder took it over (and who), and the time to takeover from when its debt began: the first
@@ -498,11 +506,11 @@ def remediation_lag(
 ) -> dict[str, Any]:
     """The lag of the healthy jobs' overdue steps (deadline to decision, ms), by phase: before the
     poison, with it, those due while the stuck supervisor held the lease (their lag is the time to
-    takeover, by design), and those due while the campaign itself had stopped supervisors or the
-    database (`outages`: a cluster killed, a PostgreSQL restart, every cluster down, the restart
-    when the faults stop; their lag is the lease's expiry and a cluster's start); with the
-    slowest decisions of each phase, to read them. A step is due in a window when its remediation
-    was (its deadline plus the `goal`)."""
+    takeover, by design), and those due while the campaign itself had stopped a supervisor or the
+    database (`outages`: the acting cluster killed, a PostgreSQL restart, every cluster down, the
+    restart when the faults stop; their lag is the lease's expiry and a cluster's start); with
+    the slowest decisions of each phase, to read them. A step is due in a window when its
+    remediation was (its deadline plus the `goal`)."""
     phases: dict[str, list[tuple[float, dict[str, Any]]]] = {
         "without_poison": [],
         "with_poison": [],

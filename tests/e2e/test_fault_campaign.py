@@ -115,7 +115,7 @@ def test_a_poisoned_campaign_keeps_remediating_the_healthy_jobs_in_time() -> Non
         "fault-campaign-poison",
         *("--poison", "--poison-jobs", "16", "--blackholes", "40"),
         *("--jobs", "40", "--duration", "24", "--drain", "90"),
-        *("--drop-rate", "0.15", "--latency-rate", "0.05"),
+        *("--drop-rate", "0.25", "--latency-rate", "0.05"),
         *("--wait-share", "0", "--language-share", "0", "--blackout-seconds", "0", "--kill-every", "1000"),
     )
     assert_no_job_lost_and_no_effect_doubled(report, jobs=40)
