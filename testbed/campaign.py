@@ -14,7 +14,10 @@ workflow with a timer, a signal and an approval (`testbed.campaign_waits`), sign
 over the REST API with duplicated, early, late and extra signals and double-clicked approvals,
 and once every cluster is stopped at the same time while timers come due. A share run workflows
 in the workflow language (`testbed.campaign_language`): a condition, a fan-out over the order's
-lines and a sub-workflow. Then it stops the
+lines and a sub-workflow. With `poison=True` (`testbed.campaign_poison`), after a first phase
+without it, what one tenant submits, one remote answers or one producer publishes to stop every
+job's supervision, and a supervisor that renews its lease while its remediation fails; the
+healthy jobs' remediation lag is read by phase. Then it stops the
 faults, waits for every job to settle, and checks the invariants of docs/architecture.md against the database
 and the remote's own ledger.
 
@@ -67,7 +70,7 @@ from supervisor.deliveries import claim_seconds
 from supervisor.lease import LEASE_NAME
 from supervisor.models import LeaseTerm, SupervisorLease
 from supervisor.services import step_retry
-from testbed import campaign_hostile, campaign_language
+from testbed import campaign_hostile, campaign_language, campaign_poison
 from testbed.campaign_language import AMOUNT_LIMIT, QUANTITY_LIMIT, LanguagePlanner, check_language
 from testbed.campaign_waits import (
     WORKFLOW_WAITS,
@@ -169,6 +172,16 @@ class CampaignConfig:
     hostile_rate: float = 0.1
     #: Seconds between two poison messages on the reply queue.
     poison_every: float = 1.0
+    #: Poison beside the healthy jobs after a first phase without it (testbed.campaign_poison):
+    #: impossible times, NaN, unpaired surrogates, compression bombs and deep strings on the reply
+    #: queue, black-holed callback receivers, a supervisor whose remediation fails.
+    poison: bool = False
+    #: Poison jobs (their kinds in turn), and jobs calling back to a black hole (one host each).
+    poison_jobs: int = 24
+    blackholes: int = 1000
+    #: The longest the supervisor whose remediation fails holds out before the window ends
+    #: without a takeover (seconds; 0: no such supervisor).
+    stuck_window: float = 30.0
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -401,6 +414,18 @@ def _reply_faults(cfg: CampaignConfig, *, on: bool) -> dict[str, Any]:
     }
 
 
+def allow_callbacks_to(network: str) -> None:
+    """Let completion callbacks reach `network` (SAS_CALLBACK_INTERNAL_HOSTS), in this process and
+    the processes it starts."""
+    from django.conf import settings
+
+    names = [n for n in os.environ.get("SAS_CALLBACK_INTERNAL_HOSTS", "").split(",") if n.strip()]
+    if network not in names:
+        names.append(network)
+    os.environ["SAS_CALLBACK_INTERNAL_HOSTS"] = ",".join(names)
+    settings.SAS_CALLBACK_INTERNAL_HOSTS = names
+
+
 def database_url() -> str:
     """The URL of the database this process uses (the campaign's children use the same one)."""
     s = connection.settings_dict
@@ -505,6 +530,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     if cfg.pg_restart and not os.environ.get("SAS_PG_DATADIR"):
         raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")
     own = [WORKFLOW, WORKFLOW_ASYNC, WORKFLOW_WAITS, *campaign_language.ALL_WORKFLOWS]
+    own += campaign_poison.ALL_WORKFLOWS
     refuse_foreign_jobs("fault_campaign", own, scratch=cfg.scratch)
     rng = random.Random(cfg.seed)
     cfg.artifacts.mkdir(parents=True, exist_ok=True)
@@ -518,6 +544,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     bouncer: PgBouncerProcess | None = None
     webs: list[WebProcess] = []
     submitter: ApiSubmitter | None = None
+    if cfg.poison and cfg.blackholes:
+        # The black holes listen on loopback addresses of their own, which callbacks may reach
+        # only when named (the web processes and clusters inherit this).
+        allow_callbacks_to("127.0.0.0/8")
     # What every child process shares: the database, directly or through PgBouncer.
     base_env = dict(os.environ)
     if cfg.pgbouncer:
@@ -530,7 +560,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         sandbox.start(seed=cfg.seed)
     # The web processes: the API jobs are submitted through, and where the remote's callbacks
     # arrive and the wait jobs are signalled and decided (the first one).
-    for i in range(max(cfg.webs, 1 if cfg.async_agents or cfg.wait_share > 0 else 0)):
+    for i in range(max(cfg.webs, 1 if cfg.async_agents or cfg.wait_share > 0 or cfg.poison else 0)):
         webs.append(
             WebProcess(
                 port=free_port(),
@@ -546,7 +576,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             ).start()
         )
     web = webs[0] if webs else None
-    client_token = api_token() if cfg.webs or cfg.wait_share > 0 else ""
+    client_token = api_token() if cfg.webs or cfg.wait_share > 0 or cfg.poison else ""
     if cfg.webs:
         submitter = ApiSubmitter([w.url for w in webs[: cfg.webs]], client_token)
     ensure_definitions(sandbox.url, cfg, redis.url if redis else "")
@@ -562,6 +592,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     language = LanguagePlanner(random.Random(cfg.seed + 2))
     if cfg.language_share > 0:
         campaign_language.ensure_language_definitions()
+    if cfg.poison:
+        campaign_poison.ensure_poison_definitions()
     # The language jobs' share of the jobs that do not wait, so that they are `language_share`
     # of all.
     waiting = cfg.wait_share if driver is not None else 0.0
@@ -584,7 +616,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         if redis is not None:
             poison = campaign_hostile.PoisonPublisher(redis.url, sas_settings.reply_queue)
 
-    def cluster_env(index: int, faults: bool) -> dict[str, str]:
+    def cluster_env(index: int, faults: bool, *, remediation_fails: bool = False) -> dict[str, str]:
         env = {
             **base_env,
             "SAS_SUPERVISOR_INTERVAL": str(cfg.supervisor_interval),
@@ -598,6 +630,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         }
         if web is not None:
             env["SAS_PUBLIC_URL"] = web.url
+        if remediation_fails:
+            env["SAS_FAULT_REMEDIATION_FAILS"] = "1"
         return env
 
     clusters = [
@@ -614,6 +648,28 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     started = time.monotonic()
     if driver is not None:
         driver.start()
+    started_at = timezone.now()
+    holes: campaign_poison.BlackHoles | None = None
+    poisoner: campaign_poison.PoisonDriver | None = None
+    poison_log: campaign_poison.PoisonLog | None = None
+    poison_from: dt.datetime | None = None
+    stuck = campaign_poison.StuckSupervisor(
+        clusters,
+        env=lambda faulty: cluster_env(0, True, remediation_fails=faulty),
+        sandbox=sandbox,
+        limit=cfg.stuck_window,
+    )
+    #: The faults go on a few seconds after the stuck supervisor's window, for the holder that
+    #: took over to act before every cluster restarts.
+    after_stuck = 0.0
+    #: When the campaign itself stopped supervisors or the database, until a supervisor could act
+    #: again (the lease's expiry and a cluster's start after it): the healthy jobs' lag is read
+    #: apart for deadlines inside them.
+    outages: list[tuple[dt.datetime, dt.datetime]] = []
+    # A peer takes the lease once it expired (three intervals) and acts at its next pass; a
+    # cluster started again first has to start.
+    takeover_after = dt.timedelta(seconds=cfg.supervisor_interval * 5)
+    recovery = takeover_after + dt.timedelta(seconds=campaign_poison.CLUSTER_START_SECONDS)
     try:
         log(f"sandbox at {sandbox.url}; {cfg.clusters} clusters; faults on for {cfg.duration:.0f}s")
         sandbox.config(
@@ -634,6 +690,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         next_pg = started + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
         next_broker = started + cfg.broker_restart_every
         next_poison = started + cfg.poison_every
+        # The poison after a first phase without it, spread over the next half of the faults;
+        # the stuck supervisor once the blackout is over and the clusters are back.
+        poison_at = started + cfg.duration * 0.2 if cfg.poison else float("inf")
+        stuck_at = started + cfg.duration * 0.6 if cfg.poison and cfg.stuck_window > 0 else float("inf")
         restart_queue: list[tuple[float, ClusterProcess]] = []
         # Every cluster down at once, halfway through the faults; the timers of the wait jobs
         # submitted shortly before come due meanwhile.
@@ -642,10 +702,46 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         blackout: Blackout | None = None
         aimed: list[float] = []  # when the timers aimed at the blackout come due (monotonic)
         submitted = plain = rest = 0
-        while time.monotonic() - started < cfg.duration or submitted < cfg.jobs:
+        while (
+            time.monotonic() - started < cfg.duration
+            or submitted < cfg.jobs
+            or stuck.active
+            or time.monotonic() < after_stuck
+        ):
             now = time.monotonic()
             close_old_connections()
             try:
+                if poisoner is None and now >= poison_at and web is not None:
+                    holes = (
+                        campaign_poison.BlackHoles(cfg.blackholes, free_port()) if cfg.blackholes else None
+                    )
+                    poisoner = campaign_poison.PoisonDriver(
+                        api_url=web.url,
+                        token=client_token,
+                        jobs=cfg.poison_jobs,
+                        callbacks=cfg.blackholes,
+                        holes=holes,
+                        broker_url=redis.url if redis is not None else "",
+                        reply_queue=sas_settings.reply_queue,
+                        seconds=cfg.duration * 0.45,
+                        run_id=run_id,
+                    )
+                    poison_from = timezone.now()
+                    poisoner.start()
+                    log(f"poison on: {cfg.poison_jobs} jobs, {cfg.blackholes} black-holed receivers")
+                # After the blackout, if there is one: the two are not to overlap.
+                blackout_over = blackout_at == float("inf") or (
+                    blackout is not None
+                    and blackout.up_at is not None
+                    and timezone.now() > blackout.up_at + recovery
+                )
+                if (stuck.state == "off" and now >= stuck_at and blackout_over) or stuck.active:
+                    if said := stuck.step(now):
+                        log(said)
+                    if stuck.active:
+                        restart_queue.clear()  # the window decides which clusters run
+                    else:
+                        after_stuck = now + 5 * cfg.supervisor_interval
                 due = cfg.jobs * min(1.0, (now - started) / max(submit_until - started, 0.001))
                 while submitted < min(cfg.jobs, int(due) + 1):
                     if blackout is None and time.monotonic() >= blackout_at:
@@ -730,15 +826,21 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                     blackout.up_at = timezone.now()
                     for cluster in clusters:
                         cluster.start()
+                    outages.append((blackout.down_at, blackout.up_at + recovery))
                     # The kills due meanwhile come soon after, not at once.
                     next_kill = max(next_kill, now + 1.0)
                 for when, cluster in list(restart_queue):
                     if now >= when:
                         cluster.start()
                         restart_queue.remove((when, cluster))
-                if now >= next_kill and now - started < cfg.duration:
+                if now >= next_kill and now - started < cfg.duration and not stuck.active:
                     victim = rng.choice([c for c in clusters if c.proc and c.proc.poll() is None] or clusters)
+                    acting = victim.proc is not None and campaign_poison.holds_lease(victim.proc.pid)
                     victim.kill()
+                    if acting:
+                        # Its peer takes over once the lease expires: the acting supervisor's
+                        # steps wait for that, by design.
+                        outages.append((timezone.now(), timezone.now() + takeover_after))
                     fault.kills += 1
                     restart_queue.append((now + rng.uniform(0.5, 2.0), victim))
                     next_kill = now + cfg.kill_every
@@ -757,7 +859,11 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                     poison.publish_next()
                     next_poison = time.monotonic() + cfg.poison_every
                 if cfg.pg_restart and now >= next_pg and now - started < cfg.duration:
+                    down_at = timezone.now()
                     _restart_postgres(fault)
+                    # The holder goes on at its next pass once the server is back (if it kept
+                    # its lease: if not, the lag shows it).
+                    outages.append((down_at, timezone.now() + dt.timedelta(seconds=cfg.supervisor_interval)))
                     next_pg = time.monotonic() + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
             except OperationalError as exc:
                 fault.notes.append(f"campaign loop: {exc}".splitlines()[0][:200])
@@ -766,6 +872,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             time.sleep(0.05)
         if blackout is not None and blackout.up_at is None:
             blackout.up_at = timezone.now()  # the clusters start again below
+        if poisoner is not None:
+            # What is still due of the poison is sent before the faults stop.
+            poison_log = poisoner.stop(timeout=max(30.0, cfg.drain / 2))
         log("faults off; draining")
         # Faults off: the remote behaves, the clusters restart without injected commit errors.
         with contextlib.suppress(httpx.HTTPError):
@@ -777,14 +886,18 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                 hostile_rate=0.0,
                 **_reply_faults(cfg, on=False),
             )
+        restart_at = timezone.now()
         for cluster in clusters:
             cluster.stop()
             cluster.env = cluster_env(int(cluster.name), False)
             cluster.start()
+        outages.append((restart_at, timezone.now() + recovery))
         drain_started = time.monotonic()
 
+        poison_ids = [*poison_log.jobs, *poison_log.callback_jobs] if poison_log is not None else []
+
         def settled() -> bool:
-            return Job.objects.filter(pk__in=job_ids).exclude(status__in=SETTLED).count() == 0
+            return Job.objects.filter(pk__in=[*job_ids, *poison_ids]).exclude(status__in=SETTLED).count() == 0
 
         while time.monotonic() - drain_started < cfg.drain and not _db_retry(settled):
             time.sleep(0.5)
@@ -829,7 +942,39 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                 },
             )
             report["violations"] |= report["hostile"]["violations"]
+        window = stuck.window
+        healthy = [*job_ids, *report_language["child_job_ids"]]
+        report["lag"] = campaign_poison.remediation_lag(
+            healthy,
+            since=started_at,
+            poison_from=poison_from,
+            stuck=(window.started_at, window.ended_at) if window and window.ended_at else None,
+            outages=outages,
+            goal=dt.timedelta(seconds=2 * cfg.supervisor_interval),
+        )
+        if poison_log is not None:
+            report["poison"] = campaign_poison.check_poison(
+                poison_log,
+                since=started_at,
+                healthy=healthy,
+                window=window,
+                sandbox_poison=stats.get("poison", {}),
+            )
+            report["violations"] |= report["poison"]["violations"]
+            # The poison jobs (and their children) are held to every invariant too, apart.
+            poison_children = [
+                str(pk)
+                for pk in Job.objects.filter(parent_job__in=[uuid.UUID(i) for i in poison_ids]).values_list(
+                    "pk", flat=True
+                )
+            ]
+            poison_check = check(poison_ids, stats, first_event, 0, children=poison_children)
+            report["poison"]["invariants"] = poison_check["figures"]
+            report["poison"]["invariant_examples"] = poison_check["examples"]
+            report["violations"] |= {f"poison_{k}": v for k, v in poison_check["violations"].items()}
     finally:
+        if holes is not None:
+            holes.close()
         if sampler is not None:
             sampler.stop()
         if receiver is not None:
@@ -1099,6 +1244,8 @@ def table(report: dict[str, Any]) -> str:
             "{p50} / {p99} (n={count})".format(**f["overdue_detect_ms"]),
         ),
     ]
+    if "lag" in report:
+        rows += campaign_poison.lag_rows(report["lag"])
     waits = report.get("waits")
     if waits is not None and waits["figures"]["wait_jobs"]:
         rows += table_rows(waits)
@@ -1108,6 +1255,9 @@ def table(report: dict[str, Any]) -> str:
     hostile = report.get("hostile")
     if hostile is not None:
         rows += campaign_hostile.table_rows(hostile)
+    poison = report.get("poison")
+    if poison is not None:
+        rows += campaign_poison.table_rows(poison)
     lease = report.get("lease")
     if lease is not None:
         rows += [

@@ -307,7 +307,7 @@ def check_hostile(
         "hostile_answers": stats.get("hostile", {}),
         "hostile_callback_tries": snapshot["hostile"],
         "jobs_with_callbacks": len(callbacks),
-        "good_callbacks_delivered": len(good) - len(good_lost),
+        "good_callbacks_delivered": len(good) - len(undelivered),
         "good_callbacks_lost": len(good_lost),
         "good_callbacks_pending": len(pending),
         "poison_published": dict(poison.published) if poison else {},

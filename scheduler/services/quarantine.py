@@ -148,11 +148,12 @@ class Quarantiner:
         self.count += 1
         text = error_text(exc)
         logger.error("%s loop: job %s quarantined: %s", self.loop, job_id, text, exc_info=exc)
+        targets: list[int | None] = [*steps] if steps else [None]
         for hold in (True, False):
             try:
                 with unit_of_work() as unit:
                     action = ""
-                    for step_id in steps or [None]:
+                    for step_id in targets:
                         action = _quarantine(
                             unit, job_id, step_id, loop=self.loop, text=text, source=self.source, hold=hold
                         )

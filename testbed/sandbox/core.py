@@ -40,6 +40,18 @@ REPLY_FAULTS = ("reply_lost", "reply_duplicate", "reply_late", "reply_unknown")
 HOSTILE_KINDS = ("trickle", "huge", "bomb", "unstorable", "bad_header")
 #: A planned hostile answer whose kind is the next in turn, chosen when a success is answered.
 HOSTILE_IN_TURN = "in_turn"
+#: Poison a request asks for by its `input.answer_with` (the campaign's `--poison`): the work is
+#: done and its success answer carries these fields beside its own, stored and replayed like any
+#: answer (a status query gets them too). Impossible times for a timer's `until` to read (a day
+#: that does not exist, a month 13, an offset PostgreSQL refuses), "NaN" for an expression's
+#: `to_number`, and an unpaired surrogate (escaped in the JSON, as `\ud800`).
+POISON_ANSWERS: dict[str, dict[str, str]] = {
+    "feb30": {"ready_at": "2024-02-30T00:00:00Z"},
+    "month13": {"ready_at": "2024-13-01T00:00:00Z"},
+    "offset": {"ready_at": "2024-03-01T00:00:00+20:00"},
+    "nan_text": {"note": "NaN"},
+    "surrogate": {"note": "\ud800"},
+}
 
 
 class ConfigError(ValueError):
@@ -370,6 +382,8 @@ class OperationRequest:
     slow: SlowJob | None = None
     #: Where earlier attempts of the operation got to, by their last heartbeat.
     heartbeat_details: Any = None
+    #: The poison its success answer carries (POISON_ANSWERS), from `input.answer_with`.
+    answer_with: str = ""
 
 
 def read_operation_request(route: Route, path: str, key: str, body: object) -> OperationRequest:
@@ -394,6 +408,9 @@ def read_operation_request(route: Route, path: str, key: str, body: object) -> O
     if compensates is not None and not isinstance(compensates, str):
         raise BadRequest("compensates must be an operation id")
     slow = read_slow_job(job_input.get("slow"))
+    answer_with = job_input.get("answer_with", "")
+    if answer_with not in ("", *POISON_ANSWERS):
+        raise BadRequest(f"input.answer_with must be one of {', '.join(POISON_ANSWERS)}")
     return OperationRequest(
         route=route,
         path=path,
@@ -405,6 +422,7 @@ def read_operation_request(route: Route, path: str, key: str, body: object) -> O
         compensates=compensates or None,
         slow=slow,
         heartbeat_details=body.get("heartbeat_details"),
+        answer_with=answer_with,
     )
 
 

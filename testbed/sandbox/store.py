@@ -17,6 +17,7 @@ from testbed.sandbox.core import (
     FAULT_KINDS,
     HOSTILE_KINDS,
     KEY_REUSED,
+    POISON_ANSWERS,
     QUANTITY_KINDS,
     REPLY_FAULTS,
     UNKNOWN_OPERATION,
@@ -263,6 +264,8 @@ class SandboxStore:
             "voided": counters.get("voided", 0),
             "faults": {kind: counters.get(f"fault_{kind}", 0) for kind in (*FAULT_KINDS, *REPLY_FAULTS)},
             "hostile": {kind: counters.get(f"hostile_{kind}", 0) for kind in HOSTILE_KINDS},
+            # Operations done whose answer carries poison (`input.answer_with`), by kind.
+            "poison": {kind: counters.get(f"poison_{kind}", 0) for kind in POISON_ANSWERS},
             "results_reported": counters.get("results_reported", 0),
             "slow_jobs": {name: counters.get(name, 0) for name in SLOW_JOB_COUNTERS},
             # Who called under which key: [job, step, item index, an undo, key, deliveries].
@@ -341,8 +344,16 @@ def _perform(
         _bump(conn, "voided")
         return 409, {"error": "operation voided by an earlier compensation", "operation_id": request.key}
     _record_effect(conn, request)
+    if request.answer_with:
+        _bump(conn, f"poison_{request.answer_with}")
+    poison = POISON_ANSWERS.get(request.answer_with, {})
     if route.kind == "reserve":
-        return 200, {"reservation_id": str(uuid.uuid4()), "sku": request.sku, "quantity": request.quantity}
+        return 200, {
+            "reservation_id": str(uuid.uuid4()),
+            "sku": request.sku,
+            "quantity": request.quantity,
+            **poison,
+        }
     if route.kind == "charge":
-        return 200, {"charge_id": str(uuid.uuid4()), "amount": request.amount}
-    return 200, {"shipment_id": str(uuid.uuid4())}
+        return 200, {"charge_id": str(uuid.uuid4()), "amount": request.amount, **poison}
+    return 200, {"shipment_id": str(uuid.uuid4()), **poison}

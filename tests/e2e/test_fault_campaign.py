@@ -1,12 +1,14 @@
 """A small run of the fault campaign, every fault on: the invariants must hold, the waits' and
-the workflow language's (conditions, fan-outs, sub-workflows) too."""
+the workflow language's (conditions, fan-outs, sub-workflows) too; with hostile counterparts, and
+with poison."""
 
 from __future__ import annotations
 
 import pytest
 
-from testbed import campaign_language
+from testbed import campaign_language, campaign_poison
 from testbed.campaign_waits import MUST_BE_ZERO
+from testbed.sandbox.core import POISON_ANSWERS
 from tests.processes import assert_no_job_lost_and_no_effect_doubled, run_fault_campaign
 
 pytestmark = [
@@ -100,3 +102,44 @@ def test_a_hostile_campaign_loses_no_result_and_never_stalls_the_supervisor() ->
     assert 0 < hostile["supervisor_longest_pass_s"] < 5.0
     # Nothing read whole: no process grew towards the 50 MB bodies, let alone several of them.
     assert hostile["largest_rss_mb"] < 175  # about 140 here; 199 when a 50 MB body was read whole
+
+
+def test_a_poisoned_campaign_keeps_remediating_the_healthy_jobs_in_time() -> None:
+    # Poison after a first phase without it: timers reading impossible times, NaN through a
+    # mapping and a projection, unpaired surrogates in answers, compression bombs and deep
+    # strings on the reply queue, 40 callbacks to black holes, and a supervisor that renews its
+    # lease while its remediation fails. No kills (a killed holder's steps wait for its lease to
+    # expire, by design: that lag is not what is measured here); a PostgreSQL restart under
+    # make test.
+    report = run_fault_campaign(
+        "fault-campaign-poison",
+        *("--poison", "--poison-jobs", "16", "--blackholes", "40"),
+        *("--jobs", "40", "--duration", "24", "--drain", "90"),
+        *("--drop-rate", "0.25", "--latency-rate", "0.05"),
+        *("--wait-share", "0", "--language-share", "0", "--blackout-seconds", "0", "--kill-every", "1000"),
+    )
+    assert_no_job_lost_and_no_effect_doubled(report, jobs=40)
+    poison = report["poison"]["figures"]
+    # Every poison job ended (held, needing attention, refused or settled), none left running,
+    # and the poison jobs and their children hold every invariant too.
+    assert poison["poison_jobs_not_settled"] == 0
+    assert poison["poison_submissions_failed"] == 0
+    kinds = set(poison["poison_jobs_by_kind"]) | set(poison["poison_submissions_refused"])
+    assert kinds == {kind for kind, _, _ in campaign_poison.JOB_KINDS}
+    assert poison["poison_jobs"] + sum(poison["poison_submissions_refused"].values()) == 16
+    assert report["poison"]["invariants"]["jobs_not_settled"] == 0
+    assert set(poison["poison_answers_at_the_remote"]) == set(POISON_ANSWERS)
+    assert poison["callback_jobs"] == 40
+    assert set(poison["queue_poison_published"]) == set(campaign_poison.QUEUE_KINDS)
+    assert poison["healthy_jobs_quarantined"] == 0
+    # The stuck supervisor was taken over: its debt is read two intervals past a deadline and
+    # acted on once it is three old (one interval is 1 s), with a pass of each cluster and a
+    # loaded machine allowed.
+    takeover = poison["takeover"]
+    assert takeover["taken_over"], takeover
+    assert takeover["after_debt_began_s"] is not None and takeover["after_debt_began_s"] <= 3 + 4
+    # Invariant 6: the healthy jobs' overdue steps were remediated within two intervals with the
+    # poison on, as without it.
+    lag = report["lag"]
+    assert lag["with_poison"]["count"] >= 1
+    assert lag["with_poison"]["p99"] <= lag["goal_ms"] == 2000

@@ -173,6 +173,26 @@ class Command(BaseCommand):
             default=d.poison_every,
             help="Seconds between two poison messages on the reply queue.",
         )
+        parser.add_argument(
+            "--poison",
+            action="store_true",
+            help="Poison beside the healthy jobs after a first phase without it: impossible times, NaN, "
+            "unpaired surrogates, compression bombs, deep strings, black-holed receivers, a supervisor "
+            "whose remediation fails (testbed.campaign_poison).",
+        )
+        parser.add_argument("--poison-jobs", type=int, default=d.poison_jobs, help="Poison jobs.")
+        parser.add_argument(
+            "--blackholes",
+            type=int,
+            default=d.blackholes,
+            help="Jobs calling back to a receiver that never answers, one loopback host each.",
+        )
+        parser.add_argument(
+            "--stuck-window",
+            type=float,
+            default=d.stuck_window,
+            help="Seconds the supervisor whose remediation fails may hold out (0: none).",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
             "--scratch",
@@ -218,6 +238,10 @@ class Command(BaseCommand):
             hostile=options["hostile"],
             hostile_rate=options["hostile_rate"],
             poison_every=options["poison_every"],
+            poison=options["poison"],
+            poison_jobs=options["poison_jobs"],
+            blackholes=options["blackholes"],
+            stuck_window=options["stuck_window"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))
