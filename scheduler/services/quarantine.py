@@ -132,7 +132,7 @@ class Quarantiner:
             try:
                 with unit_of_work() as unit:
                     action = _quarantine(
-                        unit, job_id, step_id, loop=self.loop, text=text, source=self.source, hold=hold
+                        unit, job_id, [step_id], loop=self.loop, text=text, source=self.source, hold=hold
                     )
                     _record(unit.now, self.loop, job_id=job_id, step_id=step_id, text=text, action=action)
                     return action
@@ -148,15 +148,12 @@ class Quarantiner:
         self.count += 1
         text = error_text(exc)
         logger.error("%s loop: job %s quarantined: %s", self.loop, job_id, text, exc_info=exc)
-        targets: list[int | None] = [*steps] if steps else [None]
         for hold in (True, False):
             try:
                 with unit_of_work() as unit:
-                    action = ""
-                    for step_id in targets:
-                        action = _quarantine(
-                            unit, job_id, step_id, loop=self.loop, text=text, source=self.source, hold=hold
-                        )
+                    action = _quarantine(
+                        unit, job_id, steps or [], loop=self.loop, text=text, source=self.source, hold=hold
+                    )
                     _record(unit.now, self.loop, job_id=job_id, step_id=None, text=text, action=action)
                     return action
             except Exception:
@@ -208,26 +205,24 @@ def _record(
 
 
 def _quarantine(
-    unit: Unit, job_id: Any, step_id: int | None, *, loop: str, text: str, source: str, hold: bool
+    unit: Unit, job_id: Any, step_ids: list[int], *, loop: str, text: str, source: str, hold: bool
 ) -> str:
-    """Hold step `step_id` (with `hold`; the job's lock taken) and let the job say it needs
-    attention; without `hold`, or with no step to hold, move the job itself to needs attention."""
-    state = lock_job(unit, job_id, also=step_id)
+    """Under the job's lock: hold these steps (with `hold`) and let the job say it needs
+    attention; without `hold`, or with no step that may be held, move the job itself to needs
+    attention."""
+    state = lock_job(unit, job_id, also=step_ids[0] if len(step_ids) == 1 else None)
     reason = f"quarantined by the {loop} loop: {text}"
     data = {"quarantine": {"loop": loop, "error": text}}
-    step = next((s for s in state.steps if s.pk == step_id), None) if step_id is not None else None
-    if hold and step is not None and S.HELD in STEP_TRANSITIONS[step.status]:
+    holdable = (
+        [s for s in state.steps if s.pk in step_ids and S.HELD in STEP_TRANSITIONS[s.status]] if hold else []
+    )
+    for step in holdable:
         if step.status == S.DISPATCHED:
             attempts_time_out(unit, [step], decided_by=source)
         step_transition(
-            unit,
-            step,
-            S.HELD,
-            source=source,
-            reason=reason,
-            data=data,
-            status_reason=reason[:500],
+            unit, step, S.HELD, source=source, reason=reason, data=data, status_reason=reason[:500]
         )
+    if holdable:
         job_advance(unit, state, source=source)
         return "held"
     job = state.job
