@@ -11,8 +11,8 @@ Every supervisor loop watches it (`debt_watch`). When the oldest debt is older t
 SAS_DEBT_TAKEOVER_INTERVALS intervals under the current holder (counted from when it took the
 lease, so a new holder gets its own time) and the holder committed no remediation for as long
 (`progressed_at`, written in the transaction of each batch that remediated, so a failing batch
-does not write it: a holder working through a backlog is not stalled), a loop that is not the
-holder takes the lease over
+does not write it: a holder working through a backlog is not stalled, until its oldest debt is
+`PROGRESS_GRACE` times the threshold old), a loop that is not the holder takes the lease over
 (`lease_take_over`: a new fencing token; the old holder's next fence fails and it steps down) and
 the alert `supervisor_not_remediating` is written once per stalled term. The holder's own loop
 seeing the same, two intervals later (time for a peer to act first), writes the alert itself:
@@ -46,6 +46,8 @@ S = StepStatus
 DEBT_INTERVALS = 2
 #: Intervals the holder waits, beyond the takeover threshold, before alerting of its own debt.
 SELF_ALERT_GRACE = 2
+#: How many times the threshold a holder that makes progress may leave its oldest debt alone.
+PROGRESS_GRACE = 5
 
 
 @dataclass(frozen=True)
@@ -123,11 +125,14 @@ def debt_watch(*, holder: str, interval: float | None = None) -> str:
     lease = SupervisorLease.objects.filter(pk=LEASE_NAME).first()
     if lease is None or not lease.holder or lease.expires_at is None or lease.expires_at <= now:
         return ""  # nobody holds the lease: the next scan takes it (and the stale alert watches)
-    if lease.progressed_at is not None and (now - lease.progressed_at).total_seconds() < threshold:
-        # The holder committed remediations lately: it is working through a backlog, oldest
-        # first, not stalled (its debt is still shown, and SasRemediationDebt watches its age).
-        return ""
     stalled = stalled_for(debt, lease, now)
+    progressing = lease.progressed_at is not None and (now - lease.progressed_at).total_seconds() < threshold
+    if progressing and stalled <= PROGRESS_GRACE * threshold:
+        # The holder committed remediations lately: it is working through a backlog, oldest
+        # first, not stalled (its debt is still shown). Up to a point: a holder whose progress
+        # leaves the oldest debt alone for that long (one kind of work failing, a pass that never
+        # ends) is replaced all the same.
+        return ""
     if lease.holder == holder:
         # The holder saying it of itself waits a little longer: a peer, if there is one, takes
         # over first and its alert names who did.

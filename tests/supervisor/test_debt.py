@@ -17,7 +17,7 @@ from django_q.models import OrmQ
 from agents.fake import FakeRemote
 from scheduler.models import Delivery, Job, Step, StepStatus
 from scheduler.services import job_submit
-from supervisor.debt import debt_watch, remediation_debt
+from supervisor.debt import PROGRESS_GRACE, debt_watch, remediation_debt
 from supervisor.lease import LeaseGrant, lease_acquire, lease_fence
 from supervisor.models import LeaseTerm, SupervisorLease
 from supervisor.scan import ScanReport
@@ -183,7 +183,7 @@ def test_a_holder_working_through_a_backlog_is_not_taken_over(fake_remote: FakeR
     slow, not stalled. The debt is still shown."""
     chain(n=1)
     job = job_submit(workflow="chain", input={}).job
-    overdue(job, 3600)
+    overdue(job, 3 * INTERVAL * 2)  # past the threshold, not past what progress shelters
     stalled_holder("busy")
     SupervisorLease.objects.update(progressed_at=timezone.now())
     assert debt_watch(holder="peer") == ""
@@ -204,3 +204,15 @@ def test_a_batch_that_remediates_records_progress_and_one_that_fails_does_not(
     monkeypatch.delenv("SAS_FAULT_REMEDIATION_FAILS")
     supervise()
     assert SupervisorLease.objects.get().progressed_at is not None
+
+
+@pytest.mark.sqlite
+def test_progress_elsewhere_does_not_shelter_a_holder_that_leaves_its_oldest_debt_alone_too_long(
+    fake_remote: FakeRemote,
+) -> None:
+    chain(n=1)
+    job = job_submit(workflow="chain", input={}).job
+    overdue(job, 3 * INTERVAL * PROGRESS_GRACE + 5)
+    stalled_holder("partial")
+    SupervisorLease.objects.update(progressed_at=timezone.now())
+    assert debt_watch(holder="peer") == "took_over"
