@@ -241,8 +241,7 @@ def _remediate_alone(
         report.restore(before)
         report.examined += 1
         quarantine.step(step_id, exc)
-        report.quarantined += 1
-        _count(report, "quarantined")
+        _quarantined(report)
 
 
 def _fence(grant: LeaseGrant) -> None:
@@ -383,8 +382,7 @@ def _sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> No
                 raise
             report.restore(item)
             quarantine.job(job_id, exc)
-            report.quarantined += 1
-            _count(report, "quarantined")
+            _quarantined(report)
 
 
 def _deadlines_due(now: Any, size: int) -> list[Any]:
@@ -443,8 +441,7 @@ def _sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
                     if not is_item_fault(item_exc):
                         raise
                     quarantine.job(job_id, item_exc, steps=waits_due_steps(job_id, db_now()))
-                    report.quarantined += 1
-                    _count(report, "quarantined")
+                    _quarantined(report)
         tried.update(job_ids)
         for what, count in done.items():
             report.examined += count
@@ -472,8 +469,7 @@ def _sweep_children(grant: LeaseGrant, report: ScanReport, size: int) -> None:
             if not is_item_fault(exc):
                 raise
             quarantine.step(step_id, exc)
-            report.quarantined += 1
-            _count(report, "quarantined")
+            _quarantined(report)
             continue
         report.examined += 1
         if what in ("started", "succeeded", "failed", "refused", "held", "compensated", "undoing"):
@@ -487,6 +483,11 @@ def _sweep_children(grant: LeaseGrant, report: ScanReport, size: int) -> None:
 
 def _source(grant: LeaseGrant) -> str:
     return f"supervisor:{grant.holder}"
+
+
+def _quarantined(report: ScanReport) -> None:
+    report.quarantined += 1
+    _count(report, "quarantined")
 
 
 def _count(report: ScanReport, what: str) -> None:
