@@ -337,7 +337,7 @@ UNION ALL
 SELECT 'breakers_open', '', count(*)::float FROM supervisor_receiverbreaker
     WHERE open_until > statement_timestamp()
 UNION ALL
-SELECT 'scan_age', '', extract(epoch FROM statement_timestamp() - last_scan_at)
+SELECT 'scan_age', '', GREATEST(extract(epoch FROM statement_timestamp() - last_scan_at), 0)
     FROM supervisor_supervisorlease WHERE name = 'supervisor' AND last_scan_at IS NOT NULL
 UNION ALL
 SELECT 'lease_token', '', token::float FROM supervisor_supervisorlease WHERE name = 'supervisor'
@@ -403,7 +403,8 @@ def _gauge_rows_python() -> list[tuple[str, str, float]]:
     lease = SupervisorLease.objects.filter(pk="supervisor").first()
     if lease is not None:
         if lease.last_scan_at is not None:
-            rows.append(("scan_age", "", (now - lease.last_scan_at).total_seconds()))
+            # A scan that committed after this read began is 0 s old, not a little less.
+            rows.append(("scan_age", "", max((now - lease.last_scan_at).total_seconds(), 0.0)))
         rows.append(("lease_token", "", float(lease.token)))
         rows.append(("scan_lag", "", float((lease.last_scan or {}).get("lag_ms", 0)) / 1000))
         rows.append(("scan_duration", "", float((lease.last_scan or {}).get("duration_ms", 0)) / 1000))
