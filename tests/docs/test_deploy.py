@@ -67,6 +67,56 @@ def test_the_pods_are_given_longer_than_their_processes_take_to_stop() -> None:
     assert web["terminationGracePeriodSeconds"] > 5 + 30
 
 
+def pod_templates() -> dict[str, dict[str, Any]]:
+    return {
+        name: doc["spec"]["template"] for kind in ("Deployment", "Job") for name, doc in by_kind(kind).items()
+    }
+
+
+def test_every_pod_runs_without_an_api_token_and_under_the_runtime_seccomp_profile() -> None:
+    templates = pod_templates()
+    assert set(templates) == {"sas-web", "sas-cluster", "sas-migrate"}
+    for name, template in templates.items():
+        spec = template["spec"]
+        assert spec["automountServiceAccountToken"] is False, name
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+
+
+def selects(policy: dict[str, Any], labels: dict[str, str]) -> bool:
+    wanted = policy["spec"]["podSelector"].get("matchLabels", {})
+    return all(labels.get(key) == value for key, value in wanted.items())
+
+
+def test_every_pod_denies_the_traffic_its_network_policies_do_not_name() -> None:
+    policies = by_kind("NetworkPolicy")
+    deny = policies["sas-default-deny"]["spec"]
+    assert deny["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in deny and "egress" not in deny
+    for name, template in pod_templates().items():
+        labels = template["metadata"]["labels"]
+        assert selects(policies["sas-default-deny"], labels), name
+        own = [
+            p for p in policies.values() if p["metadata"]["name"] != "sas-default-deny" and selects(p, labels)
+        ]
+        assert len(own) == 1, name  # one policy a component, naming what it may reach
+    # Only the web tier accepts connections, on its port; the clusters and the migrate Job none.
+    assert "ingress" not in policies["sas-cluster"]["spec"]
+    assert "ingress" not in policies["sas-migrate"]["spec"]
+    [web_in] = policies["sas-web"]["spec"]["ingress"]
+    assert web_in["ports"] == [{"protocol": "TCP", "port": 8000}]
+
+
+def test_the_clusters_reach_the_remotes_on_public_addresses_only() -> None:
+    egress = by_kind("NetworkPolicy")["sas-cluster"]["spec"]["egress"]
+    blocks = [peer["ipBlock"] for rule in egress for peer in rule.get("to", []) if "ipBlock" in peer]
+    assert blocks, "the remotes' rule"
+    for block in blocks:
+        # Private ranges, link-local (the cloud metadata address) and loopback are never allowed.
+        assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8"} <= set(
+            block.get("except", [])
+        ), block
+
+
 def test_the_probes_use_the_paths_served_before_the_host_check() -> None:
     web = by_kind("Deployment")["sas-web"]["spec"]["template"]["spec"]["containers"][0]
     paths = {web[probe]["httpGet"]["path"] for probe in ("livenessProbe", "readinessProbe", "startupProbe")}
@@ -110,6 +160,10 @@ def test_compose_yaml_is_valid_for_docker_compose_and_its_stops_are_long_enough(
         seconds = int(resolved[cluster]["stop_grace_period"].rstrip("s"))
         assert seconds > settings.SAS_Q_STOP_SECONDS
     assert resolved["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    # Redis (the queues profile) refuses to start without a password and requires it.
+    redis = " ".join(resolved["redis"]["command"])
+    assert "--requirepass" in redis and "exit 1" in redis
+    assert resolved["redis"]["environment"]["REDISCLI_AUTH"] == ""
     # Without the secrets it refuses to start rather than run with empty ones.
     bare = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "POSTGRES_PASSWORD")}
     refused = subprocess.run(
