@@ -576,12 +576,41 @@ except EnvValidationError as exc:
         "the environment holds values the service cannot use; fix them and start again:\n" + "\n".join(lines)
     ) from None
 
-if not DEBUG and (not SECRET_KEY or SECRET_KEY.startswith("django-insecure-")):
+
+def _placeholder(value: str) -> bool:
+    """A value copied from an example and never replaced: the examples' "replace with ..." and
+    "<...>" texts, "change me" and the like (deploy/kubernetes/secret.example.yaml, docs)."""
+    lowered = value.lower()
+    return lowered.startswith(("replace", "<", "changeme", "change me", "change-me")) or " " in value.strip()
+
+
+def _weak_key(key: str) -> str:
+    """Why a secret key is not one of its own ('' when it is): Django's own test of a generated
+    key (50 characters or more, 5 different at least), and no example's text."""
+    if not key:
+        return "not set"
+    if key.startswith("django-insecure-"):
+        return "a public demo key"
+    if _placeholder(key):
+        return "an example's placeholder"
+    if len(key) < 50 or len(set(key)) < 5:
+        return f"too weak ({len(key)} characters, {len(set(key))} different)"
+    return ""
+
+
+if not DEBUG and (_key_fault := _weak_key(SECRET_KEY)):
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY is "
-        + ("a public demo key" if SECRET_KEY else "not set")
+        + _key_fault
         + ": with DJANGO_DEBUG off the service needs a secret key of its own (50 random characters "
         "or more: python -c 'import secrets; print(secrets.token_urlsafe(50))'), the same in every "
         "process. `make run` makes one in var/demo-secret-key; DJANGO_DEBUG=1 uses the demo key "
         "on a developer's machine."
     )
+
+for _name in ("SAS_METRICS_TOKEN", "SAS_CALLBACK_SECRET"):
+    if not DEBUG and _placeholder(globals()[_name]):
+        raise ImproperlyConfigured(
+            f"{_name} is an example's placeholder: set a random value of your own "
+            "(python -c 'import secrets; print(secrets.token_urlsafe(32))'), or none."
+        )

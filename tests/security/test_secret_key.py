@@ -4,6 +4,7 @@ and `make run`, which runs with debug off, makes one and keeps it."""
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 import subprocess
 import sys
@@ -32,7 +33,19 @@ def manage_check(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]
     )
 
 
-@pytest.mark.parametrize("key", [None, "", DEMO_KEY, "django-insecure-" + "x" * 50])
+@pytest.mark.parametrize(
+    "key",
+    [
+        None,
+        "",
+        DEMO_KEY,
+        "django-insecure-" + "x" * 50,
+        # deploy/kubernetes/secret.example.yaml's text, a short key, a long one of one letter.
+        "replace with 50 random characters",
+        "s3cr3t-but-short",
+        "k" * 60,
+    ],
+)
 def test_without_a_key_of_its_own_a_process_with_debug_off_refuses_to_start_and_with_debug_on_starts(
     tmp_path: Path, key: str | None
 ) -> None:
@@ -56,3 +69,17 @@ def test_make_run_makes_a_private_key_once_and_its_processes_start_with_it(tmp_p
     assert key_file.read_text().strip() == key  # kept: sessions and callback tokens survive
     result = manage_check(tmp_path, DJANGO_SECRET_KEY=key)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("name", ["SAS_METRICS_TOKEN", "SAS_CALLBACK_SECRET"])
+@pytest.mark.parametrize(
+    "value", ["replace with a random token; the ServiceMonitor sends it", "<a random string>", "changeme"]
+)
+def test_an_examples_placeholder_for_a_secret_refuses_to_start(tmp_path: Path, name: str, value: str) -> None:
+    key = secrets.token_urlsafe(50)
+    result = manage_check(tmp_path, DJANGO_SECRET_KEY=key, **{name: value})
+    assert result.returncode != 0
+    assert f"{name} is an example's placeholder" in result.stderr, result.stderr
+    assert value not in result.stderr  # a secret's value is never echoed, not even a placeholder
+    started = manage_check(tmp_path, DJANGO_SECRET_KEY=key, **{name: secrets.token_urlsafe(32)})
+    assert started.returncode == 0, started.stderr

@@ -4,6 +4,7 @@ secret is named without being shown."""
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from tests.security.test_secret_key import manage_check
 
 pytestmark = pytest.mark.sqlite
 
-KEY = "k" * 60
+KEY = secrets.token_urlsafe(50)
 
 
 def test_a_process_refuses_to_start_naming_every_bad_value_of_the_environment(tmp_path: Path) -> None:
