@@ -4,12 +4,24 @@ are tests/client/test_service.py's."""
 
 from __future__ import annotations
 
+import io
 import json
+import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
-from sas_client import Client, RetryEvent, RetryPolicy, SasApiError, SasConnectionError
+from sas_client import (
+    Client,
+    RetryEvent,
+    RetryPolicy,
+    SasApiError,
+    SasConnectionError,
+    SasError,
+    SasInsecureURLWarning,
+    cli,
+)
 
 pytestmark = pytest.mark.sqlite
 
@@ -41,7 +53,7 @@ class Script:
 
 def client_for(script: Script, sleeps: list[float], events: list[RetryEvent]) -> Client:
     return Client(
-        "http://sas.test",
+        "https://sas.test",
         "key",
         transport=httpx.MockTransport(script),
         sleep=sleeps.append,
@@ -183,7 +195,7 @@ def test_a_list_follows_each_next_link_whatever_its_paging(make: Callable[..., t
         httpx.Response(
             200,
             json={
-                "next": "http://sas.test/api/v1/jobs/?cursor=cD0y",
+                "next": "https://sas.test/api/v1/jobs/?cursor=cD0y",
                 "previous": None,
                 "results": [{"id": 1}, {"id": 2}],
             },
@@ -191,7 +203,7 @@ def test_a_list_follows_each_next_link_whatever_its_paging(make: Callable[..., t
         httpx.Response(
             200,
             json={
-                "next": "http://sas.test/api/v1/jobs/?cursor=cD00",
+                "next": "https://sas.test/api/v1/jobs/?cursor=cD00",
                 "previous": "x",
                 "results": [{"id": 3}],
             },
@@ -201,7 +213,95 @@ def test_a_list_follows_each_next_link_whatever_its_paging(make: Callable[..., t
     client, script, _, _ = make(*pages)
     assert [j["id"] for j in client.jobs(status="running")] == [1, 2, 3, 4]
     assert [str(r.url) for r in script.requests] == [
-        "http://sas.test/api/v1/jobs/?status=running",
-        "http://sas.test/api/v1/jobs/?cursor=cD0y",
-        "http://sas.test/api/v1/jobs/?cursor=cD00",
+        "https://sas.test/api/v1/jobs/?status=running",
+        "https://sas.test/api/v1/jobs/?cursor=cD0y",
+        "https://sas.test/api/v1/jobs/?cursor=cD00",
     ]
+
+
+def test_a_next_link_to_another_origin_is_not_followed_with_the_token(make: Callable[..., tuple]) -> None:
+    """A page's links are data: one naming another host, scheme or port is refused before any
+    request leaves, so the token is never sent there."""
+    for elsewhere in (
+        "https://evil.test/api/v1/jobs/?page=2",
+        "http://sas.test/api/v1/jobs/?page=2",
+        "https://sas.test:8443/api/v1/jobs/?page=2",
+        "//evil.test/api/v1/jobs/?page=2",
+    ):
+        first = httpx.Response(200, json={"next": elsewhere, "previous": None, "results": [{"id": 1}]})
+        client, script, _, _ = make(first)
+        with pytest.raises(SasError, match="another origin"):
+            list(client.jobs())
+        assert [r.url.host for r in script.requests] == ["sas.test"]
+    relative = httpx.Response(
+        200, json={"next": "/api/v1/jobs/?page=2", "previous": None, "results": [{"id": 1}]}
+    )
+    last = httpx.Response(200, json={"next": None, "previous": None, "results": [{"id": 2}]})
+    client, script, _, _ = make(relative, last)
+    assert [j["id"] for j in client.jobs()] == [1, 2]
+    assert str(script.requests[-1].url) == "https://sas.test/api/v1/jobs/?page=2"
+
+
+def test_plain_http_to_another_host_warns_and_loopback_does_not() -> None:
+    with pytest.warns(SasInsecureURLWarning, match="in clear"):
+        Client("http://sas.example.com", "key").close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for url in (
+            "http://127.0.0.1:8000",
+            "http://localhost:8000",
+            "http://[::1]:8000",
+            "https://sas.example.com",
+        ):
+            Client(url, "key").close()
+
+
+def test_the_token_is_read_from_a_file_when_neither_argument_nor_environment_gives_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "token"
+    secret.write_text("sas_abc123\n")
+    monkeypatch.delenv("SAS_TOKEN", raising=False)
+    monkeypatch.setenv("SAS_TOKEN_FILE", str(secret))
+    with Client("https://sas.test") as client:
+        assert client.token == "sas_abc123"
+    monkeypatch.setenv("SAS_TOKEN", "from-env")
+    with Client("https://sas.test") as client:
+        assert client.token == "from-env"
+    with Client("https://sas.test", token_file=str(secret)) as client:
+        assert client.token == "sas_abc123"  # named by the caller: before the environment's
+    with pytest.raises(SasError, match="cannot read the token file"):
+        Client("https://sas.test", token_file=str(tmp_path / "missing"))
+
+
+def test_the_cli_warns_of_a_token_on_its_command_line_and_reads_one_from_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SAS_TOKEN", raising=False)
+    monkeypatch.delenv("SAS_TOKEN_FILE", raising=False)
+    seen: list[str] = []
+
+    def fake_tokens(self: Client, *, user: str | None = None) -> list[dict]:
+        seen.append(self.token or "")
+        return []
+
+    monkeypatch.setattr(Client, "tokens", fake_tokens)
+    secret = tmp_path / "token"
+    secret.write_text("from-file\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert (
+        cli.main(
+            ["--url", "https://sas.test", "--token-file", str(secret), "tokens", "list"], out=out, err=err
+        )
+        == 0
+    )
+    assert seen == ["from-file"] and "warning" not in err.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert (
+        cli.main(
+            ["--url", "http://sas.example.com", "--token", "on-the-line", "tokens", "list"], out=out, err=err
+        )
+        == 0
+    )
+    assert "shows in ps" in err.getvalue() and "in clear" in err.getvalue()
+    assert seen[-1] == "on-the-line"

@@ -7,6 +7,7 @@ from sas_client.client import (
     BatchItem,
     BatchResult,
     Client,
+    SasInsecureURLWarning,
     SasWaitTimeout,
     new_key,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "SasApiError",
     "SasConnectionError",
     "SasError",
+    "SasInsecureURLWarning",
     "SasWaitTimeout",
     "new_key",
 ]

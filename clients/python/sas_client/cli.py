@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
@@ -21,10 +22,12 @@ from typing import Any, TextIO
 
 from sas_client.client import (
     TOKEN_ENV,
+    TOKEN_FILE_ENV,
     URL_ENV,
     BatchResult,
     Client,
     Json,
+    SasInsecureURLWarning,
     SasWaitTimeout,
 )
 from sas_client.errors import SasApiError, SasError
@@ -146,7 +149,16 @@ def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: an option given before the command is not reset by the command's own default.
     common.add_argument("--url", default=argparse.SUPPRESS, help=f"the service (default ${URL_ENV})")
-    common.add_argument("--token", default=argparse.SUPPRESS, help=f"an API token (default ${TOKEN_ENV})")
+    common.add_argument(
+        "--token",
+        default=argparse.SUPPRESS,
+        help=f"an API token: shows in ps and the shell's history, prefer ${TOKEN_ENV} or --token-file",
+    )
+    common.add_argument(
+        "--token-file",
+        default=argparse.SUPPRESS,
+        help=f"a file whose first line is the API token (default ${TOKEN_ENV}, then ${TOKEN_FILE_ENV})",
+    )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
 
     top = argparse.ArgumentParser(
@@ -457,11 +469,21 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     args = parser().parse_args(argv)
     # The shared options are suppressed when absent (so that one given before the command
     # survives the command's parser): their defaults are set here, once.
-    for name, default in (("url", None), ("token", None), ("json", False)):
+    for name, default in (("url", None), ("token", None), ("token_file", None), ("json", False)):
         if not hasattr(args, name):
             setattr(args, name, default)
+    if args.token:
+        err.write(
+            f"sas: warning: a token on the command line shows in ps and the shell's history; "
+            f"use ${TOKEN_ENV} or --token-file\n"
+        )
     try:
-        with Client(args.url, args.token) as client:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SasInsecureURLWarning)
+            client = Client(args.url, args.token, token_file=args.token_file)
+        for warning in caught:
+            err.write(f"sas: warning: {warning.message}\n")
+        with client:
             code: int = args.run(client, args, out, err)
             return code
     except UsageError as exc:

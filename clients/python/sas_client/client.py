@@ -18,12 +18,15 @@ is there at once, and nothing here needs regenerating when the schema grows.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,6 +38,9 @@ from sas_client.transport import IDEMPOTENT, RetryHook, RetryPolicy, RetryTransp
 #: The environment variables a Client reads when it is given no URL or token.
 URL_ENV = "SAS_URL"
 TOKEN_ENV = "SAS_TOKEN"  # noqa: S105 - the name of a variable, not a secret
+#: A file holding the token, read when neither `token` nor `$SAS_TOKEN` gives one: a secret in a
+#: file is out of `ps`, the shell's history and the environment of every child process.
+TOKEN_FILE_ENV = "SAS_TOKEN_FILE"  # noqa: S105 - the name of a variable, not a secret
 #: What `make run` serves.
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: The statuses a job ends in; it changes no more after one of them.
@@ -92,15 +98,44 @@ class BatchResult:
         return [item for item in self.items if not item.ok]
 
 
+class SasInsecureURLWarning(UserWarning):
+    """The service's URL is plain HTTP to another host than this one: the token travels in clear."""
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(path: str) -> str:
+    """The token in the file at `path`: its first line, without surrounding white space."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SasError(f"cannot read the token file {path}: {exc.strerror or exc}") from exc
+    lines = text.strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
 class Client:
     """The service at `url` (default `$SAS_URL`, else http://127.0.0.1:8000) as the user of
-    `token` (default `$SAS_TOKEN`). Use it as a context manager, or call `close()`."""
+    `token`, else the first line of the file `token_file` names, else `$SAS_TOKEN`, else the
+    first line of the file `$SAS_TOKEN_FILE` names. Use it as a context manager, or call `close()`.
+
+    A plain `http://` URL to another host than this one warns (`SasInsecureURLWarning`): the
+    token would cross the network in clear. Lists follow `next` links on the service's own
+    origin only, so a page can never send the token elsewhere."""
 
     def __init__(
         self,
         url: str | None = None,
         token: str | None = None,
         *,
+        token_file: str | None = None,
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         on_retry: RetryHook | None = None,
@@ -108,7 +143,22 @@ class Client:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.url = (url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
-        self.token = token if token is not None else os.environ.get(TOKEN_ENV)
+        self.origin = httpx.URL(self.url)
+        if self.origin.scheme == "http" and not _loopback(self.origin.host):
+            warnings.warn(
+                f"{self.url} is plain HTTP to another host: the token crosses the network in clear "
+                "(use https://)",
+                SasInsecureURLWarning,
+                stacklevel=2,
+            )
+        # What the caller names first (the token, then its file), then the environment's.
+        if token is None and token_file:
+            token = read_token(token_file)
+        if token is None:
+            token = os.environ.get(TOKEN_ENV)
+        if token is None and os.environ.get(TOKEN_FILE_ENV):
+            token = read_token(os.environ[TOKEN_FILE_ENV])
+        self.token = token
         self.sleep = sleep
         headers = {"Accept": "application/json, application/problem+json", "User-Agent": "sas-client"}
         if self.token:
@@ -185,7 +235,22 @@ class Client:
             yield from page["results"]
             if not page.get("next"):
                 return
-            page = self._json("GET", page["next"])
+            page = self._json("GET", self._same_origin(page["next"]))
+
+    def _same_origin(self, link: str) -> str:
+        """`link` as an absolute URL on the service, refused when it names another origin: the client
+        sends its token with every request, and a page's links are data it did not choose."""
+        target = self.origin.join(link)
+        if (target.scheme, target.host, target.port) != (
+            self.origin.scheme,
+            self.origin.host,
+            self.origin.port,
+        ):
+            raise SasError(
+                f"the service's next page is on another origin ({target.scheme}://{target.host}): "
+                "not followed"
+            )
+        return str(target)
 
     # --- jobs ----------------------------------------------------------------------------------
 
