@@ -88,6 +88,7 @@ def main() -> None:
     parser.add_argument("--db", required=True)
     parser.add_argument("--wait-seconds", type=float, default=2.0)
     parser.add_argument("--secret-header", default="", help="NAME:VALUE, required of every caller")
+    parser.add_argument("--callback-origin", action="append", default=[], help="where results may go")
     options = parser.parse_args()
     effects = Effects(options.db)
     name, _, value = options.secret_header.partition(":")
@@ -96,6 +97,7 @@ def main() -> None:
         SqlStore.sqlite(options.db),
         wait_seconds=options.wait_seconds,
         secret_header=(name, value) if name else None,
+        callback_origins=options.callback_origin,
     )
 
     def counted(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:

@@ -316,6 +316,33 @@ def test_with_a_secret_header_a_call_without_it_reaches_nothing() -> None:
     assert ok.status == 200 and handler.runs == ["op-1"]
 
 
+@pytest.mark.parametrize(
+    "callback",
+    [
+        "http://169.254.169.254/latest/",
+        "https://scheduler.example.evil.test/api/v1/callbacks/t0k3n/",  # a string prefix's hole
+        "https://scheduler.example/api/v1/callbacks-evil/t0k3n/",
+        "https://scheduler.example/api/v1/callbacks/../../admin/",
+        "http://scheduler.example/api/v1/callbacks/t0k3n/",  # another scheme
+        "https://scheduler.example:8443/api/v1/callbacks/t0k3n/",  # another port
+        "https://user:pw@scheduler.example/api/v1/callbacks/t0k3n/",
+        "https://scheduler.example:99999/api/v1/callbacks/t0k3n/",
+        "not a url",
+    ],
+)
+def test_with_callback_origins_a_callback_url_elsewhere_is_refused(callback: str) -> None:
+    handler = Counting()
+    remote = Remote(handler, callback_origins=["https://scheduler.example/api/v1/callbacks"])
+    body = b'{"input": {"amount": 1}}'
+    refused = remote.handle("POST", "/x", {"Idempotency-Key": "op-1", "X-SAS-Callback-URL": callback}, body)
+    assert refused.status == 400 and json.loads(refused.body)["code"] == "callback_not_allowed"
+    assert handler.runs == []
+    ok = "https://SCHEDULER.example:443/api/v1/callbacks/t0k3n/"
+    assert (
+        remote.handle("POST", "/x", {"Idempotency-Key": "op-1", "X-SAS-Callback-URL": ok}, body).status == 200
+    )
+
+
 def test_with_callback_prefixes_a_callback_url_elsewhere_is_refused() -> None:
     handler = Counting()
     remote = Remote(handler, callback_prefixes=["https://scheduler.example/api/v1/callbacks/"])

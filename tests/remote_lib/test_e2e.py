@@ -78,9 +78,11 @@ class RemoteProcess:
 
 
 @pytest.fixture
-def remote(tmp_path: Path) -> Iterator[RemoteProcess]:
+def remote(tmp_path: Path, web: WebProcess) -> Iterator[RemoteProcess]:
     port = free_port()
     args = [sys.executable, "-m", "tests.remote_lib.remote_app", "--port", str(port)]
+    # Results of accepted work go to the web server the clusters name in their callback URLs only.
+    args += ["--callback-origin", f"{web.url}/api/v1/callbacks/"]
     process = RemoteProcess(
         [*args, "--db", str(tmp_path / "remote.sqlite3"), "--wait-seconds", "5", "--secret-header", SECRET],
         ARTIFACTS / f"remote-lib-{port}.log",

@@ -105,7 +105,7 @@ def test_accepted_work_answers_202_heartbeats_and_posts_its_result(
     scheduler: Scheduler, store: Store
 ) -> None:
     handler = Work()
-    remote = Remote(handler, store, callbacks=quick_callbacks())
+    remote = Remote(handler, store, callbacks=quick_callbacks(), callback_origins=[scheduler.url])
     callback = scheduler.callback("t1")
     response = deliver(remote, callback)
     assert response.status == 202
@@ -124,7 +124,7 @@ def test_accepted_work_answers_202_heartbeats_and_posts_its_result(
 
 
 def test_a_refusal_of_accepted_work_is_posted_and_recorded(scheduler: Scheduler, store: Store) -> None:
-    remote = Remote(Work(refuse=True), store, callbacks=quick_callbacks())
+    remote = Remote(Work(refuse=True), store, callbacks=quick_callbacks(), callback_origins=[scheduler.url])
     assert deliver(remote, scheduler.callback("t1")).status == 202
     assert remote.wait_idle(10)
     assert scheduler.posted("/t1/")[-1] == {"outcome": "refused", "error": "no stock"}
@@ -136,7 +136,7 @@ def test_a_result_is_posted_again_after_5xx_and_a_409_counts_as_delivered(schedu
     callback = scheduler.callback("t1")
     path = callback.removeprefix(scheduler.url)
     scheduler.script[path] = [503, 502, 409, 200]
-    remote = Remote(Work(), callbacks=quick_callbacks())
+    remote = Remote(Work(), callbacks=quick_callbacks(), callback_origins=[scheduler.url])
     deliver(remote, callback, body={"input": {"beats": 0}})
     assert remote.wait_idle(10)
     assert len(scheduler.posted(path)) == 3  # two failures, then the 409: nothing more
@@ -149,7 +149,7 @@ def test_a_heartbeat_answered_410_stops_the_work_and_the_next_attempt_runs_it_ag
     handler = Work()
     first = scheduler.callback("t1")
     scheduler.script[first.removeprefix(scheduler.url) + "heartbeat/"] = [200, 410]
-    remote = Remote(handler, store, callbacks=quick_callbacks())
+    remote = Remote(handler, store, callbacks=quick_callbacks(), callback_origins=[scheduler.url])
     assert deliver(remote, first, body={"input": {"beats": 3}}).status == 202
     assert remote.wait_idle(10)
     assert handler.stopped.is_set()
@@ -168,7 +168,7 @@ def test_a_repeat_during_the_work_gets_202_and_the_result_goes_to_its_callback(
 ) -> None:
     hold = threading.Event()
     handler = Work(hold=hold)
-    remote = Remote(handler, store, callbacks=quick_callbacks())
+    remote = Remote(handler, store, callbacks=quick_callbacks(), callback_origins=[scheduler.url])
     assert deliver(remote, scheduler.callback("t1")).status == 202
     wait_until(lambda: len(scheduler.posted("/t1/heartbeat/")) == 2, timeout=10, message="two heartbeats")
     assert deliver(remote, scheduler.callback("t2"), attempt=2).status == 202
@@ -202,3 +202,19 @@ def test_a_callback_nobody_answers_is_tried_the_given_number_of_times() -> None:
     client = CallbackClient(tries=3, backoff=0.01, timeout=1)
     url = "http://127.0.0.1:9/api/v1/callbacks/t/"  # the discard port: connection refused
     assert client.post_result(lambda: url, {"outcome": "succeeded"}) is Delivery.UNDELIVERED
+
+
+def test_accepted_work_with_a_callback_url_needs_the_callback_origins(scheduler: Scheduler) -> None:
+    """Without callback_origins anyone who reaches the remote could have it POST results to an
+    address of their choosing: accepted work is refused (500) and does not run."""
+    handler = Work()
+    remote = Remote(handler, callbacks=quick_callbacks())
+    response = deliver(remote, "http://169.254.169.254/latest/meta-data/")
+    assert response.status == 500 and json.loads(response.body)["code"] == "callback_origins_required"
+    assert remote.wait_idle(5) and scheduler.posts == []
+    # The operation is not held: once configured, the same delivery is accepted.
+    configured = Remote(handler, remote.store, callbacks=quick_callbacks(), callback_origins=[scheduler.url])
+    assert deliver(configured, scheduler.callback("t1")).status == 202
+    assert configured.wait_idle(10)
+    remote.close()
+    configured.close()

@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from sas_remote.callbacks import CallbackClient, Delivery
 from sas_remote.messages import (
@@ -75,10 +75,16 @@ class Remote:
     when not given); `callbacks` reports it.
 
     Who may call: with `secret_header=(name, value)` (the endpoint's secret header in the
-    scheduler's pool), a request without that header and value gets 401 and reaches nothing. With
-    `callback_prefixes`, a request whose `X-SAS-Callback-URL` starts with none of them gets 400:
-    results are only ever POSTed to the scheduler's own callback URLs (for example
-    `("https://scheduler.example.com/api/v1/callbacks/",)`), never to an address a caller made up.
+    scheduler's pool), a request without that header and value gets 401 and reaches nothing.
+
+    Where results go: `callback_origins` names the scheduler's callback URLs, each an origin
+    and a path (for example `("https://scheduler.example.com/api/v1/callbacks/",)`). A request
+    whose `X-SAS-Callback-URL` is not on one of them (the same scheme, host and port, a path
+    under that path, no `..` segment) gets 400, so results are only ever POSTed to the
+    scheduler, never to an address a caller made up. Work a handler accepts (`later`) with a
+    callback URL needs them: without any, it is answered 500 `callback_origins_required` and not
+    run (without a callback URL it runs at once, reporting nowhere).
+    (`callback_prefixes`, the former name, is read the same way, as origins and paths.)
     """
 
     def __init__(
@@ -93,11 +99,14 @@ class Remote:
         callbacks: CallbackClient | None = None,
         clock: Callable[[], float] = time.time,
         secret_header: tuple[str, str] | None = None,
+        callback_origins: Sequence[str] = (),
         callback_prefixes: Sequence[str] = (),
     ) -> None:
         self.handler = handler
         self.secret_header = (secret_header[0].lower(), secret_header[1]) if secret_header else None
-        self.callback_prefixes = tuple(callback_prefixes)
+        self.callback_origins = tuple(
+            _callback_origin(url) for url in (*callback_origins, *callback_prefixes)
+        )
         self.store: Store = store if store is not None else MemoryStore()
         self.lease_seconds = lease_seconds
         self.wait_seconds = wait_seconds
@@ -150,10 +159,26 @@ class Remote:
         if not isinstance(data, dict):
             return error_response(400, "invalid_json", "the body is not a JSON object")
         callback = lowered.get("x-sas-callback-url", "").strip()
-        if callback and self.callback_prefixes and not callback.startswith(self.callback_prefixes):
+        if callback and self.callback_origins and not self.callback_allowed(callback):
             return error_response(400, "callback_not_allowed", "X-SAS-Callback-URL is not the scheduler's")
         lowered["idempotency-key"] = key
         return self.deliver(Request(method=method, path=path, headers=lowered, body=body, data=data))
+
+    def callback_allowed(self, url: str) -> bool:
+        """Whether results may be POSTed to `url`: on one of `callback_origins`, compared as
+        parsed URLs (a string prefix would let `https://scheduler.example.com.evil.test/` by)."""
+        try:
+            target = _parsed(url)
+        except ValueError:
+            return False
+        if ".." in target.path.split("/") or target.username or target.password:
+            return False
+        return any(
+            (target.scheme, target.hostname, _port(target))
+            == (allowed.scheme, allowed.hostname, _port(allowed))
+            and target.path.startswith(allowed.path)
+            for allowed in self.callback_origins
+        )
 
     def status(self, path: str, headers: Mapping[str, str]) -> Response:
         """A status query: 200 with the recorded output if the operation succeeded here, 404 if
@@ -241,6 +266,19 @@ class Remote:
             if not callback_url:
                 # Nowhere to report to later: the work runs now, its heartbeats going nowhere.
                 return self._settle(record, lambda: result.work(_nowhere), "")
+            if not self.callback_origins:
+                # Unchecked, a callback URL is an address any caller chooses for the result.
+                log.error(
+                    "operation %s: the handler accepted work, but no callback_origins name where "
+                    "its result may go; set them to the scheduler's callback URL",
+                    record.key,
+                )
+                self._release(record)
+                return error_response(
+                    500,
+                    "callback_origins_required",
+                    "accepted work needs the remote's callback_origins (the scheduler's callback URL)",
+                )
             return self._accept(record, result, callback_url)
         try:
             text = json.dumps(result, separators=(",", ":"), allow_nan=False)
@@ -379,3 +417,23 @@ def _refusal(exc: Refused) -> str:
 
 def _nowhere(details: Any = None) -> None:
     """The heartbeat of work run inline: there is no callback URL to send it to."""
+
+
+def _parsed(url: str) -> SplitResult:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    return parts
+
+
+def _callback_origin(url: str) -> SplitResult:
+    """An allowed callback origin and path; its path ends with "/" so that it matches whole
+    segments (`/api/v1/callbacks/` never lets `/api/v1/callbacks-evil/` by)."""
+    parts = _parsed(url)
+    path = parts.path if parts.path.endswith("/") else parts.path + "/"
+    return parts._replace(path=path)
+
+
+def _port(parts: SplitResult) -> int:
+    return parts.port or (443 if parts.scheme == "https" else 80)
