@@ -140,3 +140,109 @@ def test_an_edited_retry_and_a_rerun_are_held_to_the_contract(
         f"{V1}/jobs/{job_id}/rerun/", {"from_step": "charge", "input": {"order": "x"}}, format="json"
     )
     assert rerun.status_code == 400 and Job.objects.count() == 1
+
+
+# --- the work a check may cost ----------------------------------------------------------------
+
+
+def _deep(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {}
+    for _ in range(depth):
+        schema = {"not": schema}
+    return schema
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"$ref": "#"}, "refers to itself without consuming any input"),
+        ({"allOf": [{"$ref": "#/$defs/a"}], "$defs": {"a": {"anyOf": [{"$ref": "#"}]}}}, "without consuming"),
+        (
+            {"$defs": {"a": {"$anchor": "loop", "not": {"$ref": "#loop"}}}, "$ref": "#loop"},
+            "without consuming",
+        ),
+        ({"type": "string", "pattern": "^(a)\\1$"}, "cannot run in linear time"),
+        ({"patternProperties": {"(?=x)": {}}}, "cannot run in linear time"),
+        (
+            {"patternProperties": {"^x": {}}, "properties": {"a": {"unevaluatedProperties": False}}},
+            "may not combine patternProperties with unevaluatedProperties",
+        ),
+        (_deep(900), "nested too deeply"),
+    ],
+)
+def test_a_schema_whose_check_could_not_end_in_linear_time_is_refused_on_save(
+    admin: APIClient, schema: Any, message: str
+) -> None:
+    response = define(admin, schema)
+    assert response.status_code == 400, response.json()
+    assert message in response.json()["detail"]
+    assert not Workflow.objects.exists()
+
+
+def test_a_recursive_schema_that_consumes_input_is_accepted_and_checks(
+    admin: APIClient, sam: APIClient
+) -> None:
+    tree = {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#"}}}}
+    assert define(admin, tree).status_code == 201
+    bad = submit(sam, "order", {"children": [{"children": [{"children": 5}]}]})
+    assert bad.status_code == 400
+    assert [e["pointer"] for e in bad.json()["errors"]] == ["/children/0/children/0/children"]
+
+
+def test_a_backtracking_pattern_runs_in_linear_time_on_any_submitters_input(
+    admin: APIClient, sam: APIClient
+) -> None:
+    """`^(a+)+$` against 50,000 a's and a b: Python's `re` would backtrack for longer than the
+    universe; RE2 answers at once, for the value and for the keys of patternProperties."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}},
+        "patternProperties": {"^(a+)+$": {"type": "integer"}},
+        "additionalProperties": {"type": "boolean"},
+    }
+    assert define(admin, schema).status_code == 201
+    evil = "a" * 50_000 + "b"
+    response = submit(sam, "order", {"name": evil, evil: "x", "aaa": "y"})
+    assert response.status_code == 400
+    # "aaa" matches the pattern (so must be an integer), the long key does not (so a boolean).
+    assert [e["pointer"] for e in response.json()["errors"]] == ["/aaa", f"/{evil}", "/name"]
+    assert submit(sam, "order", {"name": "aaaa", "aa": 1, "other": True}).status_code == 201
+
+
+def test_unique_items_compares_canonical_forms_once_each_never_every_pair(
+    admin: APIClient, sam: APIClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """jsonschema compares every pair of items (4,000 objects: 46 s); the check hashes each
+    item's canonical form once. Its answers are JSON Schema's equality: keys in any order, 1 and
+    1.0 equal, true and 1 not."""
+
+    def every_pair(*args: Any) -> Any:
+        raise AssertionError("jsonschema's pairwise uniqueItems ran")
+
+    monkeypatch.setattr("jsonschema._keywords.uniq", every_pair)
+    schema = {"type": "object", "properties": {"lines": {"type": "array", "uniqueItems": True}}}
+    assert define(admin, schema).status_code == 201
+
+    def lines(*items: Any) -> Any:
+        return submit(sam, "order", {"lines": list(items)})
+
+    items = [{"sku": f"S{i}", "lines": [i, {"q": i}]} for i in range(4000)]
+    assert lines(*items).status_code == 201
+    twin = {"lines": [3999, {"q": 3999.0}], "sku": "S3999"}
+    refused = lines(*items, twin)
+    assert refused.status_code == 400 and "items 3999 and 4000 are equal" in refused.json()["detail"]
+    assert refused.json()["errors"][0]["pointer"] == "/lines"
+    assert lines(1, True, "1", [1], {"1": 1}).status_code == 201
+    assert lines(0, False).status_code == 201
+    assert lines(1, 1.0).status_code == 400
+
+
+def test_a_schema_stored_before_the_checks_on_save_answers_400_never_500(
+    admin: APIClient, sam: APIClient
+) -> None:
+    assert define(admin).status_code == 201
+    Workflow.objects.filter(name="order").update(input_schema={"$ref": "#"})
+    response = submit(sam, "order", {"order": 1, "amount": 1})
+    assert response.status_code == 400
+    assert "input_schema cannot be applied" in response.json()["detail"]
+    assert not Job.objects.exists()
