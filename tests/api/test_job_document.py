@@ -1,7 +1,8 @@
 """The job as PostgreSQL builds it (`sas_job_document`): on PostgreSQL the API answers a
 submission and a read of a job with this one statement's text. Field for field it is what the
 Python rendering gives (JobSerializer over the ORM's rows), for jobs of every kind of step and
-status; a job another submitter made stays hidden."""
+status, and its fields at every level (job, step, attempt, callback) are those the Python declares
+(scheduler.serializers.rendering), in its order; a job another submitter made stays hidden."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ from agents.fake import FakeRemote
 from sas_project.errors import NotFound
 from scheduler import selectors
 from scheduler.models import Job, JobStatus, Step
-from scheduler.serializers import JobSerializer
+from scheduler.serializers import (
+    ATTEMPT_FIELDS,
+    CALLBACK_FIELDS,
+    JOB_FIELDS,
+    STEP_FIELDS,
+    JobSerializer,
+)
 from scheduler.services import job_submit
 from supervisor.services import job_compensate, job_pause, job_rerun
 from tests.api.support import V1, client_for, make_user, submit
@@ -36,6 +43,28 @@ def built_by_the_database(user: Any, job_id: Any) -> Any:
     text = selectors.job_json(user=user, job_id=job_id)
     assert text is not None
     return json.loads(text)
+
+
+def field_names(documents: list[Any]) -> dict[str, set[tuple[str, ...]]]:
+    """The field names, in order, of the jobs, steps, attempts and callbacks of `documents`: one
+    tuple per distinct list of names at each level (one, when every row has the same fields)."""
+    levels = ("job", "step", "attempt", "callback")
+    found: dict[str, set[tuple[str, ...]]] = {level: set() for level in levels}
+    for job in documents:
+        found["job"].add(tuple(job))
+        found["callback"].update(tuple(callback) for callback in job["callbacks"])
+        for step_ in job["steps"]:
+            found["step"].add(tuple(step_))
+            found["attempt"].update(tuple(attempt) for attempt in step_["attempts"])
+    return found
+
+
+DECLARED = {
+    "job": {tuple(JOB_FIELDS)},
+    "step": {tuple(STEP_FIELDS)},
+    "attempt": {tuple(ATTEMPT_FIELDS)},
+    "callback": {tuple(CALLBACK_FIELDS)},
+}
 
 
 def test_the_document_is_the_python_rendering_for_jobs_of_every_kind(
@@ -102,6 +131,11 @@ def test_the_document_is_the_python_rendering_for_jobs_of_every_kind(
     assert len(jobs) >= 6
     for job_id in jobs:
         assert built_by_the_database(olga, job_id) == rendered_by_python(olga, job_id), job_id
+    # A field added to the SQL document or to the Python declaration alone fails here, at every
+    # level (the jobs above have steps, attempts and a callback), and so does a field out of order.
+    assert field_names([built_by_the_database(olga, job_id) for job_id in jobs]) == DECLARED
+    assert field_names([rendered_by_python(olga, job_id) for job_id in jobs]) == DECLARED
+    assert JobSerializer.Meta.fields == list(JOB_FIELDS)
 
 
 def test_the_submission_and_the_read_answer_with_the_document(fake_remote: FakeRemote) -> None:

@@ -1,0 +1,112 @@
+"""REST API representations of the scheduler's resources (version 1), one module per resource:
+jobs as read (`jobs`, rendered from the one declaration in `rendering`), submissions and the job
+list's filters (`submissions`), what reaches a running job from outside (`messages`), workflows
+(`workflows`) and schedules (`schedules`).
+
+Request serializers check shapes, types and the limits of the columns the values end up in; the
+rules of the domain (unknown workflow, cycles, ...) stay in the services, which name the offending
+field. Every serializer and renderer is importable from here (`from scheduler.serializers import
+JobSerializer`).
+"""
+
+from __future__ import annotations
+
+from scheduler.serializers.jobs import (
+    AttemptSerializer,
+    CallbackSerializer,
+    EventSerializer,
+    JobSerializer,
+    JobSummarySerializer,
+    StepItemSerializer,
+    StepSerializer,
+    WaitingForSerializer,
+)
+from scheduler.serializers.messages import (
+    ApprovalDecisionSerializer,
+    AttemptCallbackResultSerializer,
+    AttemptCallbackSerializer,
+    AttemptHeartbeatResultSerializer,
+    AttemptHeartbeatSerializer,
+    SignalSendSerializer,
+    SignalSerializer,
+)
+from scheduler.serializers.rendering import (
+    ATTEMPT_FIELDS,
+    CALLBACK_FIELDS,
+    JOB_FIELDS,
+    JOB_SUMMARY_FIELDS,
+    STEP_FIELDS,
+    attempt_data,
+    callback_data,
+    child_job,
+    drf_datetime,
+    job_data,
+    job_summary_data,
+    rerun_ids,
+    step_data,
+    waiting_for,
+)
+from scheduler.serializers.schedules import (
+    ScheduleReplaceSerializer,
+    ScheduleSerializer,
+    ScheduleWriteSerializer,
+)
+from scheduler.serializers.submissions import (
+    JobBatchItemSerializer,
+    JobBatchResponseSerializer,
+    JobBatchResultSerializer,
+    JobBatchSerializer,
+    JobFilterSerializer,
+    JobSubmitSerializer,
+)
+from scheduler.serializers.workflows import (
+    StepDefinitionSerializer,
+    WorkflowReplaceSerializer,
+    WorkflowSerializer,
+    WorkflowVersionSerializer,
+)
+
+__all__ = [
+    "ATTEMPT_FIELDS",
+    "CALLBACK_FIELDS",
+    "JOB_FIELDS",
+    "JOB_SUMMARY_FIELDS",
+    "STEP_FIELDS",
+    "ApprovalDecisionSerializer",
+    "AttemptCallbackResultSerializer",
+    "AttemptCallbackSerializer",
+    "AttemptHeartbeatResultSerializer",
+    "AttemptHeartbeatSerializer",
+    "AttemptSerializer",
+    "CallbackSerializer",
+    "EventSerializer",
+    "JobBatchItemSerializer",
+    "JobBatchResponseSerializer",
+    "JobBatchResultSerializer",
+    "JobBatchSerializer",
+    "JobFilterSerializer",
+    "JobSerializer",
+    "JobSubmitSerializer",
+    "JobSummarySerializer",
+    "ScheduleReplaceSerializer",
+    "ScheduleSerializer",
+    "ScheduleWriteSerializer",
+    "SignalSendSerializer",
+    "SignalSerializer",
+    "StepDefinitionSerializer",
+    "StepItemSerializer",
+    "StepSerializer",
+    "WaitingForSerializer",
+    "WorkflowReplaceSerializer",
+    "WorkflowSerializer",
+    "WorkflowVersionSerializer",
+    "attempt_data",
+    "callback_data",
+    "child_job",
+    "drf_datetime",
+    "job_data",
+    "job_summary_data",
+    "rerun_ids",
+    "step_data",
+    "waiting_for",
+]

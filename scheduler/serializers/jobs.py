@@ -1,0 +1,279 @@
+"""A job as the API shows it: the job, its steps, their attempts and its callbacks (declared in
+scheduler.serializers.rendering, which renders them), a fan-out's items and a job's events.
+
+These serializers declare the fields (the schema and the documentation come from them) but render
+with scheduler.serializers.rendering, whose tables give their `Meta.fields`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from agents.outcome import Outcome
+from scheduler.models import Attempt, Delivery, DeliveryStatus, Event, Job, Step
+from scheduler.serializers.rendering import (
+    ATTEMPT_FIELDS,
+    CALLBACK_FIELDS,
+    JOB_FIELDS,
+    JOB_SUMMARY_FIELDS,
+    STEP_FIELDS,
+    attempt_data,
+    callback_data,
+    child_job,
+    job_data,
+    job_summary_data,
+    rerun_ids,
+    step_data,
+    waiting_for,
+)
+
+
+def _outcome_field(help_text: str) -> serializers.ChoiceField:
+    """An outcome, or "" while there is none (ModelSerializer drops allow_blank on read-only fields)."""
+    return serializers.ChoiceField(
+        choices=Outcome.choices, allow_blank=True, read_only=True, help_text=help_text
+    )
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    outcome = _outcome_field("Empty while the attempt is in flight.")
+    late_outcome = _outcome_field("A result that arrived after the outcome was set (noted once).")
+    endpoint = serializers.CharField(source="endpoint_url", help_text="The endpoint's URL (empty: python).")
+    pool = serializers.CharField(source="pool.name")
+
+    class Meta:
+        model = Attempt
+        fields = list(ATTEMPT_FIELDS)
+        read_only_fields = fields
+
+    def to_representation(self, instance: Attempt) -> dict[str, Any]:
+        return attempt_data(instance)
+
+
+class WaitingForSerializer(serializers.Serializer):
+    """What a waiting step waits for (schema only; `waiting_for` renders it)."""
+
+    kind = serializers.ChoiceField(
+        choices=["signal", "approval", "timer", "workflow", "capacity", "items"],
+        help_text="workflow: a sub-workflow step waiting for its child job; capacity: a call whose pool "
+        "is at its limit; items: a fan-out waiting for its items (see `items` and "
+        "GET .../steps/{step_name}/items/).",
+    )
+    signal = serializers.CharField(required=False, help_text="signal: its name.")
+    group = serializers.CharField(
+        required=False, allow_null=True, help_text="approval: who decides (null: operators)."
+    )
+    until = serializers.DateTimeField(required=False, help_text="timer: when it fires.")
+    timeout_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="signal, approval: when the wait times out (null: never)."
+    )
+    pool = serializers.CharField(required=False, help_text="capacity: the pool.")
+    workflow = serializers.CharField(required=False, help_text="workflow: the child's workflow.")
+    child_job = serializers.UUIDField(
+        required=False, allow_null=True, help_text="workflow: the child job (null until it has started)."
+    )
+
+
+class StepItemSerializer(serializers.ModelSerializer):
+    """One item of a fan-out step: its element, position, operation ID and fate."""
+
+    index = serializers.IntegerField(source="item_index", help_text="Its position in the list.")
+    item = serializers.JSONField(help_text="The element, as its remote receives it (`item`).")
+    last_outcome = _outcome_field("Outcome of the last finished attempt.")
+    attempt_count = serializers.IntegerField(source="attempt", help_text="Dispatches so far.")
+    reason = serializers.SerializerMethodField(help_text="Why it is in its status (why it was skipped).")
+    compensation = serializers.SerializerMethodField(
+        help_text="The status of its undo, when it was undone (null otherwise)."
+    )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_reason(self, step: Step) -> str | None:
+        return step.status_reason or None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_compensation(self, step: Step) -> str | None:
+        undo = getattr(step, "compensation", None)
+        return undo.status if undo is not None else None
+
+    class Meta:
+        model = Step
+        fields = [
+            "index",
+            "status",
+            "operation_id",
+            "item",
+            "output",
+            "error",
+            "reason",
+            "attempt_count",
+            "calls",
+            "last_outcome",
+            "deadline",
+            "compensation",
+            "created_at",
+            "updated_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class StepSerializer(serializers.ModelSerializer):
+    last_outcome = _outcome_field("Outcome of the last finished attempt.")
+    attempt_count = serializers.IntegerField(
+        source="attempt", help_text="Dispatches so far (the fencing number)."
+    )
+    type = serializers.CharField(
+        source="definition.kind",
+        help_text="call, workflow (a sub-workflow step), or what the step waits for: signal, approval, "
+        "timer.",
+    )
+    child_job = serializers.SerializerMethodField(
+        help_text="A sub-workflow step: the child job it started (null before it starts, and for other "
+        "steps)."
+    )
+    pool = serializers.CharField(source="pool.name", allow_null=True, help_text="null for a wait step.")
+    waiting_for = serializers.SerializerMethodField(
+        help_text="While the step is waiting: what for (null otherwise)."
+    )
+    reason = serializers.SerializerMethodField(
+        help_text="Why the step is in its status when that alone does not say (why it was skipped)."
+    )
+    items = serializers.SerializerMethodField(
+        help_text="A fan-out step's items: how many in all (`total`) and in each status they are in "
+        "(e.g. `succeeded`); null for any other step. The items themselves: GET "
+        "/api/v1/jobs/{id}/steps/{step_name}/items/."
+    )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_reason(self, step: Step) -> str | None:
+        return step.status_reason or None
+
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField(), allow_null=True))
+    def get_items(self, step: Step) -> dict[str, int] | None:
+        return getattr(step, "item_summary", None)
+
+    attempts = AttemptSerializer(many=True, read_only=True)
+
+    @extend_schema_field(WaitingForSerializer(allow_null=True))
+    def get_waiting_for(self, step: Step) -> dict[str, Any] | None:
+        return waiting_for(step)
+
+    @extend_schema_field(serializers.UUIDField(allow_null=True))
+    def get_child_job(self, step: Step) -> str | None:
+        return child_job(step)
+
+    class Meta:
+        model = Step
+        fields = list(STEP_FIELDS)
+        read_only_fields = fields
+
+    def to_representation(self, instance: Step) -> dict[str, Any]:
+        return step_data(instance)
+
+
+class JobSummarySerializer(serializers.ModelSerializer):
+    """A job in a list: no input, result or steps (read the job for those)."""
+
+    workflow = serializers.CharField(source="workflow.name")
+    workflow_version = serializers.IntegerField(source="workflow.version")
+    paused = serializers.SerializerMethodField(help_text="Whether an operator paused the job.")
+    submitter = serializers.CharField(source="submitter.username", allow_null=True)
+    business_key = serializers.SerializerMethodField(help_text="The submitter's business key, or null.")
+    rerun_of = serializers.SerializerMethodField(help_text="The job this one reruns, or null.")
+    parent_job = serializers.SerializerMethodField(
+        help_text="A child job: the job whose sub-workflow step started it, or null."
+    )
+    parent_step = serializers.CharField(
+        help_text="A child job: the name of the sub-workflow step that started it (empty otherwise)."
+    )
+
+    class Meta:
+        model = Job
+        fields = list(JOB_SUMMARY_FIELDS)
+        read_only_fields = fields
+
+    def get_paused(self, job: Job) -> bool:
+        return job.paused_at is not None
+
+    def get_business_key(self, job: Job) -> str | None:
+        return job.business_key or None
+
+    def get_rerun_of(self, job: Job) -> str | None:
+        return str(job.rerun_of_id) if job.rerun_of_id else None
+
+    @extend_schema_field(serializers.UUIDField(allow_null=True))
+    def get_parent_job(self, job: Job) -> str | None:
+        return str(job.parent_job_id) if job.parent_job_id else None
+
+    def to_representation(self, instance: Job) -> dict[str, Any]:
+        return job_summary_data(instance)
+
+
+class CallbackSerializer(serializers.ModelSerializer):
+    """A completion callback of the job and how its delivery goes."""
+
+    job_status = serializers.CharField(
+        source="payload.status", help_text="The job status the callback reports."
+    )
+    status = serializers.ChoiceField(
+        choices=DeliveryStatus.choices,
+        read_only=True,
+        help_text="pending (tried again at next_try_at), delivered, or failed (given up).",
+    )
+
+    class Meta:
+        model = Delivery
+        fields = list(CALLBACK_FIELDS)
+        read_only_fields = fields
+
+    def to_representation(self, instance: Delivery) -> dict[str, Any]:
+        return callback_data(instance)
+
+
+class JobSerializer(JobSummarySerializer):
+    callback_url = serializers.SerializerMethodField(
+        help_text="Where the job's completion callbacks go, or null."
+    )
+    callbacks = CallbackSerializer(many=True, read_only=True)
+    reruns = serializers.SerializerMethodField(help_text="The jobs that rerun this one, oldest first.")
+    steps = StepSerializer(many=True, read_only=True)
+
+    def get_reruns(self, job: Job) -> list[str]:
+        return rerun_ids(job)
+
+    class Meta(JobSummarySerializer.Meta):
+        fields = list(JOB_FIELDS)
+        read_only_fields = fields
+
+    def get_callback_url(self, job: Job) -> str | None:
+        return job.callback_url or None
+
+    def to_representation(self, instance: Job) -> dict[str, Any]:
+        return job_data(instance)
+
+
+class EventSerializer(serializers.ModelSerializer):
+    step = serializers.CharField(source="step.name", allow_null=True, help_text="Step name, if any.")
+    actor = serializers.CharField(
+        source="actor.username", allow_null=True, help_text="The operator, for operator actions."
+    )
+
+    class Meta:
+        model = Event
+        fields = [
+            "id",
+            "kind",
+            "step",
+            "from_status",
+            "to_status",
+            "attempt",
+            "source",
+            "actor",
+            "reason",
+            "data",
+            "created_at",
+        ]
+        read_only_fields = fields

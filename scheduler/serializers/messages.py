@@ -1,0 +1,96 @@
+"""What reaches a running job from outside: a remote's result reported later (HTTP 202, then
+a callback) and its heartbeats, signals sent to the job, and approvals' decisions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from sas_project.api import NAME_PATTERN, StrictSerializer
+from scheduler.serializers.rendering import drf_datetime
+
+# --- results reported later (HTTP 202 + callback) ---------------------------------------------
+
+
+class AttemptCallbackSerializer(StrictSerializer):
+    """The result a remote POSTs to an attempt's callback URL."""
+
+    outcome = serializers.ChoiceField(
+        choices=[("succeeded", "succeeded"), ("refused", "refused"), ("failed", "failed")],
+        help_text="succeeded (output is the step's output), refused (a business failure, not "
+        "retried by default) or failed (a transient failure).",
+    )
+    output = serializers.JSONField(required=False, allow_null=True, help_text="The step's output.")
+    error = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class AttemptCallbackResultSerializer(serializers.Serializer):
+    recorded = serializers.ChoiceField(
+        choices=[("recorded", "recorded"), ("late", "late")],
+        help_text="recorded: the attempt's result; late: evidence for an attempt already given up on "
+        "(a success still completes its step if nothing else did).",
+    )
+
+
+class AttemptHeartbeatSerializer(StrictSerializer):
+    """A heartbeat a remote POSTs while it works on an accepted call."""
+
+    details = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="Any JSON (at most 16 KiB): how far the work got. Kept on the attempt, and sent to "
+        "the next attempt of the same operation as `heartbeat_details`. Absent: the attempt keeps "
+        "the details of its last heartbeat that had some.",
+    )
+
+
+class AttemptHeartbeatResultSerializer(serializers.Serializer):
+    recorded = serializers.BooleanField(help_text="Always true: the attempt is alive.")
+    deadline = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When the attempt is overdue unless another heartbeat or its result comes.",
+    )
+
+
+# --- signals and approvals ------------------------------------------------------------------------
+
+
+class SignalSendSerializer(StrictSerializer):
+    """A signal sent to a job: a step waiting for its name takes it (now, or when it starts
+    waiting) and its payload becomes the step's output."""
+
+    name = serializers.RegexField(NAME_PATTERN, max_length=100, help_text="The signal's name.")
+    payload = serializers.JSONField(
+        required=False, allow_null=True, help_text="Any JSON: the output of the step that consumes it."
+    )
+
+
+class SignalSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    payload = serializers.JSONField(allow_null=True)
+    sender = serializers.CharField(allow_null=True, help_text="Who sent it.")
+    created_at = serializers.DateTimeField()
+    consumed_by = serializers.CharField(
+        allow_null=True, help_text="The step that consumed it; null while it waits for one."
+    )
+    consumed_at = serializers.DateTimeField(allow_null=True)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return {
+            "id": instance.pk,
+            "name": instance.name,
+            "payload": instance.payload,
+            "sender": instance.sender.username if instance.sender is not None else None,
+            "created_at": drf_datetime(instance.created_at),
+            "consumed_by": instance.consumed_by.name if instance.consumed_by is not None else None,
+            "consumed_at": drf_datetime(instance.consumed_at),
+        }
+
+
+class ApprovalDecisionSerializer(StrictSerializer):
+    comment = serializers.CharField(
+        required=False, allow_blank=True, max_length=2000, help_text="Why: recorded with the decision."
+    )

@@ -1,0 +1,251 @@
+"""Workflows as the API reads and writes them: a version and its step definitions.
+
+The request serializers check shapes, types and the limits of the columns the values end up in;
+the rules of the domain (unknown workflow or pool, cycles, ...) stay in scheduler.definitions,
+which names the offending field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rest_framework import serializers
+
+from sas_project.api import MAX_INT, ReplaceMixin, StrictSerializer
+from scheduler.models import OnTimeout, StepDefinition, StepDefinitionKind
+
+
+class StepDefinitionSerializer(StrictSerializer):
+    """One step of a workflow (the same shape is read and written): a call (no `kind`, or
+    `call`), or a wait: `signal`, `approval` or `timer`."""
+
+    name = serializers.CharField(max_length=100)
+    kind = serializers.ChoiceField(
+        choices=StepDefinitionKind.choices,
+        required=False,
+        help_text="call (default): a remote call through a pool; signal: waits for a named signal sent "
+        "to the job; approval: waits for an operator's Approve or Reject; timer: waits for a time.",
+    )
+    pool = serializers.CharField(max_length=100, required=False, help_text="call: the pool's name.")
+    path = serializers.CharField(
+        max_length=300,
+        required=False,
+        help_text="call: the path POSTed under the endpoint (HTTP), a queue name, or a registered callable.",
+    )
+    status_path = serializers.CharField(
+        max_length=300,
+        required=False,
+        allow_blank=True,
+        help_text="call: where to ask whether operation {operation_id} happened (GET: 200 yes, 404 no).",
+    )
+    compensation_path = serializers.CharField(
+        max_length=300, required=False, allow_blank=True, help_text="call: the action that undoes this one."
+    )
+    depends_on = serializers.ListField(
+        child=serializers.CharField(max_length=100), required=False, max_length=100
+    )
+    policy = serializers.CharField(
+        max_length=100,
+        required=False,
+        help_text="Remediation policy name (required for a call; for a signal or approval, its "
+        "on_exhausted decides what a rejection or a failing timeout does to the job).",
+    )
+    signal = serializers.CharField(max_length=100, required=False, help_text="signal: the name it waits for.")
+    group = serializers.CharField(
+        max_length=150,
+        required=False,
+        allow_blank=True,
+        help_text="approval: the group whose members may decide (default: operators).",
+    )
+    timeout_seconds = serializers.FloatField(
+        required=False, allow_null=True, help_text="signal, approval: how long to wait (default: for ever)."
+    )
+    on_timeout = serializers.ChoiceField(
+        choices=OnTimeout.choices,
+        required=False,
+        allow_blank=True,
+        help_text="signal, approval: hold (default) for an operator, fail the step (its policy then "
+        "decides the job), or continue with default_output.",
+    )
+    default_output = serializers.JSONField(
+        required=False, allow_null=True, help_text="The step's output when on_timeout is continue."
+    )
+    wait_seconds = serializers.FloatField(
+        required=False, allow_null=True, help_text="timer: wait this long once the step is ready."
+    )
+    until = serializers.CharField(
+        max_length=300,
+        required=False,
+        allow_blank=True,
+        help_text="timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>.",
+    )
+    when = serializers.CharField(
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        help_text="A condition, in JMESPath (https://jmespath.org), over `input` (the job's input) and "
+        "`results` (the outputs of the steps it depends on, by name): when false (false, null, empty), "
+        "the step is skipped with the reason. Example: input.amount > `100`.",
+    )
+    run_if_skipped = serializers.BooleanField(
+        required=False,
+        help_text="Run even when every step it depends on was skipped (default: it is skipped too).",
+    )
+    input = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="call, workflow: the `input` its remote (or child job) receives instead of the job's "
+        "input and `results`: a JMESPath expression over `input`, `results` (and, in a fan-out, `item` "
+        "and `index`), or a JSON template whose keys ending in `.$` hold such expressions, e.g. "
+        '{"amount.$": "input.total", "currency": "EUR"}. Absent: the body carries `input` and `results`.',
+    )
+    output = serializers.CharField(
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        help_text="call, workflow: which part of the answer becomes the step's output, in JMESPath over "
+        "`output` (the answer), `input` and `results`, e.g. output.charge_id.",
+    )
+    for_each = serializers.CharField(
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        help_text="call: fan out over the list this JMESPath expression yields (over `input` and "
+        "`results`): each element is an item with its own operation ID, attempts and retries; its "
+        "remote receives the element as `item` and its position as `index`.",
+    )
+    item_key = serializers.CharField(
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        help_text="call with for_each: a JMESPath expression over `item` naming the item in its "
+        "operation ID (<step's operation ID>:<key>); default: its index.",
+    )
+    max_parallel = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="call with for_each: the most items with a call in flight at once.",
+    )
+    join = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text='call with for_each: {"mode": "all" (default) | "at_least" | "any", "count": N}: how many '
+        "items must succeed. When that can no longer happen, the items that succeeded are compensated.",
+    )
+    workflow = serializers.CharField(
+        max_length=100,
+        required=False,
+        help_text="workflow: the workflow whose latest version runs as a child job; the step waits for it "
+        "and its result is the step's output.",
+    )
+
+    def to_internal_value(self, data: Any) -> Any:
+        # A call's pool, path and policy are required, as they were before steps had kinds.
+        if isinstance(data, Mapping) and data.get("kind") in (None, "", StepDefinitionKind.CALL):
+            missing = {
+                key: ["This field may not be null." if key in data else "This field is required."]
+                for key in ("pool", "path", "policy")
+                if data.get(key) is None
+            }
+            if missing:
+                raise serializers.ValidationError(missing)
+        return super().to_internal_value(data)
+
+    def to_representation(self, instance: StepDefinition) -> Any:
+        data = {
+            **self._kind_fields(instance),
+            "when": instance.when,
+            "run_if_skipped": instance.run_if_skipped,
+        }
+        if instance.kind in (StepDefinitionKind.CALL, StepDefinitionKind.WORKFLOW):
+            data["input"] = instance.input_map
+            data["output"] = instance.output_map
+        if instance.kind == StepDefinitionKind.CALL:
+            data["for_each"] = instance.for_each
+            data["item_key"] = instance.item_key
+            data["max_parallel"] = instance.max_parallel
+            data["join"] = (
+                {"mode": instance.join_mode, "count": instance.join_count} if instance.for_each else None
+            )
+        return data
+
+    def _kind_fields(self, instance: StepDefinition) -> dict[str, Any]:
+        base: dict[str, Any] = {"name": instance.name, "kind": instance.kind}
+        if instance.kind == StepDefinitionKind.CALL:
+            return {
+                **base,
+                "pool": instance.pool.name if instance.pool is not None else None,
+                "path": instance.path,
+                "status_path": instance.status_path,
+                "compensation_path": instance.compensation_path,
+                "depends_on": list(instance.depends_on or []),
+                "policy": instance.call_policy.name,
+            }
+        if instance.kind == StepDefinitionKind.WORKFLOW:
+            return {
+                **base,
+                "workflow": instance.child_workflow,
+                "depends_on": list(instance.depends_on or []),
+                "policy": instance.policy.name if instance.policy is not None else None,
+            }
+        if instance.kind == StepDefinitionKind.TIMER:
+            return {
+                **base,
+                "wait_seconds": instance.wait_seconds,
+                "until": instance.until,
+                "depends_on": list(instance.depends_on or []),
+            }
+        wait: dict[str, Any] = (
+            {"signal": instance.signal}
+            if instance.kind == StepDefinitionKind.SIGNAL
+            else {"group": instance.group}
+        )
+        return {
+            **base,
+            **wait,
+            "timeout_seconds": instance.timeout_seconds,
+            "on_timeout": instance.on_timeout,
+            "default_output": instance.default_output,
+            "depends_on": list(instance.depends_on or []),
+            "policy": instance.policy.name if instance.policy is not None else None,
+        }
+
+
+class WorkflowSerializer(StrictSerializer):
+    """A workflow version as read, and as written to create one (POST): `name` and `steps` are
+    required."""
+
+    name = serializers.CharField(max_length=100)
+    version = serializers.IntegerField(read_only=True)
+    description = serializers.CharField(required=False, allow_blank=True, default="", max_length=10_000)
+    deadline_seconds = serializers.FloatField(
+        required=False, allow_null=True, default=None, help_text="Time limit of a whole job, if any."
+    )
+    input_schema = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A JSON Schema (2020-12) every job's input must match (a 400 lists each error with "
+        "its JSON pointer). It may refer ($ref) only inside itself.",
+    )
+    steps = StepDefinitionSerializer(many=True)
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, read_only=True)
+    created_at = serializers.DateTimeField(read_only=True)
+
+
+class WorkflowReplaceSerializer(ReplaceMixin, WorkflowSerializer):
+    """The next version (PUT) states description, deadline_seconds and steps; left out,
+    input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["input_schema"].required = False
+        self.fields["input_schema"].default = None
+
+
+class WorkflowVersionSerializer(serializers.Serializer):
+    version = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_INT, help_text="A past version (default: latest)."
+    )
