@@ -1,4 +1,4 @@
--- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath, scheduler.services.waits, scheduler.services.saga, scheduler.services.children, scheduler.services.fanout.
+-- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath, scheduler.definitions, scheduler.services.waits, scheduler.services.saga, scheduler.services.children, scheduler.services.fanout.
 -- The common outcomes of a live call, as step_record_outcome records them, the DAG advance, and
 -- the job's completion with its callback (callback_summary); anything else answers 'fallback'.
 CREATE OR REPLACE FUNCTION sas_record_outcome(
@@ -23,7 +23,9 @@ BEGIN
     END IF;
     -- The job's row lock first; the step is read after it (a statement of its own, so it sees
     -- what the transaction it may have waited for committed).
-    SELECT id, status, paused_at, parent_job_id INTO v_job FROM scheduler_job WHERE id = v_job_id FOR UPDATE;
+    SELECT j.id, j.status, j.paused_at, j.parent_job_id, w.plain INTO v_job
+    FROM scheduler_job j JOIN scheduler_workflow w ON w.id = j.workflow_id
+    WHERE j.id = v_job_id FOR UPDATE OF j;
     SELECT id, kind, status, attempt, parent_id, definition_id INTO v_step FROM scheduler_step
     WHERE id = p_step;
     -- A child job (a sub-workflow's) completes on the general path, which tells its parent
@@ -33,18 +35,20 @@ BEGIN
        OR p_outcome NOT IN ('succeeded', 'business_failure', 'transient_failure', 'no_answer') THEN
         RETURN 'fallback';
     END IF;
-    -- A job with wait or sub-workflow steps, conditions, fan-outs or output projections: the
-    -- general path advances it (waits and children start there, conditions are evaluated there,
-    -- a skipped step counts as done for its dependents, items are made there, an answer is
-    -- projected there), as scheduler.services.waits and scheduler.services.saga write it.
+    -- A job whose version is not plain (scheduler.definitions.step_plain: wait or sub-workflow
+    -- steps, conditions, fan-outs, output projections): the general path advances it (waits and
+    -- children start there, conditions are evaluated there, a skipped step counts as done for its
+    -- dependents, items are made there, an answer is projected there), as
+    -- scheduler.services.waits and scheduler.services.saga write it.
     IF v_step.kind = 'item' THEN
         -- An item of a fan-out (scheduler.services.fanout): a failure is recorded as an action's
         -- is (the scan decides it); a success here only while it can neither settle the join nor
         -- free a slot for an item not started: another item is still unsettled, none waits to
-        -- start, the fan-out still runs, its join is not `any` and its answer is not projected.
+        -- start, the fan-out still runs, and its definition's outcome is plain
+        -- (scheduler.definitions.outcome_plain: its join is not `any`, its answer not projected).
         IF p_outcome = 'succeeded' AND (
             EXISTS (SELECT 1 FROM scheduler_stepdefinition d WHERE d.id = v_step.definition_id
-                    AND (d.output_map <> '' OR d.join_mode = 'any'))
+                    AND NOT d.plain_outcome)
             OR EXISTS (SELECT 1 FROM scheduler_step g WHERE g.id = v_step.parent_id
                        AND (g.status <> 'waiting' OR g.error <> ''))
             OR EXISTS (SELECT 1 FROM scheduler_step i WHERE i.parent_id = v_step.parent_id
@@ -55,9 +59,7 @@ BEGIN
                                             'retry_wait', 'held'))) THEN
             RETURN 'fallback';
         END IF;
-    ELSIF EXISTS (SELECT 1 FROM scheduler_step s JOIN scheduler_stepdefinition d ON d.id = s.definition_id
-                  WHERE s.job_id = v_job_id
-                    AND (d.kind <> 'call' OR d."when" <> '' OR d.for_each <> '' OR d.output_map <> '')) THEN
+    ELSIF NOT v_job.plain THEN
         RETURN 'fallback';
     END IF;
     SELECT id, kind, deadline INTO v_attempt FROM scheduler_attempt
