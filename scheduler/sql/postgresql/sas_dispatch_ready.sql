@@ -53,7 +53,8 @@ BEGIN
             WHERE id = r.id AND (status = 'pending' AND attempt = r.attempt) IS TRUE;
             INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt,
                                          actor_id, source, reason, data, created_at)
-            VALUES (v_job_id, r.id, 'step_waiting', 'pending', 'waiting', r.attempt, NULL, p_source,
+            VALUES (v_job_id, r.id, sas_event_kind('step', 'waiting'), 'pending', 'waiting', r.attempt, NULL,
+                    p_source,
                     v_reason || '; pool ' || r.pool_name || ' has a limit: waiting for capacity',
                     jsonb_build_object('pool', r.pool_name), v_now);
             CONTINUE;
@@ -109,8 +110,8 @@ BEGIN
         INTO v_reason FROM jsonb_array_elements_text(r.depends_on) WITH ORDINALITY AS t(dep, ord);
         INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt, actor_id,
                                      source, reason, data, created_at)
-        VALUES (v_job_id, r.id, 'step_dispatched', 'pending', 'dispatched', v_number, NULL, p_source,
-                v_reason,
+        VALUES (v_job_id, r.id, sas_event_kind('step', 'dispatched'), 'pending', 'dispatched', v_number,
+                NULL, p_source, v_reason,
                 jsonb_build_object('kind', 'call', 'pool', r.pool_name, 'endpoint', v_ep_url,
                                    'policy', r.policy_name, 'policy_version', r.policy_version,
                                    'deadline', v_deadline),

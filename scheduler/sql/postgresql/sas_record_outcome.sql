@@ -87,11 +87,10 @@ BEGIN
     END IF;
 
     IF p_outcome <> 'succeeded' THEN
-        v_to := CASE WHEN p_outcome = 'no_answer' THEN 'unknown' ELSE 'attempt_failed' END;
-        v_kind := CASE p_outcome
-            WHEN 'no_answer' THEN 'step_no_answer'
-            WHEN 'business_failure' THEN 'step_business_failure'
-            ELSE 'step_transient_failure' END;
+        -- Where the outcome takes the step and the event saying so, as scheduler.transitions'
+        -- OUTCOME_MOVES has them (generated: sas_outcome_status.sql, sas_event_kind.sql).
+        v_to := sas_outcome_status(p_outcome);
+        v_kind := sas_event_kind('outcome', p_outcome);
         UPDATE scheduler_step SET status = v_to,
             last_outcome = CASE WHEN v_to = 'unknown' THEN 'no_answer' ELSE p_outcome END,
             error = left(p_error, 2000), updated_at = v_now
@@ -107,8 +106,8 @@ BEGIN
     WHERE id = p_step AND (status = 'dispatched' AND attempt = p_number) IS TRUE;
     INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt, actor_id,
                                  source, reason, data, created_at)
-    VALUES (v_job_id, p_step, 'step_succeeded', 'dispatched', 'succeeded', p_number, NULL, p_source, '',
-            v_data, v_now);
+    VALUES (v_job_id, p_step, sas_event_kind('step', 'succeeded'), 'dispatched', 'succeeded', p_number,
+            NULL, p_source, '', v_data, v_now);
     IF v_step.kind = 'item' THEN
         RETURN 'done';  -- other items are still unsettled: the join waits for them
     END IF;
@@ -136,8 +135,8 @@ BEGIN
         ON CONFLICT (key) DO NOTHING;
         INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt, actor_id,
                                      source, reason, data, created_at)
-        VALUES (v_job_id, NULL, 'job_succeeded', 'running', 'succeeded', NULL, NULL, p_source, '',
-                '{}'::jsonb, v_now);
+        VALUES (v_job_id, NULL, sas_event_kind('job', 'succeeded'), 'running', 'succeeded', NULL, NULL,
+                p_source, '', '{}'::jsonb, v_now);
     END IF;
     RETURN 'done';
 END
