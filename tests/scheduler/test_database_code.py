@@ -136,6 +136,20 @@ def test_the_generated_event_functions_answer_as_the_python_tables() -> None:
         assert cursor.fetchone() == (None, None)
 
 
+@postgresql
+@pytest.mark.django_db
+def test_the_agents_pool_function_is_inlined_as_the_join_it_replaces() -> None:
+    """The scheduler's SQL reads pools through sas_agent_pool (tests/structure/test_database_layers.py)
+    at no cost: the planner inlines the function, and the plan joins the pools' table."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN SELECT s.id, ap.name FROM scheduler_step s "
+            "CROSS JOIN LATERAL sas_agent_pool(s.pool_id) ap"
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Function Scan" not in plan and "agents_agentpool" in plan, plan
+
+
 @pytest.mark.sqlite
 def test_each_file_and_the_python_it_mirrors_name_each_other() -> None:
     """A hand-written `.sql` file says which Python it restates (`-- Mirrors: module, ...`), and
