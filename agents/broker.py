@@ -29,8 +29,9 @@ a row written by anyone with access to the table can do nothing but ask for a re
 which fences itself (an attempt is claimed once). Every other row is a signed package, as
 django-q2 writes them.
 
-Restated in SQL (keep both in step; the equivalence tests compare them):
-`scheduler/sql/postgresql/sas_dispatch_ready.sql`.
+Restated in SQL (keep both in step; the equivalence tests compare them): the compact row and
+its announcement as `agents/sql/postgresql/sas_enqueue.sql`, through which the scheduler's
+database code enqueues (it never names the queue's table).
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ class ClaimByDeleteORM(ORM):
         # One statement: the row, and an announcement when the queue had nothing else waiting
         # (a pusher with a backlog looks again by itself; only an idle one needs waking). The
         # look goes from the newest row down: the oldest end is the rows workers took, deleted
-        # and not yet vacuumed (sas_dispatch_ready.sql says the same).
+        # and not yet vacuumed (sas_enqueue.sql says the same).
         sql = (
             f"WITH queued AS (INSERT INTO {table} (key, payload, lock) VALUES (%s, %s, %s) "  # noqa: S608
             f"RETURNING id) SELECT id, CASE WHEN (SELECT o.id FROM {table} o WHERE o.key = %s "

@@ -7,8 +7,9 @@ The calls made through an endpoint are the scheduler's attempts, a layer above: 
 hands this module the reader of an endpoint's recent outcomes when it is ready
 (`register_outcome_reader`, scheduler.apps), and this module never names its models.
 
-Restated in SQL (keep both in step; the equivalence tests compare them):
-`scheduler/sql/postgresql/sas_dispatch_ready.sql`.
+Restated in SQL (keep both in step; the equivalence tests compare them): choose_endpoint's
+first dispatch as `agents/sql/postgresql/sas_endpoint_choice.sql`, which the scheduler's database
+code calls.
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ class AgentPool(models.Model):
 
     @property
     def limited(self) -> bool:
+        # Restated for the other apps' database code in `agents/sql/postgresql/sas_agent_pool.sql`.
         return self.max_in_flight is not None or self.max_per_second is not None
 
 

@@ -56,6 +56,18 @@ UNTIL_PATTERN = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+")
 MAX_WAIT_SECONDS = 10 * 366 * 24 * 3600.0
 #: The most items a fan-out may bound its calls in flight to (larger means no bound).
 MAX_PARALLEL = 1000
+#: The fields of a cleaned step the SQL fast path runs (`scheduler/sql/postgresql/sas_submit.sql`,
+#: `scheduler/sql/postgresql/sas_record_outcome.sql`, which test the flags made of it): a call to
+#: its pool after its dependencies, its input mapped at the call, its compensation left to the
+#: Python saga (`run_if_skipped` says nothing where no step is skipped). A step setting any other
+#: field (a condition, a fan-out, a projection, a wait's or a child's, or one a later feature
+#: adds) is not plain, so a new feature of the language changes nothing in SQL.
+PLAIN_FIELDS = frozenset(
+    {
+        *("name", "kind", "depends_on", "run_if_skipped"),
+        *("pool", "policy", "path", "status_path", "compensation_path", "input_map"),
+    }
+)
 
 
 def _path_for(kind: str, value: Any) -> str:
@@ -348,6 +360,27 @@ def ancestors(depends_on: Mapping[str, Iterable[str]], name: str) -> set[str]:
     return seen
 
 
+def outcome_plain(spec: Mapping[str, Any]) -> bool:
+    """sas_record_outcome may record a success of this step (of one of its items, for a fan-out)
+    as it came: no projection makes its output, and it cannot settle a join by itself."""
+    return not spec.get("output_map") and spec.get("join_mode") != JoinMode.ANY
+
+
+def step_plain(spec: Mapping[str, Any]) -> bool:
+    """The SQL fast path runs this step (a cleaned spec, as validate_steps returns it) whole: a
+    call that sets nothing beyond PLAIN_FIELDS (a field at its empty value sets nothing)."""
+    return (
+        spec.get("kind", StepDefinitionKind.CALL) == StepDefinitionKind.CALL
+        and all(value in (None, "", False) for key, value in spec.items() if key not in PLAIN_FIELDS)
+        and outcome_plain(spec)
+    )
+
+
+def workflow_plain(specs: Iterable[Mapping[str, Any]]) -> bool:
+    """The SQL fast path submits and advances this version's jobs: every step is plain."""
+    return all(step_plain(spec) for spec in specs)
+
+
 @transaction.atomic
 def workflow_create(
     *,
@@ -380,11 +413,22 @@ def workflow_create(
     # the unique (name, version) constraint decides, and the loser is told to send again.
     try:
         with transaction.atomic():
-            workflow = _create_version(name, latest, description, deadline_seconds, actor, input_schema)
+            workflow = _create_version(
+                name,
+                latest,
+                description,
+                deadline_seconds,
+                actor,
+                input_schema,
+                plain=workflow_plain(ordered),
+            )
     except IntegrityError as exc:
         raise StaleWrite(f"workflow {name!r} was changed at the same moment; send yours again") from exc
     StepDefinition.objects.bulk_create(
-        [StepDefinition(workflow=workflow, position=i, **spec) for i, spec in enumerate(ordered)]
+        [
+            StepDefinition(workflow=workflow, position=i, plain_outcome=outcome_plain(spec), **spec)
+            for i, spec in enumerate(ordered)
+        ]
     )
     definition_logged(actor, workflow, created=True)
     return workflow
@@ -397,6 +441,8 @@ def _create_version(
     deadline_seconds: float | None,
     actor: User | None,
     input_schema: dict[str, Any] | None,
+    *,
+    plain: bool,
 ) -> Workflow:
     return Workflow.objects.create(
         name=name,
@@ -404,6 +450,7 @@ def _create_version(
         description=description,
         deadline_seconds=deadline_seconds,
         input_schema=input_schema,
+        plain=plain,
         created_by=cast(Any, actor) if actor is not None and actor.is_authenticated else None,
     )
 

@@ -8,6 +8,10 @@ Generated, never edited: `manage.py dbcode --generate` writes
   `BEFORE UPDATE` triggers of `sas_status_guard.sql` call in their `WHEN` clause (so a permitted
   move costs one small function call, and no call of the trigger function), and
   `scheduler/sql/sqlite/<table>_<column>_guard.sql`, the same guard as SQLite triggers;
+- from the events the state machines' moves write (scheduler.transitions: STEP_EVENTS, JOB_EVENTS,
+  OUTCOME_MOVES): `sas_event_kind.sql`, `sas_event_kind(table, key)`, the event a step's or a
+  job's move to a status writes, or a live call's outcome; and `sas_outcome_status.sql`, the
+  status that outcome takes its step to. The hot path's functions choose no event by hand;
 - from the event kinds something reacts to (scheduler.outbox.REACTION_KINDS): the trigger that
   queues those events for their reader, `sas_event_reactions.sql` and its SQLite twin;
 - from the models' vocabulary constraints (VOCABULARIES: an event's kind, a step's, a job's and an
@@ -33,7 +37,10 @@ from scheduler.transitions import (
     ATTEMPT_LATE_OUTCOMES,
     ATTEMPT_TRANSITIONS,
     IN_FLIGHT,
+    JOB_EVENTS,
     JOB_TRANSITIONS,
+    OUTCOME_MOVES,
+    STEP_EVENTS,
     STEP_TRANSITIONS,
 )
 
@@ -80,6 +87,51 @@ def pg_move_allowed() -> str:
         + items
         + "\n    ]::text[]);\nEND\n$fn$;\n"
     )
+
+
+EVENTS_HEADER = """-- Generated from scheduler/transitions.py by scheduler/sqlgen.py
+-- (`manage.py dbcode --generate`): do not edit. Mirrors STEP_EVENTS, JOB_EVENTS and OUTCOME_MOVES;
+-- a test fails when this file differs from them.
+"""
+
+#: table -> {key: event kind}: the event a move of a step or a job to a status writes, and the
+#: one a live call's outcome other than a success writes.
+EVENT_TABLES: dict[str, dict[str, str]] = {
+    "step": {str(to): str(kind) for to, kind in STEP_EVENTS.items()},
+    "job": {str(to): str(kind) for to, kind in JOB_EVENTS.items()},
+    "outcome": {str(outcome): str(kind) for outcome, (_, kind) in OUTCOME_MOVES.items()},
+}
+
+
+def _plpgsql_case(signature: str, key: str, cases: list[tuple[str, str]]) -> str:
+    # PL/pgSQL and IMMUTABLE, as sas_move_allowed: compiled once per connection, and a call with
+    # constant arguments (`sas_event_kind('step', 'dispatched')`) is folded into the caller's
+    # cached plan. An unknown key gives NULL, which the event's NOT NULL kind refuses.
+    whens = "\n".join(f"        WHEN {_literal(value)} THEN {_literal(result)}" for value, result in cases)
+    return (
+        f"CREATE OR REPLACE FUNCTION {signature}\n"
+        + "RETURNS text LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$\n"
+        + "BEGIN\n"
+        + f"    RETURN CASE {key}\n"
+        + whens
+        + "\n    END;\nEND\n$fn$;\n"
+    )
+
+
+def pg_event_kind() -> str:
+    cases = [
+        (f"{table}:{key}", kind)
+        for table, kinds in EVENT_TABLES.items()
+        for key, kind in sorted(kinds.items())
+    ]
+    return EVENTS_HEADER + _plpgsql_case(
+        "sas_event_kind(p_table text, p_key text)", "p_table || ':' || p_key", cases
+    )
+
+
+def pg_outcome_status() -> str:
+    cases = sorted((str(outcome), str(to)) for outcome, (to, _) in OUTCOME_MOVES.items())
+    return EVENTS_HEADER + _plpgsql_case("sas_outcome_status(p_outcome text)", "p_outcome", cases)
 
 
 #: The vocabulary constraints on the hot path's tables: (app, model, constraint name). Each is a
@@ -238,6 +290,8 @@ def generated() -> dict[Path, str]:
     """Each generated file and the text it must hold."""
     files = {
         SQL_DIR / "postgresql" / "sas_move_allowed.sql": pg_move_allowed(),
+        SQL_DIR / "postgresql" / "sas_event_kind.sql": pg_event_kind(),
+        SQL_DIR / "postgresql" / "sas_outcome_status.sql": pg_outcome_status(),
         SQL_DIR / "postgresql" / "sas_event_reactions.sql": pg_event_reactions(),
         SQL_DIR / "postgresql" / "sas_value_allowed.sql": pg_value_allowed(),
         SQL_DIR / "sqlite" / "scheduler_event_reactions.sql": sqlite_event_reactions(),

@@ -29,6 +29,11 @@ class Workflow(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    #: The SQL fast path (sas_submit, sas_record_outcome) runs this version's jobs: every step is
+    #: a plain call (scheduler.definitions.step_plain), decided once when the version is created
+    #: (a version never changes). The database's default says no: a version written by anything
+    #: but workflow_create goes the Python way.
+    plain = models.BooleanField(default=False, db_default=False, editable=False)
 
     class Meta:
         ordering = ["name", "-version"]
@@ -248,6 +253,10 @@ class StepDefinition(models.Model):
     join_count = models.PositiveIntegerField(null=True, blank=True)
     #: workflow: the name of the workflow the step runs as a child job (its latest version).
     child_workflow = models.CharField(max_length=100, blank=True, default="", db_default="")
+    #: sas_record_outcome may record this step's success (an item's, for a fan-out) as it came:
+    #: nothing projects it and it settles nothing by itself (scheduler.definitions.outcome_plain),
+    #: decided when the version is created. The database's default says no.
+    plain_outcome = models.BooleanField(default=False, db_default=False, editable=False)
 
     class Meta:
         ordering = ["workflow_id", "position"]

@@ -35,6 +35,7 @@ from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
 from scheduler.services.saga import ancestor_outputs, job_advance, step_input
 from scheduler.transitions import (
     ATTEMPT_LATE_OUTCOMES,
+    OUTCOME_MOVES,
     attempt_finish,
     attempt_note_late,
     attempt_supersede,
@@ -45,13 +46,6 @@ from scheduler.unit import Unit, User, unit_of_work
 
 S = StepStatus
 E = EventKind
-
-#: The event of a step whose call ended without success, by outcome (to attempt_failed).
-FAILURE_EVENTS: dict[str, EventKind] = {
-    Outcome.BUSINESS_FAILURE: E.STEP_BUSINESS_FAILURE,
-    Outcome.TRANSIENT_FAILURE: E.STEP_TRANSIENT_FAILURE,
-    Outcome.NOT_HAPPENED: E.STEP_NOT_HAPPENED,
-}
 
 
 def step_record_outcome(
@@ -306,13 +300,11 @@ def _apply_outcome(
             supersede_live=False,
         )
         return
-    if result.outcome == Outcome.NO_ANSWER:
-        to, kind = S.UNKNOWN, E.STEP_NO_ANSWER
-    elif reconcile and result.outcome != Outcome.NOT_HAPPENED:
+    if reconcile and result.outcome not in (Outcome.NO_ANSWER, Outcome.NOT_HAPPENED):
         # The status query itself failed: the operation's outcome is still unknown.
         to, kind = S.UNKNOWN, E.STEP_RECONCILE_FAILED
     else:
-        to, kind = S.ATTEMPT_FAILED, FAILURE_EVENTS[result.outcome]
+        to, kind = OUTCOME_MOVES[result.outcome]
     step_transition(
         unit,
         step,

@@ -40,6 +40,7 @@ from scheduler.models import (
     StepStatus,
 )
 from scheduler.services import hotpath, job_submit
+from scheduler.transitions import OUTCOME_MOVES
 from supervisor.alerts import reactions_handle
 from supervisor.scan import ScanReport
 from supervisor.subscriptions import subscription_create
@@ -101,6 +102,52 @@ def test_each_sqlite_file_defines_the_one_trigger_it_is_named_after() -> None:
 def test_the_generated_files_are_what_the_tables_generate() -> None:
     stale = [str(path) for path, text in sqlgen.generated().items() if path.read_text() != text]
     assert stale == [], "run `manage.py dbcode --generate`"
+
+
+@pytest.mark.sqlite
+def test_no_hand_written_file_chooses_an_event_kind_a_python_table_defines() -> None:
+    """The events of the state machines' moves and of a call's outcomes come from their tables
+    (scheduler.transitions), through the generated sas_event_kind."""
+    chosen = {kind for kinds in sqlgen.EVENT_TABLES.values() for kind in kinds.values()}
+    generated = set(sqlgen.generated())
+    found = {
+        f"{source.app}/{source.path.name}: {literal}"
+        for vendor in ("postgresql", "sqlite")
+        for source in dbcode.sources(vendor)
+        if source.path not in generated
+        for literal in re.findall(r"'(\w+)'", source.text)
+        if literal in chosen
+    }
+    assert found == set()
+
+
+@postgresql
+@pytest.mark.django_db
+def test_the_generated_event_functions_answer_as_the_python_tables() -> None:
+    with connection.cursor() as cursor:
+        for table, kinds in sqlgen.EVENT_TABLES.items():
+            for key, kind in kinds.items():
+                cursor.execute("SELECT sas_event_kind(%s, %s)", [table, key])
+                assert cursor.fetchone() == (kind,), (table, key)
+        for outcome, (to, _) in OUTCOME_MOVES.items():
+            cursor.execute("SELECT sas_outcome_status(%s)", [outcome])
+            assert cursor.fetchone() == (to,), outcome
+        cursor.execute("SELECT sas_event_kind('step', 'no_such_status'), sas_outcome_status('succeeded')")
+        assert cursor.fetchone() == (None, None)
+
+
+@postgresql
+@pytest.mark.django_db
+def test_the_agents_pool_function_is_inlined_as_the_join_it_replaces() -> None:
+    """The scheduler's SQL reads pools through sas_agent_pool (tests/structure/test_database_layers.py)
+    at no cost: the planner inlines the function, and the plan joins the pools' table."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN SELECT s.id, ap.name FROM scheduler_step s "
+            "CROSS JOIN LATERAL sas_agent_pool(s.pool_id) ap"
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Function Scan" not in plan and "agents_agentpool" in plan, plan
 
 
 @pytest.mark.sqlite

@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from agents.models import AgentEndpoint, AgentPool
 from agents.services import pool_save
 from sas_project.errors import InvalidInput
-from scheduler.definitions import workflow_create
+from scheduler.definitions import step_plain, workflow_create
 from scheduler.models import Workflow
 from tests.factories import make_policy, make_pool, step
 from tests.processes import ROOT
@@ -186,3 +186,52 @@ def test_a_pool_saved_unchanged_writes_no_audit_entry() -> None:
     entries = list(LogEntry.objects.filter(object_id=str(pool.pk)).order_by("id"))
     assert [e.action_flag for e in entries] == [1, 2]
     assert "endpoints" in entries[1].change_message
+
+
+@pytest.mark.sqlite
+@pytest.mark.parametrize(
+    ("feature", "outcome_plain"),
+    [
+        ({"when": "input.go"}, True),
+        ({"for_each": "input.lines"}, True),
+        ({"for_each": "input.lines", "join": {"mode": "any"}}, False),
+        ({"output": "output.id"}, False),
+    ],
+)
+def test_a_step_with_a_feature_the_fast_path_does_not_run_makes_the_version_not_plain(
+    feature: dict[str, object], outcome_plain: bool
+) -> None:
+    plain = workflow_create(name="plain", steps=[step("a"), step("b", "a", path="agents.builtin.echo")])
+    assert plain.plain and all(d.plain_outcome for d in plain.steps.all())
+    featured = workflow_create(name="featured", steps=[step("a"), {**step("b", "a"), **feature}])
+    assert not featured.plain
+    assert {d.name: d.plain_outcome for d in featured.steps.all()} == {"a": True, "b": outcome_plain}
+
+
+@pytest.mark.sqlite
+def test_a_wait_or_a_sub_workflow_step_makes_the_version_not_plain() -> None:
+    workflow_create(name="child", steps=[step("a")])
+    for name, other in [
+        ("signalled", {"name": "w", "kind": "signal", "signal": "go"}),
+        ("timed", {"name": "w", "kind": "timer", "wait_seconds": 5}),
+        ("parent", {"name": "w", "kind": "workflow", "workflow": "child"}),
+    ]:
+        assert not workflow_create(name=name, steps=[step("a"), other]).plain, name
+
+
+@pytest.mark.sqlite
+def test_a_field_the_fast_path_does_not_know_makes_a_step_not_plain() -> None:
+    """What a later feature of the language adds to a step is not plain until PLAIN_FIELDS says
+    the SQL runs it: no SQL needs to learn to refuse it."""
+    spec = {
+        "name": "a",
+        "kind": "call",
+        "pool": None,
+        "policy": None,
+        "path": "x",
+        "when": "",
+        "depends_on": [],
+    }
+    assert step_plain(spec)
+    assert not step_plain({**spec, "some_later_feature": "on"})
+    assert step_plain({**spec, "some_later_feature": None})

@@ -20,7 +20,7 @@ from agents.broker import task_of
 from agents.health import choose_endpoint
 from agents.models import AgentEndpoint, AgentPool
 from agents.outcome import CallResult, Outcome
-from scheduler.models import Attempt, Delivery, Event, Job, Step
+from scheduler.models import Attempt, Delivery, Event, Job, Step, Workflow
 from scheduler.services import hotpath, job_submit, step_record_outcome
 from scheduler.tasks import run_attempt
 from tests.factories import chain, diamond, make_pool, make_workflow, step
@@ -331,6 +331,34 @@ def test_the_function_declines_what_it_does_not_cover_and_writes_nothing(setting
     step_record_outcome(first.pk, 1, CallResult(Outcome.SUCCEEDED, output={}))
     first.refresh_from_db()
     assert first.status == "succeeded"
+
+
+def test_the_functions_leave_the_jobs_of_a_version_that_is_not_plain_to_the_general_path(
+    settings: Any,
+) -> None:
+    """sas_submit and sas_record_outcome test the version's flag (scheduler.definitions.step_plain),
+    not the language's features: a step they do not run (here a condition) makes the version not
+    plain, and the general path submits and advances its jobs."""
+    settings.SAS_FAST_PATH = True
+    plain = chain("c", n=1)
+    make_workflow("w", step("a"), {**step("b", "a"), "when": "input.go"})
+    assert (
+        hotpath.submit(workflow="w", payload={}, user=None, key=None, request_hash="h", source="test") is None
+    )
+    job = job_submit(workflow="w", input={"go": True}).job  # by the general path
+    first = job.steps.get(name="a")
+    assert first.status == "dispatched"
+    success = CallResult(Outcome.SUCCEEDED, output={})
+    assert not hotpath.record_outcome(step_id=first.pk, number=1, result=success, source="agent")
+    # The flag alone decides: a plain version marked otherwise is left to the general path too.
+    plain_job = job_submit(workflow="c", input={}).job
+    Workflow.objects.filter(pk=plain.pk).update(plain=False)
+    only = plain_job.steps.get()
+    assert not hotpath.record_outcome(step_id=only.pk, number=1, result=success, source="agent")
+    assert (
+        hotpath.submit(workflow="c", payload={}, user=None, key=None, request_hash="h2", source="test")
+        is None
+    )
 
 
 def test_the_function_picks_the_endpoint_the_python_choice_picks(settings: Any, fake_remote: Any) -> None:

@@ -115,12 +115,12 @@ RETURN (SELECT json_build_object(
                     'heartbeat_at', sas_drf_time(a.heartbeat_at),
                     'heartbeat_details', a.heartbeat_details
                 ) ORDER BY a.number)
-                FROM scheduler_attempt a JOIN agents_agentpool ap ON ap.id = a.pool_id
+                FROM scheduler_attempt a CROSS JOIN LATERAL sas_agent_pool(a.pool_id) ap
                 WHERE a.step_id = s.id), '[]'::json)
         ) ORDER BY s.id)
         FROM scheduler_step s
         JOIN scheduler_stepdefinition d ON d.id = s.definition_id
-        LEFT JOIN agents_agentpool p ON p.id = s.pool_id
+        LEFT JOIN LATERAL sas_agent_pool(s.pool_id) p ON true
         -- scheduler.serializers.child_job: the child job a sub-workflow step started.
         LEFT JOIN LATERAL (
             SELECT cj.id FROM scheduler_job cj

@@ -1,4 +1,4 @@
--- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath, scheduler.services.waits, scheduler.services.saga, scheduler.services.children, scheduler.services.fanout.
+-- Mirrors: scheduler.services.outcomes, scheduler.outbox, scheduler.services.hotpath, scheduler.definitions, scheduler.services.waits, scheduler.services.saga, scheduler.services.children, scheduler.services.fanout.
 -- The common outcomes of a live call, as step_record_outcome records them, the DAG advance, and
 -- the job's completion with its callback (callback_summary); anything else answers 'fallback'.
 CREATE OR REPLACE FUNCTION sas_record_outcome(
@@ -23,7 +23,9 @@ BEGIN
     END IF;
     -- The job's row lock first; the step is read after it (a statement of its own, so it sees
     -- what the transaction it may have waited for committed).
-    SELECT id, status, paused_at, parent_job_id INTO v_job FROM scheduler_job WHERE id = v_job_id FOR UPDATE;
+    SELECT j.id, j.status, j.paused_at, j.parent_job_id, w.plain INTO v_job
+    FROM scheduler_job j JOIN scheduler_workflow w ON w.id = j.workflow_id
+    WHERE j.id = v_job_id FOR UPDATE OF j;
     SELECT id, kind, status, attempt, parent_id, definition_id INTO v_step FROM scheduler_step
     WHERE id = p_step;
     -- A child job (a sub-workflow's) completes on the general path, which tells its parent
@@ -33,18 +35,20 @@ BEGIN
        OR p_outcome NOT IN ('succeeded', 'business_failure', 'transient_failure', 'no_answer') THEN
         RETURN 'fallback';
     END IF;
-    -- A job with wait or sub-workflow steps, conditions, fan-outs or output projections: the
-    -- general path advances it (waits and children start there, conditions are evaluated there,
-    -- a skipped step counts as done for its dependents, items are made there, an answer is
-    -- projected there), as scheduler.services.waits and scheduler.services.saga write it.
+    -- A job whose version is not plain (scheduler.definitions.step_plain: wait or sub-workflow
+    -- steps, conditions, fan-outs, output projections): the general path advances it (waits and
+    -- children start there, conditions are evaluated there, a skipped step counts as done for its
+    -- dependents, items are made there, an answer is projected there), as
+    -- scheduler.services.waits and scheduler.services.saga write it.
     IF v_step.kind = 'item' THEN
         -- An item of a fan-out (scheduler.services.fanout): a failure is recorded as an action's
         -- is (the scan decides it); a success here only while it can neither settle the join nor
         -- free a slot for an item not started: another item is still unsettled, none waits to
-        -- start, the fan-out still runs, its join is not `any` and its answer is not projected.
+        -- start, the fan-out still runs, and its definition's outcome is plain
+        -- (scheduler.definitions.outcome_plain: its join is not `any`, its answer not projected).
         IF p_outcome = 'succeeded' AND (
             EXISTS (SELECT 1 FROM scheduler_stepdefinition d WHERE d.id = v_step.definition_id
-                    AND (d.output_map <> '' OR d.join_mode = 'any'))
+                    AND NOT d.plain_outcome)
             OR EXISTS (SELECT 1 FROM scheduler_step g WHERE g.id = v_step.parent_id
                        AND (g.status <> 'waiting' OR g.error <> ''))
             OR EXISTS (SELECT 1 FROM scheduler_step i WHERE i.parent_id = v_step.parent_id
@@ -55,9 +59,7 @@ BEGIN
                                             'retry_wait', 'held'))) THEN
             RETURN 'fallback';
         END IF;
-    ELSIF EXISTS (SELECT 1 FROM scheduler_step s JOIN scheduler_stepdefinition d ON d.id = s.definition_id
-                  WHERE s.job_id = v_job_id
-                    AND (d.kind <> 'call' OR d."when" <> '' OR d.for_each <> '' OR d.output_map <> '')) THEN
+    ELSIF NOT v_job.plain THEN
         RETURN 'fallback';
     END IF;
     SELECT id, kind, deadline INTO v_attempt FROM scheduler_attempt
@@ -85,11 +87,10 @@ BEGIN
     END IF;
 
     IF p_outcome <> 'succeeded' THEN
-        v_to := CASE WHEN p_outcome = 'no_answer' THEN 'unknown' ELSE 'attempt_failed' END;
-        v_kind := CASE p_outcome
-            WHEN 'no_answer' THEN 'step_no_answer'
-            WHEN 'business_failure' THEN 'step_business_failure'
-            ELSE 'step_transient_failure' END;
+        -- Where the outcome takes the step and the event saying so, as scheduler.transitions'
+        -- OUTCOME_MOVES has them (generated: sas_outcome_status.sql, sas_event_kind.sql).
+        v_to := sas_outcome_status(p_outcome);
+        v_kind := sas_event_kind('outcome', p_outcome);
         UPDATE scheduler_step SET status = v_to,
             last_outcome = CASE WHEN v_to = 'unknown' THEN 'no_answer' ELSE p_outcome END,
             error = left(p_error, 2000), updated_at = v_now
@@ -105,8 +106,8 @@ BEGIN
     WHERE id = p_step AND (status = 'dispatched' AND attempt = p_number) IS TRUE;
     INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt, actor_id,
                                  source, reason, data, created_at)
-    VALUES (v_job_id, p_step, 'step_succeeded', 'dispatched', 'succeeded', p_number, NULL, p_source, '',
-            v_data, v_now);
+    VALUES (v_job_id, p_step, sas_event_kind('step', 'succeeded'), 'dispatched', 'succeeded', p_number,
+            NULL, p_source, '', v_data, v_now);
     IF v_step.kind = 'item' THEN
         RETURN 'done';  -- other items are still unsettled: the join waits for them
     END IF;
@@ -134,8 +135,8 @@ BEGIN
         ON CONFLICT (key) DO NOTHING;
         INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt, actor_id,
                                      source, reason, data, created_at)
-        VALUES (v_job_id, NULL, 'job_succeeded', 'running', 'succeeded', NULL, NULL, p_source, '',
-                '{}'::jsonb, v_now);
+        VALUES (v_job_id, NULL, sas_event_kind('job', 'succeeded'), 'running', 'succeeded', NULL, NULL,
+                p_source, '', '{}'::jsonb, v_now);
     END IF;
     RETURN 'done';
 END

@@ -1,4 +1,4 @@
--- Mirrors: scheduler.services.submission, scheduler.services.hotpath, scheduler.services.waits, scheduler.services.saga, scheduler.contracts.
+-- Mirrors: scheduler.services.submission, scheduler.services.hotpath, scheduler.definitions, scheduler.services.waits, scheduler.services.saga, scheduler.contracts.
 -- A job of a workflow's latest version, its steps and its event, then the dispatch of its first
 -- steps, as job_submit makes them (hotpath.submit calls it by name).
 CREATE OR REPLACE FUNCTION sas_submit(
@@ -12,30 +12,30 @@ DECLARE
     v_wf record;
     v_job_id uuid := gen_random_uuid();
 BEGIN
-    SELECT id, name, version, deadline_seconds, input_schema INTO v_wf FROM scheduler_workflow
+    SELECT id, name, version, deadline_seconds, input_schema, plain INTO v_wf FROM scheduler_workflow
     WHERE name = p_workflow ORDER BY version DESC LIMIT 1;
-    -- NULL for an unknown workflow, and for one with an input schema, wait or sub-workflow steps,
-    -- conditions or fan-outs: the general path (scheduler.services.submission) checks those
-    -- inputs, creates those jobs, starts their waits and children, evaluates their conditions and
-    -- makes their items.
-    IF NOT FOUND OR v_wf.input_schema IS NOT NULL OR EXISTS (
-        SELECT 1 FROM scheduler_stepdefinition
-        WHERE workflow_id = v_wf.id AND (kind <> 'call' OR "when" <> '' OR for_each <> '')) THEN
+    -- NULL for an unknown workflow, for one with an input schema (the general path,
+    -- scheduler.services.submission, checks the input) and for a version that is not plain
+    -- (scheduler.definitions.step_plain: waits, sub-workflows, conditions, fan-outs, projections),
+    -- whose jobs the general path creates, starting their waits and children, evaluating their
+    -- conditions and making their items.
+    IF NOT FOUND OR v_wf.input_schema IS NOT NULL OR NOT v_wf.plain THEN
         RETURN NULL;
     END IF;
     -- A job is created running: its first steps are dispatched in this same transaction.
-    INSERT INTO scheduler_job (id, workflow_id, status, input, result, submitter_id, idempotency_key,
-        request_hash, compensation_reason, paused_at, deadline, callback_url, trace_parent, business_key,
-        priority, rerun_of_id, created_at, updated_at, finished_at)
-    VALUES (v_job_id, v_wf.id, 'running', p_input, NULL, p_submitter, p_key, p_hash, '', NULL,
+    -- The columns this function sets; the others take the database's default (NULL, or the
+    -- model's db_default), so a column added later needs no change here.
+    INSERT INTO scheduler_job (id, workflow_id, status, input, submitter_id, idempotency_key, request_hash,
+        compensation_reason, deadline, callback_url, trace_parent, business_key, priority, created_at,
+        updated_at)
+    VALUES (v_job_id, v_wf.id, 'running', p_input, p_submitter, p_key, p_hash, '',
         CASE WHEN v_wf.deadline_seconds IS NOT NULL AND v_wf.deadline_seconds > 0
              THEN v_now + make_interval(secs => v_wf.deadline_seconds) END,
-        p_callback_url, p_trace_parent, p_business_key, p_priority, NULL, v_now, v_now, NULL);
-    INSERT INTO scheduler_step (job_id, definition_id, name, kind, compensates_id, status, operation_id,
-        attempt, calls, last_outcome, pool_id, endpoint_id, deadline, not_before, first_dispatched_at,
-        output, error, input_override, reused_from_id, created_at, updated_at, finished_at)
-    SELECT v_job_id, d.id, d.name, 'action', NULL, 'pending', gen_random_uuid()::text, 0, 0, '',
-        d.pool_id, NULL, NULL, NULL, NULL, NULL, '', NULL, NULL, v_now, v_now, NULL
+        p_callback_url, p_trace_parent, p_business_key, p_priority, v_now, v_now);
+    INSERT INTO scheduler_step (job_id, definition_id, name, kind, status, operation_id, attempt, calls,
+        last_outcome, pool_id, error, created_at, updated_at)
+    SELECT v_job_id, d.id, d.name, 'action', 'pending', gen_random_uuid()::text, 0, 0, '', d.pool_id, '',
+        v_now, v_now
     FROM scheduler_stepdefinition d WHERE d.workflow_id = v_wf.id ORDER BY d.position;
     INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt, actor_id,
                                  source, reason, data, created_at)
