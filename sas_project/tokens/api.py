@@ -101,7 +101,7 @@ class TokensView(ApiView):
         token, key = token_create(
             user=request.user, name=data["name"], lifetime_days=data.get("lifetime_days"), actor=request.user
         )
-        body = TokenCreatedSerializer(token_for(request.user, token.pk)).data
+        body = TokenCreatedSerializer(token_for(request.user, token_id=token.pk)).data
         return Response({**body, "key": key}, status=201, headers=location("api-token", token_id=token.pk))
 
 
@@ -115,7 +115,7 @@ class TokenView(ApiView):
         responses={200: TokenSerializer, **errors(401, 404)},
     )
     def get(self, request: Request, token_id: int) -> Response:
-        return Response(TokenSerializer(token_for(request.user, token_id)).data)
+        return Response(TokenSerializer(token_for(request.user, token_id=token_id)).data)
 
 
 class TokenRevokeView(ApiView):
@@ -132,4 +132,4 @@ class TokenRevokeView(ApiView):
     def post(self, request: Request, token_id: int) -> Response:
         validated(RevokeSerializer, request.data)
         token = token_revoke(token_id=token_id, actor=request.user)
-        return Response(TokenSerializer(token_for(request.user, token.pk)).data)
+        return Response(TokenSerializer(token_for(request.user, token_id=token.pk)).data)

@@ -51,7 +51,7 @@ J = JobStatus
 STEP_AWAITING = frozenset({S.ATTEMPT_FAILED, S.UNKNOWN, S.RETRY_WAIT, S.HELD})
 
 
-def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None = None) -> None:
+def job_advance(unit: Unit, *, state: JobState, source: str, actor: User | None = None) -> None:
     """Dispatch what is ready and settle the job's status from its steps' statuses. `actor`: the
     operator whose action caused this, named on the job's transition."""
     job = state.job
@@ -75,10 +75,10 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
                 ):
                     return  # a fan-out's list was refused: its policy decided the job
         groups = [s for s in actions if s.status == S.WAITING and s.fans_out]
-        counts = item_counts(unit, [g.pk for g in groups]) if groups else {}
+        counts = item_counts(unit, group_ids=[g.pk for g in groups]) if groups else {}
         held_items = sum(counts[g.pk][S.HELD] for g in groups)
         for group in groups:
-            result = fan_out_advance(unit, state, group, counts[group.pk], source=source)
+            result = fan_out_advance(unit, state=state, step=group, counts=counts[group.pk], source=source)
             if result == "failed":
                 _fan_out_failed(unit, state, group, source=source, reason=group.error)
                 return
@@ -91,7 +91,7 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
         )
         return
     held = [s.name for s in actions if s.status == S.HELD]
-    held += fan_out_held(state, groups, held_items=held_items)
+    held += fan_out_held(state, groups=groups, held_items=held_items)
     target = J.NEEDS_ATTENTION if held else J.RUNNING
     if job.status != target:
         job_transition(
@@ -121,18 +121,18 @@ def _start_if_ready(
     names = [d.name for d in deps if d.status == S.SUCCEEDED]
     reason = f"{', '.join(names)} succeeded" if names else "ready: no dependencies"
     if step.definition.waits:
-        step_begin_wait(unit, state, step, source=source, reason=reason)
+        step_begin_wait(unit, state=state, step=step, source=source, reason=reason)
     elif step.definition.kind == StepDefinitionKind.WORKFLOW:
-        step_begin_child(unit, state, step, source=source, reason=reason)
+        step_begin_child(unit, state=state, step=step, source=source, reason=reason)
     elif step.fans_out:
-        data = {"input": step_input(state, step), "results": ancestor_outputs(state, step)}
+        data = {"input": step_input(state, step=step), "results": ancestor_outputs(state, step=step)}
         try:
-            fan_out_start(unit, state, step, source=source, reason=reason, data=data)
+            fan_out_start(unit, state=state, step=step, source=source, reason=reason, data=data)
         except ItemsRefused as exc:
             _fan_out_failed(unit, state, step, source=source, reason=str(exc))
             return state.job.status in JOB_FORWARD
     else:
-        step_dispatch(unit, state, step, source=source, reason=reason)
+        step_dispatch(unit, state=state, step=step, source=source, reason=reason)
     return True
 
 
@@ -151,7 +151,7 @@ def _fan_out_failed(unit: Unit, state: JobState, step: Step, *, source: str, rea
                 reason=reason,
                 status_reason=reason,
             )
-        job_advance(unit, state, source=source)
+        job_advance(unit, state=state, source=source)
         return
     if step.status != S.FAILED:
         step_transition(
@@ -165,10 +165,14 @@ def _fan_out_failed(unit: Unit, state: JobState, step: Step, *, source: str, rea
             error=reason,
         )
     if action == "fail":
-        job_fail(unit, state, source=source, reason=f"step {step.name} failed: {reason}")
+        job_fail(unit, state=state, source=source, reason=f"step {step.name} failed: {reason}")
     else:
         job_start_compensation(
-            unit, state, reason_code="failure", source=source, reason=f"step {step.name} failed: {reason}"
+            unit,
+            state=state,
+            reason_code="failure",
+            source=source,
+            reason=f"step {step.name} failed: {reason}",
         )
 
 
@@ -191,7 +195,7 @@ def _condition_met(unit: Unit, state: JobState, step: Step, deps: list[Step], *,
         return False
     if not definition.when:
         return True
-    data = {"input": step_input(state, step), "results": ancestor_outputs(state, step)}
+    data = {"input": step_input(state, step=step), "results": ancestor_outputs(state, step=step)}
     try:
         # A condition's value decides; only a false one is kept (on its event).
         value = expressions.evaluate(definition.when, data, stored=False)
@@ -216,12 +220,12 @@ def _condition_met(unit: Unit, state: JobState, step: Step, deps: list[Step], *,
     return False
 
 
-def step_input(state: JobState, step: Step) -> Any:
+def step_input(state: JobState, *, step: Step) -> Any:
     """The input a step's call and conditions see: its own (an operator's edit), else the job's."""
     return step.input_override if step.input_override is not None else state.job.input
 
 
-def ancestor_outputs(state: JobState, step: Step) -> dict[str, Any]:
+def ancestor_outputs(state: JobState, *, step: Step) -> dict[str, Any]:
     """The outputs of the steps `step` depends on, directly or not, that succeeded (what a
     remote's body carries as `results`)."""
     by_name = {s.name: s for s in state.actions}
@@ -230,12 +234,12 @@ def ancestor_outputs(state: JobState, step: Step) -> dict[str, Any]:
     return {n: by_name[n].output for n in sorted(found) if by_name[n].status == S.SUCCEEDED}
 
 
-def job_fail(unit: Unit, state: JobState, *, source: str, reason: str, actor: User | None = None) -> None:
+def job_fail(unit: Unit, *, state: JobState, source: str, reason: str, actor: User | None = None) -> None:
     """End the job `failed` without compensating: stop everything that has not started. A child
     job still running is cancelled (its own saga undoes what it did): nothing waits for it now."""
     for step in state.actions:
         if step.status == S.WAITING and step.fans_out:
-            fan_out_unwind(unit, state, step, source=source, start=False)
+            fan_out_unwind(unit, state=state, step=step, source=source, start=False)
             step_transition(
                 unit, step, S.FAILED, source=source, kind=EventKind.STEP_ABANDONED, reason="job failed"
             )
@@ -259,8 +263,8 @@ def job_fail(unit: Unit, state: JobState, *, source: str, reason: str, actor: Us
 
 def job_start_compensation(
     unit: Unit,
-    state: JobState,
     *,
+    state: JobState,
     reason_code: str,
     source: str,
     reason: str = "",
@@ -302,7 +306,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
                 reason=f"job is {job.status}: no further attempts",
             )
     compensations = state.compensations
-    sent = sent_steps(unit, actions)
+    sent = sent_steps(unit, steps=actions)
     children = _children(state)
 
     def undoing(step: Step) -> Job | None:
@@ -326,7 +330,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
             )
         if undoing(step) is not None:
             return False
-        return step.status in STEP_SETTLED and not needs_compensation(step, sent)
+        return step.status in STEP_SETTLED and not needs_compensation(step, sent=sent)
 
     dependents: dict[str, list[Step]] = {s.name: [] for s in actions}
     for step in actions:
@@ -341,7 +345,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
             if not group.fans_out or done(group) or group.status not in (S.WAITING, S.SUCCEEDED):
                 continue
             ready = job.paused_at is None and all(done(d) for d in dependents[group.name])
-            if fan_out_unwind(unit, state, group, source=source, start=ready) and ready:
+            if fan_out_unwind(unit, state=state, step=group, source=source, start=ready) and ready:
                 moved = True
                 if group.status == S.WAITING:
                     step_transition(
@@ -382,7 +386,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
 
     if job.paused_at is None:
         for step in actions:
-            if step.pk in compensations or not needs_compensation(step, sent):
+            if step.pk in compensations or not needs_compensation(step, sent=sent):
                 continue
             if all(done(d) for d in dependents[step.name]):
                 compensation = Step.objects.create(
@@ -400,8 +404,8 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
                 compensations[step.pk] = compensation
                 step_dispatch(
                     unit,
-                    state,
-                    compensation,
+                    state=state,
+                    step=compensation,
                     source=source,
                     reason=f"undo {step.name}: every step after it is undone",
                 )
@@ -459,11 +463,11 @@ def _child_undo(unit: Unit, state: JobState, step: Step, child: Job, *, source: 
     Lock order: the caller holds the parent's lock; the child's is taken after it, as in
     `_child_stopped`.
     """
-    locked = lock_job(unit, child.pk)
+    locked = lock_job(unit, job_id=child.pk)
     if locked.job.status != J.SUCCEEDED:
         return locked.job
     reason = f"its parent job {state.job.pk} is {state.job.status}: every step after {step.name} is undone"
-    job_start_compensation(unit, locked, reason_code="parent", source=source, reason=reason)
+    job_start_compensation(unit, state=locked, reason_code="parent", source=source, reason=reason)
     step_note(
         unit,
         step,
@@ -493,12 +497,12 @@ def _child_stopped(unit: Unit, state: JobState, step: Step, *, source: str, reas
     )
     if child_id is None:
         return False
-    child = lock_job(unit, child_id)
+    child = lock_job(unit, job_id=child_id)
     if child.job.status in JOB_FORWARD and not child.job.compensation_reason:
         cancel = state.job.compensation_reason in ("", "cancel")
         job_start_compensation(
             unit,
-            child,
+            state=child,
             reason_code="cancel" if cancel else "parent",
             source=source,
             reason=f"{reason} (job {state.job.pk})",
