@@ -13,6 +13,7 @@ was skipped. The hot path's functions leave jobs with conditions or waits to thi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from jmespath.exceptions import JMESPathError
@@ -284,8 +285,36 @@ def job_start_compensation(
 
 
 def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
-    job = state.job
+    """One step of the way back: stop the forward work, undo fan-outs and children whose
+    dependents are undone (again while that frees more), dispatch the compensations now due, and
+    settle the job's status from what is left."""
     actions = state.actions
+    _stop_forward_work(unit, state, actions, source=source)
+    undo = _Undo(
+        unit=unit,
+        state=state,
+        source=source,
+        actions=actions,
+        compensations=state.compensations,
+        sent=sent_steps(unit, steps=actions),
+        children=_children(state),
+        dependents=_dependents(actions),
+    )
+    moved = True
+    while moved:
+        # A fan-out or a child undone at once makes the steps before it ready: go round again.
+        unwound = _unwind_fan_outs(undo)
+        moved = _undo_children(undo) or unwound
+    if state.job.paused_at is None:
+        _dispatch_compensations(undo)
+    _settle_compensation(undo)
+
+
+def _stop_forward_work(unit: Unit, state: JobState, actions: list[Step], *, source: str) -> None:
+    """The job stopped running: steps never started are skipped, steps awaiting a decision
+    abandoned, children waited for stopped (a waiting fan-out is stopped in its place in the
+    reverse order, by `_unwind_fan_outs`)."""
+    job = state.job
     for step in actions:
         if step.status == S.WAITING and step.fans_out:
             continue  # its items are stopped and undone below, in its place in the reverse order
@@ -305,13 +334,34 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
                 kind=EventKind.STEP_ABANDONED,
                 reason=f"job is {job.status}: no further attempts",
             )
-    compensations = state.compensations
-    sent = sent_steps(unit, steps=actions)
-    children = _children(state)
 
-    def undoing(step: Step) -> Job | None:
+
+def _dependents(actions: list[Step]) -> dict[str, list[Step]]:
+    """The steps that depend on each step, by name: a step is undone after all of them."""
+    dependents: dict[str, list[Step]] = {s.name: [] for s in actions}
+    for step in actions:
+        for dep in step.definition.depends_on:
+            dependents[dep].append(step)
+    return dependents
+
+
+@dataclass
+class _Undo:
+    """What one pass of a job's compensation reads and updates as it goes: the undos dispatched
+    (`compensations`, by the step they undo) and the children as they are now (`children`)."""
+
+    unit: Unit
+    state: JobState
+    source: str
+    actions: list[Step]
+    compensations: dict[int, Step]
+    sent: set[int]
+    children: dict[str, Job]
+    dependents: dict[str, list[Step]]
+
+    def undoing(self, step: Step) -> Job | None:
         """The child of a sub-workflow step that succeeded, while it is (still) to be undone."""
-        child = children.get(step.name) if step.status == S.SUCCEEDED else None
+        child = self.children.get(step.name) if step.status == S.SUCCEEDED else None
         if child is None:
             return None
         if child.status == J.SUCCEEDED or (
@@ -320,7 +370,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
             return child
         return None  # compensated (the step follows below), or ended otherwise by an operator
 
-    def done(step: Step) -> bool:
+    def done(self, step: Step) -> bool:
         if step.status == S.COMPENSATED:
             return True
         if step.fans_out:
@@ -328,93 +378,113 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
             return step.status in (S.FAILED, S.SKIPPED) or (
                 step.status == S.SUCCEEDED and not step.definition.compensation_path
             )
-        if undoing(step) is not None:
+        if self.undoing(step) is not None:
             return False
-        return step.status in STEP_SETTLED and not needs_compensation(step, sent=sent)
+        return step.status in STEP_SETTLED and not needs_compensation(step, sent=self.sent)
 
-    dependents: dict[str, list[Step]] = {s.name: [] for s in actions}
-    for step in actions:
-        for dep in step.definition.depends_on:
-            dependents[dep].append(step)
+    def dependents_done(self, step: Step) -> bool:
+        return all(self.done(d) for d in self.dependents[step.name])
 
-    moved = True
-    while moved:
-        # A fan-out or a child undone at once makes the steps before it ready: go round again.
-        moved = False
-        for group in reversed(actions):
-            if not group.fans_out or done(group) or group.status not in (S.WAITING, S.SUCCEEDED):
-                continue
-            ready = job.paused_at is None and all(done(d) for d in dependents[group.name])
-            if fan_out_unwind(unit, state=state, step=group, source=source, start=ready) and ready:
-                moved = True
-                if group.status == S.WAITING:
-                    step_transition(
-                        unit,
-                        group,
-                        S.FAILED,
-                        source=source,
-                        kind=EventKind.STEP_ABANDONED,
-                        reason=f"job is {job.status}: its items are stopped and undone",
-                    )
-                else:
-                    step_transition(
-                        unit,
-                        group,
-                        S.COMPENSATED,
-                        source=source,
-                        reason="every item that succeeded is undone",
-                    )
-        for step in reversed(actions):
-            child = children.get(step.name)
-            if child is None or step.status != S.SUCCEEDED:
-                continue
-            if child.status == J.SUCCEEDED:
-                if job.paused_at is not None or not all(done(d) for d in dependents[step.name]):
-                    continue
-                child = children[step.name] = _child_undo(unit, state, step, child, source=source)
-            if child.status == J.COMPENSATED and child.compensation_reason == "parent":
+
+def _unwind_fan_outs(undo: _Undo) -> bool:
+    """Stop and undo the items of each fan-out, in reverse order, once its dependents are undone;
+    whether one of them moved the fan-out (failed or compensated)."""
+    job, unit, source = undo.state.job, undo.unit, undo.source
+    moved = False
+    for group in reversed(undo.actions):
+        if not group.fans_out or undo.done(group) or group.status not in (S.WAITING, S.SUCCEEDED):
+            continue
+        ready = job.paused_at is None and undo.dependents_done(group)
+        if fan_out_unwind(unit, state=undo.state, step=group, source=source, start=ready) and ready:
+            moved = True
+            if group.status == S.WAITING:
                 step_transition(
                     unit,
-                    step,
+                    group,
+                    S.FAILED,
+                    source=source,
+                    kind=EventKind.STEP_ABANDONED,
+                    reason=f"job is {job.status}: its items are stopped and undone",
+                )
+            else:
+                step_transition(
+                    unit,
+                    group,
                     S.COMPENSATED,
                     source=source,
-                    reason=f"child job {child.pk} compensated",
-                    data={"child_job": str(child.pk), "child_status": child.status},
-                    status_reason="",
+                    reason="every item that succeeded is undone",
                 )
-                moved = True
+    return moved
 
-    if job.paused_at is None:
-        for step in actions:
-            if step.pk in compensations or not needs_compensation(step, sent=sent):
+
+def _undo_children(undo: _Undo) -> bool:
+    """Start undoing the child of each sub-workflow step that succeeded, in reverse order, once
+    its dependents are undone; a child compensated for its parent compensates its step. Whether
+    a step was compensated."""
+    job, unit, source = undo.state.job, undo.unit, undo.source
+    moved = False
+    for step in reversed(undo.actions):
+        child = undo.children.get(step.name)
+        if child is None or step.status != S.SUCCEEDED:
+            continue
+        if child.status == J.SUCCEEDED:
+            if job.paused_at is not None or not undo.dependents_done(step):
                 continue
-            if all(done(d) for d in dependents[step.name]):
-                compensation = Step.objects.create(
-                    job=job,
-                    definition=step.definition,
-                    name=f"{step.name}.compensate",
-                    kind=StepKind.COMPENSATION,
-                    compensates=step,
-                    operation_id=f"{step.operation_id}:compensate",
-                    pool=step.pool,
-                    created_at=unit.now,
-                    updated_at=unit.now,
-                )
-                state.steps.append(compensation)
-                compensations[step.pk] = compensation
-                step_dispatch(
-                    unit,
-                    state=state,
-                    step=compensation,
-                    source=source,
-                    reason=f"undo {step.name}: every step after it is undone",
-                )
+            child = undo.children[step.name] = _child_undo(unit, undo.state, step, child, source=source)
+        if child.status == J.COMPENSATED and child.compensation_reason == "parent":
+            step_transition(
+                unit,
+                step,
+                S.COMPENSATED,
+                source=source,
+                reason=f"child job {child.pk} compensated",
+                data={"child_job": str(child.pk), "child_status": child.status},
+                status_reason="",
+            )
+            moved = True
+    return moved
 
-    held = [c.name for c in compensations.values() if c.status == S.HELD]
+
+def _dispatch_compensations(undo: _Undo) -> None:
+    """Create and dispatch the undo of each step that needs one and has none yet, once every step
+    after it is undone."""
+    unit, state = undo.unit, undo.state
+    for step in undo.actions:
+        if step.pk in undo.compensations or not needs_compensation(step, sent=undo.sent):
+            continue
+        if undo.dependents_done(step):
+            compensation = Step.objects.create(
+                job=state.job,
+                definition=step.definition,
+                name=f"{step.name}.compensate",
+                kind=StepKind.COMPENSATION,
+                compensates=step,
+                operation_id=f"{step.operation_id}:compensate",
+                pool=step.pool,
+                created_at=unit.now,
+                updated_at=unit.now,
+            )
+            state.steps.append(compensation)
+            undo.compensations[step.pk] = compensation
+            step_dispatch(
+                unit,
+                state=state,
+                step=compensation,
+                source=undo.source,
+                reason=f"undo {step.name}: every step after it is undone",
+            )
+
+
+def _settle_compensation(undo: _Undo) -> None:
+    """The job's status from its compensation: needs attention while an undo (its own, or a
+    child's) is held; cancelled or compensated once every step is undone; compensating again when
+    what held it moved on."""
+    unit, job, source = undo.unit, undo.state.job, undo.source
+    held = [c.name for c in undo.compensations.values() if c.status == S.HELD]
     # A child whose own compensation waits for an operator holds its parent's too.
     held += [
         f"{name} (child job {child.pk})"
-        for name, child in children.items()
+        for name, child in undo.children.items()
         if child.status == J.NEEDS_ATTENTION and child.compensation_reason
     ]
     if held:
@@ -427,7 +497,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
                 reason=f"compensation held: {', '.join(held)}",
             )
         return
-    if all(done(s) for s in actions):
+    if all(undo.done(s) for s in undo.actions):
         final = J.CANCELLED if job.compensation_reason == "cancel" else J.COMPENSATED
         if final not in JOB_TRANSITIONS[job.status]:
             # Needs attention, and what held it settled on its own (a child's compensation).
