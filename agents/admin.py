@@ -86,7 +86,7 @@ class EndpointFormSet(BaseInlineFormSet):
         self.specs, self.moved = [], {}
         for row in rows:
             try:
-                spec = endpoint_spec_clean(kind, row.spec())
+                spec = endpoint_spec_clean(kind, item=row.spec())
             except InvalidInput as exc:
                 row.add_error(None, exc.message)
                 continue

@@ -3,37 +3,30 @@ of each endpoint. Built on the shared base in sas_project.api."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
-from rest_framework import status
+from typing import Any
+
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import selectors
 from agents.serializers import PoolReplaceSerializer, PoolSerializer, PoolWriteSerializer
 from agents.services import pool_delete, pool_save
-from sas_project.api import WRITE_ERRORS, ApiView, DefinitionAccess, errors, location, one_writer, validated
+from sas_project.api import WRITE_ERRORS, DefinitionAccess, errors, one_writer, validated
+from sas_project.named_views import NamedResourcesView, NamedResourceView
 
 # --- pools ------------------------------------------------------------------------------------
 
 
-class PoolsView(ApiView):
-    permission_classes = [DefinitionAccess]
-
-    @extend_schema(
+@extend_schema(tags=["pools"])
+@extend_schema_view(
+    get=extend_schema(
         operation_id="pools_list",
-        tags=["pools"],
         summary="Agent pools, with the health of their endpoints",
         responses={200: PoolSerializer(many=True), **errors(401, 403, 404)},
-    )
-    def get(self, request: Request) -> Response:
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(selectors.pool_list(), request, view=self)
-        states = selectors.pool_states(list(page or []))
-        return paginator.get_paginated_response(PoolSerializer(states, many=True).data)
-
-    @extend_schema(
+    ),
+    post=extend_schema(
         operation_id="pools_create",
-        tags=["pools"],
         summary="Create a pool",
         description="Endpoint URLs must be http or https, to hosts allowed by SAS_AGENT_ALLOWED_HOSTS "
         "when it is set, and to public addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names the host. "
@@ -41,7 +34,20 @@ class PoolsView(ApiView):
         "or that frames the request (Host, Content-Length, Idempotency-Key, X-SAS-*...).",
         request=PoolWriteSerializer,
         responses={201: PoolSerializer, **WRITE_ERRORS, **errors(409)},
-    )
+    ),
+)
+class PoolsView(NamedResourcesView):
+    permission_classes = [DefinitionAccess]
+    serializer = PoolSerializer
+    item_url = "api-pool"
+
+    def get(self, request: Request) -> Response:
+        # The endpoints' health is read for the page only.
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(selectors.pool_list(), request, view=self)
+        states = selectors.pool_states(list(page or []))
+        return paginator.get_paginated_response(PoolSerializer(states, many=True).data)
+
     def post(self, request: Request) -> Response:
         data = validated(PoolWriteSerializer, request.data)
         with one_writer(f"pool {data['name']!r}"):
@@ -54,60 +60,50 @@ class PoolsView(ApiView):
                 max_in_flight=data.get("max_in_flight"),
                 max_per_second=data.get("max_per_second"),
             )
-        return Response(
-            PoolSerializer(selectors.pool_state(pool.name)).data,
-            status=status.HTTP_201_CREATED,
-            headers=location("api-pool", name=pool.name),
-        )
+        return self.created(PoolSerializer(selectors.pool_state(pool.name)).data, name=pool.name)
 
 
-class PoolView(ApiView):
-    permission_classes = [DefinitionAccess]
-
-    @extend_schema(
+@extend_schema(tags=["pools"])
+@extend_schema_view(
+    get=extend_schema(
         operation_id="pools_read",
-        tags=["pools"],
         summary="A pool (by name), with the health of its endpoints",
         responses={200: PoolSerializer, **errors(401, 403, 404)},
-    )
-    def get(self, request: Request, name: str) -> Response:
-        return Response(PoolSerializer(selectors.pool_state(name)).data)
-
-    @extend_schema(
+    ),
+    put=extend_schema(
         operation_id="pools_replace",
-        tags=["pools"],
         summary="Replace a pool: kind, exactly these endpoints, alternate",
         description="Endpoints are matched by URL: kept ones keep their history and health. "
         "A secret header value left empty keeps the stored one. A different name renames the pool.",
         request=PoolReplaceSerializer,
         responses={200: PoolSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    )
-    def put(self, request: Request, name: str) -> Response:
-        return self._update(request, name, partial=False)
-
-    @extend_schema(
+    ),
+    patch=extend_schema(
         operation_id="pools_update",
-        tags=["pools"],
         summary="Change some fields of a pool",
         description="Fields left out keep their values (endpoints with their secrets).",
         request=PoolReplaceSerializer,
         responses={200: PoolSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    )
-    def patch(self, request: Request, name: str) -> Response:
-        return self._update(request, name, partial=True)
-
-    @extend_schema(
+    ),
+    delete=extend_schema(
         operation_id="pools_delete",
-        tags=["pools"],
         summary="Delete a pool that no workflow, job or other pool uses",
         description="409 names what uses it: history keeps the pools its steps ran on.",
         responses={204: None, **errors(401, 403, 404, 409)},
-    )
-    def delete(self, request: Request, name: str) -> Response:
-        pool_delete(name, actor=request.user)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    ),
+)
+class PoolView(NamedResourceView):
+    permission_classes = [DefinitionAccess]
+    serializer = PoolSerializer
 
-    def _update(self, request: Request, name: str, *, partial: bool) -> Response:
+    def lookup(self, request: Request, name: str) -> Any:
+        return selectors.pool_state(name)
+
+    def remove(self, request: Request, name: str) -> None:
+        pool_delete(name, actor=request.user)
+
+    def change(self, request: Request, name: str, *, partial: bool) -> Any:
+        """Fields left out keep their values; a different name renames the pool."""
         data = validated(PoolReplaceSerializer, request.data, partial=partial)
         pool = selectors.pool_get(name)
         if "endpoints" in data:
@@ -132,4 +128,4 @@ class PoolView(ApiView):
                 max_in_flight=data.get("max_in_flight", pool.max_in_flight),
                 max_per_second=data.get("max_per_second", pool.max_per_second),
             )
-        return Response(PoolSerializer(selectors.pool_state(pool.name)).data)
+        return selectors.pool_state(pool.name)

@@ -356,14 +356,40 @@ def consume_replies(
     (to record an event and count it): when it fails, that is logged and the message stays dead.
     Only the broker's own errors make the consumer reconnect to it.
     """
-    from kombu import Consumer, Queue
-
-    queue_name = sas_settings.reply_queue
-    dead_name = dead_letter_queue(queue_name)
+    reader = _ReplyReader(handle, on_dead_letter=on_dead_letter, pause=pause)
     opened: list[tuple[Any, Any]] = []
-    handled = 0
+    try:
+        _open_consumers(brokers, reader=reader, opened=opened)
+        connected: set[int] = set()
+        while not should_stop():
+            reader.handled = 0
+            _drain_turn(opened, connected=connected, poll=poll)
+            yield reader.handled
+    finally:
+        for conn, _consumer in opened:
+            _release(conn)
 
-    def set_aside(message: Any, dead: DeadLetter, raw: bytes) -> None:
+
+class _ReplyReader:
+    """What `consume_replies` does with each message of the reply queue: read it, hand a reply to
+    `handle`, and set aside (dead-letter) or put back what cannot be recorded. `handled` counts
+    the replies handled since the caller last reset it (once per turn)."""
+
+    def __init__(
+        self,
+        handle: Callable[[Reply | Heartbeat], None],
+        *,
+        on_dead_letter: Callable[[DeadLetter], None] | None,
+        pause: float,
+    ) -> None:
+        self.handle = handle
+        self.on_dead_letter = on_dead_letter
+        self.pause = pause
+        self.queue_name = sas_settings.reply_queue
+        self.dead_name = dead_letter_queue(self.queue_name)
+        self.handled = 0
+
+    def set_aside(self, message: Any, dead: DeadLetter, raw: bytes) -> None:
         """Publish `raw` to the dead-letter queue (raises when the broker does not take it: the
         message is then not acknowledged, and comes back), acknowledge, and tell the caller."""
         limit = sas_settings.max_response_bytes
@@ -378,120 +404,133 @@ def consume_replies(
         compression = _compression(message)
         if compression is not None:
             headers[COMPRESSION_HEADER] = compression
-        _publish_raw(message, raw[:limit], dead_name, headers, binary=compression is not None)
+        _publish_raw(message, raw[:limit], self.dead_name, headers, binary=compression is not None)
         message.ack()
         logger.warning(
             "reply dead-lettered: %s",
             dead.error,
-            extra={"reason": dead.reason, "operation_id": dead.operation_id, "queue": dead_name},
+            extra={"reason": dead.reason, "operation_id": dead.operation_id, "queue": self.dead_name},
         )
-        if on_dead_letter is not None:
+        if self.on_dead_letter is not None:
             try:
-                on_dead_letter(dead)
+                self.on_dead_letter(dead)
             except Exception:
                 logger.exception("a dead-lettered reply was not counted", extra={"reason": dead.reason})
 
-    def on_decode_error(message: Any, exc: Exception) -> None:
+    def on_decode_error(self, message: Any, exc: Exception) -> None:
         error = f"the reply cannot be decoded: {type(exc).__name__}: {exc}"[:1000]
-        set_aside(message, DeadLetter("undecodable", error, dead_name), _raw(message))
+        self.set_aside(message, DeadLetter("undecodable", error, self.dead_name), _raw(message))
 
-    def on_message(message: Any) -> None:
-        nonlocal handled
+    def on_message(self, message: Any) -> None:
         raw = _raw(message)
-        try:
-            read = read_message(message, raw, dead_queue=dead_name)
-        except Exception as exc:  # a poison nobody foresaw must not stop the replies
-            logger.exception("reply not read", extra={"queue": queue_name})
-            error = f"reading the reply raised {type(exc).__name__}: {exc}"[:1000]
-            read = DeadLetter("unclassified", error, dead_name, tries=_tries(message) + 1)
+        read = self._read(message, raw)
         if isinstance(read, DeadLetter):
-            set_aside(message, read, raw)
+            self.set_aside(message, read, raw)
             return
         reply = read
         try:
-            handle(reply)
+            self.handle(reply)
         except HandlerUnavailable:
             logger.warning("reply not recorded; put back", extra={"operation_id": reply.operation_id})
             message.requeue()
-            time.sleep(pause)
+            time.sleep(self.pause)
             return
         except Exception as exc:  # the reply's own fault (the database answers): counted
             tries = _tries(message) + 1
-            error = f"not recorded: {type(exc).__name__}: {exc}"[:1000]
             logger.exception(
                 "reply not recorded (try %d of %d)",
                 tries,
                 sas_settings.reply_max_tries,
                 extra={"operation_id": reply.operation_id},
             )
-            if tries >= sas_settings.reply_max_tries:
-                dead = DeadLetter(
-                    "refused",
-                    error,
-                    dead_name,
-                    tries=tries,
-                    operation_id=reply.operation_id,
-                    attempt=reply.attempt,
-                )
-                set_aside(message, dead, raw)
-            else:
-                _publish_raw(message, raw, queue_name, {**_headers(message), TRIES_HEADER: tries})
-                message.ack()
-            time.sleep(pause)
+            error = f"not recorded: {type(exc).__name__}: {exc}"[:1000]
+            self._not_recorded(message, reply, raw, error=error, tries=tries)
+            time.sleep(self.pause)
             return
         message.ack()
-        handled += 1
+        self.handled += 1
 
-    try:
-        for saved, credentials in brokers:
-            try:
-                conn = broker_connection(saved, credentials)
-            except (OutboundRefused, OSError) as exc:
-                logger.warning("reply consumer skips broker %s: %s", saved, exc)
-                continue
-            queue = Queue(queue_name, routing_key=queue_name, durable=True)
-            consumer = Consumer(
-                conn,
-                queues=[queue],
-                on_message=on_message,
-                on_decode_error=on_decode_error,
-                accept=["json"],
-                prefetch_count=50,
+    def _read(self, message: Any, raw: bytes) -> Reply | Heartbeat | DeadLetter:
+        try:
+            return read_message(message, raw, dead_queue=self.dead_name)
+        except Exception as exc:  # a poison nobody foresaw must not stop the replies
+            logger.exception("reply not read", extra={"queue": self.queue_name})
+            error = f"reading the reply raised {type(exc).__name__}: {exc}"[:1000]
+            return DeadLetter("unclassified", error, self.dead_name, tries=_tries(message) + 1)
+
+    def _not_recorded(
+        self, message: Any, reply: Reply | Heartbeat, raw: bytes, *, error: str, tries: int
+    ) -> None:
+        """`handle` failed on the reply for the `tries`-th time: send it to the end of the queue
+        with its tries counted, or to the dead-letter queue after the last try."""
+        if tries >= sas_settings.reply_max_tries:
+            dead = DeadLetter(
+                "refused",
+                error,
+                self.dead_name,
+                tries=tries,
+                operation_id=reply.operation_id,
+                attempt=reply.attempt,
             )
-            opened.append((conn, consumer))
-        connected: set[int] = set()
-        while not should_stop():
-            handled = 0
-            if not opened:  # every broker refused by the guard: nothing to drain
-                time.sleep(poll)
-            for index, (conn, consumer) in enumerate(opened):
-                try:
-                    if index not in connected:
-                        conn.ensure_connection(max_retries=1)
-                        consumer.revive(_uninflating(conn.channel()))
-                        consumer.consume()
-                        connected.add(index)
-                    conn.drain_events(timeout=poll / max(len(opened), 1))
-                except TimeoutError:
-                    continue
-                except Exception as exc:  # a broker away (try again next turn), or kombu on an item
-                    if index in connected and not _broker_error(conn, exc):
-                        # kombu failed on an item before on_message saw it (an item that is not
-                        # a kombu message, taken off the queue): the connection is sound, and
-                        # dropping it would only give back the unacknowledged replies.
-                        logger.exception(
-                            "reply consumer: a message failed before it was read (%s)", _safe(conn)
-                        )
-                        continue
-                    if index in connected:
-                        logger.warning("reply consumer lost broker %s: %s", _safe(conn), exc)
-                    connected.discard(index)
-                    _release(conn)
-                    time.sleep(poll)
-            yield handled
-    finally:
-        for conn, _consumer in opened:
+            self.set_aside(message, dead, raw)
+        else:
+            _publish_raw(message, raw, self.queue_name, {**_headers(message), TRIES_HEADER: tries})
+            message.ack()
+
+
+def _open_consumers(
+    brokers: list[tuple[str, tuple[str, str]]], *, reader: _ReplyReader, opened: list[tuple[Any, Any]]
+) -> None:
+    """Append to `opened` a connection and a consumer of the reply queue for each broker the
+    outbound guard lets through (appended one by one, so that the caller releases those opened
+    before one raised)."""
+    from kombu import Consumer, Queue
+
+    for saved, credentials in brokers:
+        try:
+            conn = broker_connection(saved, credentials)
+        except (OutboundRefused, OSError) as exc:
+            logger.warning("reply consumer skips broker %s: %s", saved, exc)
+            continue
+        queue = Queue(reader.queue_name, routing_key=reader.queue_name, durable=True)
+        consumer = Consumer(
+            conn,
+            queues=[queue],
+            on_message=reader.on_message,
+            on_decode_error=reader.on_decode_error,
+            accept=["json"],
+            prefetch_count=50,
+        )
+        opened.append((conn, consumer))
+
+
+def _drain_turn(opened: list[tuple[Any, Any]], *, connected: set[int], poll: float) -> None:
+    """One turn over the brokers: (re)connect those not in `connected` and drain each for its
+    share of `poll`. A broker away is dropped from `connected` and tried again next turn."""
+    if not opened:  # every broker refused by the guard: nothing to drain
+        time.sleep(poll)
+    for index, (conn, consumer) in enumerate(opened):
+        try:
+            if index not in connected:
+                conn.ensure_connection(max_retries=1)
+                consumer.revive(_uninflating(conn.channel()))
+                consumer.consume()
+                connected.add(index)
+            conn.drain_events(timeout=poll / max(len(opened), 1))
+        except TimeoutError:
+            continue
+        except Exception as exc:  # a broker away (try again next turn), or kombu on an item
+            if index in connected and not _broker_error(conn, exc):
+                # kombu failed on an item before on_message saw it (an item that is not
+                # a kombu message, taken off the queue): the connection is sound, and
+                # dropping it would only give back the unacknowledged replies.
+                logger.exception("reply consumer: a message failed before it was read (%s)", _safe(conn))
+                continue
+            if index in connected:
+                logger.warning("reply consumer lost broker %s: %s", _safe(conn), exc)
+            connected.discard(index)
             _release(conn)
+            time.sleep(poll)
 
 
 def read_message(message: Any, raw: bytes, *, dead_queue: str) -> Reply | Heartbeat | DeadLetter:

@@ -25,7 +25,7 @@ from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWr
 from sas_project.validation import valid_name
 
 
-def endpoint_spec_clean(kind: str, item: Any) -> dict[str, Any]:
+def endpoint_spec_clean(kind: str, *, item: Any) -> dict[str, Any]:
     """One endpoint to save, checked for a pool of `kind`: its URL through the outbound-URL guard
     (a broker URL for a queue pool), its secret header's name (an HTTP header name that is not
     reserved; for a queue pool the broker user name) and value. Raises InvalidInput whose message
@@ -83,7 +83,7 @@ def _endpoint_specs(kind: str, endpoints: Any) -> list[dict[str, Any]]:
     specs: list[dict[str, Any]] = []
     seen: set[str] = set()
     for item in endpoints:
-        spec = endpoint_spec_clean(kind, item)
+        spec = endpoint_spec_clean(kind, item=item)
         if spec["url"] in seen:
             raise InvalidInput(f"endpoint {spec['url']} is listed twice", field="endpoints")
         seen.add(spec["url"])

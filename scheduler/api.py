@@ -1,6 +1,7 @@
 """The REST API of the scheduler's resources (/api/v1/): jobs (submit, list, read, history),
-workflows (versioned definitions), and the callback URL where remotes report results later.
-Built on the shared base in sas_project.api."""
+signals and approvals, workflows (versioned definitions) and schedules. Built on the shared base
+in sas_project.api, the named resources on sas_project.named_views; the callback URL where
+remotes report results later is scheduler.callback_api."""
 
 from __future__ import annotations
 
@@ -34,10 +35,10 @@ from sas_project.api import (
 )
 from sas_project.errors import InvalidInput, NotFound
 from sas_project.idempotency import idempotency_key, replayed
+from sas_project.named_views import NamedResourcesView, NamedResourceView
 from sas_project.permissions import can_operate, can_read_all_jobs
 from sas_project.validation import json_storable
 from scheduler import selectors
-from scheduler.callbacks import callback_record, heartbeat_record
 from scheduler.definitions import workflow_create, workflow_delete
 from scheduler.models import Job, Schedule, Signal
 from scheduler.schedules import (
@@ -49,10 +50,6 @@ from scheduler.schedules import (
 )
 from scheduler.serializers import (
     ApprovalDecisionSerializer,
-    AttemptCallbackResultSerializer,
-    AttemptCallbackSerializer,
-    AttemptHeartbeatResultSerializer,
-    AttemptHeartbeatSerializer,
     EventSerializer,
     JobBatchResponseSerializer,
     JobBatchSerializer,
@@ -71,7 +68,6 @@ from scheduler.serializers import (
     WorkflowReplaceSerializer,
     WorkflowSerializer,
     WorkflowVersionSerializer,
-    drf_datetime,
     step_data,
 )
 from scheduler.services import job_submit
@@ -409,27 +405,30 @@ class StepRejectView(StepApprovalView):
 # --- workflows --------------------------------------------------------------------------------
 
 
-class WorkflowsView(ApiView):
-    permission_classes = [WorkflowAccess]
-
-    @extend_schema(
+@extend_schema(tags=["workflows"])
+@extend_schema_view(
+    get=extend_schema(
         operation_id="workflows_list",
-        tags=["workflows"],
         summary="Workflows (latest version of each)",
         responses={200: WorkflowSerializer(many=True), **errors(401, 403, 404)},
-    )
-    def get(self, request: Request) -> Response:
-        return self.paginated(selectors.workflow_list(), WorkflowSerializer)
-
-    @extend_schema(
+    ),
+    post=extend_schema(
         operation_id="workflows_create",
-        tags=["workflows"],
         summary="Create a workflow (version 1)",
         description="A name already in use is refused: PUT or PATCH /api/v1/workflows/{name}/ makes its "
         "next version. Unknown pools, policies or dependencies and cycles are refused, named.",
         request=WorkflowSerializer,
         responses={201: WorkflowSerializer, **WRITE_ERRORS, **errors(409)},
-    )
+    ),
+)
+class WorkflowsView(NamedResourcesView):
+    permission_classes = [WorkflowAccess]
+    serializer = WorkflowSerializer
+    item_url = "api-workflow"
+
+    def listing(self, request: Request) -> Any:
+        return selectors.workflow_list()
+
     def post(self, request: Request) -> Response:
         data = validated(WorkflowSerializer, request.data)
         name = data["name"]
@@ -448,61 +447,52 @@ class WorkflowsView(ApiView):
                 deadline_seconds=data["deadline_seconds"],
                 input_schema=data.get("input_schema"),
             )
-        return Response(
-            WorkflowSerializer(selectors.workflow_get(name, workflow.version)).data,
-            status=status.HTTP_201_CREATED,
-            headers=location("api-workflow", name=name),
+        return self.created(
+            WorkflowSerializer(selectors.workflow_get(name, workflow.version)).data, name=name
         )
 
 
-class WorkflowView(ApiView):
-    permission_classes = [WorkflowAccess]
-
-    @extend_schema(
+@extend_schema(tags=["workflows"])
+@extend_schema_view(
+    get=extend_schema(
         operation_id="workflows_read",
-        tags=["workflows"],
         summary="A workflow (by name): its latest version, or ?version=n",
         parameters=[WorkflowVersionSerializer],
         responses={200: WorkflowSerializer, **errors(400, 401, 403, 404)},
-    )
-    def get(self, request: Request, name: str) -> Response:
-        query = query_params(WorkflowVersionSerializer, request)
-        return Response(WorkflowSerializer(selectors.workflow_get(name, query.get("version"))).data)
-
-    @extend_schema(
+    ),
+    put=extend_schema(
         operation_id="workflows_replace",
-        tags=["workflows"],
         summary="Make the next version of a workflow, stating all of it",
         description="Jobs already submitted keep the version they started with.",
         request=WorkflowReplaceSerializer,
         responses={200: WorkflowSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    )
-    def put(self, request: Request, name: str) -> Response:
-        return self._new_version(request, name, partial=False)
-
-    @extend_schema(
+    ),
+    patch=extend_schema(
         operation_id="workflows_update",
-        tags=["workflows"],
         summary="Make the next version of a workflow, changing some fields",
         description="Fields left out are copied from the latest version.",
         request=WorkflowReplaceSerializer,
         responses={200: WorkflowSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    )
-    def patch(self, request: Request, name: str) -> Response:
-        return self._new_version(request, name, partial=True)
-
-    @extend_schema(
+    ),
+    delete=extend_schema(
         operation_id="workflows_delete",
-        tags=["workflows"],
         summary="Delete a workflow (every version) that no job and no schedule uses",
         description="409 names a job (or schedule) that uses it: history keeps its definitions.",
         responses={204: None, **errors(401, 403, 404, 409)},
-    )
-    def delete(self, request: Request, name: str) -> Response:
-        workflow_delete(name, actor=request.user)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    ),
+)
+class WorkflowView(NamedResourceView):
+    permission_classes = [WorkflowAccess]
+    serializer = WorkflowSerializer
 
-    def _new_version(self, request: Request, name: str, *, partial: bool) -> Response:
+    def lookup(self, request: Request, name: str) -> Any:
+        return selectors.workflow_get(name, query_params(WorkflowVersionSerializer, request).get("version"))
+
+    def remove(self, request: Request, name: str) -> None:
+        workflow_delete(name, actor=request.user)
+
+    def change(self, request: Request, name: str, *, partial: bool) -> Any:
+        """The next version: what the request states, the rest copied from the latest."""
         data = validated(WorkflowReplaceSerializer, request.data, partial=partial)
         refuse_rename(data, name, "workflow")
         latest = selectors.workflow_get(name)
@@ -519,73 +509,7 @@ class WorkflowView(ApiView):
                 deadline_seconds=data.get("deadline_seconds", latest.deadline_seconds),
                 input_schema=data.get("input_schema", latest.input_schema),
             )
-        return Response(WorkflowSerializer(selectors.workflow_get(name, workflow.version)).data)
-
-
-# --- results reported later -----------------------------------------------------------------
-
-
-class AttemptCallbackView(ApiView):
-    """Where a remote that answered 202 POSTs the attempt's result (X-SAS-Callback-URL).
-
-    The signed token in the URL is the credential: no user token, no session (so no CSRF), and no
-    per-user throttle (a busy remote posts many results; a bad token costs one signature check).
-    """
-
-    authentication_classes: list[Any] = []
-    permission_classes: list[Any] = []
-    throttle_classes: list[Any] = []
-
-    @extend_schema(
-        operation_id="attempts_callback",
-        tags=["callbacks"],
-        summary="Report the result of a call the remote accepted (202)",
-        description=(
-            "The URL comes from the X-SAS-Callback-URL header of the call; its token names one "
-            "attempt, is signed, and expires. The first result wins: another POST with the same "
-            "token is a 409 and changes nothing. 403: an invalid token; 410: an expired one."
-        ),
-        request=AttemptCallbackSerializer,
-        responses={
-            200: AttemptCallbackResultSerializer,
-            **errors(400, 403, 409, 410, 413),
-        },
-        auth=[],
-    )
-    def post(self, request: Request, token: str) -> Response:
-        body = validated(AttemptCallbackSerializer, request.data)
-        verdict = callback_record(token, body)
-        return Response({"recorded": verdict})
-
-
-class AttemptHeartbeatView(ApiView):
-    """Where a remote that answered 202 reports, while it works, that the attempt is alive
-    (`<callback URL>heartbeat/`). Its credential is the callback's token, as for the result."""
-
-    authentication_classes: list[Any] = []
-    permission_classes: list[Any] = []
-    throttle_classes: list[Any] = []
-
-    @extend_schema(
-        operation_id="attempts_heartbeat",
-        tags=["callbacks"],
-        summary="Report that an accepted call is still being worked on",
-        description=(
-            "POST to the callback URL followed by `heartbeat/`, as often as the step's policy "
-            "asks (`heartbeat_seconds`): each heartbeat moves the attempt's deadline that far "
-            "ahead (never past the job's deadline or the step's budget) and records its details. "
-            "200 while the attempt is in flight; 410 once it was given up on (finished, "
-            "superseded, or its step moved on): nothing changes and the remote may stop. 403: an "
-            "invalid token; 410 `token_expired`: an expired one."
-        ),
-        request=AttemptHeartbeatSerializer,
-        responses={200: AttemptHeartbeatResultSerializer, **errors(400, 403, 410, 413)},
-        auth=[],
-    )
-    def post(self, request: Request, token: str) -> Response:
-        body = validated(AttemptHeartbeatSerializer, request.data)
-        verdict = heartbeat_record(token, body.get("details"))
-        return Response({"recorded": True, "deadline": drf_datetime(verdict.deadline)})
+        return selectors.workflow_get(name, workflow.version)
 
 
 # --- schedules ------------------------------------------------------------------------------------
@@ -606,21 +530,15 @@ def _schedule_for(user: Any, name: str, *, change: bool) -> Schedule:
     return schedule
 
 
-class SchedulesView(ApiView):
-    permission_classes = [SubmitterAccess]
-
-    @extend_schema(
+@extend_schema(tags=["schedules"])
+@extend_schema_view(
+    get=extend_schema(
         operation_id="schedules_list",
-        tags=["schedules"],
         summary="Schedules (yours; viewers and operators see all)",
         responses={200: ScheduleSerializer(many=True), **errors(401, 403, 404)},
-    )
-    def get(self, request: Request) -> Response:
-        return self.paginated(_schedules_visible(request.user), ScheduleSerializer)
-
-    @extend_schema(
+    ),
+    post=extend_schema(
         operation_id="schedules_create",
-        tags=["schedules"],
         summary="Submit a job at an instant, or at every time of a cron expression",
         description=(
             "Each firing submits exactly once (even with several clusters); its job carries the "
@@ -629,68 +547,66 @@ class SchedulesView(ApiView):
         ),
         request=ScheduleWriteSerializer,
         responses={201: ScheduleSerializer, **WRITE_ERRORS, **errors(409)},
-    )
+    ),
+)
+class SchedulesView(NamedResourcesView):
+    permission_classes = [SubmitterAccess]
+    serializer = ScheduleSerializer
+    item_url = "api-schedule"
+
+    def listing(self, request: Request) -> Any:
+        return _schedules_visible(request.user)
+
     def post(self, request: Request) -> Response:
         data = validated(ScheduleWriteSerializer, request.data)
         name = data.pop("name")
         with one_writer(f"schedule {name!r}"):
             schedule = schedule_create(name=name, actor=request.user, **data)
-        return Response(
-            ScheduleSerializer(schedule).data,
-            status=status.HTTP_201_CREATED,
-            headers=location("api-schedule", name=schedule.name),
-        )
+        return self.created(ScheduleSerializer(schedule).data, name=schedule.name)
 
 
-class ScheduleView(ApiView):
-    permission_classes = [SubmitterAccess]
-
-    @extend_schema(
+@extend_schema(tags=["schedules"])
+@extend_schema_view(
+    get=extend_schema(
         operation_id="schedules_read",
-        tags=["schedules"],
         summary="A schedule (by name)",
         responses={200: ScheduleSerializer, **errors(401, 403, 404)},
-    )
-    def get(self, request: Request, name: str) -> Response:
-        return Response(ScheduleSerializer(_schedule_for(request.user, name, change=False)).data)
-
-    @extend_schema(
+    ),
+    put=extend_schema(
         operation_id="schedules_replace",
-        tags=["schedules"],
         summary="Change a schedule, stating every value",
         request=ScheduleReplaceSerializer,
         responses={200: ScheduleSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    )
-    def put(self, request: Request, name: str) -> Response:
-        return self._update(request, name, partial=False)
-
-    @extend_schema(
+    ),
+    patch=extend_schema(
         operation_id="schedules_update",
-        tags=["schedules"],
         summary="Change some values of a schedule (its next firing is computed again)",
         request=ScheduleReplaceSerializer,
         responses={200: ScheduleSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    )
-    def patch(self, request: Request, name: str) -> Response:
-        return self._update(request, name, partial=True)
-
-    @extend_schema(
+    ),
+    delete=extend_schema(
         operation_id="schedules_delete",
-        tags=["schedules"],
         summary="Delete a schedule (the jobs it submitted stay)",
         responses={204: None, **errors(401, 403, 404, 409)},
-    )
-    def delete(self, request: Request, name: str) -> Response:
+    ),
+)
+class ScheduleView(NamedResourceView):
+    permission_classes = [SubmitterAccess]
+    serializer = ScheduleSerializer
+
+    def lookup(self, request: Request, name: str) -> Any:
+        return _schedule_for(request.user, name, change=False)
+
+    def remove(self, request: Request, name: str) -> None:
         _schedule_for(request.user, name, change=True)
         schedule_delete(name, actor=request.user)
-        return Response(status=status.HTTP_204_NO_CONTENT)
 
-    def _update(self, request: Request, name: str, *, partial: bool) -> Response:
+    def change(self, request: Request, name: str, *, partial: bool) -> Any:
         _schedule_for(request.user, name, change=True)
         data = validated(ScheduleReplaceSerializer, request.data, partial=partial)
         refuse_rename(data, name, "schedule")
         changes = {k: v for k, v in data.items() if k in SCHEDULE_FIELDS}
-        return Response(ScheduleSerializer(schedule_update(name, actor=request.user, changes=changes)).data)
+        return schedule_update(name, actor=request.user, changes=changes)
 
 
 class SchedulePauseView(ApiView):

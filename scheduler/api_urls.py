@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from scheduler import api
+from scheduler import api, callback_api
 
 urlpatterns: list[URLPattern] = [
     path("jobs/", api.JobsView.as_view(), name="api-jobs"),
@@ -30,9 +30,11 @@ urlpatterns: list[URLPattern] = [
     ),
     path("workflows/", api.WorkflowsView.as_view(), name="api-workflows"),
     path("workflows/<slug:name>/", api.WorkflowView.as_view(), name="api-workflow"),
-    path("callbacks/<str:token>/", api.AttemptCallbackView.as_view(), name="api-attempt-callback"),
+    path("callbacks/<str:token>/", callback_api.AttemptCallbackView.as_view(), name="api-attempt-callback"),
     path(
-        "callbacks/<str:token>/heartbeat/", api.AttemptHeartbeatView.as_view(), name="api-attempt-heartbeat"
+        "callbacks/<str:token>/heartbeat/",
+        callback_api.AttemptHeartbeatView.as_view(),
+        name="api-attempt-heartbeat",
     ),
     path("schedules/", api.SchedulesView.as_view(), name="api-schedules"),
     path("schedules/<slug:name>/", api.ScheduleView.as_view(), name="api-schedule"),

@@ -49,7 +49,7 @@ def callback_record(token: str, body: dict[str, Any]) -> str:
     "late" (evidence for an attempt already given up on); raises BadToken, ExpiredToken, or
     AlreadyRecorded (the attempt has its result: nothing changes)."""
     ref = attempt_of(token)
-    verdict = async_result_record(ref.step_id, ref.number, result_of(body), source=SOURCE)
+    verdict = async_result_record(ref.step_id, number=ref.number, result=result_of(body), source=SOURCE)
     if verdict == "duplicate":
         raise AlreadyRecorded("this attempt's result was already recorded")
     if verdict == "unknown":
@@ -62,7 +62,7 @@ def heartbeat_record(token: str, details: Any) -> HeartbeatVerdict:
     BadToken, ExpiredToken, AttemptGivenUp (the attempt is no longer in flight: nothing changes),
     or InvalidInput (details that cannot be kept)."""
     ref = attempt_of(token)
-    verdict = attempt_heartbeat(ref.step_id, ref.number, details, source=SOURCE)
+    verdict = attempt_heartbeat(ref.step_id, number=ref.number, details=details, source=SOURCE)
     if verdict.verdict == UNKNOWN:
         raise BadToken("this callback token names no attempt of this service")
     if verdict.verdict == GONE:

@@ -62,7 +62,7 @@ def record_reply(reply: Reply) -> str:
     verdict = (
         "unknown"
         if step_id is None
-        else async_result_record(step_id, reply.attempt, reply.result, source=SOURCE)
+        else async_result_record(step_id, number=reply.attempt, result=reply.result, source=SOURCE)
     )
     level = logging.INFO if verdict in ("recorded", "late") else logging.WARNING
     logger.log(
@@ -86,7 +86,9 @@ def record_heartbeat(heartbeat: Heartbeat) -> str:
     verdict = (
         "unknown"
         if step_id is None
-        else attempt_heartbeat(step_id, heartbeat.attempt, heartbeat.details, source=SOURCE).verdict
+        else attempt_heartbeat(
+            step_id, number=heartbeat.attempt, details=heartbeat.details, source=SOURCE
+        ).verdict
     )
     # A heartbeat is routine: only one that names nothing is worth a warning.
     logger.log(

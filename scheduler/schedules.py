@@ -100,7 +100,7 @@ def schedule_validate(values: dict[str, Any]) -> dict[str, Any]:
     assert version is not None  # it exists: checked above
     contracts.input_check(version.input_schema, payload)
     # A time a timer would read from the input must be readable (or every firing is refused).
-    timers_check_input(list(version.steps.all()), payload)
+    timers_check_input(list(version.steps.all()), payload=payload)
     clean["input"] = payload
     # The jobs' own rules: a firing must not be refused for what the schedule accepted.
     clean["business_key"] = valid_business_key(clean.get("business_key") or "")

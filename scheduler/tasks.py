@@ -46,11 +46,11 @@ def run_attempt(step_id: int, number: int) -> str:
 def _deliver(step_id: int, number: int) -> tuple[str, str | None]:
     """One delivery; returns its outcome and, after a success, the job's id (its next attempt may
     be taken)."""
-    claimed = attempt_claim(step_id, number)
+    claimed = attempt_claim(step_id, number=number)
     if claimed is None:
         return "ignored", None
     if isinstance(claimed, CallResult):
-        step_record_outcome(step_id, number, claimed)
+        step_record_outcome(step_id, number=number, result=claimed)
         return claimed.outcome, None
     spec = claimed
     if spec.trace_parent and spec.dispatched_at and spec.claimed_at:
@@ -65,14 +65,14 @@ def _deliver(step_id: int, number: int) -> tuple[str, str | None]:
         # The remote reports later (scheduler.replies, scheduler.callbacks): free the worker.
         attempt_accepted(
             step_id,
-            number,
-            result,
+            number=number,
+            result=result,
             job_id=spec.job_id,
             via="queue" if spec.agent_kind == AgentKind.QUEUE else "http",
         )
     else:
         with tracing.span("outcome", spec.trace_parent, **{"sas.outcome": result.outcome}):
-            step_record_outcome(step_id, number, result, spec=spec)
+            step_record_outcome(step_id, number=number, result=result, spec=spec)
     logger.info(
         "attempt accepted" if result.accepted else "attempt finished",
         extra={

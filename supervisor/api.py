@@ -30,6 +30,7 @@ from sas_project.api import (
     validated,
 )
 from sas_project.idempotency import idempotent
+from sas_project.named_views import NamedResourcesView, NamedResourceView
 from sas_project.permissions import can_submit
 from scheduler import selectors as job_selectors
 from scheduler.models import AlertSubscription, Job
@@ -219,88 +220,79 @@ def _policy_settings(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in POLICY_FIELDS}
 
 
-class PoliciesView(ApiView):
-    permission_classes = [DefinitionAccess]
-
-    @extend_schema(
+@extend_schema(tags=["policies"])
+@extend_schema_view(
+    get=extend_schema(
         operation_id="policies_list",
-        tags=["policies"],
         summary="Remediation policies",
         responses={200: PolicySerializer(many=True), **errors(401, 403, 404)},
-    )
-    def get(self, request: Request) -> Response:
-        return self.paginated(selectors.policy_list(), PolicySerializer)
-
-    @extend_schema(
+    ),
+    post=extend_schema(
         operation_id="policies_create",
-        tags=["policies"],
         summary="Create a policy (version 1)",
         description="Settings left out take their defaults. Each later change makes a new version.",
         request=PolicyWriteSerializer,
         responses={201: PolicySerializer, **WRITE_ERRORS, **errors(409)},
-    )
+    ),
+)
+class PoliciesView(NamedResourcesView):
+    permission_classes = [DefinitionAccess]
+    serializer = PolicySerializer
+    item_url = "api-policy"
+
+    def listing(self, request: Request) -> Any:
+        return selectors.policy_list()
+
     def post(self, request: Request) -> Response:
         data = validated(PolicyWriteSerializer, request.data)
         with one_writer(f"policy {data['name']!r}"):
             policy = policy_create(name=data["name"], actor=request.user, **_policy_settings(data))
-        return Response(
-            PolicySerializer(policy).data,
-            status=status.HTTP_201_CREATED,
-            headers=location("api-policy", name=policy.name),
-        )
+        return self.created(PolicySerializer(policy).data, name=policy.name)
 
 
-class PolicyView(ApiView):
-    permission_classes = [DefinitionAccess]
-
-    @extend_schema(
+@extend_schema(tags=["policies"])
+@extend_schema_view(
+    get=extend_schema(
         operation_id="policies_read",
-        tags=["policies"],
         summary="A policy (by name)",
         responses={200: PolicySerializer, **errors(401, 403, 404)},
-    )
-    def get(self, request: Request, name: str) -> Response:
-        return Response(PolicySerializer(selectors.policy_get(name)).data)
-
-    @extend_schema(
+    ),
+    put=extend_schema(
         operation_id="policies_replace",
-        tags=["policies"],
         summary="Change a policy, stating every setting (a new version)",
         description="Steps in flight use the new version at their next decision.",
         request=PolicyReplaceSerializer,
         responses={200: PolicySerializer, **WRITE_ERRORS, **errors(404)},
-    )
-    def put(self, request: Request, name: str) -> Response:
-        return self._update(request, name, partial=False)
-
-    @extend_schema(
+    ),
+    patch=extend_schema(
         operation_id="policies_update",
-        tags=["policies"],
         summary="Change some settings of a policy (a new version)",
         description="A change that changes nothing makes no version.",
         request=PolicyReplaceSerializer,
         responses={200: PolicySerializer, **WRITE_ERRORS, **errors(404)},
-    )
-    def patch(self, request: Request, name: str) -> Response:
-        return self._update(request, name, partial=True)
-
-    @extend_schema(
+    ),
+    delete=extend_schema(
         operation_id="policies_delete",
-        tags=["policies"],
         summary="Delete a policy that no workflow uses",
         description="409 names the workflow that uses it.",
         responses={204: None, **errors(401, 403, 404, 409)},
-    )
-    def delete(self, request: Request, name: str) -> Response:
-        policy_delete(name, actor=request.user)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    ),
+)
+class PolicyView(NamedResourceView):
+    permission_classes = [DefinitionAccess]
+    serializer = PolicySerializer
 
-    def _update(self, request: Request, name: str, *, partial: bool) -> Response:
+    def lookup(self, request: Request, name: str) -> Any:
+        return selectors.policy_get(name)
+
+    def remove(self, request: Request, name: str) -> None:
+        policy_delete(name, actor=request.user)
+
+    def change(self, request: Request, name: str, *, partial: bool) -> Any:
         data = validated(PolicyReplaceSerializer, request.data, partial=partial)
         refuse_rename(data, name, "policy")
         policy = selectors.policy_get(name)
-        policy = policy_update(policy.pk, actor=request.user, changes=_policy_settings(data))
-        return Response(PolicySerializer(policy).data)
+        return policy_update(policy.pk, actor=request.user, changes=_policy_settings(data))
 
 
 class PolicyRevisionsView(ApiView):
@@ -319,24 +311,15 @@ class PolicyRevisionsView(ApiView):
 # --- alert subscriptions ----------------------------------------------------------------------
 
 
-class AlertsView(ApiView):
-    permission_classes = [DefinitionAccess]
-
-    @extend_schema(
+@extend_schema(tags=["alerts"])
+@extend_schema_view(
+    get=extend_schema(
         operation_id="alerts_list",
-        tags=["alerts"],
         summary="Alert subscriptions",
         responses={200: AlertSubscriptionSerializer(many=True), **errors(401, 403, 404)},
-    )
-    def get(self, request: Request) -> Response:
-        return self.paginated(
-            AlertSubscription.objects.select_related("created_by").order_by("name"),
-            AlertSubscriptionSerializer,
-        )
-
-    @extend_schema(
+    ),
+    post=extend_schema(
         operation_id="alerts_create",
-        tags=["alerts"],
         summary="Subscribe a webhook and/or an email address to alerts",
         description=(
             "Kinds: step_needs_attention, job_failed, job_compensated, supervisor_stale, "
@@ -345,73 +328,68 @@ class AlertsView(ApiView):
         ),
         request=AlertSubscriptionWriteSerializer,
         responses={201: AlertSubscriptionCreatedSerializer, **WRITE_ERRORS, **errors(409)},
-    )
+    ),
+)
+class AlertsView(NamedResourcesView):
+    permission_classes = [DefinitionAccess]
+    serializer = AlertSubscriptionSerializer
+    item_url = "api-alert"
+
+    def listing(self, request: Request) -> Any:
+        return AlertSubscription.objects.select_related("created_by").order_by("name")
+
     def post(self, request: Request) -> Response:
         data = validated(AlertSubscriptionWriteSerializer, request.data)
         name = data.pop("name")
         with one_writer(f"subscription {name!r}"):
             subscription = subscription_create(name=name, actor=request.user, **data)
-        return Response(
+        return self.created(
             AlertSubscriptionCreatedSerializer(subscription, context={"request": request}).data,
-            status=status.HTTP_201_CREATED,
-            headers=location("api-alert", name=subscription.name),
+            name=subscription.name,
         )
 
 
-class AlertView(ApiView):
-    permission_classes = [DefinitionAccess]
-
-    @extend_schema(
+@extend_schema(tags=["alerts"])
+@extend_schema_view(
+    get=extend_schema(
         operation_id="alerts_read",
-        tags=["alerts"],
         summary="An alert subscription (by name)",
         responses={200: AlertSubscriptionSerializer, **errors(401, 403, 404)},
-    )
-    def get(self, request: Request, name: str) -> Response:
-        return Response(
-            AlertSubscriptionSerializer(subscription_get(name), context={"request": request}).data
-        )
-
-    @extend_schema(
+    ),
+    put=extend_schema(
         operation_id="alerts_replace",
-        tags=["alerts"],
         summary="Change an alert subscription, stating every value",
         request=AlertSubscriptionReplaceSerializer,
         responses={200: AlertSubscriptionSerializer, **WRITE_ERRORS, **errors(404)},
-    )
-    def put(self, request: Request, name: str) -> Response:
-        return self._update(request, name, partial=False)
-
-    @extend_schema(
+    ),
+    patch=extend_schema(
         operation_id="alerts_update",
-        tags=["alerts"],
         summary="Change some values of an alert subscription",
         request=AlertSubscriptionReplaceSerializer,
         responses={200: AlertSubscriptionSerializer, **WRITE_ERRORS, **errors(404)},
-    )
-    def patch(self, request: Request, name: str) -> Response:
-        return self._update(request, name, partial=True)
-
-    @extend_schema(
+    ),
+    delete=extend_schema(
         operation_id="alerts_delete",
-        tags=["alerts"],
         summary="Delete an alert subscription",
         description="Alerts already written to it are still sent.",
         responses={204: None, **errors(401, 403, 404)},
-    )
-    def delete(self, request: Request, name: str) -> Response:
-        subscription_delete(name, actor=request.user)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    ),
+)
+class AlertView(NamedResourceView):
+    permission_classes = [DefinitionAccess]
+    serializer = AlertSubscriptionSerializer
 
-    def _update(self, request: Request, name: str, *, partial: bool) -> Response:
+    def lookup(self, request: Request, name: str) -> Any:
+        return subscription_get(name)
+
+    def remove(self, request: Request, name: str) -> None:
+        subscription_delete(name, actor=request.user)
+
+    def change(self, request: Request, name: str, *, partial: bool) -> Any:
         data = validated(AlertSubscriptionReplaceSerializer, request.data, partial=partial)
         refuse_rename(data, name, "subscription")
         changes = {k: v for k, v in data.items() if k in SUBSCRIPTION_FIELDS}
-        return Response(
-            AlertSubscriptionSerializer(
-                subscription_update(name, actor=request.user, changes=changes), context={"request": request}
-            ).data
-        )
+        return subscription_update(name, actor=request.user, changes=changes)
 
 
 # --- the submitter's callback secret -------------------------------------------------------------

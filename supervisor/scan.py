@@ -318,7 +318,7 @@ def _per_step(
         seen.add(step.pk)
         report.examined += 1
         if step.pk in queued:
-            step_keep_waiting(unit, states[step.job_id], step, source=_source(grant))
+            step_keep_waiting(unit, state=states[step.job_id], step=step, source=_source(grant))
             _count(report, "still_queued")
             continue
         if remediate(
@@ -375,7 +375,7 @@ def _sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> No
         try:
             with unit_of_work() as unit:
                 _fence(grant)
-                if lock_job(unit, job_id, skip_locked=True) is not None:
+                if lock_job(unit, job_id=job_id, skip_locked=True) is not None:
                     _deadline_pass(unit, job_id, grant, report)
         except Exception as exc:
             if not is_item_fault(exc):
@@ -388,19 +388,19 @@ def _sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> No
 def _deadlines_due(now: Any, size: int) -> list[Any]:
     return list(
         Job.objects.filter(status__in=sorted(JOB_FORWARD), deadline__lte=now)
-        .filter(not_quarantined(QuarantineLoop.JOB_DEADLINES, now))
+        .filter(not_quarantined(QuarantineLoop.JOB_DEADLINES, now=now))
         .select_for_update(skip_locked=True)
         .values_list("pk", flat=True)[:size]
     )
 
 
 def _deadline_pass(unit: Unit, job_id: Any, grant: LeaseGrant, report: ScanReport) -> None:
-    state = lock_job(unit, job_id)
+    state = lock_job(unit, job_id=job_id)
     if state.job.status not in JOB_FORWARD or state.job.deadline is None or state.job.deadline > unit.now:
         return
     job_start_compensation(
         unit,
-        state,
+        state=state,
         reason_code="deadline",
         source=_source(grant),
         reason="the job's deadline passed",
@@ -424,7 +424,7 @@ def _sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
                 if not job_ids:
                     return
                 _fence(grant)
-                done = waits_expire(unit, job_ids, source=_source(grant))
+                done = waits_expire(unit, job_ids=job_ids, source=_source(grant))
                 lease_progressed(grant)
         except Exception as exc:
             if not job_ids or not is_item_fault(exc):
@@ -434,13 +434,13 @@ def _sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
                 try:
                     with unit_of_work() as unit:
                         _fence(grant)
-                        ended = waits_expire(unit, [job_id], source=_source(grant))
+                        ended = waits_expire(unit, job_ids=[job_id], source=_source(grant))
                     for what, count in ended.items():
                         done[what] = done.get(what, 0) + count
                 except Exception as item_exc:
                     if not is_item_fault(item_exc):
                         raise
-                    quarantine.job(job_id, item_exc, steps=waits_due_steps(job_id, db_now()))
+                    quarantine.job(job_id, item_exc, steps=waits_due_steps(job_id, now=db_now()))
                     _quarantined(report)
         tried.update(job_ids)
         for what, count in done.items():
@@ -518,12 +518,17 @@ def remediate(
         overdue_ms = int((unit.now - step.deadline).total_seconds() * 1000) if step.deadline else 0
         report.lag_ms = max(report.lag_ms, overdue_ms)
         step_time_out(
-            unit, state, step, source=source, attempt_closed=attempt_closed, missed_heartbeat=missed_heartbeat
+            unit,
+            state=state,
+            step=step,
+            source=source,
+            attempt_closed=attempt_closed,
+            missed_heartbeat=missed_heartbeat,
         )
         report.timed_out += 1
         _count(report, "timed_out")
     if step.forward and job.status not in JOB_FORWARD:
-        step_abandon(unit, state, step, source=source)
+        step_abandon(unit, state=state, step=step, source=source)
         _count(report, "abandoned")
         return True
     if step.status == S.RETRY_WAIT:
@@ -533,8 +538,8 @@ def remediate(
             return False
         step_dispatch(
             unit,
-            state,
-            step,
+            state=state,
+            step=step,
             source=source,
             avoid_endpoint_id=step.endpoint_id,
             reason="backoff elapsed",
@@ -547,14 +552,14 @@ def remediate(
     policy = PolicySnapshot.of(step.definition.call_policy)
     decision = decide(facts, policy, unit.now, draw())
     if isinstance(decision, Reconcile):
-        step_reconcile(unit, state, step, source=source, reason=decision.reason)
+        step_reconcile(unit, state=state, step=step, source=source, reason=decision.reason)
         _count(report, "reconcile")
     elif isinstance(decision, Retry):
         pool = step.call_pool.alternate if decision.reassign else None
         step_retry_later(
             unit,
-            state,
-            step,
+            state=state,
+            step=step,
             delay=decision.delay,
             source=source,
             reason=decision.reason,
@@ -563,7 +568,9 @@ def remediate(
         )
         _count(report, "reassigned" if decision.reassign else "retry")
     elif isinstance(decision, GiveUp):
-        step_give_up(unit, state, step, action=decision.action, source=source, reason=decision.reason)
+        step_give_up(
+            unit, state=state, step=step, action=decision.action, source=source, reason=decision.reason
+        )
         _count(report, f"give_up_{decision.action}")
     return True
 

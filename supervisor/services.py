@@ -80,7 +80,7 @@ def _lock_step(unit: Unit, step_id: Any) -> tuple[JobState, Step]:
     job_id = Step.objects.filter(pk=step_id).values_list("job_id", flat=True).first()
     if job_id is None:
         raise NotFound(f"step {step_id} does not exist")
-    state = lock_job(unit, job_id)
+    state = lock_job(unit, job_id=job_id)
     return state, state.step(int(step_id))
 
 
@@ -93,7 +93,7 @@ def _lock(unit: Unit, job_id: Any) -> JobState:
         # Operator actions reach every job (their callers checked the role): an archived job is
         # a 410 naming its archive object, not a bare 404.
         raise job_missing(user=None, job_id=job_id, every_job=True)
-    return lock_job(unit, job_id)
+    return lock_job(unit, job_id=job_id)
 
 
 def _note(
@@ -205,38 +205,38 @@ def step_retry(
             # A wait is retried by waiting again (a new timeout, a timer's time read again).
             step_begin_wait(
                 unit,
-                state,
-                step,
+                state=state,
+                step=step,
                 source=operator_source(actor),
                 actor=actor,
                 reason=reason or "retried by an operator",
             )
-            job_advance(unit, state, source=operator_source(actor), actor=actor)
+            job_advance(unit, state=state, source=operator_source(actor), actor=actor)
             return step
         if step.definition.kind == StepDefinitionKind.WORKFLOW:
             # Waits again for the child it started (settled at once if that child has settled):
             # a retry never starts a second child. Its child's own steps are retried in the child.
             step_begin_child(
                 unit,
-                state,
-                step,
+                state=state,
+                step=step,
                 source=operator_source(actor),
                 actor=actor,
                 reason=reason or "retried by an operator",
             )
-            job_advance(unit, state, source=operator_source(actor), actor=actor)
+            job_advance(unit, state=state, source=operator_source(actor), actor=actor)
             return step
         step_dispatch(
             unit,
-            state,
-            step,
+            state=state,
+            step=step,
             source=operator_source(actor),
             actor=actor,
             pool=target,
             avoid_endpoint_id=step.endpoint_id,
             reason=reason or ("retried on pool " + pool if pool else "retried by an operator"),
         )
-        job_advance(unit, state, source=operator_source(actor), actor=actor)
+        job_advance(unit, state=state, source=operator_source(actor), actor=actor)
         return step
 
 
@@ -307,8 +307,8 @@ def step_resolve(*, actor: User | None, step_id: Any, output: Any, reason: str =
             _reopen_if_failed(unit, state, actor, reason)
         step_succeed(
             unit,
-            state,
-            step,
+            state=state,
+            step=step,
             output=output,
             source=operator_source(actor),
             actor=actor,
@@ -329,7 +329,7 @@ def job_compensate(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
         _note(unit, state, actor, EventKind.OPERATOR_COMPENSATE, reason)
         job_start_compensation(
             unit,
-            state,
+            state=state,
             reason_code="operator",
             source=operator_source(actor),
             actor=actor,
@@ -369,7 +369,7 @@ def job_rerun(
         source = operator_source(actor)
         rerun = rerun_create(
             unit,
-            state,
+            original=state,
             from_step=from_step,
             payload=input if input is not None else job.input,
             actor=actor,
@@ -404,7 +404,7 @@ def job_cancel(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
         _note(unit, state, actor, EventKind.OPERATOR_CANCEL, reason)
         job_start_compensation(
             unit,
-            state,
+            state=state,
             reason_code="cancel",
             source=operator_source(actor),
             actor=actor,
@@ -436,7 +436,7 @@ def job_resume(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
         if job.paused_at is None:
             raise ActionNotAllowed(f"job {job.pk} is not paused")
         job_set_paused(unit, job, paused=False, source=operator_source(actor), actor=actor, reason=reason)
-        job_advance(unit, state, source=operator_source(actor), actor=actor)
+        job_advance(unit, state=state, source=operator_source(actor), actor=actor)
         return job
 
 

@@ -368,7 +368,7 @@ def apply(plan: Plan, now: dt.datetime, *, source: str) -> None:
             EventKind.STEP_TIMED_OUT,
             S.DISPATCHED,
             S.UNKNOWN,
-            timed_out_reason(due.deadline, due.missed_heartbeat),
+            timed_out_reason(due.deadline, missed_heartbeat=due.missed_heartbeat),
             timed_out,
         )
         reassign = decision.reassign and due.alternate_id is not None

@@ -6,13 +6,16 @@ its digest is stored."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from sas_project.api import ApiView, StrictSerializer, errors, location, query_params, validated
+from sas_project.api import ApiView, StrictSerializer, errors, query_params, validated
+from sas_project.named_views import NamedResourcesView
 from sas_project.tokens.models import ApiToken, TokenStatus
 from sas_project.tokens.services import token_create, token_for, token_revoke, tokens_visible
 
@@ -72,37 +75,40 @@ class TokenCreatedSerializer(TokenSerializer):
         read_only_fields = fields
 
 
-class TokensView(ApiView):
-    permission_classes = [IsAuthenticated]
-
-    @extend_schema(
+@extend_schema(tags=["tokens"])
+@extend_schema_view(
+    get=extend_schema(
         operation_id="tokens_list",
-        tags=["tokens"],
         summary="Your API tokens (an administrator: anyone's, with ?user=)",
         parameters=[OpenApiParameter("user", str, description="A username (administrators only).")],
         responses={200: TokenSerializer(many=True), **errors(400, 401)},
-    )
-    def get(self, request: Request) -> Response:
-        query = query_params(TokenListQuerySerializer, request)
-        return self.paginated(tokens_visible(request.user, owner=query.get("user")), TokenSerializer)
-
-    @extend_schema(
+    ),
+    post=extend_schema(
         operation_id="tokens_create",
-        tags=["tokens"],
         summary="Make an API token for yourself (the key is in this answer only)",
         description="The new token acts as you, with your roles. Its key is shown in this answer and "
         "never again (only its digest is stored); lose it and make another. The creation is recorded "
         "with your user in the admin log.",
         request=TokenCreateSerializer,
         responses={201: TokenCreatedSerializer, **errors(400, 401, 413)},
-    )
+    ),
+)
+class TokensView(NamedResourcesView):
+    permission_classes = [IsAuthenticated]
+    serializer = TokenSerializer
+    item_url = "api-token"
+
+    def listing(self, request: Request) -> Any:
+        query = query_params(TokenListQuerySerializer, request)
+        return tokens_visible(request.user, owner=query.get("user"))
+
     def post(self, request: Request) -> Response:
         data = validated(TokenCreateSerializer, request.data)
         token, key = token_create(
             user=request.user, name=data["name"], lifetime_days=data.get("lifetime_days"), actor=request.user
         )
-        body = TokenCreatedSerializer(token_for(request.user, token.pk)).data
-        return Response({**body, "key": key}, status=201, headers=location("api-token", token_id=token.pk))
+        body = TokenCreatedSerializer(token_for(request.user, token_id=token.pk)).data
+        return self.created({**body, "key": key}, token_id=token.pk)
 
 
 class TokenView(ApiView):
@@ -115,7 +121,7 @@ class TokenView(ApiView):
         responses={200: TokenSerializer, **errors(401, 404)},
     )
     def get(self, request: Request, token_id: int) -> Response:
-        return Response(TokenSerializer(token_for(request.user, token_id)).data)
+        return Response(TokenSerializer(token_for(request.user, token_id=token_id)).data)
 
 
 class TokenRevokeView(ApiView):
@@ -132,4 +138,4 @@ class TokenRevokeView(ApiView):
     def post(self, request: Request, token_id: int) -> Response:
         validated(RevokeSerializer, request.data)
         token = token_revoke(token_id=token_id, actor=request.user)
-        return Response(TokenSerializer(token_for(request.user, token.pk)).data)
+        return Response(TokenSerializer(token_for(request.user, token_id=token.pk)).data)

@@ -70,7 +70,7 @@ def tokens_visible(actor: Any, *, owner: str | None = None) -> QuerySet[ApiToken
     return tokens.filter(user__in=get_user_model().objects.filter(username=owner))
 
 
-def token_for(actor: Any, token_id: int) -> ApiToken:
+def token_for(actor: Any, *, token_id: int) -> ApiToken:
     """One token, if it is the actor's or the actor is an administrator; else NotFound (another
     user's token looks as absent as a token that does not exist)."""
     token = ApiToken.objects.select_related("user", "revoked_by").filter(pk=token_id).first()

@@ -68,7 +68,7 @@ class StepDispatcher(Protocol):
     `capacity_checked=True`, so the step is not parked again)."""
 
     def __call__(
-        self, unit: Unit, state: JobState, step: Step, /, *, source: str, reason: str, capacity_checked: bool
+        self, unit: Unit, /, *, state: JobState, step: Step, source: str, reason: str, capacity_checked: bool
     ) -> Attempt | None: ...
 
 
@@ -124,7 +124,7 @@ def pump_job_after_commit(job_id: Any, *, dispatch: StepDispatcher) -> None:
         pump_after_commit(pool_id, dispatch=dispatch)
 
 
-def pump_after_outcome(step_id: int, number: int, *, dispatch: StepDispatcher) -> None:
+def pump_after_outcome(step_id: int, *, number: int, dispatch: StepDispatcher) -> None:
     """Pump, once this commits, the pools an outcome concerns: the pool of the call that ended,
     if it is limited (a slot freed), and the pools where the job's steps wait (the steps the
     outcome made ready may have been parked). Other pools are none of its business."""
@@ -227,7 +227,7 @@ def _pump_pool(pool_id: int, dispatch: StepDispatcher) -> tuple[int, float | Non
             if dispatched >= slots:
                 break
             with unit_of_work() as unit:
-                state = lock_job(unit, job_id, skip_locked=True)
+                state = lock_job(unit, job_id=job_id, skip_locked=True)
                 if state is None:
                     continue  # its job is being written: that writer pumps again after it commits
                 step = state.step(step_id)
@@ -235,8 +235,8 @@ def _pump_pool(pool_id: int, dispatch: StepDispatcher) -> tuple[int, float | Non
                     continue
                 dispatch(
                     unit,
-                    state,
-                    step,
+                    state=state,
+                    step=step,
                     source=SOURCE,
                     reason=f"capacity free in pool {pool.name}",
                     capacity_checked=True,

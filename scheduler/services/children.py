@@ -71,7 +71,7 @@ E = EventKind
 SOURCE = "scheduler"
 
 
-def child_of(job_id: Any, step_name: str) -> Job | None:
+def child_of(job_id: Any, *, step_name: str) -> Job | None:
     """The child job started by step `step_name` of job `job_id`, if it has one."""
     return Job.objects.filter(parent_job_id=job_id, parent_step=step_name).select_related("workflow").first()
 
@@ -87,7 +87,7 @@ def child_advance(step_id: int, *, source: str = SOURCE, skip_locked: bool = Fal
     if job_id is None:
         return "gone"
     with unit_of_work() as unit:
-        state = lock_job(unit, job_id, skip_locked=skip_locked)
+        state = lock_job(unit, job_id=job_id, skip_locked=skip_locked)
         if state is None:
             return "locked"
         step = state.step(step_id)
@@ -97,18 +97,18 @@ def child_advance(step_id: int, *, source: str = SOURCE, skip_locked: bool = Fal
         undoing = bool(job.compensation_reason) and job.status in (J.COMPENSATING, J.NEEDS_ATTENTION)
         if step.status == S.SUCCEEDED and undoing:
             # Its child is undone (scheduler.services.saga): the parent's saga reads where it is.
-            job_advance(unit, state, source=source)
+            job_advance(unit, state=state, source=source)
             return "compensated" if step.status == S.COMPENSATED else "undoing"
         if step.status != S.WAITING:
             return "ignored"
         # Read after the parent's lock: a child settling commits before its task runs.
-        child = child_of(job.pk, step.name)
+        child = child_of(job.pk, step_name=step.name)
         if child is None:
             return _start(unit, state, step, source=source)
         if child.status in JOB_SETTLED:
             return _settle(unit, state, step, child, source=source)
         if undoing:
-            job_advance(unit, state, source=source)  # a stopped child's compensation held, or resumed
+            job_advance(unit, state=state, source=source)  # a stopped child's compensation held, or resumed
         return "waiting"
 
 
@@ -148,11 +148,11 @@ def _start(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
     )
     if latest is None or not definitions:
         return _refuse(unit, state, step, source=source, reason=f"workflow {name!r} does not exist")
-    given = step_input(state, step)
+    given = step_input(state, step=step)
     if definition.input_map is None:
         payload: Any = given
     else:
-        data = {"input": given, "results": ancestor_outputs(state, step)}
+        data = {"input": given, "results": ancestor_outputs(state, step=step)}
         try:
             payload = expressions.render(definition.input_map, data)
         except JMESPathError as exc:
@@ -160,7 +160,7 @@ def _start(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
             step_transition(
                 unit, step, S.HELD, source=source, kind=E.STEP_HELD, reason=why, status_reason=why
             )
-            job_advance(unit, state, source=source)
+            job_advance(unit, state=state, source=source)
             return "held"
     if not isinstance(payload, dict):
         return _refuse(
@@ -181,7 +181,9 @@ def _start(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
             reason=f"the child job's {exc.message} (workflow {name!r} version {latest.version})",
             data={"errors": exc.detail.get("errors", [])},
         )
-    child = child_create(unit, state, step, definitions, payload, source=source)
+    child = child_create(
+        unit, parent=state, step=step, definitions=definitions, payload=payload, source=source
+    )
     step_note(
         unit,
         step,
@@ -203,8 +205,8 @@ def _refuse(
     """The child cannot start: the step fails, and its policy decides the job."""
     step_wait_failed(
         unit,
-        state,
-        step,
+        state=state,
+        step=step,
         kind=E.STEP_FAILED,
         source=source,
         reason=f"no child job started: {reason}",
@@ -222,8 +224,8 @@ def _settle(unit: Unit, state: JobState, step: Step, child: Job, *, source: str)
         if projection:
             seen = {
                 "output": child.result,
-                "input": step_input(state, step),
-                "results": ancestor_outputs(state, step),
+                "input": step_input(state, step=step),
+                "results": ancestor_outputs(state, step=step),
             }
             try:
                 output = expressions.evaluate(projection, seen)
@@ -239,7 +241,7 @@ def _settle(unit: Unit, state: JobState, step: Step, child: Job, *, source: str)
                     data=data,
                     status_reason=why,
                 )
-                job_advance(unit, state, source=source)
+                job_advance(unit, state=state, source=source)
                 return "held"
         step_transition(
             unit,
@@ -253,12 +255,12 @@ def _settle(unit: Unit, state: JobState, step: Step, child: Job, *, source: str)
             error="",
             status_reason="",
         )
-        job_advance(unit, state, source=source)
+        job_advance(unit, state=state, source=source)
         return "succeeded"
     step_wait_failed(
         unit,
-        state,
-        step,
+        state=state,
+        step=step,
         kind=E.CHILD_FAILED,
         source=source,
         reason=f"child job {child.pk} {child.status}",
@@ -288,7 +290,7 @@ def children_due(now: dt.datetime, *, grace: dt.timedelta, limit: int) -> list[i
             (Q(updated_at__lte=now - grace) & ~Exists(children))
             | Exists(children.filter(status__in=sorted(JOB_SETTLED), finished_at__lte=now - grace))
         )
-        .filter(not_quarantined(QuarantineLoop.CHILDREN, now, field="job_id"))
+        .filter(not_quarantined(QuarantineLoop.CHILDREN, now=now, field="job_id"))
         .order_by("updated_at")
         .values_list("pk", flat=True)[:limit]
     )
@@ -309,7 +311,7 @@ def children_due(now: dt.datetime, *, grace: dt.timedelta, limit: int) -> list[i
             (Q(status=S.SUCCEEDED) & Exists(undone))
             | (Q(status__in=(S.SUCCEEDED, S.WAITING), job__status=J.COMPENSATING) & Exists(held))
         )
-        .filter(not_quarantined(QuarantineLoop.CHILDREN, now, field="job_id"))
+        .filter(not_quarantined(QuarantineLoop.CHILDREN, now=now, field="job_id"))
         .order_by("updated_at")
         .values_list("pk", flat=True)[: limit - len(waiting)]
     )

@@ -187,7 +187,7 @@ def _claim_row(step_id: int, number: int) -> dict[str, Any] | None:
     }
 
 
-def attempt_claim(step_id: int, number: int) -> CallSpec | CallResult | None:
+def attempt_claim(step_id: int, *, number: int) -> CallSpec | CallResult | None:
     """Claim attempt `number` of a step for one delivery and describe the call to make.
 
     Returns None (and records why) for a duplicate delivery or a superseded attempt, and

@@ -34,9 +34,9 @@ AGENT_TASK = "scheduler.tasks.run_attempt"
 
 def step_dispatch(
     unit: Unit,
+    *,
     state: JobState,
     step: Step,
-    *,
     source: str,
     kind: str = AttemptKind.CALL,
     pool: AgentPool | None = None,
@@ -101,7 +101,7 @@ def step_dispatch(
         not_before=None,
         first_dispatched_at=step.first_dispatched_at or unit.now,
     )
-    queue_row = enqueue_attempt(step.pk, number, timeout=policy.timeout_seconds)
+    queue_row = enqueue_attempt(step.pk, number=number, timeout=policy.timeout_seconds)
     return attempt_open(
         unit,
         step,
@@ -120,7 +120,7 @@ def task_timeout(policy_timeout: float) -> int:
     return max(int(Conf.TIMEOUT or 0), int(policy_timeout) + 30)
 
 
-def enqueue_attempt(step_id: int, number: int, *, timeout: float) -> int | None:
+def enqueue_attempt(step_id: int, *, number: int, timeout: float) -> int | None:
     """Enqueue the agent task of attempt `number` (in the caller's transaction). Returns the queue
     row that carries it when the broker tells (the project's broker does; others do not)."""
     broker = get_broker()

@@ -15,7 +15,7 @@ S = StepStatus
 NO_EFFECT_OUTCOMES = frozenset({Outcome.BUSINESS_FAILURE})
 
 
-def needs_compensation(step: Step, sent: set[int]) -> bool:
+def needs_compensation(step: Step, *, sent: set[int]) -> bool:
     """Did (or may) this forward step have a side effect that has an undo action?
 
     Yes when it succeeded, or when it failed after a call that may have reached the remote
@@ -34,7 +34,7 @@ def needs_compensation(step: Step, sent: set[int]) -> bool:
     return step.status == S.FAILED and step.pk in sent and step.last_outcome not in NO_EFFECT_OUTCOMES
 
 
-def sent_steps(unit: Unit, steps: list[Step]) -> set[int]:
+def sent_steps(unit: Unit, *, steps: list[Step]) -> set[int]:
     """Failed steps with a call that was claimed by an agent (and so may have been sent).
 
     Counts this unit's own pending attempt writes: an attempt this unit records as never sent

@@ -57,7 +57,7 @@ class ItemsRefused(Exception):
 
 
 def fan_out_start(
-    unit: Unit, state: JobState, step: Step, *, source: str, reason: str, data: dict[str, Any]
+    unit: Unit, *, state: JobState, step: Step, source: str, reason: str, data: dict[str, Any]
 ) -> str:
     """Make the ready step's items and start the first of them. Returns "started", or "held" when
     the list expression cannot be evaluated; raises ItemsRefused (nothing written) when the list
@@ -109,7 +109,9 @@ def fan_out_start(
         first = items[: definition.max_parallel or len(items)]
         # bulk_create returns the rows with their keys (PostgreSQL, SQLite): they are as read.
         for item in state.adopt(first):
-            step_dispatch(unit, state, item, source=source, reason=f"item {item.item_index} of {step.name}")
+            step_dispatch(
+                unit, state=state, step=item, source=source, reason=f"item {item.item_index} of {step.name}"
+            )
     return "started"
 
 
@@ -159,7 +161,7 @@ def _needed(step: Step, total: int) -> int:
     return total
 
 
-def item_counts(unit: Unit, group_ids: list[int]) -> dict[int, Counter[str]]:
+def item_counts(unit: Unit, *, group_ids: list[int]) -> dict[int, Counter[str]]:
     """Items by status, per fan-out step: one aggregate over the items' index, after this
     unit's moves are written (they are part of what the join counts)."""
     unit.flush()
@@ -178,7 +180,7 @@ COUNT_SQL = (
 )
 
 
-def fan_out_advance(unit: Unit, state: JobState, step: Step, counts: Counter[str], *, source: str) -> str:
+def fan_out_advance(unit: Unit, *, state: JobState, step: Step, counts: Counter[str], source: str) -> str:
     """Move a waiting fan-out on, in a job running forward: start items up to its bound, or settle
     its join. Returns "running", "succeeded", or "failed" (its items unwound; the caller applies
     the step's policy)."""
@@ -187,7 +189,9 @@ def fan_out_advance(unit: Unit, state: JobState, step: Step, counts: Counter[str
     needed = _needed(step, total)
     if step.error:
         # The join failed earlier: its items are being unwound.
-        return "failed" if fan_out_unwind(unit, state, step, source=source, start=True) else "running"
+        return (
+            "failed" if fan_out_unwind(unit, state=state, step=step, source=source, start=True) else "running"
+        )
     possible = succeeded + counts[S.PENDING] + sum(counts[s] for s in STARTED) + counts[S.HELD]
     if possible < needed:
         why = (
@@ -203,7 +207,9 @@ def fan_out_advance(unit: Unit, state: JobState, step: Step, counts: Counter[str
             status_reason=f"{why}; undoing the items that succeeded",
             error=why,
         )
-        return "failed" if fan_out_unwind(unit, state, step, source=source, start=True) else "running"
+        return (
+            "failed" if fan_out_unwind(unit, state=state, step=step, source=source, start=True) else "running"
+        )
     in_flight = sum(counts[s] for s in STARTED)
     first_wins = (step.definition.join_mode or JoinMode.ALL) == JoinMode.ANY
     if succeeded >= needed and first_wins and counts[S.PENDING]:
@@ -238,11 +244,13 @@ def fan_out_advance(unit: Unit, state: JobState, step: Step, counts: Counter[str
     if room > 0 and counts[S.PENDING] and state.job.paused_at is None:
         pending = _page(step, [S.PENDING], room, descending=False)
         for item in pending:
-            step_dispatch(unit, state, item, source=source, reason=f"item {item.item_index} of {step.name}")
+            step_dispatch(
+                unit, state=state, step=item, source=source, reason=f"item {item.item_index} of {step.name}"
+            )
     return "running"
 
 
-def fan_out_held(state: JobState, groups: list[Step], *, held_items: int) -> list[str]:
+def fan_out_held(state: JobState, *, groups: list[Step], held_items: int) -> list[str]:
     """What holds these waiting fan-out steps for an operator (a few names, for the job's
     reason): their held items (`held_items` counted them), and the held undos of their items (a
     failed join unwinding, or a met join undoing its failed items). Items share their fan-out's
@@ -289,7 +297,7 @@ def _undo_failed_items(unit: Unit, state: JobState, step: Step, *, source: str) 
     return _undo(unit, state, step, failed, source=source, start=True)
 
 
-def fan_out_unwind(unit: Unit, state: JobState, step: Step, *, source: str, start: bool) -> bool:
+def fan_out_unwind(unit: Unit, *, state: JobState, step: Step, source: str, start: bool) -> bool:
     """Stop a fan-out's items and undo those that may have had an effect; True once nothing is
     left to undo. `start`: compensations may start now (every step after this one is undone)."""
     limit = settings.SAS_MAX_FANOUT_ITEMS
@@ -322,9 +330,9 @@ def _undo(
     """Start the compensations of those `candidates` (items of `step`, settled) that may have had
     an effect, at most `max_parallel` at once, highest index first; True once none is left."""
     limit = settings.SAS_MAX_FANOUT_ITEMS
-    sent = sent_steps(unit, candidates)
+    sent = sent_steps(unit, steps=candidates)
     compensations = state.compensations
-    undo = [i for i in candidates if needs_compensation(i, sent)]
+    undo = [i for i in candidates if needs_compensation(i, sent=sent)]
     live = [
         compensations[i.pk]
         for i in undo
@@ -354,8 +362,8 @@ def _undo(
         state.steps.append(compensation)
         step_dispatch(
             unit,
-            state,
-            compensation,
+            state=state,
+            step=compensation,
             source=source,
             reason=f"undo item {item.item_index} of {step.name}",
         )

@@ -61,8 +61,8 @@ class SilenceDeadline:
 
 def silence_deadline(
     now: dt.datetime,
-    heartbeat_seconds: float,
     *,
+    heartbeat_seconds: float,
     job_deadline: dt.datetime | None,
     first_dispatched_at: dt.datetime | None,
     step_budget_seconds: float | None,
@@ -80,14 +80,16 @@ def silence_deadline(
     return SilenceDeadline(at=at, capped_by=capped_by)
 
 
-def step_silence_deadline(now: dt.datetime, step: Step, policy: RemediationPolicy) -> SilenceDeadline | None:
+def step_silence_deadline(
+    now: dt.datetime, *, step: Step, policy: RemediationPolicy
+) -> SilenceDeadline | None:
     """The deadline of the step's call from `now` under its policy's heartbeat interval, or None
     when the policy sets none."""
     if policy.heartbeat_seconds is None:
         return None
     return silence_deadline(
         now,
-        policy.heartbeat_seconds,
+        heartbeat_seconds=policy.heartbeat_seconds,
         job_deadline=step.job.deadline,
         first_dispatched_at=step.first_dispatched_at,
         step_budget_seconds=policy.step_budget_seconds,
@@ -104,7 +106,7 @@ def details_valid(details: Any) -> None:
         )
 
 
-def attempt_heartbeat(step_id: int, number: int, details: Any, *, source: str) -> HeartbeatVerdict:
+def attempt_heartbeat(step_id: int, *, number: int, details: Any, source: str) -> HeartbeatVerdict:
     """Record a heartbeat of attempt `number` of a step, with its `details` (None: none sent; the
     attempt keeps those of its last heartbeat that had some).
 
@@ -118,7 +120,7 @@ def attempt_heartbeat(step_id: int, number: int, details: Any, *, source: str) -
     if job_id is None:
         return HeartbeatVerdict(UNKNOWN)
     with unit_of_work() as unit:
-        state = lock_job(unit, job_id)
+        state = lock_job(unit, job_id=job_id)
         step = state.step(step_id)
         attempt = (
             Attempt.objects.filter(step_id=step_id, number=number)
@@ -130,7 +132,7 @@ def attempt_heartbeat(step_id: int, number: int, details: Any, *, source: str) -
         if attempt["finished_at"] is not None or step.attempt != number or step.status != S.DISPATCHED:
             return HeartbeatVerdict(GONE)
         policy = step.definition.call_policy
-        silence = step_silence_deadline(unit.now, step, policy)
+        silence = step_silence_deadline(unit.now, step=step, policy=policy)
         reasons: list[str] = []
         data: dict[str, Any] = {"heartbeat": True, "heartbeat_seconds": policy.heartbeat_seconds}
         if silence is not None:
@@ -192,7 +194,7 @@ def heartbeats_missed(steps: list[Step]) -> dict[int, float]:
     }
 
 
-def timed_out_reason(deadline: dt.datetime | None, missed_heartbeat: float | None) -> str:
+def timed_out_reason(deadline: dt.datetime | None, *, missed_heartbeat: float | None) -> str:
     """The reason of a `step_timed_out` event (the per-step and set-wise scans write the same)."""
     if missed_heartbeat is not None:
         return f"no heartbeat within {missed_heartbeat:g} s"

@@ -54,11 +54,11 @@ def _queue_args() -> dict[str, Any]:
 
 def submit(
     workflow: str,
+    *,
     payload: dict[str, Any],
     user: Any,
     key: str | None,
     request_hash: str,
-    *,
     source: str,
     callback_url: str = "",
     trace_parent: str = "",
@@ -96,7 +96,7 @@ def enabled() -> bool:
     )
 
 
-def record_outcome(step_id: int, number: int, result: CallResult, *, source: str) -> bool:
+def record_outcome(step_id: int, *, number: int, result: CallResult, source: str) -> bool:
     """Record the outcome in one statement if the function takes it; False when it declined
     (nothing was written) and the general path must record it."""
     sql, params = function_call(

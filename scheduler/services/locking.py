@@ -67,16 +67,16 @@ class JobState:
 
 @overload
 def lock_job(
-    unit: Unit, job_id: Any, *, skip_locked: Literal[False] = False, also: int | None = None
+    unit: Unit, *, job_id: Any, skip_locked: Literal[False] = False, also: int | None = None
 ) -> JobState: ...
 
 
 @overload
-def lock_job(unit: Unit, job_id: Any, *, skip_locked: bool, also: int | None = None) -> JobState | None: ...
+def lock_job(unit: Unit, *, job_id: Any, skip_locked: bool, also: int | None = None) -> JobState | None: ...
 
 
 def lock_job(
-    unit: Unit, job_id: Any, *, skip_locked: bool = False, also: int | None = None
+    unit: Unit, *, job_id: Any, skip_locked: bool = False, also: int | None = None
 ) -> JobState | None:
     """Take the job's row lock (reading the database clock with it), then load its steps.
 

@@ -50,9 +50,9 @@ E = EventKind
 
 def step_record_outcome(
     step_id: int,
+    *,
     number: int,
     result: CallResult,
-    *,
     source: str = AGENT,
     spec: CallSpec | None = None,
 ) -> None:
@@ -71,7 +71,7 @@ def step_record_outcome(
     if any_pool_limited():
         # A call of a limited pool ending frees a slot, and the steps this outcome made ready may
         # have been parked: the pump looks at those pools once this commits.
-        pump_after_outcome(step_id, number, dispatch=step_dispatch)
+        pump_after_outcome(step_id, number=number, dispatch=step_dispatch)
 
 
 def _step_record_outcome(
@@ -90,7 +90,7 @@ def _step_record_outcome(
     if (
         not result.unstorable
         and hotpath.enabled()
-        and hotpath.record_outcome(step_id, number, result, source=source)
+        and hotpath.record_outcome(step_id, number=number, result=result, source=source)
     ):
         return
     job_id = (
@@ -101,7 +101,7 @@ def _step_record_outcome(
     if job_id is None:
         return
     with unit_of_work() as unit:
-        state = lock_job(unit, job_id, also=step_id)
+        state = lock_job(unit, job_id=job_id, also=step_id)
         step = state.step(step_id)
         live = step.attempt == number and step.status == S.DISPATCHED
         if live and spec is not None and spec.deadline is not None:
@@ -117,7 +117,7 @@ def _step_record_outcome(
         )
 
 
-def attempt_accepted(step_id: int, number: int, result: CallResult, *, job_id: str, via: str) -> None:
+def attempt_accepted(step_id: int, *, number: int, result: CallResult, job_id: str, via: str) -> None:
     """The remote took the call and reports later (HTTP 202, a message on its queue): the attempt
     stays in flight under its deadline; the event says so, unless its result is already in.
 
@@ -125,7 +125,7 @@ def attempt_accepted(step_id: int, number: int, result: CallResult, *, job_id: s
     that long after the acceptance (scheduler.services.heartbeats), under the job's lock and
     guarded on the attempt being in flight."""
     with unit_of_work() as unit:
-        state = lock_job(unit, job_id)
+        state = lock_job(unit, job_id=job_id)
         step = state.step(step_id)
         if step.status != S.DISPATCHED or step.attempt != number:
             return
@@ -138,7 +138,7 @@ def attempt_accepted(step_id: int, number: int, result: CallResult, *, job_id: s
             "via": via,
         }
         policy = step.definition.call_policy
-        silence = step_silence_deadline(unit.now, step, policy)
+        silence = step_silence_deadline(unit.now, step=step, policy=policy)
         if silence is None:
             unit.event(
                 job_id=job_id,
@@ -168,7 +168,7 @@ def attempt_accepted(step_id: int, number: int, result: CallResult, *, job_id: s
 DECIDED_WITHOUT_RESULT = frozenset({Outcome.NO_ANSWER, Outcome.SUPERSEDED, ""})
 
 
-def async_result_record(step_id: int, number: int, result: CallResult, *, source: str) -> str:
+def async_result_record(step_id: int, *, number: int, result: CallResult, source: str) -> str:
     """Record a result that arrived after the call (a queue reply, an HTTP callback).
 
     The first result of an attempt wins: a repeat ("duplicate") changes nothing. A result for an
@@ -201,7 +201,9 @@ def async_result_record(step_id: int, number: int, result: CallResult, *, source
             return "duplicate"
         elapsed = row["elapsed"]
         latency_ms = int(elapsed.total_seconds() * 1000) if elapsed is not None else None
-        step_record_outcome(step_id, number, replace(result, latency_ms=latency_ms), source=source)
+        step_record_outcome(
+            step_id, number=number, result=replace(result, latency_ms=latency_ms), source=source
+        )
     return "late" if row["finished_at"] is not None else "recorded"
 
 
@@ -285,13 +287,15 @@ def _apply_outcome(
         _hold_unstorable(unit, state, step, result, source=source, data=data, supersede_live=False)
         return
     if result.outcome == Outcome.SUCCEEDED:
-        projected = project_output(unit, state, step, result.output, source=source, supersede_live=False)
+        projected = project_output(
+            unit, state=state, step=step, answer=result.output, source=source, supersede_live=False
+        )
         if projected is HELD_BY_PROJECTION:
             return
         step_succeed(
             unit,
-            state,
-            step,
+            state=state,
+            step=step,
             output=projected,
             source=source,
             kind=E.STEP_RECONCILED if reconcile else E.STEP_SUCCEEDED,
@@ -317,7 +321,7 @@ def _apply_outcome(
         error=result.error[:2000],
     )
     if state.job.status not in JOB_FORWARD and step.forward:
-        job_advance(unit, state, source=source)
+        job_advance(unit, state=state, source=source)
 
 
 def _record_late(unit: Unit, state: JobState, step: Step, attempt: Attempt, result: CallResult) -> None:
@@ -358,13 +362,13 @@ def _record_late(unit: Unit, state: JobState, step: Step, attempt: Attempt, resu
     if result.unstorable:
         _hold_unstorable(unit, state, step, result, source=AGENT, data={"late_attempt": attempt.number})
         return
-    projected = project_output(unit, state, step, result.output, source=AGENT)
+    projected = project_output(unit, state=state, step=step, answer=result.output, source=AGENT)
     if projected is HELD_BY_PROJECTION:
         return
     step_succeed(
         unit,
-        state,
-        step,
+        state=state,
+        step=step,
         output=projected,
         source=AGENT,
         kind=E.LATE_SUCCESS,
@@ -426,7 +430,7 @@ def _hold_success(
         last_outcome=Outcome.SUCCEEDED,
         **fields,
     )
-    job_advance(unit, state, source=source)
+    job_advance(unit, state=state, source=source)
 
 
 #: project_output's answer when the projection failed and held the step.
@@ -434,7 +438,7 @@ HELD_BY_PROJECTION = object()
 
 
 def project_output(
-    unit: Unit, state: JobState, step: Step, answer: Any, *, source: str, supersede_live: bool = True
+    unit: Unit, *, state: JobState, step: Step, answer: Any, source: str, supersede_live: bool = True
 ) -> Any:
     """The step's output from the remote's answer: the part its definition's `output` names
     (JMESPath over `output`, `input`, `results` and a fan-out item's `item` and `index`), or the
@@ -445,8 +449,8 @@ def project_output(
         return answer
     data: dict[str, Any] = {
         "output": answer,
-        "input": step_input(state, step),
-        "results": ancestor_outputs(state, step),
+        "input": step_input(state, step=step),
+        "results": ancestor_outputs(state, step=step),
     }
     if step.item_index is not None:
         data |= {"item": step.item, "index": step.item_index}
@@ -462,9 +466,9 @@ def project_output(
 
 def step_succeed(
     unit: Unit,
+    *,
     state: JobState,
     step: Step,
-    *,
     output: Any,
     source: str,
     kind: EventKind = E.STEP_SUCCEEDED,
@@ -501,4 +505,4 @@ def step_succeed(
                 source=source,
                 reason=f"compensation {step.operation_id} succeeded",
             )
-    job_advance(unit, state, source=source)
+    job_advance(unit, state=state, source=source)

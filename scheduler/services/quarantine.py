@@ -70,7 +70,7 @@ def error_text(exc: BaseException) -> str:
 
 
 def recently_quarantined(
-    loop: QuarantineLoop, field: str, now: dt.datetime, *, by: str = "job_id", touched: str = "updated_at"
+    loop: QuarantineLoop, *, field: str, now: dt.datetime, by: str = "job_id", touched: str = "updated_at"
 ) -> Exists:
     """`Exists` of a quarantine by `loop` of the item named by `field` (a job's id, or a step's
     with `by="step_id"`) less than SAS_QUARANTINE_RETRY_SECONDS before `now` and not older than
@@ -86,14 +86,14 @@ def recently_quarantined(
 
 def not_quarantined(
     loop: QuarantineLoop,
-    now: dt.datetime,
     *,
+    now: dt.datetime,
     field: str = "pk",
     by: str = "job_id",
     touched: str = "updated_at",
 ) -> Q:
     """A Q for `.filter` that leaves out the items `loop` quarantined lately."""
-    return ~Q(recently_quarantined(loop, field, now, by=by, touched=touched))
+    return ~Q(recently_quarantined(loop, field=field, now=now, by=by, touched=touched))
 
 
 class Quarantiner:
@@ -210,7 +210,7 @@ def _quarantine(
     """Under the job's lock: hold these steps (with `hold`) and let the job say it needs
     attention; without `hold`, or with no step that may be held, move the job itself to needs
     attention."""
-    state = lock_job(unit, job_id, also=step_ids[0] if len(step_ids) == 1 else None)
+    state = lock_job(unit, job_id=job_id, also=step_ids[0] if len(step_ids) == 1 else None)
     reason = f"quarantined by the {loop} loop: {text}"
     data = {"quarantine": {"loop": loop, "error": text}}
     holdable = (
@@ -223,7 +223,7 @@ def _quarantine(
             unit, step, S.HELD, source=source, reason=reason, data=data, status_reason=reason[:500]
         )
     if holdable:
-        job_advance(unit, state, source=source)
+        job_advance(unit, state=state, source=source)
         return "held"
     job = state.job
     if job.status in (J.RUNNING, J.COMPENSATING):

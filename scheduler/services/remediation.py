@@ -41,7 +41,7 @@ def steps_still_queued(steps: list[Step]) -> set[int]:
     return {waiting[row] for row in tasks_still_queued(list(waiting))}
 
 
-def step_keep_waiting(unit: Unit, state: JobState, step: Step, *, source: str) -> None:
+def step_keep_waiting(unit: Unit, *, state: JobState, step: Step, source: str) -> None:
     """An overdue attempt whose task has not left the queue: give it another timeout.
 
     Calling again would only queue a second task behind the first (under load, a retry storm of
@@ -59,9 +59,9 @@ def step_keep_waiting(unit: Unit, state: JobState, step: Step, *, source: str) -
 
 def step_time_out(
     unit: Unit,
+    *,
     state: JobState,
     step: Step,
-    *,
     source: str,
     attempt_closed: bool = False,
     missed_heartbeat: float | None = None,
@@ -82,7 +82,7 @@ def step_time_out(
         S.UNKNOWN,
         source=source,
         kind=E.STEP_TIMED_OUT,
-        reason=timed_out_reason(step.deadline, missed_heartbeat),
+        reason=timed_out_reason(step.deadline, missed_heartbeat=missed_heartbeat),
         data=data,
         last_outcome=Outcome.NO_ANSWER,
         error="no outcome reported before the deadline",
@@ -91,9 +91,9 @@ def step_time_out(
 
 def step_retry_later(
     unit: Unit,
+    *,
     state: JobState,
     step: Step,
-    *,
     delay: float,
     source: str,
     reason: str,
@@ -104,8 +104,8 @@ def step_retry_later(
     if delay <= 0 and state.job.paused_at is None:
         step_dispatch(
             unit,
-            state,
-            step,
+            state=state,
+            step=step,
             source=source,
             pool=pool,
             avoid_endpoint_id=step.endpoint_id,
@@ -128,37 +128,41 @@ def step_retry_later(
     )
 
 
-def step_reconcile(unit: Unit, state: JobState, step: Step, *, source: str, reason: str) -> None:
+def step_reconcile(unit: Unit, *, state: JobState, step: Step, source: str, reason: str) -> None:
     """Ask the remote whether the operation happened (through a normal, supervised dispatch)."""
-    step_dispatch(unit, state, step, source=source, kind=AttemptKind.RECONCILE, reason=reason)
+    step_dispatch(unit, state=state, step=step, source=source, kind=AttemptKind.RECONCILE, reason=reason)
 
 
-def step_hold(unit: Unit, state: JobState, step: Step, *, source: str, reason: str) -> None:
+def step_hold(unit: Unit, *, state: JobState, step: Step, source: str, reason: str) -> None:
     step_transition(unit, step, S.HELD, source=source, kind=E.STEP_HELD, reason=reason)
-    job_advance(unit, state, source=source)
+    job_advance(unit, state=state, source=source)
 
 
-def step_give_up(unit: Unit, state: JobState, step: Step, *, action: str, source: str, reason: str) -> None:
+def step_give_up(unit: Unit, *, state: JobState, step: Step, action: str, source: str, reason: str) -> None:
     """No more attempts. `action` is the policy's on_exhausted: compensate, fail or hold.
 
     A compensation that cannot be completed is always held: only an operator can decide it.
     """
     if action == "hold" or step.kind == StepKind.COMPENSATION:
-        step_hold(unit, state, step, source=source, reason=reason)
+        step_hold(unit, state=state, step=step, source=source, reason=reason)
         return
     step_transition(unit, step, S.FAILED, source=source, kind=E.STEP_FAILED, reason=reason)
     if state.job.status not in JOB_FORWARD or step.kind == StepKind.ITEM:
         # An item's failure counts against its fan-out's join (scheduler.services.fanout).
-        job_advance(unit, state, source=source)
+        job_advance(unit, state=state, source=source)
     elif action == "fail":
-        job_fail(unit, state, source=source, reason=f"step {step.name} failed: {reason}")
+        job_fail(unit, state=state, source=source, reason=f"step {step.name} failed: {reason}")
     else:
         job_start_compensation(
-            unit, state, reason_code="failure", source=source, reason=f"step {step.name} failed: {reason}"
+            unit,
+            state=state,
+            reason_code="failure",
+            source=source,
+            reason=f"step {step.name} failed: {reason}",
         )
 
 
-def step_abandon(unit: Unit, state: JobState, step: Step, *, source: str) -> None:
+def step_abandon(unit: Unit, *, state: JobState, step: Step, source: str) -> None:
     """A forward step of a job that stopped running: no more attempts."""
     step_transition(
         unit,
@@ -168,4 +172,4 @@ def step_abandon(unit: Unit, state: JobState, step: Step, *, source: str) -> Non
         kind=E.STEP_ABANDONED,
         reason=f"job is {state.job.status}: no further attempts",
     )
-    job_advance(unit, state, source=source)
+    job_advance(unit, state=state, source=source)

@@ -389,7 +389,7 @@ def _archive_batch(
         jobs: list[tuple[uuid.UUID, dt.datetime, int | None]] = [
             (pk, settled_at, submitter)
             for pk, settled_at, submitter in unarchived_jobs(settled_before)
-            .filter(not_quarantined(QuarantineLoop.RETENTION, timezone.now()))
+            .filter(not_quarantined(QuarantineLoop.RETENTION, now=timezone.now()))
             .select_for_update(skip_locked=True, of=("self",))
             .values_list("pk", "finished_at", "submitter_id")[:batch_size]
             if settled_at is not None  # always: settled jobs have finished

@@ -13,6 +13,7 @@ was skipped. The hot path's functions leave jobs with conditions or waits to thi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from jmespath.exceptions import JMESPathError
@@ -51,7 +52,7 @@ J = JobStatus
 STEP_AWAITING = frozenset({S.ATTEMPT_FAILED, S.UNKNOWN, S.RETRY_WAIT, S.HELD})
 
 
-def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None = None) -> None:
+def job_advance(unit: Unit, *, state: JobState, source: str, actor: User | None = None) -> None:
     """Dispatch what is ready and settle the job's status from its steps' statuses. `actor`: the
     operator whose action caused this, named on the job's transition."""
     job = state.job
@@ -75,10 +76,10 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
                 ):
                     return  # a fan-out's list was refused: its policy decided the job
         groups = [s for s in actions if s.status == S.WAITING and s.fans_out]
-        counts = item_counts(unit, [g.pk for g in groups]) if groups else {}
+        counts = item_counts(unit, group_ids=[g.pk for g in groups]) if groups else {}
         held_items = sum(counts[g.pk][S.HELD] for g in groups)
         for group in groups:
-            result = fan_out_advance(unit, state, group, counts[group.pk], source=source)
+            result = fan_out_advance(unit, state=state, step=group, counts=counts[group.pk], source=source)
             if result == "failed":
                 _fan_out_failed(unit, state, group, source=source, reason=group.error)
                 return
@@ -91,7 +92,7 @@ def job_advance(unit: Unit, state: JobState, *, source: str, actor: User | None 
         )
         return
     held = [s.name for s in actions if s.status == S.HELD]
-    held += fan_out_held(state, groups, held_items=held_items)
+    held += fan_out_held(state, groups=groups, held_items=held_items)
     target = J.NEEDS_ATTENTION if held else J.RUNNING
     if job.status != target:
         job_transition(
@@ -121,18 +122,18 @@ def _start_if_ready(
     names = [d.name for d in deps if d.status == S.SUCCEEDED]
     reason = f"{', '.join(names)} succeeded" if names else "ready: no dependencies"
     if step.definition.waits:
-        step_begin_wait(unit, state, step, source=source, reason=reason)
+        step_begin_wait(unit, state=state, step=step, source=source, reason=reason)
     elif step.definition.kind == StepDefinitionKind.WORKFLOW:
-        step_begin_child(unit, state, step, source=source, reason=reason)
+        step_begin_child(unit, state=state, step=step, source=source, reason=reason)
     elif step.fans_out:
-        data = {"input": step_input(state, step), "results": ancestor_outputs(state, step)}
+        data = {"input": step_input(state, step=step), "results": ancestor_outputs(state, step=step)}
         try:
-            fan_out_start(unit, state, step, source=source, reason=reason, data=data)
+            fan_out_start(unit, state=state, step=step, source=source, reason=reason, data=data)
         except ItemsRefused as exc:
             _fan_out_failed(unit, state, step, source=source, reason=str(exc))
             return state.job.status in JOB_FORWARD
     else:
-        step_dispatch(unit, state, step, source=source, reason=reason)
+        step_dispatch(unit, state=state, step=step, source=source, reason=reason)
     return True
 
 
@@ -151,7 +152,7 @@ def _fan_out_failed(unit: Unit, state: JobState, step: Step, *, source: str, rea
                 reason=reason,
                 status_reason=reason,
             )
-        job_advance(unit, state, source=source)
+        job_advance(unit, state=state, source=source)
         return
     if step.status != S.FAILED:
         step_transition(
@@ -165,10 +166,14 @@ def _fan_out_failed(unit: Unit, state: JobState, step: Step, *, source: str, rea
             error=reason,
         )
     if action == "fail":
-        job_fail(unit, state, source=source, reason=f"step {step.name} failed: {reason}")
+        job_fail(unit, state=state, source=source, reason=f"step {step.name} failed: {reason}")
     else:
         job_start_compensation(
-            unit, state, reason_code="failure", source=source, reason=f"step {step.name} failed: {reason}"
+            unit,
+            state=state,
+            reason_code="failure",
+            source=source,
+            reason=f"step {step.name} failed: {reason}",
         )
 
 
@@ -191,7 +196,7 @@ def _condition_met(unit: Unit, state: JobState, step: Step, deps: list[Step], *,
         return False
     if not definition.when:
         return True
-    data = {"input": step_input(state, step), "results": ancestor_outputs(state, step)}
+    data = {"input": step_input(state, step=step), "results": ancestor_outputs(state, step=step)}
     try:
         # A condition's value decides; only a false one is kept (on its event).
         value = expressions.evaluate(definition.when, data, stored=False)
@@ -216,12 +221,12 @@ def _condition_met(unit: Unit, state: JobState, step: Step, deps: list[Step], *,
     return False
 
 
-def step_input(state: JobState, step: Step) -> Any:
+def step_input(state: JobState, *, step: Step) -> Any:
     """The input a step's call and conditions see: its own (an operator's edit), else the job's."""
     return step.input_override if step.input_override is not None else state.job.input
 
 
-def ancestor_outputs(state: JobState, step: Step) -> dict[str, Any]:
+def ancestor_outputs(state: JobState, *, step: Step) -> dict[str, Any]:
     """The outputs of the steps `step` depends on, directly or not, that succeeded (what a
     remote's body carries as `results`)."""
     by_name = {s.name: s for s in state.actions}
@@ -230,12 +235,12 @@ def ancestor_outputs(state: JobState, step: Step) -> dict[str, Any]:
     return {n: by_name[n].output for n in sorted(found) if by_name[n].status == S.SUCCEEDED}
 
 
-def job_fail(unit: Unit, state: JobState, *, source: str, reason: str, actor: User | None = None) -> None:
+def job_fail(unit: Unit, *, state: JobState, source: str, reason: str, actor: User | None = None) -> None:
     """End the job `failed` without compensating: stop everything that has not started. A child
     job still running is cancelled (its own saga undoes what it did): nothing waits for it now."""
     for step in state.actions:
         if step.status == S.WAITING and step.fans_out:
-            fan_out_unwind(unit, state, step, source=source, start=False)
+            fan_out_unwind(unit, state=state, step=step, source=source, start=False)
             step_transition(
                 unit, step, S.FAILED, source=source, kind=EventKind.STEP_ABANDONED, reason="job failed"
             )
@@ -259,8 +264,8 @@ def job_fail(unit: Unit, state: JobState, *, source: str, reason: str, actor: Us
 
 def job_start_compensation(
     unit: Unit,
-    state: JobState,
     *,
+    state: JobState,
     reason_code: str,
     source: str,
     reason: str = "",
@@ -280,8 +285,36 @@ def job_start_compensation(
 
 
 def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
-    job = state.job
+    """One step of the way back: stop the forward work, undo fan-outs and children whose
+    dependents are undone (again while that frees more), dispatch the compensations now due, and
+    settle the job's status from what is left."""
     actions = state.actions
+    _stop_forward_work(unit, state, actions, source=source)
+    undo = _Undo(
+        unit=unit,
+        state=state,
+        source=source,
+        actions=actions,
+        compensations=state.compensations,
+        sent=sent_steps(unit, steps=actions),
+        children=_children(state),
+        dependents=_dependents(actions),
+    )
+    moved = True
+    while moved:
+        # A fan-out or a child undone at once makes the steps before it ready: go round again.
+        unwound = _unwind_fan_outs(undo)
+        moved = _undo_children(undo) or unwound
+    if state.job.paused_at is None:
+        _dispatch_compensations(undo)
+    _settle_compensation(undo)
+
+
+def _stop_forward_work(unit: Unit, state: JobState, actions: list[Step], *, source: str) -> None:
+    """The job stopped running: steps never started are skipped, steps awaiting a decision
+    abandoned, children waited for stopped (a waiting fan-out is stopped in its place in the
+    reverse order, by `_unwind_fan_outs`)."""
+    job = state.job
     for step in actions:
         if step.status == S.WAITING and step.fans_out:
             continue  # its items are stopped and undone below, in its place in the reverse order
@@ -301,13 +334,34 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
                 kind=EventKind.STEP_ABANDONED,
                 reason=f"job is {job.status}: no further attempts",
             )
-    compensations = state.compensations
-    sent = sent_steps(unit, actions)
-    children = _children(state)
 
-    def undoing(step: Step) -> Job | None:
+
+def _dependents(actions: list[Step]) -> dict[str, list[Step]]:
+    """The steps that depend on each step, by name: a step is undone after all of them."""
+    dependents: dict[str, list[Step]] = {s.name: [] for s in actions}
+    for step in actions:
+        for dep in step.definition.depends_on:
+            dependents[dep].append(step)
+    return dependents
+
+
+@dataclass
+class _Undo:
+    """What one pass of a job's compensation reads and updates as it goes: the undos dispatched
+    (`compensations`, by the step they undo) and the children as they are now (`children`)."""
+
+    unit: Unit
+    state: JobState
+    source: str
+    actions: list[Step]
+    compensations: dict[int, Step]
+    sent: set[int]
+    children: dict[str, Job]
+    dependents: dict[str, list[Step]]
+
+    def undoing(self, step: Step) -> Job | None:
         """The child of a sub-workflow step that succeeded, while it is (still) to be undone."""
-        child = children.get(step.name) if step.status == S.SUCCEEDED else None
+        child = self.children.get(step.name) if step.status == S.SUCCEEDED else None
         if child is None:
             return None
         if child.status == J.SUCCEEDED or (
@@ -316,7 +370,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
             return child
         return None  # compensated (the step follows below), or ended otherwise by an operator
 
-    def done(step: Step) -> bool:
+    def done(self, step: Step) -> bool:
         if step.status == S.COMPENSATED:
             return True
         if step.fans_out:
@@ -324,93 +378,113 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
             return step.status in (S.FAILED, S.SKIPPED) or (
                 step.status == S.SUCCEEDED and not step.definition.compensation_path
             )
-        if undoing(step) is not None:
+        if self.undoing(step) is not None:
             return False
-        return step.status in STEP_SETTLED and not needs_compensation(step, sent)
+        return step.status in STEP_SETTLED and not needs_compensation(step, sent=self.sent)
 
-    dependents: dict[str, list[Step]] = {s.name: [] for s in actions}
-    for step in actions:
-        for dep in step.definition.depends_on:
-            dependents[dep].append(step)
+    def dependents_done(self, step: Step) -> bool:
+        return all(self.done(d) for d in self.dependents[step.name])
 
-    moved = True
-    while moved:
-        # A fan-out or a child undone at once makes the steps before it ready: go round again.
-        moved = False
-        for group in reversed(actions):
-            if not group.fans_out or done(group) or group.status not in (S.WAITING, S.SUCCEEDED):
-                continue
-            ready = job.paused_at is None and all(done(d) for d in dependents[group.name])
-            if fan_out_unwind(unit, state, group, source=source, start=ready) and ready:
-                moved = True
-                if group.status == S.WAITING:
-                    step_transition(
-                        unit,
-                        group,
-                        S.FAILED,
-                        source=source,
-                        kind=EventKind.STEP_ABANDONED,
-                        reason=f"job is {job.status}: its items are stopped and undone",
-                    )
-                else:
-                    step_transition(
-                        unit,
-                        group,
-                        S.COMPENSATED,
-                        source=source,
-                        reason="every item that succeeded is undone",
-                    )
-        for step in reversed(actions):
-            child = children.get(step.name)
-            if child is None or step.status != S.SUCCEEDED:
-                continue
-            if child.status == J.SUCCEEDED:
-                if job.paused_at is not None or not all(done(d) for d in dependents[step.name]):
-                    continue
-                child = children[step.name] = _child_undo(unit, state, step, child, source=source)
-            if child.status == J.COMPENSATED and child.compensation_reason == "parent":
+
+def _unwind_fan_outs(undo: _Undo) -> bool:
+    """Stop and undo the items of each fan-out, in reverse order, once its dependents are undone;
+    whether one of them moved the fan-out (failed or compensated)."""
+    job, unit, source = undo.state.job, undo.unit, undo.source
+    moved = False
+    for group in reversed(undo.actions):
+        if not group.fans_out or undo.done(group) or group.status not in (S.WAITING, S.SUCCEEDED):
+            continue
+        ready = job.paused_at is None and undo.dependents_done(group)
+        if fan_out_unwind(unit, state=undo.state, step=group, source=source, start=ready) and ready:
+            moved = True
+            if group.status == S.WAITING:
                 step_transition(
                     unit,
-                    step,
+                    group,
+                    S.FAILED,
+                    source=source,
+                    kind=EventKind.STEP_ABANDONED,
+                    reason=f"job is {job.status}: its items are stopped and undone",
+                )
+            else:
+                step_transition(
+                    unit,
+                    group,
                     S.COMPENSATED,
                     source=source,
-                    reason=f"child job {child.pk} compensated",
-                    data={"child_job": str(child.pk), "child_status": child.status},
-                    status_reason="",
+                    reason="every item that succeeded is undone",
                 )
-                moved = True
+    return moved
 
-    if job.paused_at is None:
-        for step in actions:
-            if step.pk in compensations or not needs_compensation(step, sent):
+
+def _undo_children(undo: _Undo) -> bool:
+    """Start undoing the child of each sub-workflow step that succeeded, in reverse order, once
+    its dependents are undone; a child compensated for its parent compensates its step. Whether
+    a step was compensated."""
+    job, unit, source = undo.state.job, undo.unit, undo.source
+    moved = False
+    for step in reversed(undo.actions):
+        child = undo.children.get(step.name)
+        if child is None or step.status != S.SUCCEEDED:
+            continue
+        if child.status == J.SUCCEEDED:
+            if job.paused_at is not None or not undo.dependents_done(step):
                 continue
-            if all(done(d) for d in dependents[step.name]):
-                compensation = Step.objects.create(
-                    job=job,
-                    definition=step.definition,
-                    name=f"{step.name}.compensate",
-                    kind=StepKind.COMPENSATION,
-                    compensates=step,
-                    operation_id=f"{step.operation_id}:compensate",
-                    pool=step.pool,
-                    created_at=unit.now,
-                    updated_at=unit.now,
-                )
-                state.steps.append(compensation)
-                compensations[step.pk] = compensation
-                step_dispatch(
-                    unit,
-                    state,
-                    compensation,
-                    source=source,
-                    reason=f"undo {step.name}: every step after it is undone",
-                )
+            child = undo.children[step.name] = _child_undo(unit, undo.state, step, child, source=source)
+        if child.status == J.COMPENSATED and child.compensation_reason == "parent":
+            step_transition(
+                unit,
+                step,
+                S.COMPENSATED,
+                source=source,
+                reason=f"child job {child.pk} compensated",
+                data={"child_job": str(child.pk), "child_status": child.status},
+                status_reason="",
+            )
+            moved = True
+    return moved
 
-    held = [c.name for c in compensations.values() if c.status == S.HELD]
+
+def _dispatch_compensations(undo: _Undo) -> None:
+    """Create and dispatch the undo of each step that needs one and has none yet, once every step
+    after it is undone."""
+    unit, state = undo.unit, undo.state
+    for step in undo.actions:
+        if step.pk in undo.compensations or not needs_compensation(step, sent=undo.sent):
+            continue
+        if undo.dependents_done(step):
+            compensation = Step.objects.create(
+                job=state.job,
+                definition=step.definition,
+                name=f"{step.name}.compensate",
+                kind=StepKind.COMPENSATION,
+                compensates=step,
+                operation_id=f"{step.operation_id}:compensate",
+                pool=step.pool,
+                created_at=unit.now,
+                updated_at=unit.now,
+            )
+            state.steps.append(compensation)
+            undo.compensations[step.pk] = compensation
+            step_dispatch(
+                unit,
+                state=state,
+                step=compensation,
+                source=undo.source,
+                reason=f"undo {step.name}: every step after it is undone",
+            )
+
+
+def _settle_compensation(undo: _Undo) -> None:
+    """The job's status from its compensation: needs attention while an undo (its own, or a
+    child's) is held; cancelled or compensated once every step is undone; compensating again when
+    what held it moved on."""
+    unit, job, source = undo.unit, undo.state.job, undo.source
+    held = [c.name for c in undo.compensations.values() if c.status == S.HELD]
     # A child whose own compensation waits for an operator holds its parent's too.
     held += [
         f"{name} (child job {child.pk})"
-        for name, child in children.items()
+        for name, child in undo.children.items()
         if child.status == J.NEEDS_ATTENTION and child.compensation_reason
     ]
     if held:
@@ -423,7 +497,7 @@ def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
                 reason=f"compensation held: {', '.join(held)}",
             )
         return
-    if all(done(s) for s in actions):
+    if all(undo.done(s) for s in undo.actions):
         final = J.CANCELLED if job.compensation_reason == "cancel" else J.COMPENSATED
         if final not in JOB_TRANSITIONS[job.status]:
             # Needs attention, and what held it settled on its own (a child's compensation).
@@ -459,11 +533,11 @@ def _child_undo(unit: Unit, state: JobState, step: Step, child: Job, *, source: 
     Lock order: the caller holds the parent's lock; the child's is taken after it, as in
     `_child_stopped`.
     """
-    locked = lock_job(unit, child.pk)
+    locked = lock_job(unit, job_id=child.pk)
     if locked.job.status != J.SUCCEEDED:
         return locked.job
     reason = f"its parent job {state.job.pk} is {state.job.status}: every step after {step.name} is undone"
-    job_start_compensation(unit, locked, reason_code="parent", source=source, reason=reason)
+    job_start_compensation(unit, state=locked, reason_code="parent", source=source, reason=reason)
     step_note(
         unit,
         step,
@@ -493,12 +567,12 @@ def _child_stopped(unit: Unit, state: JobState, step: Step, *, source: str, reas
     )
     if child_id is None:
         return False
-    child = lock_job(unit, child_id)
+    child = lock_job(unit, job_id=child_id)
     if child.job.status in JOB_FORWARD and not child.job.compensation_reason:
         cancel = state.job.compensation_reason in ("", "cancel")
         job_start_compensation(
             unit,
-            child,
+            state=child,
             reason_code="cancel" if cancel else "parent",
             source=source,
             reason=f"{reason} (job {state.job.pk})",

@@ -306,11 +306,23 @@ def _submit_in_database(
             if replay:
                 return replay
             job_id = hotpath.submit(
-                workflow, payload, user, key, request_hash, source=SCHEDULER, **asdict(extra)
+                workflow,
+                payload=payload,
+                user=user,
+                key=key,
+                request_hash=request_hash,
+                source=SCHEDULER,
+                **asdict(extra),
             )
     else:
         job_id = hotpath.submit(
-            workflow, payload, user, key or None, request_hash, source=SCHEDULER, **asdict(extra)
+            workflow,
+            payload=payload,
+            user=user,
+            key=key or None,
+            request_hash=request_hash,
+            source=SCHEDULER,
+            **asdict(extra),
         )
     if job_id is None:
         # An unknown workflow, or one with wait steps (which the function leaves to this path).
@@ -358,7 +370,7 @@ def _submit_in_python(
         # A time the job could never read is refused before anything is written. The fast path
         # (sas_submit) leaves every workflow with a wait step to this function, so no job with a
         # timer is written without this check.
-        timers_check_input(definitions, payload)
+        timers_check_input(definitions, payload=payload)
         unit.now = definitions[0].db_now  # type: ignore[attr-defined]
         job = _create_job(unit, definitions, payload, user, key, request_hash, extra).job
     return Submission(job_id=job.pk, created=True, loaded=job)
@@ -420,7 +432,7 @@ def _create_job(
                 name=d.name,
                 kind=StepKind.ACTION,
                 operation_id=(
-                    child_operation_id(parent.operation_id, d.name)
+                    child_operation_id(parent.operation_id, step_name=d.name)
                     if parent is not None
                     else str(uuid.uuid4())
                 ),
@@ -446,7 +458,7 @@ def _create_job(
         if step.reused_from is not None:
             step_reuse(unit, step, source=source, actor=actor)
     state = JobState(job=job, steps=list(steps))
-    job_advance(unit, state, source=source, actor=actor)
+    job_advance(unit, state=state, source=source, actor=actor)
     return state
 
 
@@ -455,7 +467,7 @@ def _create_job(
 MAX_OPERATION_ID = 200 - len(":compensate")
 
 
-def child_operation_id(parent_operation_id: str, step_name: str) -> str:
+def child_operation_id(parent_operation_id: str, *, step_name: str) -> str:
     """The operation ID of step `step_name` of the child job started by the step whose operation
     ID is `parent_operation_id`: `<parent's>/<step>`, the same however often the parent's step is
     retried or its start redelivered. Nested deeper than the column allows, the parent's part is
@@ -468,11 +480,11 @@ def child_operation_id(parent_operation_id: str, step_name: str) -> str:
 
 def child_create(
     unit: Unit,
+    *,
     parent: JobState,
     step: Step,
     definitions: Sequence[StepDefinition],
     payload: dict[str, Any],
-    *,
     source: str,
 ) -> JobState:
     """The child job of sub-workflow step `step` of the locked job `parent`: a job of
@@ -499,8 +511,8 @@ def child_create(
 
 def rerun_create(
     unit: Unit,
-    original: JobState,
     *,
+    original: JobState,
     from_step: str,
     payload: dict[str, Any],
     actor: User,

@@ -61,7 +61,7 @@ class NoTime(Exception):
     the held step's reason)."""
 
 
-def timer_due(state: JobState, step: Step, now: dt.datetime) -> dt.datetime:
+def timer_due(state: JobState, *, step: Step, now: dt.datetime) -> dt.datetime:
     """When the timer fires: `wait_seconds` after now, or the time at its `until` field (the job's
     input, or an ancestor's output); a time without an offset is UTC. Raises NoTime, and nothing
     else, when the field is missing or its time cannot be read strictly (sas_project.validation.
@@ -82,10 +82,10 @@ def timer_due(state: JobState, step: Step, now: dt.datetime) -> dt.datetime:
     try:
         return read_time(value)
     except Unreadable as exc:
-        raise NoTime(time_unreadable(definition.until, value, exc)) from None
+        raise NoTime(time_unreadable(definition.until, value=value, exc=exc)) from None
 
 
-def time_unreadable(field: str, value: Any, exc: Unreadable) -> str:
+def time_unreadable(field: str, *, value: Any, exc: Unreadable) -> str:
     """Why the time at `field` cannot be read (a held step's reason, a refused submission's)."""
     shown = value[:100] if isinstance(value, str) else value
     text = repr(shown)
@@ -94,7 +94,7 @@ def time_unreadable(field: str, value: Any, exc: Unreadable) -> str:
     return f"cannot read the time at {field}: {text} ({exc})"
 
 
-def timers_check_input(definitions: Sequence[StepDefinition], payload: dict[str, Any]) -> None:
+def timers_check_input(definitions: Sequence[StepDefinition], *, payload: dict[str, Any]) -> None:
     """Refuse a submission whose input holds, where a timer's `until` reads it (`input.<path>`),
     a value that is no readable time (timer_due would hold the step at once): InvalidInput naming
     the field. A field the input lacks is not refused here (the step is held when it starts)."""
@@ -110,12 +110,12 @@ def timers_check_input(definitions: Sequence[StepDefinition], payload: dict[str,
             try:
                 read_time(value)
             except Unreadable as exc:
-                why = time_unreadable(definition.until, value, exc)
+                why = time_unreadable(definition.until, value=value, exc=exc)
                 raise InvalidInput(f"step {definition.name!r}: {why}", field=definition.until) from None
 
 
 def step_begin_wait(
-    unit: Unit, state: JobState, step: Step, *, source: str, reason: str, actor: User | None = None
+    unit: Unit, *, state: JobState, step: Step, source: str, reason: str, actor: User | None = None
 ) -> None:
     """A ready wait step starts waiting (pending, or held/failed when an operator retries it)."""
     definition = step.definition
@@ -123,7 +123,7 @@ def step_begin_wait(
     kind = E.STEP_WAITING
     if definition.kind == K.TIMER:
         try:
-            deadline: dt.datetime | None = timer_due(state, step, unit.now)
+            deadline: dt.datetime | None = timer_due(state, step=step, now=unit.now)
         except NoTime as exc:
             # The job's own data holds no time: the wait starts, and is held at once for an
             # operator to decide (resolve, retry, compensate).
@@ -165,13 +165,13 @@ def step_begin_wait(
             .first()
         )
         if signal is not None:
-            signal_consume(unit, step, signal, source=source)
+            signal_consume(unit, step=step, signal=signal, source=source)
     elif definition.kind == K.TIMER and deadline is not None and deadline <= unit.now:
-        timer_fire(unit, step, source=source)
+        timer_fire(unit, step=step, source=source)
 
 
 def step_begin_child(
-    unit: Unit, state: JobState, step: Step, *, source: str, reason: str, actor: User | None = None
+    unit: Unit, *, state: JobState, step: Step, source: str, reason: str, actor: User | None = None
 ) -> None:
     """A ready sub-workflow step starts waiting for its child job (pending, or held/failed when an
     operator retries it), and the task that starts the child is enqueued in this transaction
@@ -208,7 +208,7 @@ def describe(definition: StepDefinition) -> str:
     return "its time"
 
 
-def signal_consume(unit: Unit, step: Step, signal: Signal, *, source: str, actor: User | None = None) -> None:
+def signal_consume(unit: Unit, *, step: Step, signal: Signal, source: str, actor: User | None = None) -> None:
     """The waiting step takes the signal: guarded on the signal not being consumed yet, so a
     signal completes one step once, whoever else tries."""
     taken = Signal.objects.filter(pk=signal.pk, consumed_at__isnull=True).update(
@@ -231,7 +231,7 @@ def signal_consume(unit: Unit, step: Step, signal: Signal, *, source: str, actor
     )
 
 
-def timer_fire(unit: Unit, step: Step, *, source: str) -> None:
+def timer_fire(unit: Unit, *, step: Step, source: str) -> None:
     step_transition(
         unit,
         step,

@@ -135,8 +135,8 @@ def signal_send(
                 None,
             )
             if step is not None:
-                signal_consume(unit, step, signal, source=source, actor=sender)
-                job_advance(unit, state, source=source, actor=sender)
+                signal_consume(unit, step=step, signal=signal, source=source, actor=sender)
+                job_advance(unit, state=state, source=source, actor=sender)
             return SignalReceipt(signal=signal, created=True)
     except IntegrityError:
         # A concurrent request with the same key won the insert: answer with its signal.
@@ -163,13 +163,13 @@ def _signal_replay(job: Job, key: str, request_hash: str) -> SignalReceipt | Non
 def _lock(unit: Unit, job_id: Any) -> JobState:
     if not Job.objects.filter(pk=job_id).exists():
         raise NotFound(f"job {job_id} does not exist")
-    return lock_job(unit, job_id)
+    return lock_job(unit, job_id=job_id)
 
 
 # --- approvals -----------------------------------------------------------------------------------------
 
 
-def may_decide(user: User, definition: StepDefinition) -> bool:
+def may_decide(user: User, *, definition: StepDefinition) -> bool:
     """Whether `user` may approve or reject this step: a member of the group it names, or, when
     it names none, an operator."""
     if not user.is_authenticated:
@@ -195,7 +195,7 @@ def approval_decide(*, job_id: Any, step_name: str, actor: User, approve: bool, 
             raise NotFound(f"job {state.job.pk} has no step {step_name!r}")
         if step.definition.kind != K.APPROVAL:
             raise ActionNotAllowed(f"step {step_name} is a {step.definition.kind} step: nothing to approve")
-        if not may_decide(actor, step.definition):
+        if not may_decide(actor, definition=step.definition):
             who = f"members of {step.definition.group}" if step.definition.group else "operators"
             raise NotPermitted(f"only {who} may decide step {step_name}")
         if step.status != S.WAITING:
@@ -220,12 +220,12 @@ def approval_decide(*, job_id: Any, step_name: str, actor: User, approve: bool, 
                 output=decision,
                 error="",
             )
-            job_advance(unit, state, source=source, actor=actor)
+            job_advance(unit, state=state, source=source, actor=actor)
         else:
             step_wait_failed(
                 unit,
-                state,
-                step,
+                state=state,
+                step=step,
                 kind=E.STEP_REJECTED,
                 source=source,
                 reason=f"rejected by {actor.get_username()}" + (f": {comment}" if comment else ""),
@@ -240,9 +240,9 @@ def approval_decide(*, job_id: Any, step_name: str, actor: User, approve: bool, 
 
 def step_wait_failed(
     unit: Unit,
+    *,
     state: JobState,
     step: Step,
-    *,
     kind: EventKind,
     source: str,
     reason: str,
@@ -273,7 +273,7 @@ def step_wait_failed(
         step_transition(
             unit, step, S.HELD, source=source, kind=E.STEP_HELD, actor=actor, reason=reason, **said
         )
-        job_advance(unit, state, source=source, actor=actor)
+        job_advance(unit, state=state, source=source, actor=actor)
         return
     step_transition(
         unit,
@@ -289,13 +289,13 @@ def step_wait_failed(
         **said,
     )
     if state.job.status not in JOB_FORWARD:
-        job_advance(unit, state, source=source, actor=actor)
+        job_advance(unit, state=state, source=source, actor=actor)
     elif action == OnExhausted.FAIL:
-        job_fail(unit, state, source=source, reason=f"step {step.name} failed: {reason}", actor=actor)
+        job_fail(unit, state=state, source=source, reason=f"step {step.name} failed: {reason}", actor=actor)
     else:
         job_start_compensation(
             unit,
-            state,
+            state=state,
             reason_code="failure",
             source=source,
             reason=f"step {step.name} failed: {reason}",
@@ -303,7 +303,7 @@ def step_wait_failed(
         )
 
 
-def wait_expire(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
+def wait_expire(unit: Unit, *, state: JobState, step: Step, source: str) -> str:
     """End a due wait (the caller holds the job's lock): fire a timer, or apply a signal's or
     approval's on_timeout. Returns what it did ("" when the step no longer waits or is not due)."""
     if step.status != S.WAITING or step.deadline is None or step.deadline > unit.now:
@@ -312,8 +312,8 @@ def wait_expire(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
     if not definition.waits:
         return ""
     if definition.kind == K.TIMER:
-        timer_fire(unit, step, source=source)
-        job_advance(unit, state, source=source)
+        timer_fire(unit, step=step, source=source)
+        job_advance(unit, state=state, source=source)
         return "timer_fired"
     reason = f"no {describe(definition).removeprefix('an ')} within {definition.timeout_seconds:g} s"
     if definition.on_timeout == OnTimeout.CONTINUE:
@@ -327,14 +327,14 @@ def wait_expire(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
             output=definition.default_output,
             error="",
         )
-        job_advance(unit, state, source=source)
+        job_advance(unit, state=state, source=source)
     elif definition.on_timeout == OnTimeout.FAIL:
-        step_wait_failed(unit, state, step, kind=E.WAIT_TIMED_OUT, source=source, reason=reason)
+        step_wait_failed(unit, state=state, step=step, kind=E.WAIT_TIMED_OUT, source=source, reason=reason)
     else:
         step_transition(
             unit, step, S.HELD, source=source, kind=E.STEP_HELD, reason=f"{reason}: held for an operator"
         )
-        job_advance(unit, state, source=source)
+        job_advance(unit, state=state, source=source)
     return "wait_timed_out"
 
 
@@ -344,7 +344,7 @@ def waits_due(now: dt.datetime, *, limit: int, exclude: set[Any] | None = None) 
     waits' sweep quarantined lately."""
     rows = (
         Step.objects.filter(status=S.WAITING, deadline__lte=now, pool__isnull=True, kind=StepKind.ACTION)
-        .filter(not_quarantined(QuarantineLoop.WAITS, now, field="job_id"))
+        .filter(not_quarantined(QuarantineLoop.WAITS, now=now, field="job_id"))
         .exclude(job_id__in=list(exclude or ()))
         .order_by("deadline")
         .values_list("job_id", flat=True)[:limit]
@@ -352,7 +352,7 @@ def waits_due(now: dt.datetime, *, limit: int, exclude: set[Any] | None = None) 
     return list(dict.fromkeys(rows))
 
 
-def waits_due_steps(job_id: Any, now: dt.datetime) -> list[int]:
+def waits_due_steps(job_id: Any, *, now: dt.datetime) -> list[int]:
     """The due waits of one job (what the waits' sweep was ending when it raised)."""
     return list(
         Step.objects.filter(
@@ -361,7 +361,7 @@ def waits_due_steps(job_id: Any, now: dt.datetime) -> list[int]:
     )
 
 
-def waits_expire(unit: Unit, job_ids: list[Any], *, source: str) -> dict[str, int]:
+def waits_expire(unit: Unit, *, job_ids: list[Any], source: str) -> dict[str, int]:
     """Lock these jobs (skipping those locked elsewhere: the next scan takes them) and end their
     due waits. Returns the counts of what was done."""
     done: dict[str, int] = {}
@@ -373,7 +373,7 @@ def waits_expire(unit: Unit, job_ids: list[Any], *, source: str) -> dict[str, in
     )
     for state in load_locked_jobs(jobs).values():
         for step in list(state.actions):
-            what = wait_expire(unit, state, step, source=source)
+            what = wait_expire(unit, state=state, step=step, source=source)
             if what:
                 done[what] = done.get(what, 0) + 1
     return done

@@ -131,7 +131,7 @@ def decidable_steps(user: User, steps: Iterable[Step]) -> frozenset[int]:
         if step.status != StepStatus.WAITING or definition.kind != K.APPROVAL:
             continue
         if definition.pk not in allowed:
-            allowed[definition.pk] = may_decide(user, definition)
+            allowed[definition.pk] = may_decide(user, definition=definition)
         if allowed[definition.pk]:
             ids.add(step.pk)
     return frozenset(ids)

@@ -471,7 +471,7 @@ def test_a_move_the_database_table_lacks_fails_when_the_hot_path_function_makes_
     success = CallResult(outcome=Outcome.SUCCEEDED, output={})
     table = _table_without(("step", "dispatched", "succeeded"))
     with _function_replaced("sas_move_allowed", table), _refused(r'"dispatched" to "succeeded"'):
-        hotpath.record_outcome(one.pk, one.attempt, success, source="test")
+        hotpath.record_outcome(one.pk, number=one.attempt, result=success, source="test")
 
 
 @postgresql

@@ -309,7 +309,9 @@ def test_a_success_after_the_deadline_is_noted_alike(settings: Any, fake_remote:
         job = job_submit(workflow="c", input={}).job
         first = job.steps.get(name="s1")
         Attempt.objects.filter(step=first).update(deadline=F("deadline") - dt.timedelta(hours=1))
-        step_record_outcome(first.pk, 1, CallResult(Outcome.SUCCEEDED, output={"late": 1}, latency_ms=7))
+        step_record_outcome(
+            first.pk, number=1, result=CallResult(Outcome.SUCCEEDED, output={"late": 1}, latency_ms=7)
+        )
         OrmQ.objects.all().delete()
         return job
 
@@ -326,9 +328,11 @@ def test_the_function_declines_what_it_does_not_cover_and_writes_nothing(setting
     Job.objects.filter(pk=job.pk).update(paused_at=F("created_at"))
     first = job.steps.get()
     before = (Event.objects.count(), Attempt.objects.filter(finished_at__isnull=False).count())
-    assert not hotpath.record_outcome(first.pk, 1, CallResult(Outcome.SUCCEEDED, output={}), source="agent")
+    assert not hotpath.record_outcome(
+        first.pk, number=1, result=CallResult(Outcome.SUCCEEDED, output={}), source="agent"
+    )
     assert (Event.objects.count(), Attempt.objects.filter(finished_at__isnull=False).count()) == before
-    step_record_outcome(first.pk, 1, CallResult(Outcome.SUCCEEDED, output={}))
+    step_record_outcome(first.pk, number=1, result=CallResult(Outcome.SUCCEEDED, output={}))
     first.refresh_from_db()
     assert first.status == "succeeded"
 
@@ -415,7 +419,7 @@ def test_a_claim_waits_for_a_compensation_holding_the_job_and_then_does_not_call
     def claim() -> None:
         try:
             holding.wait(10)
-            claimed.append(attempt_claim(one.pk, one.attempt))
+            claimed.append(attempt_claim(one.pk, number=one.attempt))
         finally:
             connection.close()
 

@@ -226,7 +226,7 @@ def test_a_delivery_while_the_first_is_still_calling_makes_no_second_call(fake_r
     step = job.steps.get()
     from scheduler.services import attempt_claim
 
-    assert attempt_claim(step.pk, 1) is not None  # the first delivery claimed it and is calling
+    assert attempt_claim(step.pk, number=1) is not None  # the first delivery claimed it and is calling
     assert run_attempt(step.pk, 1) == "ignored"
     assert fake_remote.calls == []
 

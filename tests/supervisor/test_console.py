@@ -257,7 +257,7 @@ def test_throughput_counts_a_step_completed_by_a_late_success(
     Step.objects.filter(pk=step.pk).update(deadline=timezone.now() - dt.timedelta(minutes=1))
     Attempt.objects.filter(step=step).update(deadline=timezone.now() - dt.timedelta(minutes=1))
     supervise()  # times attempt 1 out and dispatches attempt 2
-    step_record_outcome(step.pk, 1, CallResult(Outcome.SUCCEEDED, output={}))
+    step_record_outcome(step.pk, number=1, result=CallResult(Outcome.SUCCEEDED, output={}))
     assert Event.objects.filter(step=step, kind=EventKind.LATE_SUCCESS).count() == 1
     assert not Event.objects.filter(kind=EventKind.STEP_SUCCEEDED).exists()
     html = ops.get("/ops/", **HTMX).content.decode()
@@ -274,7 +274,8 @@ def test_a_late_success_after_the_step_settled_is_not_counted_again(
     job = job_submit(workflow="chain", input={}).job
     drain()
     step = job.steps.get()
-    step_record_outcome(step.pk, 1, CallResult(Outcome.SUCCEEDED, output={}))  # a duplicate answer
+    # A duplicate answer:
+    step_record_outcome(step.pk, number=1, result=CallResult(Outcome.SUCCEEDED, output={}))
     (repeat,) = Event.objects.filter(step=step, kind=EventKind.LATE_OUTCOME_IGNORED)
     assert "a repeat of its result" in repeat.reason
     html = ops.get("/ops/", **HTMX).content.decode()

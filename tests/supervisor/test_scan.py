@@ -318,7 +318,7 @@ def test_a_late_success_completes_the_step_once_and_supersedes_the_retry(
     supervise()  # times attempt 1 out and dispatches attempt 2
     from scheduler.services import step_record_outcome
 
-    step_record_outcome(s1.pk, 1, CallResult(Outcome.SUCCEEDED, output={"late": True}))
+    step_record_outcome(s1.pk, number=1, result=CallResult(Outcome.SUCCEEDED, output={"late": True}))
     s1.refresh_from_db()
     assert s1.status == StepStatus.SUCCEEDED and s1.output == {"late": True}
     first, second = Attempt.objects.filter(step=s1).order_by("number")
@@ -339,8 +339,8 @@ def test_an_outcome_for_a_remediated_step_never_rolls_it_back(supervise: Supervi
     s1 = steps_of(job)["s1"]
     from scheduler.services import step_record_outcome
 
-    step_record_outcome(s1.pk, 1, CallResult(Outcome.SUCCEEDED, output={}))
-    step_record_outcome(s1.pk, 1, CallResult(Outcome.TRANSIENT_FAILURE, error="late failure"))
+    step_record_outcome(s1.pk, number=1, result=CallResult(Outcome.SUCCEEDED, output={}))
+    step_record_outcome(s1.pk, number=1, result=CallResult(Outcome.TRANSIENT_FAILURE, error="late failure"))
     s1.refresh_from_db()
     assert s1.status == StepStatus.SUCCEEDED
     assert Event.objects.filter(step=s1, kind="late_outcome_ignored").count() == 1
@@ -485,7 +485,7 @@ def test_cancel_stops_dispatching_and_compensates_what_ran(
     OrmQ.objects.all().delete()
     from scheduler.services import attempt_claim
 
-    assert attempt_claim(steps_of(job)["s2"].pk, 1) is not None  # s2 was sent; its answer is lost
+    assert attempt_claim(steps_of(job)["s2"].pk, number=1) is not None  # s2 was sent; its answer is lost
     olga = User.objects.create_user("olga")
     job_cancel(actor=olga, job_id=job.pk, reason="customer changed their mind")
     lose_in_flight_calls()
