@@ -109,10 +109,8 @@ def _internal_hosts(kind: OutboundKind) -> list[str]:
     return sas_settings.outbound_internal_hosts
 
 
-class OutboundRefused(InvalidInput):
+class OutboundRefused(InvalidInput, code="outbound_refused"):
     """The destination is not one the service may reach (raised at save and at connect time)."""
-
-    code = "outbound_refused"
 
 
 # --- which addresses are internal -----------------------------------------------------------------
