@@ -21,7 +21,7 @@ from django.http import HttpRequest
 
 from agents.models import AgentEndpoint, AgentKind, AgentPool
 from agents.services import endpoint_spec_clean, pool_save
-from sas_project.admin_access import ManagersOnly
+from sas_project.admin_access import ManagersOnly, SavedByTheService
 from sas_project.errors import InvalidInput
 
 
@@ -145,7 +145,9 @@ class PoolForm(forms.ModelForm):
 
 
 @admin.register(AgentPool)
-class AgentPoolAdmin(ManagersOnly, admin.ModelAdmin):
+class AgentPoolAdmin(ManagersOnly, SavedByTheService, admin.ModelAdmin):
+    """Saved with its endpoints through agents.services.pool_save, which records who did it."""
+
     form = PoolForm
     inlines = [EndpointInline]
     list_display = [
@@ -185,14 +187,3 @@ class AgentPoolAdmin(ManagersOnly, admin.ModelAdmin):
             moved=endpoints.moved,
         )
         form.instance.pk = pool.pk
-
-    def construct_change_message(
-        self, request: HttpRequest, form: Any, formsets: Any, add: bool = False
-    ) -> Any:
-        return []  # the inlines were saved by the service, not by the formsets
-
-    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
-        return None  # pool_save records who changed the pool
-
-    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
-        return None

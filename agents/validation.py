@@ -93,26 +93,17 @@ _WHAT: Mapping[OutboundKind, str] = {
 }
 
 
-def _allowed_hosts(kind: OutboundKind) -> list[str]:
+def _host_lists(kind: OutboundKind) -> tuple[list[str], list[str]]:
+    """`kind`'s (restrictive list, internal-hosts list): the settings LIST_SETTINGS names."""
     if kind == OutboundKind.CALLBACK:
-        return sas_settings.callback_allowed_hosts
+        return sas_settings.callback_allowed_hosts, sas_settings.callback_internal_hosts
     if kind == OutboundKind.WEBHOOK:
-        return sas_settings.webhook_allowed_hosts
-    return sas_settings.agent_allowed_hosts
+        return sas_settings.webhook_allowed_hosts, sas_settings.webhook_internal_hosts
+    return sas_settings.agent_allowed_hosts, sas_settings.outbound_internal_hosts
 
 
-def _internal_hosts(kind: OutboundKind) -> list[str]:
-    if kind == OutboundKind.CALLBACK:
-        return sas_settings.callback_internal_hosts
-    if kind == OutboundKind.WEBHOOK:
-        return sas_settings.webhook_internal_hosts
-    return sas_settings.outbound_internal_hosts
-
-
-class OutboundRefused(InvalidInput):
+class OutboundRefused(InvalidInput, code="outbound_refused"):
     """The destination is not one the service may reach (raised at save and at connect time)."""
-
-    code = "outbound_refused"
 
 
 # --- which addresses are internal -----------------------------------------------------------------
@@ -238,7 +229,8 @@ def _parse_allow_list(entries: tuple[str, ...]) -> AllowList:
 def internal_allow_list(kind: OutboundKind = OutboundKind.AGENT) -> AllowList:
     """What a kind of URL may reach although internal: its internal-hosts list plus its
     restrictive list (for agents, SAS_OUTBOUND_INTERNAL_HOSTS plus SAS_AGENT_ALLOWED_HOSTS)."""
-    return _parse_allow_list((*_internal_hosts(kind), *_allowed_hosts(kind)))
+    restricted, internal = _host_lists(kind)
+    return _parse_allow_list((*internal, *restricted))
 
 
 # --- resolution -------------------------------------------------------------------------------
@@ -355,7 +347,7 @@ def validate_outbound_url(
         raise InvalidInput(f"{what} must not have a query or fragment")
     host = _normal_host(parts.hostname)
     port = port or schemes[parts.scheme]
-    restricted = _allowed_hosts(kind)
+    restricted, _ = _host_lists(kind)
     if restricted:
         host_port = f"{host}:{parts.port}" if parts.port else host
         if host not in restricted and host_port not in restricted:

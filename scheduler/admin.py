@@ -18,7 +18,13 @@ from django.db.models import Count, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 
-from sas_project.admin_access import ManagersOnly, WrittenByTheService
+from sas_project.admin_access import (
+    ManagersOnly,
+    NamedWrites,
+    SavedByTheService,
+    WrittenByName,
+    WrittenByTheService,
+)
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage
 from scheduler import contracts
@@ -203,7 +209,9 @@ def _source_workflow(request: HttpRequest) -> Workflow | None:
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(admin.ModelAdmin):
+class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
+    """A version is made with its steps through workflow_create, which records who made it."""
+
     form = WorkflowForm
     inlines = [StepDefinitionInline]
     list_display = ["name", "version", "step_count", "deadline_seconds", "created_by", "created_at"]
@@ -275,17 +283,6 @@ class WorkflowAdmin(admin.ModelAdmin):
         )
         form.instance.pk, form.instance.version = workflow.pk, workflow.version
 
-    def construct_change_message(
-        self, request: HttpRequest, form: Any, formsets: Any, add: bool = False
-    ) -> Any:
-        return []  # the inlines were saved by the service, not by the formsets
-
-    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
-        return None  # workflow_create records who created the version
-
-    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
-        return None
-
 
 # --- schedules ------------------------------------------------------------------------------------
 
@@ -320,8 +317,11 @@ class ScheduleForm(forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ManagersOnly, admin.ModelAdmin):
+class ScheduleAdmin(ManagersOnly, WrittenByName, admin.ModelAdmin):
+    """Every save and delete goes through scheduler.schedules (checked, logged with the user)."""
+
     form = ScheduleForm
+    writes = NamedWrites(SCHEDULE_FIELDS, schedule_create, schedule_update, schedule_delete)
     list_display = [
         "name",
         "workflow",
@@ -345,30 +345,6 @@ class ScheduleAdmin(ManagersOnly, admin.ModelAdmin):
         # A schedule's name is its identity (in its firings' idempotency keys): never renamed.
         fields = list(super().get_readonly_fields(request, obj))
         return ["name", *fields] if obj is not None else fields
-
-    def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
-        values = {f: form.cleaned_data.get(f) for f in SCHEDULE_FIELDS}
-        if change:
-            saved = schedule_update(obj.name, actor=request.user, changes=values)
-        else:
-            saved = schedule_create(name=form.cleaned_data["name"], actor=request.user, **values)
-        obj.pk = saved.pk
-
-    def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
-        schedule_delete(obj.name, actor=request.user)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule in queryset:
-            schedule_delete(schedule.name, actor=request.user)
-
-    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
-        return None  # the service records who did it
-
-    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
-        return None
-
-    def log_deletion(self, request: HttpRequest, obj: Any, object_repr: str) -> Any:
-        return None
 
     def _set_paused(self, request: HttpRequest, queryset: QuerySet[Schedule], paused: bool) -> None:
         done = 0

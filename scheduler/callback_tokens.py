@@ -21,26 +21,20 @@ from scheduler.models import Step
 SALT = "sas.attempt-callback"
 
 
-class BadToken(SasError):
-    http_status = 403
-    code = "invalid_token"
+class BadToken(SasError, http_status=403, code="invalid_token"):
+    """A token forged, altered, or naming no step of this service."""
 
 
-class ExpiredToken(SasError):
-    http_status = 410
-    code = "token_expired"
+class ExpiredToken(SasError, http_status=410, code="token_expired"):
+    """A token older than SAS_CALLBACK_TOKEN_MAX_AGE."""
 
 
-class AlreadyRecorded(SasError):
-    http_status = 409
-    code = "already_recorded"
+class AlreadyRecorded(SasError, http_status=409, code="already_recorded"):
+    """The attempt's outcome is already in: a result is recorded once."""
 
 
-class AttemptGivenUp(SasError):
+class AttemptGivenUp(SasError, http_status=410, code="attempt_given_up"):
     """A heartbeat for an attempt that is no longer in flight: the remote may stop its work."""
-
-    http_status = 410
-    code = "attempt_given_up"
 
 
 @dataclass(frozen=True)

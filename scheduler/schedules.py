@@ -34,11 +34,11 @@ from django.utils import timezone
 
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.conf import sas_settings
+from sas_project.editing import fields_known, locked_one
 from sas_project.errors import (
     ActionNotAllowed,
     InvalidInput,
     LimitReached,
-    NotFound,
     SasError,
     StaleWrite,
 )
@@ -148,9 +148,7 @@ def _settings(schedule: Schedule) -> dict[str, Any]:
 @transaction.atomic
 def schedule_create(*, name: str, actor: Any, **fields: Any) -> Schedule:
     valid_name(name, "schedule name", "name")
-    unknown = set(fields) - set(SCHEDULE_FIELDS)
-    if unknown:
-        raise InvalidInput(f"unknown schedule fields: {', '.join(sorted(unknown))}")
+    fields_known(fields, SCHEDULE_FIELDS, "schedule")
     values = schedule_validate(fields)
     if Schedule.objects.filter(name=name).exists():
         raise InvalidInput(f"a schedule named {name!r} already exists", field="name")
@@ -185,12 +183,8 @@ def _check_schedule_limit(owner: Any) -> None:
 
 @transaction.atomic
 def schedule_update(name: str, *, actor: Any, changes: dict[str, Any]) -> Schedule:
-    unknown = set(changes) - set(SCHEDULE_FIELDS)
-    if unknown:
-        raise InvalidInput(f"unknown schedule fields: {', '.join(sorted(unknown))}")
-    schedule = Schedule.objects.select_for_update().filter(name=name).first()
-    if schedule is None:
-        raise NotFound(f"schedule {name!r} does not exist")
+    fields_known(changes, SCHEDULE_FIELDS, "schedule")
+    schedule = locked_one(Schedule.objects.filter(name=name), f"schedule {name!r} does not exist")
     before = _settings(schedule)
     current = {field: getattr(schedule, field) for field in SCHEDULE_FIELDS}
     merged = {**current, **changes}
@@ -212,9 +206,7 @@ def schedule_update(name: str, *, actor: Any, changes: dict[str, Any]) -> Schedu
 
 @transaction.atomic
 def schedule_delete(name: str, *, actor: Any) -> None:
-    schedule = Schedule.objects.select_for_update().filter(name=name).first()
-    if schedule is None:
-        raise NotFound(f"schedule {name!r} does not exist")
+    schedule = locked_one(Schedule.objects.filter(name=name), f"schedule {name!r} does not exist")
     definition_deleted(actor, schedule)
     schedule.delete()
 
@@ -223,9 +215,7 @@ def schedule_delete(name: str, *, actor: Any) -> None:
 def schedule_set_paused(name: str, *, actor: Any, paused: bool) -> Schedule:
     """Pause (no firing) or resume (from the next firing after now, or, with catch_up once, the
     latest firing missed while paused, fired at the next turn of the loop)."""
-    schedule = Schedule.objects.select_for_update().filter(name=name).first()
-    if schedule is None:
-        raise NotFound(f"schedule {name!r} does not exist")
+    schedule = locked_one(Schedule.objects.filter(name=name), f"schedule {name!r} does not exist")
     if paused == (schedule.paused_at is not None):
         raise ActionNotAllowed(f"schedule {name!r} is already {'paused' if paused else 'running'}")
     now = timezone.now()

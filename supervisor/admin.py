@@ -27,7 +27,13 @@ from django.utils.safestring import mark_safe
 from django_q import admin as django_q_admin
 from django_q.models import Failure, Success
 
-from sas_project.admin_access import ManagersOnly, WrittenByTheService
+from sas_project.admin_access import (
+    ManagersOnly,
+    NamedWrites,
+    SavedByTheService,
+    WrittenByName,
+    WrittenByTheService,
+)
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage, can_operate
 from scheduler.models import (
@@ -117,7 +123,10 @@ class PolicyRevisionInline(admin.TabularInline):
 
 
 @admin.register(RemediationPolicy)
-class RemediationPolicyAdmin(admin.ModelAdmin):
+class RemediationPolicyAdmin(SavedByTheService, admin.ModelAdmin):
+    """policy_create and policy_update write the admin log entry, naming the user and the changed
+    fields, and the revision."""
+
     form = PolicyForm
     list_display = ["name", "version", "timeout_seconds", "max_attempts", "on_exhausted", "updated_at"]
     search_fields = ["name"]
@@ -139,17 +148,6 @@ class RemediationPolicyAdmin(admin.ModelAdmin):
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         pass  # revisions are written by the policy services, never by the admin
-
-    def construct_change_message(
-        self, request: HttpRequest, form: Any, formsets: Any, add: bool = False
-    ) -> Any:
-        return []  # the inlines were saved by the service, not by the formsets
-
-    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
-        return None  # policy_create already wrote the admin log entry, naming the user
-
-    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
-        return None  # policy_update already wrote it, with the changed fields
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return can_manage(request.user) or super().has_view_permission(request, obj)
@@ -185,10 +183,11 @@ class AlertSubscriptionForm(forms.ModelForm):
 
 
 @admin.register(AlertSubscription)
-class AlertSubscriptionAdmin(ManagersOnly, admin.ModelAdmin):
+class AlertSubscriptionAdmin(ManagersOnly, WrittenByName, admin.ModelAdmin):
     """Every save and delete goes through supervisor.subscriptions (checked, logged with the user)."""
 
     form = AlertSubscriptionForm
+    writes = NamedWrites(SUBSCRIPTION_FIELDS, subscription_create, subscription_update, subscription_delete)
     list_display = ["name", "webhook_url", "email", "kinds", "enabled", "updated_at"]
     search_fields = ["name", "webhook_url", "email"]
     readonly_fields = ["created_by", "created_at", "updated_at"]
@@ -226,30 +225,6 @@ class AlertSubscriptionAdmin(ManagersOnly, admin.ModelAdmin):
             "the grace period ends. Each subscription's page shows its new secret.",
             messages.SUCCESS,
         )
-
-    def save_model(self, request: HttpRequest, obj: AlertSubscription, form: Any, change: bool) -> None:
-        values = {name: form.cleaned_data.get(name) for name in SUBSCRIPTION_FIELDS}
-        if change:
-            saved = subscription_update(obj.name, actor=request.user, changes=values)
-        else:
-            saved = subscription_create(name=form.cleaned_data["name"], actor=request.user, **values)
-        obj.pk = saved.pk
-
-    def delete_model(self, request: HttpRequest, obj: AlertSubscription) -> None:
-        subscription_delete(obj.name, actor=request.user)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[AlertSubscription]) -> None:
-        for name in queryset.values_list("name", flat=True):
-            subscription_delete(name, actor=request.user)
-
-    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
-        return None  # subscription_create wrote the admin log entry
-
-    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
-        return None  # subscription_update wrote it, with the changed fields
-
-    def log_deletion(self, request: HttpRequest, obj: Any, object_repr: str) -> Any:
-        return None  # subscription_delete wrote it
 
 
 #: Whether the user the Delivery admin is rendering a page for is an administrator (the admin

@@ -60,27 +60,22 @@ def alert_write(
     messages: list[Delivery] = []
     body = {"alert": kind.value, **payload}
     for subscription in _subscriptions(kind, _enabled() if enabled is None else enabled):
-        if subscription.webhook_url:
-            messages.append(
-                Delivery(
-                    kind=DeliveryKind.WEBHOOK,
-                    key=f"alert:{about}:{subscription.pk}:webhook",
-                    target=subscription.webhook_url,
-                    receiver=receiver_of(subscription.webhook_url),
-                    payload=body,
-                    subscription=subscription,
-                )
+        channels = (
+            (DeliveryKind.WEBHOOK, subscription.webhook_url),
+            (DeliveryKind.EMAIL, subscription.email),
+        )
+        messages += [
+            Delivery(
+                kind=channel,
+                key=f"alert:{about}:{subscription.pk}:{channel.value}",
+                target=target,
+                receiver=receiver_of(target),  # empty for an email address
+                payload=body,
+                subscription=subscription,
             )
-        if subscription.email:
-            messages.append(
-                Delivery(
-                    kind=DeliveryKind.EMAIL,
-                    key=f"alert:{about}:{subscription.pk}:email",
-                    target=subscription.email,
-                    payload=body,
-                    subscription=subscription,
-                )
-            )
+            for channel, target in channels
+            if target
+        ]
     if messages:
         Delivery.objects.bulk_create(messages, ignore_conflicts=True)
     return len(messages)

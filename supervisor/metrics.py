@@ -309,6 +309,22 @@ class ServiceCollector(Collector):
         return histogram
 
 
+#: The gauges read from the last scan's figures on the lease row (milliseconds there, seconds here).
+LEASE_FIGURES = {
+    "scan_lag": "lag_ms",
+    "scan_duration": "duration_ms",
+    "pass": "pass_ms",
+    "longest_pass": "longest_pass_ms",
+}
+
+_LEASE_FIGURES_SQL = "".join(
+    f"""UNION ALL
+SELECT '{gauge}', '', COALESCE((last_scan->>'{figure}')::float / 1000.0, 0)
+    FROM supervisor_supervisorlease WHERE name = 'supervisor'
+"""  # noqa: S608 - constants of the code
+    for gauge, figure in LEASE_FIGURES.items()
+)
+
 GAUGES_SQL = f"""
 SELECT 'live', status, count(*)::float FROM scheduler_step
     WHERE status IN ({", ".join(f"'{s}'" for s in sorted(STEP_LIVE))}) GROUP BY status
@@ -341,19 +357,7 @@ SELECT 'scan_age', '', GREATEST(extract(epoch FROM statement_timestamp() - last_
     FROM supervisor_supervisorlease WHERE name = 'supervisor' AND last_scan_at IS NOT NULL
 UNION ALL
 SELECT 'lease_token', '', token::float FROM supervisor_supervisorlease WHERE name = 'supervisor'
-UNION ALL
-SELECT 'scan_lag', '', COALESCE((last_scan->>'lag_ms')::float / 1000.0, 0)
-    FROM supervisor_supervisorlease WHERE name = 'supervisor'
-UNION ALL
-SELECT 'scan_duration', '', COALESCE((last_scan->>'duration_ms')::float / 1000.0, 0)
-    FROM supervisor_supervisorlease WHERE name = 'supervisor'
-UNION ALL
-SELECT 'pass', '', COALESCE((last_scan->>'pass_ms')::float / 1000.0, 0)
-    FROM supervisor_supervisorlease WHERE name = 'supervisor'
-UNION ALL
-SELECT 'longest_pass', '', COALESCE((last_scan->>'longest_pass_ms')::float / 1000.0, 0)
-    FROM supervisor_supervisorlease WHERE name = 'supervisor'
-"""  # noqa: S608 - the statuses are constants of the code
+{_LEASE_FIGURES_SQL}"""  # noqa: S608 - the statuses and figures are constants of the code
 
 
 def _gauge_rows() -> list[tuple[str, str, float]]:
@@ -406,10 +410,8 @@ def _gauge_rows_python() -> list[tuple[str, str, float]]:
             # A scan that committed after this read began is 0 s old, not a little less.
             rows.append(("scan_age", "", max((now - lease.last_scan_at).total_seconds(), 0.0)))
         rows.append(("lease_token", "", float(lease.token)))
-        rows.append(("scan_lag", "", float((lease.last_scan or {}).get("lag_ms", 0)) / 1000))
-        rows.append(("scan_duration", "", float((lease.last_scan or {}).get("duration_ms", 0)) / 1000))
-        rows.append(("pass", "", float((lease.last_scan or {}).get("pass_ms", 0)) / 1000))
-        rows.append(("longest_pass", "", float((lease.last_scan or {}).get("longest_pass_ms", 0)) / 1000))
+        figures = lease.last_scan or {}
+        rows += [(gauge, "", float(figures.get(figure, 0)) / 1000) for gauge, figure in LEASE_FIGURES.items()]
     return rows
 
 

@@ -15,7 +15,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 
 from sas_project.audit import definition_deleted, definition_logged
-from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
+from sas_project.editing import fields_known, locked_one
+from sas_project.errors import ActionNotAllowed, InvalidInput, StaleWrite
 from sas_project.validation import valid_name
 from scheduler.models import (
     RETRYABLE_OUTCOMES,
@@ -269,9 +270,7 @@ def _defaults() -> dict[str, Any]:
 @transaction.atomic
 def policy_create(*, name: str, actor: User | None, **fields: Any) -> RemediationPolicy:
     """Create a policy at version 1 and record that revision."""
-    unknown = set(fields) - set(POLICY_FIELDS)
-    if unknown:
-        raise InvalidInput(f"unknown policy fields: {', '.join(sorted(unknown))}")
+    fields_known(fields, POLICY_FIELDS, "policy")
     valid_name(name, "policy name", "name")
     values = {**_defaults(), **fields}
     policy_validate(values)
@@ -300,12 +299,8 @@ def policy_update(policy_id: int, *, actor: User | None, changes: dict[str, Any]
     Steps in flight read the policy at their next decision, so the change applies to them then;
     each attempt keeps the version it ran under. An edit that changes nothing makes no version.
     """
-    unknown = set(changes) - set(POLICY_FIELDS)
-    if unknown:
-        raise InvalidInput(f"unknown policy fields: {', '.join(sorted(unknown))}")
-    policy = RemediationPolicy.objects.select_for_update().filter(pk=policy_id).first()
-    if policy is None:
-        raise NotFound(f"policy {policy_id} does not exist")
+    fields_known(changes, POLICY_FIELDS, "policy")
+    policy = locked_one(RemediationPolicy.objects.filter(pk=policy_id), f"policy {policy_id} does not exist")
     old = policy_settings(policy)
     new = {**old, **changes}
     policy_validate(new)
@@ -341,9 +336,7 @@ def snapshot_dict(snapshot: PolicySnapshot) -> dict[str, Any]:
 def policy_delete(name: str, *, actor: User | None) -> None:
     """Delete a policy no workflow uses (with its revisions). Otherwise ActionNotAllowed names the
     workflow: history keeps the policies its steps ran under."""
-    policy = RemediationPolicy.objects.select_for_update().filter(name=name).first()
-    if policy is None:
-        raise NotFound(f"policy {name!r} does not exist")
+    policy = locked_one(RemediationPolicy.objects.filter(name=name), f"policy {name!r} does not exist")
     step = StepDefinition.objects.filter(policy=policy).select_related("workflow").first()
     if step is not None:
         raise ActionNotAllowed(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -320,22 +321,16 @@ def step_resolve(*, actor: User | None, step_id: Any, output: Any, reason: str =
 
 def job_compensate(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
     """Stop the job and undo what its steps did, in reverse dependency order."""
-    actor = _require_actor(actor)
-    with unit_of_work() as unit:
-        state = _lock(unit, job_id)
-        job = state.job
-        if job.compensation_reason or job.status not in (*JOB_FORWARD, J.FAILED):
-            raise ActionNotAllowed(f"job {job.pk} is {job.status}: it cannot be compensated now")
-        _note(unit, state, actor, EventKind.OPERATOR_COMPENSATE, reason)
-        job_start_compensation(
-            unit,
-            state=state,
-            reason_code="operator",
-            source=operator_source(actor),
-            actor=actor,
-            reason=reason or "compensation requested by an operator",
-        )
-        return job
+    return _stop(
+        actor,
+        job_id,
+        reason,
+        stoppable=(*JOB_FORWARD, J.FAILED),
+        refused="it cannot be compensated now",
+        kind=EventKind.OPERATOR_COMPENSATE,
+        reason_code="operator",
+        said="compensation requested by an operator",
+    )
 
 
 def job_rerun(
@@ -395,20 +390,46 @@ def job_rerun(
 
 def job_cancel(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
     """Stop dispatching and compensate what ran; the job ends `cancelled`."""
+    return _stop(
+        actor,
+        job_id,
+        reason,
+        stoppable=JOB_FORWARD,
+        refused="it cannot be cancelled now",
+        kind=EventKind.OPERATOR_CANCEL,
+        reason_code="cancel",
+        said="cancelled by an operator",
+    )
+
+
+def _stop(
+    actor: User | None,
+    job_id: Any,
+    reason: str,
+    *,
+    stoppable: Collection[str],
+    refused: str,
+    kind: EventKind,
+    reason_code: str,
+    said: str,
+) -> Job:
+    """An operator stops a job that is in one of the `stoppable` statuses and not compensating
+    yet, and its compensation starts (`reason_code`), under the job's lock; `said` is the reason
+    when the operator gives none."""
     actor = _require_actor(actor)
     with unit_of_work() as unit:
         state = _lock(unit, job_id)
         job = state.job
-        if job.compensation_reason or job.status not in JOB_FORWARD:
-            raise ActionNotAllowed(f"job {job.pk} is {job.status}: it cannot be cancelled now")
-        _note(unit, state, actor, EventKind.OPERATOR_CANCEL, reason)
+        if job.compensation_reason or job.status not in stoppable:
+            raise ActionNotAllowed(f"job {job.pk} is {job.status}: {refused}")
+        _note(unit, state, actor, kind, reason)
         job_start_compensation(
             unit,
             state=state,
-            reason_code="cancel",
+            reason_code=reason_code,
             source=operator_source(actor),
             actor=actor,
-            reason=reason or "cancelled by an operator",
+            reason=reason or said,
         )
         return job
 

@@ -398,26 +398,7 @@ def apply(plan: Plan, now: dt.datetime, *, source: str) -> None:
         "r_attempt": [d.attempt for d, _ in plan.retry_later],
         "r_not_before": not_before,
         "r_pool": pools,
-        **{
-            name: list(values)
-            for name, values in zip(
-                [
-                    "e_job",
-                    "e_step",
-                    "e_kind",
-                    "e_from",
-                    "e_to",
-                    "e_attempt",
-                    "e_actor",
-                    "e_source",
-                    "e_reason",
-                    "e_data",
-                    "e_at",
-                ],
-                columns,
-                strict=True,
-            )
-        },
+        **{name: list(values) for name, values in zip(EVENT_PARAMS, columns, strict=True)},
     }
     with connection.cursor() as cursor:
         cursor.execute(APPLY_SQL, params)

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 
 from agents.validation import validate_webhook_url
 from sas_project.audit import definition_deleted, definition_logged
+from sas_project.editing import fields_known, locked_one
 from sas_project.errors import InvalidInput, NotFound, StaleWrite
 from sas_project.validation import valid_name
 from scheduler.models import AlertKind, AlertSubscription
@@ -84,12 +85,10 @@ def subscription_create(*, name: str, actor: Any, **fields: Any) -> AlertSubscri
 
 @transaction.atomic
 def subscription_update(name: str, *, actor: Any, changes: dict[str, Any]) -> AlertSubscription:
-    unknown = set(changes) - set(SUBSCRIPTION_FIELDS)
-    if unknown:
-        raise InvalidInput(f"unknown subscription fields: {', '.join(sorted(unknown))}")
-    subscription = AlertSubscription.objects.select_for_update().filter(name=name).first()
-    if subscription is None:
-        raise NotFound(f"alert subscription {name!r} does not exist")
+    fields_known(changes, SUBSCRIPTION_FIELDS, "subscription")
+    subscription = locked_one(
+        AlertSubscription.objects.filter(name=name), f"alert subscription {name!r} does not exist"
+    )
     old = subscription_settings(subscription)
     new = subscription_validate({**old, **changes})
     diff = {k: [old[k], new[k]] for k in SUBSCRIPTION_FIELDS if old[k] != new[k]}
@@ -105,8 +104,8 @@ def subscription_update(name: str, *, actor: Any, changes: dict[str, Any]) -> Al
 def subscription_delete(name: str, *, actor: Any) -> None:
     """Delete a subscription. What it was sent stays in the outbox (without it); what was not
     sent yet is sent still: an alert written is an alert delivered."""
-    subscription = AlertSubscription.objects.select_for_update().filter(name=name).first()
-    if subscription is None:
-        raise NotFound(f"alert subscription {name!r} does not exist")
+    subscription = locked_one(
+        AlertSubscription.objects.filter(name=name), f"alert subscription {name!r} does not exist"
+    )
     definition_deleted(actor, subscription)
     subscription.delete()

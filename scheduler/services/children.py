@@ -203,17 +203,17 @@ def _refuse(
     unit: Unit, state: JobState, step: Step, *, source: str, reason: str, data: dict[str, Any] | None = None
 ) -> str:
     """The child cannot start: the step fails, and its policy decides the job."""
-    step_wait_failed(
-        unit,
-        state=state,
-        step=step,
-        kind=E.STEP_FAILED,
-        source=source,
-        reason=f"no child job started: {reason}",
-        data=data,
-        status_reason=f"no child job started: {reason}",
-    )
+    _fail(unit, state, step, E.STEP_FAILED, f"no child job started: {reason}", source=source, data=data)
     return "refused"
+
+
+def _fail(
+    unit: Unit, state: JobState, step: Step, kind: EventKind, why: str, *, source: str, data: Any
+) -> None:
+    """The step fails, saying `why` (on its event and as its status), and its policy decides."""
+    step_wait_failed(
+        unit, state=state, step=step, kind=kind, source=source, reason=why, data=data, status_reason=why
+    )
 
 
 def _settle(unit: Unit, state: JobState, step: Step, child: Job, *, source: str) -> str:
@@ -257,16 +257,7 @@ def _settle(unit: Unit, state: JobState, step: Step, child: Job, *, source: str)
         )
         job_advance(unit, state=state, source=source)
         return "succeeded"
-    step_wait_failed(
-        unit,
-        state=state,
-        step=step,
-        kind=E.CHILD_FAILED,
-        source=source,
-        reason=f"child job {child.pk} {child.status}",
-        data=data,
-        status_reason=f"child job {child.pk} {child.status}",
-    )
+    _fail(unit, state, step, E.CHILD_FAILED, f"child job {child.pk} {child.status}", source=source, data=data)
     return "failed"
 
 

@@ -67,26 +67,18 @@ def step_record_outcome(
     never lost to a write that fails nor retried or compensated as if it had failed.
     """
     result = storable(result)
-    _step_record_outcome(step_id, number, result, source=source, spec=spec)
+    _record_outcome(step_id, number, result, source, spec)
     if any_pool_limited():
         # A call of a limited pool ending frees a slot, and the steps this outcome made ready may
         # have been parked: the pump looks at those pools once this commits.
         pump_after_outcome(step_id, number=number, dispatch=step_dispatch)
 
 
-def _step_record_outcome(
-    step_id: int,
-    number: int,
-    result: CallResult,
-    *,
-    source: str = AGENT,
-    spec: CallSpec | None = None,
+def _record_outcome(
+    step_id: int, number: int, result: CallResult, source: str, spec: CallSpec | None
 ) -> None:
-    """Record the outcome of attempt `number` and move the job on, in one transaction.
-
-    `spec` (the claimed call) saves the lookups of the job and the attempt. On PostgreSQL the
-    common outcomes take one round trip (scheduler.services.hotpath); the rest come here.
-    """
+    """step_record_outcome's write, once the result is storable; the pump comes after it, whichever
+    way it returns."""
     if (
         not result.unstorable
         and hotpath.enabled()

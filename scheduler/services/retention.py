@@ -474,28 +474,23 @@ def _archive_jobs(
 def _delete_canary_batch(report: PruneReport, *, batch_size: int, settled_before: dt.datetime) -> int:
     """One transaction: lock a batch of the canary's settled jobs and delete their rows, unarchived.
     Returns how many jobs went."""
-    with transaction.atomic():
-        ids = list(
-            canary_jobs_due(settled_before)
-            .select_for_update(skip_locked=True, of=("self",))
-            .values_list("pk", flat=True)[:batch_size]
-        )
-        if not ids:
-            return 0
-        report.rows.update(_delete(ids))
-    report.jobs += len(ids)
-    return len(ids)
+    return _delete_locked(report, canary_jobs_due(settled_before), batch_size=batch_size)
 
 
 def _delete_batch(report: PruneReport, *, batch_size: int) -> int:
     """One transaction: lock a batch of due, archived jobs and delete their rows. Returns how
     many jobs went."""
+    return _delete_locked(
+        report, due_jobs(report.cutoff).filter(archived_at__isnull=False), batch_size=batch_size
+    )
+
+
+def _delete_locked(report: PruneReport, jobs: QuerySet[Job], *, batch_size: int) -> int:
+    """One transaction: lock up to `batch_size` of `jobs` (skipping those another writer holds)
+    and delete their rows. Returns how many jobs went."""
     with transaction.atomic():
         ids = list(
-            due_jobs(report.cutoff)
-            .filter(archived_at__isnull=False)
-            .select_for_update(skip_locked=True, of=("self",))
-            .values_list("pk", flat=True)[:batch_size]
+            jobs.select_for_update(skip_locked=True, of=("self",)).values_list("pk", flat=True)[:batch_size]
         )
         if not ids:
             return 0

@@ -252,18 +252,8 @@ def _submit_prepared(prepared: Prepared, user: User | None, *, replay_checked: b
             business_key=prepared.business_key,
             priority=prepared.priority,
         )
-        args = (
-            prepared.workflow,
-            prepared.input,
-            user,
-            prepared.idempotency_key,
-            prepared.request_hash,
-            extra,
-        )
-        if hotpath.enabled():
-            submission = _submit_in_database(*args, replay_checked=replay_checked)
-        else:
-            submission = _submit_in_python(*args, replay_checked=replay_checked)
+        submit = _submit_in_database if hotpath.enabled() else _submit_in_python
+        submission = submit(prepared, user, extra, replay_checked=replay_checked)
     if submission.created:
         line = {
             "job_id": str(submission.job_id),
@@ -286,17 +276,12 @@ class Extra:
 
 
 def _submit_in_database(
-    workflow: str,
-    payload: dict[str, Any],
-    user: User | None,
-    key: str | None,
-    request_hash: str,
-    extra: Extra,
-    *,
-    replay_checked: bool = False,
+    prepared: Prepared, user: User | None, extra: Extra, *, replay_checked: bool = False
 ) -> Submission:
     """The PostgreSQL function `sas_submit` creates the job and dispatches its first steps in one
     statement (one commit, unless the caller's transaction is open)."""
+    workflow, payload, request_hash = prepared.workflow, prepared.input, prepared.request_hash
+    key = prepared.idempotency_key
     outermost = not connection.in_atomic_block
     if key and not replay_checked:
         # The replay check and the insert in one transaction; a savepoint inside a caller's, so
@@ -326,7 +311,7 @@ def _submit_in_database(
         )
     if job_id is None:
         # An unknown workflow, or one with wait steps (which the function leaves to this path).
-        return _submit_in_python(workflow, payload, user, key, request_hash, extra, replay_checked=True)
+        return _submit_in_python(prepared, user, extra, replay_checked=True)
     if any_pool_limited():
         # The function parks the steps of limited pools (the Python path's dispatch registers
         # its own pumps): the pump takes them once this commits.
@@ -337,18 +322,13 @@ def _submit_in_database(
 
 
 def _submit_in_python(
-    workflow: str,
-    payload: dict[str, Any],
-    user: User | None,
-    key: str | None,
-    request_hash: str,
-    extra: Extra,
-    *,
-    replay_checked: bool = False,
+    prepared: Prepared, user: User | None, extra: Extra, *, replay_checked: bool = False
 ) -> Submission:
     # One transaction (one commit) reads the definitions and writes the job; inside a caller's
     # transaction, a savepoint, so that a refusal or a concurrent request winning the insert
     # (an IntegrityError, answered by job_submit with the replay) leaves the caller's intact.
+    workflow, payload, request_hash = prepared.workflow, prepared.input, prepared.request_hash
+    key = prepared.idempotency_key
     with unit_of_work() as unit:
         definitions = list(
             StepDefinition.objects.filter(

@@ -47,11 +47,8 @@ E = EventKind
 MAX_SIGNALS_PER_JOB = 1000
 
 
-class NotPermitted(SasError):
+class NotPermitted(SasError, http_status=403, code="permission_denied"):
     """The user may not decide this approval (not in the group it names, nor an operator)."""
-
-    http_status = 403
-    code = "permission_denied"
 
 
 # --- signals ------------------------------------------------------------------------------------------
