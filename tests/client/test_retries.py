@@ -22,6 +22,7 @@ from sas_client import (
     SasInsecureURLWarning,
     cli,
 )
+from sas_client.client import TOKEN_ENV, TOKEN_FILE_ENV
 
 pytestmark = pytest.mark.sqlite
 
@@ -261,11 +262,11 @@ def test_the_token_is_read_from_a_file_when_neither_argument_nor_environment_giv
 ) -> None:
     secret = tmp_path / "token"
     secret.write_text("sas_abc123\n")
-    monkeypatch.delenv("SAS_TOKEN", raising=False)
-    monkeypatch.setenv("SAS_TOKEN_FILE", str(secret))
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    monkeypatch.setenv(TOKEN_FILE_ENV, str(secret))
     with Client("https://sas.test") as client:
         assert client.token == "sas_abc123"
-    monkeypatch.setenv("SAS_TOKEN", "from-env")
+    monkeypatch.setenv(TOKEN_ENV, "from-env")
     with Client("https://sas.test") as client:
         assert client.token == "from-env"
     with Client("https://sas.test", token_file=str(secret)) as client:
@@ -277,8 +278,8 @@ def test_the_token_is_read_from_a_file_when_neither_argument_nor_environment_giv
 def test_the_cli_warns_of_a_token_on_its_command_line_and_reads_one_from_a_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("SAS_TOKEN", raising=False)
-    monkeypatch.delenv("SAS_TOKEN_FILE", raising=False)
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    monkeypatch.delenv(TOKEN_FILE_ENV, raising=False)
     seen: list[str] = []
 
     def fake_tokens(self: Client, *, user: str | None = None) -> list[dict]:
