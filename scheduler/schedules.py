@@ -42,6 +42,7 @@ from sas_project.errors import (
     SasError,
     StaleWrite,
 )
+from sas_project.permissions import can_submit
 from sas_project.validation import json_storable, valid_name
 from scheduler import contracts
 from scheduler.models import CatchUp, EventKind, QuarantineLoop, Schedule, Workflow
@@ -152,9 +153,11 @@ def schedule_create(*, name: str, actor: Any, **fields: Any) -> Schedule:
     values = schedule_validate(fields)
     if Schedule.objects.filter(name=name).exists():
         raise InvalidInput(f"a schedule named {name!r} already exists", field="name")
-    owner = actor if getattr(actor, "is_authenticated", False) else None
-    if owner is not None:
-        _check_schedule_limit(owner)
+    if not getattr(actor, "is_authenticated", False):
+        # Its jobs are submitted as its owner: a schedule of nobody's would fire as nobody.
+        raise ActionNotAllowed("a schedule needs an owner: the user whose jobs it submits")
+    owner = actor
+    _check_schedule_limit(owner)
     schedule = Schedule(name=name, created_by=owner, **values)
     schedule.next_fire_at = next_fire(schedule, timezone.now())
     try:
@@ -289,6 +292,23 @@ def _move_on(schedule_id: int, now: dt.datetime | None, exc: BaseException, quar
         schedule.save(update_fields=["last_error", "failures", "paused_at", "next_fire_at", "updated_at"])
 
 
+def _owner_unfit(owner: Any) -> str:
+    """Why the schedule's owner may not submit its jobs now ('' when they may): checked at every
+    firing, as the API checks a submitter at every request."""
+    if owner is None:
+        return "its owner was deleted (an administrator may give the schedule to another user, or delete it)"
+    if not owner.is_active:
+        return (
+            f"its owner {owner.get_username()} is deactivated (reactivate the owner, or delete the schedule)"
+        )
+    if not can_submit(owner):
+        return (
+            f"its owner {owner.get_username()} may no longer submit jobs (give back the submitters' "
+            "role, or delete the schedule)"
+        )
+    return ""
+
+
 def _fire_one(schedule_id: int, now: dt.datetime | None, quarantine: Quarantiner) -> int:
     with transaction.atomic():
         schedule = (
@@ -307,14 +327,13 @@ def _fire_one(schedule_id: int, now: dt.datetime | None, quarantine: Quarantiner
             fire_at = latest_fire(schedule, moment) if schedule.catch_up == CatchUp.ONCE else None
         job_id = None
         error = ""
-        owner = schedule.created_by
-        if fire_at is not None and owner is not None and not owner.is_active:
-            error = (
-                f"not submitted for {fire_at.isoformat()}: its owner {owner.get_username()} is "
-                "deactivated (an operator may delete the schedule, or an administrator reactivate "
-                "the owner)"
-            )
+        unfit = _owner_unfit(schedule.created_by)
+        if fire_at is not None and unfit:
+            # A schedule submits as its owner: an owner who may no longer submit stops it until
+            # someone looks (the reason is its last error, and the console shows it paused).
+            error = f"not submitted for {fire_at.isoformat()} and paused: {unfit}"
             logger.warning("schedule %s did not submit: %s", schedule.name, error)
+            schedule.paused_at = moment
             fire_at = None
         if fire_at is not None:
             try:

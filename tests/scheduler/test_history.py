@@ -373,7 +373,9 @@ def test_the_last_job_of_a_schedule_is_archived_and_the_schedule_kept(
     drain: Callable[[], int], archive_dir: Path
 ) -> None:
     (job,) = settled_jobs(drain, 1, age_days=DAYS + 1)
-    schedule = schedule_create(name="nightly", actor=None, workflow="chain", cron="0 3 * * *")
+    schedule = schedule_create(
+        name="nightly", actor=make_user("schedule-owner", "submitters"), workflow="chain", cron="0 3 * * *"
+    )
     Schedule.objects.filter(pk=schedule.pk).update(last_job=job)
     assert history_prune(source="test").jobs == 1
     assert Schedule.objects.get(pk=schedule.pk).last_job is None

@@ -5,16 +5,24 @@ schedules, bad schedules refused naming the field, and a schedule is its creator
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
 from agents.fake import FakeRemote
-from sas_project.errors import InvalidInput
+from sas_project.errors import ActionNotAllowed, InvalidInput
 from scheduler.models import Event, EventKind, Job, Schedule
-from scheduler.schedules import next_fire, schedule_create, schedule_update, schedules_fire
+from scheduler.schedules import (
+    next_fire,
+    schedule_create,
+    schedule_set_paused,
+    schedule_update,
+    schedules_fire,
+)
 from tests.api.support import V1, client_for, make_user
 from tests.factories import chain, make_workflow, step
 
@@ -46,7 +54,11 @@ def test_firings_missed_during_downtime_are_caught_up_once_or_skipped(
 ) -> None:
     chain(n=1)
     schedule = schedule_create(
-        name="hourly", actor=None, workflow="chain", cron="0 * * * *", catch_up=catch_up
+        name="hourly",
+        actor=make_user("sam", "submitters"),
+        workflow="chain",
+        cron="0 * * * *",
+        catch_up=catch_up,
     )
     assert schedule.next_fire_at is not None
     after_downtime = schedule.next_fire_at + dt.timedelta(hours=5, minutes=3)
@@ -160,26 +172,81 @@ def test_a_schedule_beyond_its_owners_limit_is_a_409_naming_the_setting(settings
     assert sam.post(f"{V1}/schedules/", {"name": "d", **body}, format="json").status_code == 201
 
 
+def _deactivate(user: Any) -> None:
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+
+
+def _reactivate(user: Any) -> None:
+    user.is_active = True
+    user.save(update_fields=["is_active"])
+
+
+def _demote(user: Any) -> None:
+    user.groups.clear()
+
+
+def _promote(user: Any) -> None:
+    user.groups.add(Group.objects.get(name="submitters"))
+
+
 @pytest.mark.sqlite
-def test_a_deactivated_owners_schedule_does_not_fire_and_says_why(fake_remote: FakeRemote) -> None:
+@pytest.mark.parametrize(
+    ("lose", "regain", "said"),
+    [
+        (_deactivate, _reactivate, "its owner sam is deactivated"),
+        (_demote, _promote, "its owner sam may no longer submit jobs"),
+    ],
+)
+def test_a_schedule_whose_owner_may_no_longer_submit_pauses_and_says_why(
+    fake_remote: FakeRemote, lose: Callable[[Any], None], regain: Callable[[Any], None], said: str
+) -> None:
+    """A schedule submits as its owner, so the owner's standing is read at every firing, as the
+    API reads a submitter's at every request."""
     chain(n=1)
     sam = make_user("sam", "submitters")
     schedule = schedule_create(name="every-minute", actor=sam, workflow="chain", cron="* * * * *")
     assert schedule.next_fire_at is not None
-    sam.is_active = False
-    sam.save(update_fields=["is_active"])
+    lose(User.objects.get(pk=sam.pk))
     first = schedule.next_fire_at + dt.timedelta(seconds=5)
     assert schedules_fire(first) == 0
     assert not Job.objects.exists()
     schedule.refresh_from_db()
-    assert "its owner sam is deactivated" in schedule.last_error
-    assert schedule.last_job_id is None and schedule.next_fire_at > first  # on to its next firing
-    # Reactivated, the owner's schedule submits again at its next firing.
-    sam.is_active = True
-    sam.save(update_fields=["is_active"])
+    assert said in schedule.last_error and schedule.paused_at is not None
+    assert schedules_fire(first + dt.timedelta(minutes=5)) == 0  # paused: it waits for someone
+    # Once the owner may submit again and someone resumes it, it fires at its next turn.
+    regain(User.objects.get(pk=sam.pk))
+    schedule_set_paused("every-minute", actor=make_user("ada", "administrators"), paused=False)
+    schedule.refresh_from_db()
+    assert schedule.next_fire_at is not None
     assert schedules_fire(schedule.next_fire_at + dt.timedelta(seconds=5)) == 1
     schedule.refresh_from_db()
     assert schedule.last_error == "" and Job.objects.get().submitter == sam
+
+
+@pytest.mark.sqlite
+def test_a_schedule_whose_owner_was_deleted_pauses_instead_of_firing_as_nobody(
+    fake_remote: FakeRemote,
+) -> None:
+    chain(n=1)
+    sam = make_user("sam", "submitters")
+    schedule = schedule_create(name="nightly", actor=sam, workflow="chain", cron="* * * * *")
+    assert schedule.next_fire_at is not None
+    sam.delete()
+    schedule.refresh_from_db()
+    assert schedule.created_by is None
+    assert schedules_fire(schedule.next_fire_at + dt.timedelta(seconds=5)) == 0
+    schedule.refresh_from_db()
+    assert "its owner was deleted" in schedule.last_error and schedule.paused_at is not None
+    assert not Job.objects.exists()
+
+
+@pytest.mark.sqlite
+def test_a_schedule_needs_an_owner() -> None:
+    chain(n=1)
+    with pytest.raises(ActionNotAllowed, match="a schedule needs an owner"):
+        schedule_create(name="orphan", actor=None, workflow="chain", cron="* * * * *")
+    assert not Schedule.objects.exists()
 
 
 @pytest.mark.sqlite
@@ -187,7 +254,11 @@ def test_a_schedule_whose_input_holds_a_time_its_timer_cannot_read_is_refused_na
     make_workflow("at", {"name": "wait", "kind": "timer", "until": "input.when"}, step("b", "wait"))
     with pytest.raises(InvalidInput) as refused:
         schedule_create(
-            name="bad", actor=None, workflow="at", input={"when": "2024-02-30T00:00:00Z"}, cron="* * * * *"
+            name="bad",
+            actor=make_user("sam", "submitters"),
+            workflow="at",
+            input={"when": "2024-02-30T00:00:00Z"},
+            cron="* * * * *",
         )
     assert refused.value.detail["field"] == "input.when" and "2024-02-30" in refused.value.message
     assert not Schedule.objects.exists()

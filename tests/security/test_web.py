@@ -122,7 +122,9 @@ def test_every_console_post_without_the_csrf_token_is_refused_and_changes_nothin
     drain()
     supervise()
     assert job.steps.get(name="s1").status == StepStatus.HELD
-    schedule_create(name="nightly", actor=None, workflow="held", cron="0 3 * * *")
+    schedule_create(
+        name="nightly", actor=make_user("schedule-owner", "submitters"), workflow="held", cron="0 3 * * *"
+    )
     urls = console_posts(job)
     # The list is every route of the console: a new one must be added here.
     assert {resolve(u).url_name for u in urls if u.startswith("/ops/")} == {p.name for p in ops_urls}

@@ -955,7 +955,9 @@ def test_the_console_is_read_by_viewers_and_its_actions_refuse_them(
     fake_remote: FakeRemote, drain: Callable, supervise: Supervise
 ) -> None:
     job = failed_at_s2(drain, fake_remote, supervise)
-    schedule_create(name="s", actor=None, workflow="three", cron="* * * * *")
+    schedule_create(
+        name="s", actor=make_user("schedule-owner", "submitters"), workflow="three", cron="* * * * *"
+    )
     viewer = console_for(make_user("vera", "viewers"))
     for path in ("/ops/", "/ops/attention/", "/ops/jobs/", f"/ops/jobs/{job.pk}/", "/ops/schedules/"):
         page = viewer.get(path)
