@@ -154,7 +154,7 @@ def test_the_asgi_app_refuses_an_oversized_body() -> None:
 
 
 def test_the_asgi_app_completes_the_lifespan_and_closes_the_remote() -> None:
-    app = make_asgi_app(charge)
+    app = make_asgi_app(charge, callback_origins=["http://127.0.0.1:9/cb/"])
     incoming = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
     sent: list[dict[str, Any]] = []
 
