@@ -15,6 +15,13 @@ A step's input mapping is an expression (a string: its value is the body's `inpu
 template: objects and lists copied as written, except that a key ending in `.$` holds an
 expression whose value goes under the key without the suffix (`{"amount.$": "input.total"}`),
 as Amazon States Language writes it.
+
+Bounded whoever writes them (docs/security.md, "What expressions make"): parsing or evaluating
+one never recurses into a 500 (`"!" * 998` is a 400 on save, a held step at run time), and no
+value grows past MAX_VALUE_BYTES of JSON: `join` and `to_string` refuse to make a larger string
+(doubling a string twenty-five times no longer makes 100 MiB), and a value, or an input template's
+values together, larger than that (as when `[x, x]` nests references) is refused as the
+expression's failure, measured in time linear in the limit.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import json
 from typing import Any
 
 import jmespath
+from jmespath import functions
 from jmespath.exceptions import JMESPathError
 
 from sas_project.errors import InvalidInput
@@ -36,6 +44,8 @@ MAX_TEMPLATE_BYTES = 16 * 1024
 MAX_TEMPLATE_DEPTH = 16
 #: The suffix of a template key whose value is an expression.
 EXPR_SUFFIX = ".$"
+#: The largest value (as JSON, near enough) one expression, or one input template, may make.
+MAX_VALUE_BYTES = 1024 * 1024
 
 #: Node types whose children are all evaluated against the same data as the node itself.
 _SAME_CONTEXT = {
@@ -99,9 +109,18 @@ def check(expression: Any, *, where: str, ancestors: set[str], roots: tuple[str,
         )
     try:
         parsed = jmespath.compile(expression).parsed
+        return _check_parsed(parsed, expression, where=where, ancestors=ancestors, roots=roots)
     except JMESPathError as exc:
         first = str(exc).splitlines()[0]
         raise InvalidInput(f"{where}: not a JMESPath expression ({first})", field="steps") from exc
+    except RecursionError as exc:
+        # The parser (and the walks below) recurse once per operator: `!!!...` or `((((...`.
+        raise InvalidInput(f"{where}: the expression nests too deeply", field="steps") from exc
+
+
+def _check_parsed(
+    parsed: dict[str, Any], expression: str, *, where: str, ancestors: set[str], roots: tuple[str, ...]
+) -> str:
     if _negates_a_root(parsed):
         raise InvalidInput(
             f"{where}: `!` binds tighter than `.`: `!input.x` reads a field of `!input` (always "
@@ -171,28 +190,97 @@ class NotStorable(JMESPathError):
     as it does for an expression that cannot be evaluated."""
 
 
+class TooLarge(JMESPathError):
+    """An expression's value, or a template's values together, past MAX_VALUE_BYTES: held as an
+    expression that cannot be evaluated is."""
+
+
+def _size(value: Any, budget: int) -> int:
+    """The JSON size of `value`, near enough, walked without recursion and counting a value each
+    time it is referred to (as its JSON would repeat it). Raises TooLarge past `budget`, so the
+    walk costs at most `budget` steps whatever shares what."""
+    total, stack = 0, [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            total += len(node) + 2
+        elif isinstance(node, dict):
+            total += 2 + len(node)
+            for key, child in node.items():
+                total += len(key) + 3
+                stack.append(child)
+        elif isinstance(node, list):
+            total += 2 + len(node)
+            stack.extend(node)
+        else:
+            total += 8
+        if total > budget:
+            raise TooLarge(f"its value is larger than {budget} bytes of JSON")
+    return total
+
+
+class _Bounded(functions.Functions):
+    """JMESPath's functions, but those that make a new string refuse one past MAX_VALUE_BYTES."""
+
+    @functions.signature({"types": ["string"]}, {"types": ["array-string"]})
+    def _func_join(self, separator: str, array: list[str]) -> str:
+        size = len(separator) * max(len(array) - 1, 0) + sum(len(item) for item in array)
+        if size > MAX_VALUE_BYTES:
+            raise TooLarge(f"join would make a string of {size} characters, more than {MAX_VALUE_BYTES}")
+        return separator.join(array)
+
+    @functions.signature({"types": []})
+    def _func_to_string(self, arg: Any) -> str:
+        if not isinstance(arg, str):
+            _size(arg, MAX_VALUE_BYTES)
+        result: str = super()._func_to_string(arg)
+        return result
+
+
+_OPTIONS = jmespath.Options(custom_functions=_Bounded())
+
+
 def render(template: Any, data: dict[str, Any]) -> Any:
-    """A checked input mapping's value on `data`. Raises JMESPathError as `evaluate` does."""
+    """A checked input mapping's value on `data`. Raises JMESPathError as `evaluate` does, and
+    TooLarge when its values together pass MAX_VALUE_BYTES."""
+    budget = [MAX_VALUE_BYTES]
+    return _render(template, data, budget)
+
+
+def _render(template: Any, data: dict[str, Any], budget: list[int]) -> Any:
     if isinstance(template, str):
-        return evaluate(template, data)
+        return _spend(evaluate(template, data), budget)
     if isinstance(template, list):
-        return [render(value, data) if isinstance(value, dict | list) else value for value in template]
+        return [
+            _render(value, data, budget) if isinstance(value, dict | list) else value for value in template
+        ]
     if isinstance(template, dict):
         out: dict[str, Any] = {}
         for key, value in template.items():
             if key.endswith(EXPR_SUFFIX):
-                out[key[: -len(EXPR_SUFFIX)]] = evaluate(value, data)
+                out[key[: -len(EXPR_SUFFIX)]] = _spend(evaluate(value, data), budget)
             else:
-                out[key] = render(value, data) if isinstance(value, dict | list) else value
+                out[key] = _render(value, data, budget) if isinstance(value, dict | list) else value
         return out
     return template
 
 
+def _spend(value: Any, budget: list[int]) -> Any:
+    budget[0] -= _size(value, budget[0])
+    return value
+
+
 def evaluate(expression: str, data: dict[str, Any], *, stored: bool = True) -> Any:
     """The expression's value on `data` (`{"input", "results"}`). Raises JMESPathError when it
-    cannot be evaluated (a function given the wrong type of value), and NotStorable (one) when
-    its value is to be `stored` and the database cannot store it."""
-    value = jmespath.search(expression, data)
+    cannot be evaluated (a function given the wrong type of value, a value past MAX_VALUE_BYTES,
+    a nesting past the interpreter's depth), and NotStorable (one) when its value is to be
+    `stored` and the database cannot store it."""
+    try:
+        value = jmespath.search(expression, data, options=_OPTIONS)
+        if stored and value is not None:
+            _size(value, MAX_VALUE_BYTES)
+    except RecursionError as exc:
+        raise TooLarge("it nests too deeply to evaluate") from exc
     if stored and value is not None:
         problem = unstorable(value)
         if problem is not None:

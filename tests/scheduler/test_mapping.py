@@ -172,3 +172,58 @@ def test_the_definitions_api_answers_a_bad_mapping_with_a_400_naming_the_step_an
     assert response.status_code == 201, response.json()
     charge = response.json()["steps"][0]
     assert (charge["input"], charge["output"]) == ({"amount.$": "input.total"}, "output.id")
+
+
+# --- what an expression may cost --------------------------------------------------------------
+
+DOUBLING = "input.s" + " | join('', [@, @])" * 25  # 482 characters: 4 bytes become 128 MiB
+SHARING = "input" + " | [@, @]" * 40  # references only: 2^40 copies in its JSON
+
+
+@pytest.mark.parametrize(
+    ("mapping", "expected"),
+    [
+        ({"input": {"blob.$": DOUBLING}}, "join would make a string of"),
+        ({"input": SHARING}, "larger than 1048576 bytes of JSON"),
+        ({"input": {"a.$": "to_string(" + SHARING + ")"}}, "larger than 1048576 bytes of JSON"),
+        # Each value under the limit, the template's values together over it.
+        ({"input": {f"k{i}.$": "input.half" for i in range(3)}}, "larger than"),
+    ],
+)
+def test_an_expression_making_a_value_past_the_limit_fails_the_step_without_calling_the_remote(
+    drain: Callable[[], int], fake_remote: FakeRemote, mapping: dict[str, Any], expected: str
+) -> None:
+    order(**mapping)
+    job = job_submit(workflow="order", input={"s": "abcd", "half": "x" * 500_000}).job
+    drain()
+    charge = steps_of(job)["charge"]
+    assert fake_remote.calls_for("charge") == []
+    attempt = Attempt.objects.get(step=charge)
+    assert attempt.outcome == Outcome.BUSINESS_FAILURE
+    assert (
+        attempt.error.startswith("the step's input mapping cannot be evaluated") and expected in attempt.error
+    )
+
+
+def test_an_expression_nested_past_the_parsers_depth_is_a_400_on_save_never_a_500(ada: APIClient) -> None:
+    make_pool("local")
+    make_policy("default")
+    for expression in ("!" * 998 + "@", "(" * 490 + "input" + ")" * 490):
+        body = {
+            "name": "order",
+            "steps": [
+                {
+                    "name": "charge",
+                    "pool": "local",
+                    "path": "agents.builtin.noop",
+                    "policy": "default",
+                    "when": expression,
+                }
+            ],
+        }
+        response = ada.post(f"{V1}/workflows/", body, format="json")
+        assert response.status_code == 400, response.content[:200]
+        assert (
+            "nests too deeply" in response.json()["detail"]
+            or "1 to 1000 characters" in response.json()["detail"]
+        )
