@@ -105,7 +105,11 @@ class TokensView(NamedResourcesView):
     def post(self, request: Request) -> Response:
         data = validated(TokenCreateSerializer, request.data)
         token, key = token_create(
-            user=request.user, name=data["name"], lifetime_days=data.get("lifetime_days"), actor=request.user
+            user=request.user,
+            name=data["name"],
+            lifetime_days=data.get("lifetime_days"),
+            actor=request.user,
+            minted_by=request.auth if isinstance(request.auth, ApiToken) else None,
         )
         body = TokenCreatedSerializer(token_for(request.user, token_id=token.pk)).data
         return self.created({**body, "key": key}, token_id=token.pk)

@@ -26,12 +26,20 @@ def digest_of(key: str) -> str:
 
 
 def token_create(
-    *, user: Any, name: str, lifetime_days: float | None = None, actor: Any = None
+    *,
+    user: Any,
+    name: str,
+    lifetime_days: float | None = None,
+    actor: Any = None,
+    minted_by: ApiToken | None = None,
 ) -> tuple[ApiToken, str]:
     """A new token for `user`; returns it and its key (which is never stored nor shown again).
 
     It expires after `lifetime_days`, at most SAS_TOKEN_LIFETIME_DAYS (the default); with
-    SAS_TOKEN_LIFETIME_DAYS = 0 a token without a lifetime never expires.
+    SAS_TOKEN_LIFETIME_DAYS = 0 a token without a lifetime never expires. A token made with a
+    token (`minted_by`, the request's credential) expires no later than that token: a stolen
+    token cannot keep itself alive by minting successors, only a session (a person who signed
+    in) makes a token that outlives the one before.
     """
     name = (name or "").strip()
     if not name or len(name) > 100 or not name.isprintable():
@@ -53,10 +61,18 @@ def token_create(
             digest=digest_of(key),
             prefix=key[:8],
             created_at=now,
-            expires_at=now + dt.timedelta(days=days) if days else None,
+            expires_at=_no_later_than(now + dt.timedelta(days=days) if days else None, minted_by),
         )
         definition_logged(actor, token, created=True)
     return token, key
+
+
+def _no_later_than(expires_at: dt.datetime | None, minted_by: ApiToken | None) -> dt.datetime | None:
+    if minted_by is None or minted_by.expires_at is None:
+        return expires_at
+    if expires_at is None:
+        return minted_by.expires_at
+    return min(expires_at, minted_by.expires_at)
 
 
 def tokens_visible(actor: Any, *, owner: str | None = None) -> QuerySet[ApiToken]:

@@ -127,6 +127,30 @@ def test_a_user_makes_a_token_over_the_api_and_sees_its_key_in_that_answer_only(
     assert entry.user_id == sam.pk
 
 
+def test_a_token_made_with_a_token_expires_no_later_than_the_token_that_made_it(settings: Any) -> None:
+    """A stolen token cannot keep itself alive by minting successors of 90 days each: what it
+    makes dies with it. A signed-in person (the console's session) still makes a fresh one."""
+    settings.SAS_TOKEN_LIFETIME_DAYS = 90
+    sam = make_user("sam", "submitters")
+    parent, key = token_create(user=sam, name="laptop", lifetime_days=3)
+    assert parent.expires_at is not None
+    child = api(key).post(f"{V1}/tokens/", {"name": "ci", "lifetime_days": 60}, format="json")
+    assert child.status_code == 201, child.json()
+    assert dt.datetime.fromisoformat(child.json()["expires_at"]) == parent.expires_at
+    grandchild = api(child.json()["key"]).post(f"{V1}/tokens/", {"name": "again"}, format="json")
+    assert dt.datetime.fromisoformat(grandchild.json()["expires_at"]) == parent.expires_at
+    shorter = api(key).post(f"{V1}/tokens/", {"name": "short", "lifetime_days": 1}, format="json")
+    made = shorter.json()
+    lifetime = dt.datetime.fromisoformat(made["expires_at"]) - dt.datetime.fromisoformat(made["created_at"])
+    assert lifetime == dt.timedelta(days=1)  # shorter than its maker: as asked
+    # From a session, the lifetime asked for (the longest by default).
+    session = APIClient()
+    session.force_login(sam)
+    fresh = session.post(f"{V1}/tokens/", {"name": "desk"}, format="json").json()
+    lifetime = dt.datetime.fromisoformat(fresh["expires_at"]) - dt.datetime.fromisoformat(fresh["created_at"])
+    assert lifetime == dt.timedelta(days=90)
+
+
 def test_a_token_asked_for_longer_than_the_longest_lifetime_is_a_400_and_makes_nothing(settings: Any) -> None:
     settings.SAS_TOKEN_LIFETIME_DAYS = 30
     _, key = token_create(user=make_user("sam", "submitters"), name="laptop")
