@@ -280,43 +280,52 @@ def _json_body(schema_name: str, description: str) -> dict[str, Any]:
     }
 
 
-COMPLETION_CALLBACK = OpenApiWebhook(
-    name="jobSettled",
-    decorator={
-        "post": {
-            "operationId": "webhook_job_settled",
-            "tags": ["webhooks"],
-            "summary": "A job settled (sent to the job's callback_url)",
-            "description": (
-                "Sent once the job succeeds, fails, is compensated or is cancelled, at least once: "
-                "a receiver may get a message twice and de-duplicates on `webhook-id`. Signed with "
-                "the submitter's secret (`GET /api/v1/callback-secret/`). Redirects are not followed."
-            ),
-            "parameters": _parameters(DELIVERY_HEADERS),
-            "requestBody": _json_body("CompletionCallback", "The job's summary."),
-            "responses": copy.deepcopy(_DELIVERY_RESPONSES),
-        }
-    },
+def _delivery_webhook(
+    name: str, operation_id: str, *, summary: str, description: str, schema: str, body: str
+) -> OpenApiWebhook:
+    """A message of the outbox (scheduler.outbox), as its receiver gets it: POSTed with the
+    delivery headers, its body the component `schema`, answered as any delivery is."""
+    return OpenApiWebhook(
+        name=name,
+        decorator={
+            "post": {
+                "operationId": operation_id,
+                "tags": ["webhooks"],
+                "summary": summary,
+                "description": description,
+                "parameters": _parameters(DELIVERY_HEADERS),
+                "requestBody": _json_body(schema, body),
+                "responses": copy.deepcopy(_DELIVERY_RESPONSES),
+            }
+        },
+    )
+
+
+COMPLETION_CALLBACK = _delivery_webhook(
+    "jobSettled",
+    "webhook_job_settled",
+    summary="A job settled (sent to the job's callback_url)",
+    description=(
+        "Sent once the job succeeds, fails, is compensated or is cancelled, at least once: "
+        "a receiver may get a message twice and de-duplicates on `webhook-id`. Signed with "
+        "the submitter's secret (`GET /api/v1/callback-secret/`). Redirects are not followed."
+    ),
+    schema="CompletionCallback",
+    body="The job's summary.",
 )
 
-ALERT_WEBHOOK = OpenApiWebhook(
-    name="alert",
-    decorator={
-        "post": {
-            "operationId": "webhook_alert",
-            "tags": ["webhooks"],
-            "summary": "An alert (sent to an alert subscription's webhook_url)",
-            "description": (
-                "Sent for each alert kind the subscription wants (`kinds`), once per subscription "
-                "and subject, at least once. Signed with the subscription's secret (the answer to "
-                "`POST /api/v1/alerts/` holds it). A subscription with an `email` gets the same "
-                "body as the text of a mail."
-            ),
-            "parameters": _parameters(DELIVERY_HEADERS),
-            "requestBody": _json_body("AlertWebhook", "The alert: its kind and what it is about."),
-            "responses": copy.deepcopy(_DELIVERY_RESPONSES),
-        }
-    },
+ALERT_WEBHOOK = _delivery_webhook(
+    "alert",
+    "webhook_alert",
+    summary="An alert (sent to an alert subscription's webhook_url)",
+    description=(
+        "Sent for each alert kind the subscription wants (`kinds`), once per subscription "
+        "and subject, at least once. Signed with the subscription's secret (the answer to "
+        "`POST /api/v1/alerts/` holds it). A subscription with an `email` gets the same "
+        "body as the text of a mail."
+    ),
+    schema="AlertWebhook",
+    body="The alert: its kind and what it is about.",
 )
 
 #: Headers of a call to an HTTP remote (agents.http.call_http).
