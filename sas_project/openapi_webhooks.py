@@ -272,6 +272,11 @@ def _parameters(headers: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"name": name, "in": "header", **spec} for name, spec in headers.items()]
 
 
+def _json_answer(description: str) -> dict[str, Any]:
+    """A remote's answer whose body, any JSON, is the step's output."""
+    return {"description": description, "content": {"application/json": {"schema": copy.deepcopy(_ANY_JSON)}}}
+
+
 def _json_body(schema_name: str, description: str) -> dict[str, Any]:
     return {
         "required": True,
@@ -371,13 +376,10 @@ REMOTE_CALL = OpenApiWebhook(
             "parameters": _parameters(REMOTE_CALL_HEADERS),
             "requestBody": _json_body("RemoteCall", "The call."),
             "responses": {
-                "200": {
-                    "description": (
-                        "Done: the body (any JSON; not JSON is recorded as null) is the step's "
-                        "output. Any 2xx other than 202 means the same."
-                    ),
-                    "content": {"application/json": {"schema": copy.deepcopy(_ANY_JSON)}},
-                },
+                "200": _json_answer(
+                    "Done: the body (any JSON; not JSON is recorded as null) is the step's "
+                    "output. Any 2xx other than 202 means the same."
+                ),
                 "202": {
                     "description": (
                         "Accepted: the remote reports the result later, by POSTing it to "
@@ -418,12 +420,9 @@ REMOTE_STATUS_QUERY = OpenApiWebhook(
                 {name: spec for name, spec in REMOTE_CALL_HEADERS.items() if name != "X-SAS-Callback-URL"}
             ),
             "responses": {
-                "200": {
-                    "description": (
-                        "It happened: the body (any JSON) is the step's output; nothing is called again."
-                    ),
-                    "content": {"application/json": {"schema": copy.deepcopy(_ANY_JSON)}},
-                },
+                "200": _json_answer(
+                    "It happened: the body (any JSON) is the step's output; nothing is called again."
+                ),
                 "404": {"description": "It never happened: the step may be called again safely."},
                 "default": {"description": "Anything else: a transient failure; asked again later."},
             },
