@@ -272,6 +272,11 @@ def _parameters(headers: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"name": name, "in": "header", **spec} for name, spec in headers.items()]
 
 
+def _json_answer(description: str) -> dict[str, Any]:
+    """A remote's answer whose body, any JSON, is the step's output."""
+    return {"description": description, "content": {"application/json": {"schema": copy.deepcopy(_ANY_JSON)}}}
+
+
 def _json_body(schema_name: str, description: str) -> dict[str, Any]:
     return {
         "required": True,
@@ -280,43 +285,52 @@ def _json_body(schema_name: str, description: str) -> dict[str, Any]:
     }
 
 
-COMPLETION_CALLBACK = OpenApiWebhook(
-    name="jobSettled",
-    decorator={
-        "post": {
-            "operationId": "webhook_job_settled",
-            "tags": ["webhooks"],
-            "summary": "A job settled (sent to the job's callback_url)",
-            "description": (
-                "Sent once the job succeeds, fails, is compensated or is cancelled, at least once: "
-                "a receiver may get a message twice and de-duplicates on `webhook-id`. Signed with "
-                "the submitter's secret (`GET /api/v1/callback-secret/`). Redirects are not followed."
-            ),
-            "parameters": _parameters(DELIVERY_HEADERS),
-            "requestBody": _json_body("CompletionCallback", "The job's summary."),
-            "responses": copy.deepcopy(_DELIVERY_RESPONSES),
-        }
-    },
+def _delivery_webhook(
+    name: str, operation_id: str, *, summary: str, description: str, schema: str, body: str
+) -> OpenApiWebhook:
+    """A message of the outbox (scheduler.outbox), as its receiver gets it: POSTed with the
+    delivery headers, its body the component `schema`, answered as any delivery is."""
+    return OpenApiWebhook(
+        name=name,
+        decorator={
+            "post": {
+                "operationId": operation_id,
+                "tags": ["webhooks"],
+                "summary": summary,
+                "description": description,
+                "parameters": _parameters(DELIVERY_HEADERS),
+                "requestBody": _json_body(schema, body),
+                "responses": copy.deepcopy(_DELIVERY_RESPONSES),
+            }
+        },
+    )
+
+
+COMPLETION_CALLBACK = _delivery_webhook(
+    "jobSettled",
+    "webhook_job_settled",
+    summary="A job settled (sent to the job's callback_url)",
+    description=(
+        "Sent once the job succeeds, fails, is compensated or is cancelled, at least once: "
+        "a receiver may get a message twice and de-duplicates on `webhook-id`. Signed with "
+        "the submitter's secret (`GET /api/v1/callback-secret/`). Redirects are not followed."
+    ),
+    schema="CompletionCallback",
+    body="The job's summary.",
 )
 
-ALERT_WEBHOOK = OpenApiWebhook(
-    name="alert",
-    decorator={
-        "post": {
-            "operationId": "webhook_alert",
-            "tags": ["webhooks"],
-            "summary": "An alert (sent to an alert subscription's webhook_url)",
-            "description": (
-                "Sent for each alert kind the subscription wants (`kinds`), once per subscription "
-                "and subject, at least once. Signed with the subscription's secret (the answer to "
-                "`POST /api/v1/alerts/` holds it). A subscription with an `email` gets the same "
-                "body as the text of a mail."
-            ),
-            "parameters": _parameters(DELIVERY_HEADERS),
-            "requestBody": _json_body("AlertWebhook", "The alert: its kind and what it is about."),
-            "responses": copy.deepcopy(_DELIVERY_RESPONSES),
-        }
-    },
+ALERT_WEBHOOK = _delivery_webhook(
+    "alert",
+    "webhook_alert",
+    summary="An alert (sent to an alert subscription's webhook_url)",
+    description=(
+        "Sent for each alert kind the subscription wants (`kinds`), once per subscription "
+        "and subject, at least once. Signed with the subscription's secret (the answer to "
+        "`POST /api/v1/alerts/` holds it). A subscription with an `email` gets the same "
+        "body as the text of a mail."
+    ),
+    schema="AlertWebhook",
+    body="The alert: its kind and what it is about.",
 )
 
 #: Headers of a call to an HTTP remote (agents.http.call_http).
@@ -362,13 +376,10 @@ REMOTE_CALL = OpenApiWebhook(
             "parameters": _parameters(REMOTE_CALL_HEADERS),
             "requestBody": _json_body("RemoteCall", "The call."),
             "responses": {
-                "200": {
-                    "description": (
-                        "Done: the body (any JSON; not JSON is recorded as null) is the step's "
-                        "output. Any 2xx other than 202 means the same."
-                    ),
-                    "content": {"application/json": {"schema": copy.deepcopy(_ANY_JSON)}},
-                },
+                "200": _json_answer(
+                    "Done: the body (any JSON; not JSON is recorded as null) is the step's "
+                    "output. Any 2xx other than 202 means the same."
+                ),
                 "202": {
                     "description": (
                         "Accepted: the remote reports the result later, by POSTing it to "
@@ -409,12 +420,9 @@ REMOTE_STATUS_QUERY = OpenApiWebhook(
                 {name: spec for name, spec in REMOTE_CALL_HEADERS.items() if name != "X-SAS-Callback-URL"}
             ),
             "responses": {
-                "200": {
-                    "description": (
-                        "It happened: the body (any JSON) is the step's output; nothing is called again."
-                    ),
-                    "content": {"application/json": {"schema": copy.deepcopy(_ANY_JSON)}},
-                },
+                "200": _json_answer(
+                    "It happened: the body (any JSON) is the step's output; nothing is called again."
+                ),
                 "404": {"description": "It never happened: the step may be called again safely."},
                 "default": {"description": "Anything else: a transient failure; asked again later."},
             },

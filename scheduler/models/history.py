@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler.models.jobs import Job
+from scheduler.models.jobs import POINTER, Job
 from scheduler.models.steps import Step
 
 
@@ -154,9 +154,7 @@ class Event(models.Model):
     # on this partitioned log makes every job and step that retention deletes probe every month's
     # index. The trigger of migration 0015 checks at commit, as the constraint did, that an
     # event's job exists (taking the same key-share lock); steps leave only with their job.
-    job = models.ForeignKey(
-        Job, on_delete=models.CASCADE, related_name="events", db_index=False, db_constraint=False
-    )
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", **POINTER)
     step = models.ForeignKey(
         Step, null=True, blank=True, on_delete=models.CASCADE, related_name="events", db_constraint=False
     )

@@ -7,6 +7,7 @@ between jobs, steps, attempts and schedules are not foreign-key constraints, and
 from __future__ import annotations
 
 import uuid
+from typing import Final, TypedDict
 
 from django.conf import settings
 from django.db import models
@@ -75,6 +76,22 @@ JOB_LIVE = frozenset(set(JobStatus) - JOB_SETTLED)
 #   (an outer join: the call goes to the attempt's `endpoint_url`, with no pool secret).
 
 
+class Unconstrained(TypedDict, total=False):
+    """The keywords that make a pointer named in the note above: no foreign-key constraint in the
+    database, and no index of its own (a pointer that is looked up by has one in its Meta)."""
+
+    blank: bool
+    db_index: bool
+    db_constraint: bool
+
+
+#: A pointer named in the note above (`**POINTER` in its ForeignKey).
+POINTER: Final[Unconstrained] = {"db_index": False, "db_constraint": False}
+#: A pointer named in the note above that may point nowhere. Its `null=True` stays in the call
+#: itself, where the type checker reads it (the attribute's type is then optional).
+OPTIONAL_POINTER: Final[Unconstrained] = {"blank": True, **POINTER}
+
+
 #: The workflow of the service's canary (supervisor.canary): its jobs are the service's own, kept
 #: out of users' lists, the job counters of /metrics and the history archive. The name is reserved.
 CANARY_WORKFLOW = "sas-canary"
@@ -114,23 +131,11 @@ class Job(models.Model):
     #: The job this one runs again from a chosen step (an operator's rerun). Not a constraint in
     #: the database (see the note above Job).
     rerun_of = models.ForeignKey(
-        "self",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="reruns",
-        db_index=False,
-        db_constraint=False,
+        "self", null=True, on_delete=models.SET_NULL, related_name="reruns", **OPTIONAL_POINTER
     )
     #: A child job: the job and the step (by name) that started it (a sub-workflow step).
     parent_job = models.ForeignKey(
-        "self",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="children",
-        db_index=False,
-        db_constraint=False,
+        "self", null=True, on_delete=models.SET_NULL, related_name="children", **OPTIONAL_POINTER
     )
     parent_step = models.CharField(max_length=120, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now)

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agents.outcome import AttemptKind, Outcome
 from scheduler.models.definitions import StepDefinition
-from scheduler.models.jobs import Job
+from scheduler.models.jobs import OPTIONAL_POINTER, POINTER, Job
 
 if TYPE_CHECKING:
     from agents.models import AgentPool
@@ -87,9 +87,7 @@ class Step(models.Model):
     an operator retries the step with an edited input (a different request needs a new ID)."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
-    definition = models.ForeignKey(
-        StepDefinition, on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False
-    )
+    definition = models.ForeignKey(StepDefinition, on_delete=models.PROTECT, related_name="+", **POINTER)
     name = models.CharField(max_length=120)
     kind = models.CharField(max_length=16, choices=StepKind.choices, default=StepKind.ACTION)
     #: The step of the same job that this compensation step undoes (see the note above Job,
@@ -111,22 +109,10 @@ class Step(models.Model):
     last_outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, default="")
     #: The pool it calls (a wait step has none).
     pool = models.ForeignKey(
-        "agents.AgentPool",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
+        "agents.AgentPool", null=True, on_delete=models.PROTECT, related_name="+", **OPTIONAL_POINTER
     )
     endpoint = models.ForeignKey(
-        "agents.AgentEndpoint",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
+        "agents.AgentEndpoint", null=True, on_delete=models.SET_NULL, related_name="+", **OPTIONAL_POINTER
     )
     deadline = models.DateTimeField(null=True, blank=True)
     not_before = models.DateTimeField(null=True, blank=True)
@@ -139,23 +125,11 @@ class Step(models.Model):
     input_override = models.JSONField(null=True, blank=True)
     #: In a rerun, the step of the original job whose output this one reuses (it is not called).
     reused_from = models.ForeignKey(
-        "self",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
+        "self", null=True, on_delete=models.SET_NULL, related_name="+", **OPTIONAL_POINTER
     )
     #: An item's fan-out step (same job), its position in the list and the element itself.
     parent = models.ForeignKey(
-        "self",
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="items",
-        db_index=False,
-        db_constraint=False,
+        "self", null=True, on_delete=models.CASCADE, related_name="items", **OPTIONAL_POINTER
     )
     item_index = models.PositiveIntegerField(null=True, blank=True)
     item = models.JSONField(null=True, blank=True)
@@ -235,17 +209,13 @@ class Attempt(models.Model):
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts", db_index=False)
     number = models.PositiveIntegerField()
     kind = models.CharField(max_length=16, choices=AttemptKind.choices, default=AttemptKind.CALL)
-    pool = models.ForeignKey(
-        "agents.AgentPool", on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False
-    )
+    pool = models.ForeignKey("agents.AgentPool", on_delete=models.PROTECT, related_name="+", **POINTER)
     endpoint = models.ForeignKey(
         "agents.AgentEndpoint",
         null=True,
-        blank=True,
         on_delete=models.SET_NULL,
         related_name="attempts",
-        db_index=False,
-        db_constraint=False,
+        **OPTIONAL_POINTER,
     )
     endpoint_url = models.CharField(max_length=500, blank=True, default="")
     policy_version = models.PositiveIntegerField()

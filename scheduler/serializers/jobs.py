@@ -2,33 +2,20 @@
 scheduler.serializers.rendering, which renders them), a fan-out's items and a job's events.
 
 These serializers declare the fields (the schema and the documentation come from them) but render
-with scheduler.serializers.rendering, whose tables give their `Meta.fields`.
+with scheduler.serializers.rendering, whose tables give their `Meta.fields` (RenderedMeta).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.outcome import Outcome
 from scheduler.models import Attempt, Delivery, DeliveryStatus, Event, Job, Step
-from scheduler.serializers.rendering import (
-    ATTEMPT_FIELDS,
-    CALLBACK_FIELDS,
-    JOB_FIELDS,
-    JOB_SUMMARY_FIELDS,
-    STEP_FIELDS,
-    attempt_data,
-    callback_data,
-    child_job,
-    job_data,
-    job_summary_data,
-    rerun_ids,
-    step_data,
-    waiting_for,
-)
+from scheduler.serializers import rendering
 
 
 def _outcome_field(help_text: str) -> serializers.ChoiceField:
@@ -38,19 +25,43 @@ def _outcome_field(help_text: str) -> serializers.ChoiceField:
     )
 
 
-class AttemptSerializer(serializers.ModelSerializer):
+class RenderedMeta:
+    """The Meta of a RenderedSerializer: its `model`, and its `table` in
+    scheduler.serializers.rendering, which gives the fields (in its order, all read-only) and the
+    output."""
+
+    model: type[models.Model]
+    table: rendering.Fields[Any]
+    fields: list[str]
+    read_only_fields: list[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A Meta that names its own table takes its fields from it; one that only inherits a table
+        # keeps the fields it declares (a serializer that adds to a rendered one).
+        if "table" in vars(cls):
+            cls.fields = cls.read_only_fields = list(cls.table)
+
+
+# A resource declared by a table of scheduler.serializers.rendering (its Meta is a RenderedMeta):
+# the serializer declares only the fields whose type or text the model does not give the schema,
+# and renders with the table. (A comment, not a docstring: the schema would show a docstring as
+# the description of every subclass that has none.)
+class RenderedSerializer(serializers.ModelSerializer):
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        meta = cast("type[RenderedMeta]", self.Meta)
+        return rendering.render(meta.table, instance)
+
+
+class AttemptSerializer(RenderedSerializer):
     outcome = _outcome_field("Empty while the attempt is in flight.")
     late_outcome = _outcome_field("A result that arrived after the outcome was set (noted once).")
     endpoint = serializers.CharField(source="endpoint_url", help_text="The endpoint's URL (empty: python).")
     pool = serializers.CharField(source="pool.name")
 
-    class Meta:
+    class Meta(RenderedMeta):
         model = Attempt
-        fields = list(ATTEMPT_FIELDS)
-        read_only_fields = fields
-
-    def to_representation(self, instance: Attempt) -> dict[str, Any]:
-        return attempt_data(instance)
+        table = rendering.ATTEMPT_FIELDS
 
 
 class WaitingForSerializer(serializers.Serializer):
@@ -120,7 +131,7 @@ class StepItemSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class StepSerializer(serializers.ModelSerializer):
+class StepSerializer(RenderedSerializer):
     last_outcome = _outcome_field("Outcome of the last finished attempt.")
     attempt_count = serializers.IntegerField(
         source="attempt", help_text="Dispatches so far (the fencing number)."
@@ -159,22 +170,18 @@ class StepSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(WaitingForSerializer(allow_null=True))
     def get_waiting_for(self, step: Step) -> dict[str, Any] | None:
-        return waiting_for(step)
+        return rendering.waiting_for(step)
 
     @extend_schema_field(serializers.UUIDField(allow_null=True))
     def get_child_job(self, step: Step) -> str | None:
-        return child_job(step)
+        return rendering.child_job(step)
 
-    class Meta:
+    class Meta(RenderedMeta):
         model = Step
-        fields = list(STEP_FIELDS)
-        read_only_fields = fields
-
-    def to_representation(self, instance: Step) -> dict[str, Any]:
-        return step_data(instance)
+        table = rendering.STEP_FIELDS
 
 
-class JobSummarySerializer(serializers.ModelSerializer):
+class JobSummarySerializer(RenderedSerializer):
     """A job in a list: no input, result or steps (read the job for those)."""
 
     workflow = serializers.CharField(source="workflow.name")
@@ -190,11 +197,6 @@ class JobSummarySerializer(serializers.ModelSerializer):
         help_text="A child job: the name of the sub-workflow step that started it (empty otherwise)."
     )
 
-    class Meta:
-        model = Job
-        fields = list(JOB_SUMMARY_FIELDS)
-        read_only_fields = fields
-
     def get_paused(self, job: Job) -> bool:
         return job.paused_at is not None
 
@@ -208,11 +210,12 @@ class JobSummarySerializer(serializers.ModelSerializer):
     def get_parent_job(self, job: Job) -> str | None:
         return str(job.parent_job_id) if job.parent_job_id else None
 
-    def to_representation(self, instance: Job) -> dict[str, Any]:
-        return job_summary_data(instance)
+    class Meta(RenderedMeta):
+        model = Job
+        table = rendering.JOB_SUMMARY_FIELDS
 
 
-class CallbackSerializer(serializers.ModelSerializer):
+class CallbackSerializer(RenderedSerializer):
     """A completion callback of the job and how its delivery goes."""
 
     job_status = serializers.CharField(
@@ -224,13 +227,9 @@ class CallbackSerializer(serializers.ModelSerializer):
         help_text="pending (tried again at next_try_at), delivered, or failed (given up).",
     )
 
-    class Meta:
+    class Meta(RenderedMeta):
         model = Delivery
-        fields = list(CALLBACK_FIELDS)
-        read_only_fields = fields
-
-    def to_representation(self, instance: Delivery) -> dict[str, Any]:
-        return callback_data(instance)
+        table = rendering.CALLBACK_FIELDS
 
 
 class JobSerializer(JobSummarySerializer):
@@ -242,17 +241,13 @@ class JobSerializer(JobSummarySerializer):
     steps = StepSerializer(many=True, read_only=True)
 
     def get_reruns(self, job: Job) -> list[str]:
-        return rerun_ids(job)
-
-    class Meta(JobSummarySerializer.Meta):
-        fields = list(JOB_FIELDS)
-        read_only_fields = fields
+        return rendering.rerun_ids(job)
 
     def get_callback_url(self, job: Job) -> str | None:
         return job.callback_url or None
 
-    def to_representation(self, instance: Job) -> dict[str, Any]:
-        return job_data(instance)
+    class Meta(JobSummarySerializer.Meta):
+        table = rendering.JOB_FIELDS
 
 
 class EventSerializer(serializers.ModelSerializer):

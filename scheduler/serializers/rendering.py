@@ -36,6 +36,11 @@ def drf_datetime(value: Any) -> str | None:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
+def render(fields: Fields[Row], row: Row) -> dict[str, Any]:
+    """`row` as the API shows it: each field of its table, in the table's order."""
+    return {name: read(row) for name, read in fields.items()}
+
+
 def _time(name: str) -> Callable[[Any], str | None]:
     """The row's datetime `name`, as the API writes it."""
     read = attrgetter(name)
@@ -131,7 +136,7 @@ ATTEMPT_FIELDS: Fields[Attempt] = {
 
 
 def attempt_data(attempt: Attempt) -> dict[str, Any]:
-    return {name: read(attempt) for name, read in ATTEMPT_FIELDS.items()}
+    return render(ATTEMPT_FIELDS, attempt)
 
 
 STEP_FIELDS: Fields[Step] = {
@@ -165,7 +170,7 @@ STEP_FIELDS: Fields[Step] = {
 
 
 def step_data(step: Step) -> dict[str, Any]:
-    return {name: read(step) for name, read in STEP_FIELDS.items()}
+    return render(STEP_FIELDS, step)
 
 
 CALLBACK_FIELDS: Fields[Delivery] = {
@@ -181,7 +186,7 @@ CALLBACK_FIELDS: Fields[Delivery] = {
 
 
 def callback_data(delivery: Delivery) -> dict[str, Any]:
-    return {name: read(delivery) for name, read in CALLBACK_FIELDS.items()}
+    return render(CALLBACK_FIELDS, delivery)
 
 
 #: A job in a list: no input, result or steps (read the job for those).
@@ -218,8 +223,8 @@ JOB_FIELDS: Fields[Job] = {
 
 
 def job_summary_data(job: Job) -> dict[str, Any]:
-    return {name: read(job) for name, read in JOB_SUMMARY_FIELDS.items()}
+    return render(JOB_SUMMARY_FIELDS, job)
 
 
 def job_data(job: Job) -> dict[str, Any]:
-    return {name: read(job) for name, read in JOB_FIELDS.items()}
+    return render(JOB_FIELDS, job)

@@ -16,6 +16,11 @@ from sas_project.api import MAX_INT, ReplaceMixin, StrictSerializer
 from scheduler.models import OnTimeout, StepDefinition, StepDefinitionKind
 
 
+def _optional_text(max_length: int, help_text: str) -> serializers.CharField:
+    """A text a step definition may leave out or leave empty (its column defaults to "")."""
+    return serializers.CharField(max_length=max_length, required=False, allow_blank=True, help_text=help_text)
+
+
 class StepDefinitionSerializer(StrictSerializer):
     """One step of a workflow (the same shape is read and written): a call (no `kind`, or
     `call`), or a wait: `signal`, `approval` or `timer`."""
@@ -33,15 +38,10 @@ class StepDefinitionSerializer(StrictSerializer):
         required=False,
         help_text="call: the path POSTed under the endpoint (HTTP), a queue name, or a registered callable.",
     )
-    status_path = serializers.CharField(
-        max_length=300,
-        required=False,
-        allow_blank=True,
-        help_text="call: where to ask whether operation {operation_id} happened (GET: 200 yes, 404 no).",
+    status_path = _optional_text(
+        300, "call: where to ask whether operation {operation_id} happened (GET: 200 yes, 404 no)."
     )
-    compensation_path = serializers.CharField(
-        max_length=300, required=False, allow_blank=True, help_text="call: the action that undoes this one."
-    )
+    compensation_path = _optional_text(300, "call: the action that undoes this one.")
     depends_on = serializers.ListField(
         child=serializers.CharField(max_length=100), required=False, max_length=100
     )
@@ -52,12 +52,7 @@ class StepDefinitionSerializer(StrictSerializer):
         "on_exhausted decides what a rejection or a failing timeout does to the job).",
     )
     signal = serializers.CharField(max_length=100, required=False, help_text="signal: the name it waits for.")
-    group = serializers.CharField(
-        max_length=150,
-        required=False,
-        allow_blank=True,
-        help_text="approval: the group whose members may decide (default: operators).",
-    )
+    group = _optional_text(150, "approval: the group whose members may decide (default: operators).")
     timeout_seconds = serializers.FloatField(
         required=False, allow_null=True, help_text="signal, approval: how long to wait (default: for ever)."
     )
@@ -74,17 +69,12 @@ class StepDefinitionSerializer(StrictSerializer):
     wait_seconds = serializers.FloatField(
         required=False, allow_null=True, help_text="timer: wait this long once the step is ready."
     )
-    until = serializers.CharField(
-        max_length=300,
-        required=False,
-        allow_blank=True,
-        help_text="timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>.",
+    until = _optional_text(
+        300, "timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>."
     )
-    when = serializers.CharField(
-        max_length=1000,
-        required=False,
-        allow_blank=True,
-        help_text="A condition, in JMESPath (https://jmespath.org), over `input` (the job's input) and "
+    when = _optional_text(
+        1000,
+        "A condition, in JMESPath (https://jmespath.org), over `input` (the job's input) and "
         "`results` (the outputs of the steps it depends on, by name): when false (false, null, empty), "
         "the step is skipped with the reason. Example: input.amount > `100`.",
     )
@@ -100,26 +90,20 @@ class StepDefinitionSerializer(StrictSerializer):
         "and `index`), or a JSON template whose keys ending in `.$` hold such expressions, e.g. "
         '{"amount.$": "input.total", "currency": "EUR"}. Absent: the body carries `input` and `results`.',
     )
-    output = serializers.CharField(
-        max_length=1000,
-        required=False,
-        allow_blank=True,
-        help_text="call, workflow: which part of the answer becomes the step's output, in JMESPath over "
+    output = _optional_text(
+        1000,
+        "call, workflow: which part of the answer becomes the step's output, in JMESPath over "
         "`output` (the answer), `input` and `results`, e.g. output.charge_id.",
     )
-    for_each = serializers.CharField(
-        max_length=1000,
-        required=False,
-        allow_blank=True,
-        help_text="call: fan out over the list this JMESPath expression yields (over `input` and "
+    for_each = _optional_text(
+        1000,
+        "call: fan out over the list this JMESPath expression yields (over `input` and "
         "`results`): each element is an item with its own operation ID, attempts and retries; its "
         "remote receives the element as `item` and its position as `index`.",
     )
-    item_key = serializers.CharField(
-        max_length=1000,
-        required=False,
-        allow_blank=True,
-        help_text="call with for_each: a JMESPath expression over `item` naming the item in its "
+    item_key = _optional_text(
+        1000,
+        "call with for_each: a JMESPath expression over `item` naming the item in its "
         "operation ID (<step's operation ID>:<key>); default: its index.",
     )
     max_parallel = serializers.IntegerField(
