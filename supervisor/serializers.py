@@ -192,6 +192,10 @@ class AlertSubscriptionSerializer(serializers.ModelSerializer):
         help_text="Whole for administrators; for other readers only its scheme and host, as the "
         "rest of a webhook URL is often its secret."
     )
+    # Not `format: email`: a subscription with a webhook only has none, and answers "".
+    email = serializers.CharField(
+        read_only=True, help_text='The address alerts are emailed to, or "" when none is.'
+    )
 
     def get_webhook_url(self, subscription: AlertSubscription) -> str:
         request = self.context.get("request")

@@ -112,6 +112,8 @@ def fuzz_data(in_process_requests: None) -> None:
     make_pool("http-pool", kind="http", endpoints=["http://127.0.0.1:9"])
     job = job_submit(workflow="chain", input={}, callback_url="https://hooks.example.com/done").job
     AlertSubscription.objects.create(name="oncall", email="oncall@example.com")
+    # A webhook-only subscription answers email "" (its schema says so, with no email format).
+    AlertSubscription.objects.create(name="chat", webhook_url="https://hooks.example.com/alerts")
     Schedule.objects.create(name="nightly", workflow="chain", cron="0 3 * * *")
     first = job.steps.order_by("id").first()
     assert first is not None

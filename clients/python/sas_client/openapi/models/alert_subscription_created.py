@@ -21,7 +21,7 @@ class AlertSubscriptionCreated:
         name (str):
         webhook_url (str): Whole for administrators; for other readers only its scheme and host, as the rest of a
             webhook URL is often its secret.
-        email (str):
+        email (str): The address alerts are emailed to, or "" when none is.
         kinds (list[KindsEnum]):
         enabled (bool):
         created_by (None | str):
