@@ -393,7 +393,9 @@ def errors(*codes: int) -> dict[tuple[int, str], OpenApiResponse]:
     }
 
 
-WRITE_ERRORS = errors(400, 401, 403, 413)
+#: What any write may answer: a bad body, no or the wrong role, too large.
+WRITE_ERROR_CODES = (400, 401, 403, 413)
+WRITE_ERRORS = errors(*WRITE_ERROR_CODES)
 
 
 def idempotency_key_parameter(what: str) -> OpenApiParameter:
