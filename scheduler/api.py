@@ -588,27 +588,26 @@ class SchedulePauseView(ApiView):
         )
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="schedules_pause",
-        tags=["schedules"],
-        summary="Pause a schedule: it does not fire until resumed",
-        request=None,
-        responses={200: ScheduleSerializer, **errors(401, 403, 404, 409)},
+def _pause_schema(verb: str, summary: str) -> Any:
+    """The schema of pause and resume: no body, the schedule as the answer."""
+    return extend_schema_view(
+        post=extend_schema(
+            operation_id=f"schedules_{verb}",
+            tags=["schedules"],
+            summary=summary,
+            request=None,
+            responses={200: ScheduleSerializer, **errors(401, 403, 404, 409)},
+        )
     )
-)
+
+
+@_pause_schema("pause", "Pause a schedule: it does not fire until resumed")
 class ScheduleStopView(SchedulePauseView):
     paused = True
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="schedules_resume",
-        tags=["schedules"],
-        summary="Resume a paused schedule (with catch_up once, a firing missed meanwhile fires once)",
-        request=None,
-        responses={200: ScheduleSerializer, **errors(401, 403, 404, 409)},
-    )
+@_pause_schema(
+    "resume", "Resume a paused schedule (with catch_up once, a firing missed meanwhile fires once)"
 )
 class ScheduleResumeView(SchedulePauseView):
     paused = False
