@@ -5,36 +5,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import selectors
 from agents.serializers import PoolReplaceSerializer, PoolSerializer, PoolWriteSerializer
 from agents.services import pool_delete, pool_save
-from sas_project.api import WRITE_ERRORS, DefinitionAccess, errors, one_writer, validated
-from sas_project.named_views import NamedResourcesView, NamedResourceView
+from sas_project.api import DefinitionAccess, one_writer, validated
+from sas_project.named_views import (
+    Doc,
+    NamedResourcesView,
+    NamedResourceView,
+    collection_schema,
+    resource_schema,
+)
 
 # --- pools ------------------------------------------------------------------------------------
 
 
-@extend_schema(tags=["pools"])
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="pools_list",
-        summary="Agent pools, with the health of their endpoints",
-        responses={200: PoolSerializer(many=True), **errors(401, 403, 404)},
-    ),
-    post=extend_schema(
-        operation_id="pools_create",
-        summary="Create a pool",
-        description="Endpoint URLs must be http or https, to hosts allowed by SAS_AGENT_ALLOWED_HOSTS "
+@collection_schema(
+    "pools",
+    listing=Doc("Agent pools, with the health of their endpoints"),
+    create=Doc(
+        "Create a pool",
+        "Endpoint URLs must be http or https, to hosts allowed by SAS_AGENT_ALLOWED_HOSTS "
         "when it is set, and to public addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names the host. "
         "Secret header values are write-only; a secret header may not take a name the service sets "
         "or that frames the request (Host, Content-Length, Idempotency-Key, X-SAS-*...).",
-        request=PoolWriteSerializer,
-        responses={201: PoolSerializer, **WRITE_ERRORS, **errors(409)},
     ),
+    request=PoolWriteSerializer,
 )
 class PoolsView(NamedResourcesView):
     permission_classes = [DefinitionAccess]
@@ -63,34 +62,22 @@ class PoolsView(NamedResourcesView):
         return self.created(PoolSerializer(selectors.pool_state(pool.name)).data, name=pool.name)
 
 
-@extend_schema(tags=["pools"])
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="pools_read",
-        summary="A pool (by name), with the health of its endpoints",
-        responses={200: PoolSerializer, **errors(401, 403, 404)},
-    ),
-    put=extend_schema(
-        operation_id="pools_replace",
-        summary="Replace a pool: kind, exactly these endpoints, alternate",
-        description="Endpoints are matched by URL: kept ones keep their history and health. "
+@resource_schema(
+    "pools",
+    read=Doc("A pool (by name), with the health of its endpoints"),
+    replace=Doc(
+        "Replace a pool: kind, exactly these endpoints, alternate",
+        "Endpoints are matched by URL: kept ones keep their history and health. "
         "A secret header value left empty keeps the stored one. A different name renames the pool.",
-        request=PoolReplaceSerializer,
-        responses={200: PoolSerializer, **WRITE_ERRORS, **errors(404, 409)},
     ),
-    patch=extend_schema(
-        operation_id="pools_update",
-        summary="Change some fields of a pool",
-        description="Fields left out keep their values (endpoints with their secrets).",
-        request=PoolReplaceSerializer,
-        responses={200: PoolSerializer, **WRITE_ERRORS, **errors(404, 409)},
+    update=Doc(
+        "Change some fields of a pool", "Fields left out keep their values (endpoints with their secrets)."
     ),
-    delete=extend_schema(
-        operation_id="pools_delete",
-        summary="Delete a pool that no workflow, job or other pool uses",
-        description="409 names what uses it: history keeps the pools its steps ran on.",
-        responses={204: None, **errors(401, 403, 404, 409)},
+    delete=Doc(
+        "Delete a pool that no workflow, job or other pool uses",
+        "409 names what uses it: history keeps the pools its steps ran on.",
     ),
+    request=PoolReplaceSerializer,
 )
 class PoolView(NamedResourceView):
     permission_classes = [DefinitionAccess]

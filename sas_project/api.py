@@ -21,10 +21,10 @@ with DRF's `{field: [message]}` entries beside it when a request field is at fau
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http import HTTPStatus
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -393,7 +393,9 @@ def errors(*codes: int) -> dict[tuple[int, str], OpenApiResponse]:
     }
 
 
-WRITE_ERRORS = errors(400, 401, 403, 413)
+#: What any write may answer: a bad body, no or the wrong role, too large.
+WRITE_ERROR_CODES = (400, 401, 403, 413)
+WRITE_ERRORS = errors(*WRITE_ERROR_CODES)
 
 
 def idempotency_key_parameter(what: str) -> OpenApiParameter:
@@ -446,53 +448,62 @@ class ApiSchema(AutoSchema):
 # --- roles --------------------------------------------------------------------------------------
 
 
-class SubmitterAccess(BasePermission):
+def _submits_or_views(user: Any) -> bool:
+    return can_submit(user) or can_view(user)
+
+
+def _nobody(user: Any) -> bool:
+    return False
+
+
+class RoleAccess(BasePermission):
+    """Who may read (GET, HEAD, OPTIONS) and who may change, each a role check of
+    sas_project.permissions; a subclass names both and its `message`."""
+
+    readers: ClassVar[Callable[..., bool]]
+    writers: ClassVar[Callable[..., bool]]
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        allowed = type(self).readers if request.method in SAFE_METHODS else type(self).writers
+        return allowed(request.user)
+
+
+class SubmitterAccess(RoleAccess):
     """Jobs: submitters submit and read their own; viewers (and operators) read every job."""
 
     message = "This needs the submitter role (or viewer for reading, operator, or administrator)."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        if request.method in SAFE_METHODS:
-            return can_submit(request.user) or can_view(request.user)
-        return can_submit(request.user)
+    readers = staticmethod(_submits_or_views)
+    writers = staticmethod(can_submit)
 
 
-class OperatorAccess(BasePermission):
+class OperatorAccess(RoleAccess):
     message = "This needs the operator role (or administrator)."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return can_operate(request.user)
+    readers = writers = staticmethod(can_operate)
 
 
-class ViewerAccess(BasePermission):
+class ViewerAccess(RoleAccess):
     """What the console shows: viewers read it; nothing here writes."""
 
     message = "This needs the viewer role (or operator, or administrator)."
+    readers = staticmethod(can_view)
+    writers = staticmethod(_nobody)
 
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return request.method in SAFE_METHODS and can_view(request.user)
 
-
-class DefinitionAccess(BasePermission):
+class DefinitionAccess(RoleAccess):
     """Pools, policies, alert subscriptions: viewers and operators read them, administrators
     change them."""
 
     message = "Reading needs the viewer or operator role; changing needs the administrator role."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        check = can_view if request.method in SAFE_METHODS else can_manage
-        return check(request.user)
+    readers = staticmethod(can_view)
+    writers = staticmethod(can_manage)
 
 
-class WorkflowAccess(BasePermission):
+class WorkflowAccess(RoleAccess):
     """Workflows: every role reads them (submitters need them), administrators change them."""
 
     message = "Reading needs the submitter or viewer role; changing needs the administrator role."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        if request.method in SAFE_METHODS:
-            return can_submit(request.user) or can_view(request.user)
-        return can_manage(request.user)
+    readers = staticmethod(_submits_or_views)
+    writers = staticmethod(can_manage)
 
 
 # --- helpers ----------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ alert subscriptions and tokens.
 
 A view says how to find, change and delete its resource (`lookup`, `change`, `remove`) and its
 serializer; the base answers every method the same way: 200 with the resource, 201 with a
-`Location`, 204 for a delete. Each view keeps its own OpenAPI description, attached with
-`extend_schema_view` to the methods it inherits.
+`Location`, 204 for a delete. Its OpenAPI description is built the same way too
+(`collection_schema`, `resource_schema`): the operations' IDs, tags, answers and usual errors from
+the resource's tag and serializers, the words (`Doc`) from the view.
 
 The classes here carry no docstring on purpose: drf-spectacular describes an operation that has no
 description of its own with the first docstring of its view's classes, and a docstring here would
@@ -14,15 +15,92 @@ change the published schema of those operations.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
 
 from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 
-from sas_project.api import ApiView, location
+from sas_project.api import WRITE_ERROR_CODES, ApiView, errors, location
+
+# The views the schema functions below describe (defined after them).
+Collection = TypeVar("Collection", bound="type[NamedResourcesView]")
+Resource = TypeVar("Resource", bound="type[NamedResourceView]")
+
+#: The error answers each operation documents unless its `Doc` names others.
+READ_ERRORS = (401, 403, 404)
+CREATE_ERRORS = (*WRITE_ERROR_CODES, 409)
+CHANGE_ERRORS = (*WRITE_ERROR_CODES, 404, 409)
+#: A change documented without a conflict (409): policies' and alert subscriptions'.
+UNCONTESTED_CHANGE_ERRORS = (*WRITE_ERROR_CODES, 404)
+DELETE_ERRORS = (401, 403, 404, 409)
+
+
+@dataclass(frozen=True)
+class Doc:
+    """What one operation says of itself: its summary, and if it has them a description, its own
+    parameters and error answers other than its kind's usual ones (the `*_ERRORS` above)."""
+
+    summary: str
+    description: str | None = None
+    parameters: Sequence[Any] | None = None
+    errors: tuple[int, ...] | None = None
+
+
+def _operation(
+    tag: str, verb: str, doc: Doc, usual: tuple[int, ...], answer: dict[int, Any], **schema: Any
+) -> Any:
+    # The operation ID is the tag and the verb (`pools_create`); the errors follow the answer.
+    return extend_schema(
+        operation_id=f"{tag}_{verb}",
+        tags=[tag],
+        summary=doc.summary,
+        description=doc.description,
+        parameters=doc.parameters,
+        responses={**answer, **errors(*(doc.errors or usual))},
+        **schema,
+    )
+
+
+def collection_schema(
+    tag: str, *, listing: Doc, create: Doc, request: type[Serializer], created: type[Serializer] | None = None
+) -> Callable[[Collection], Collection]:
+    """The OpenAPI description of a `NamedResourcesView`: GET `<tag>_list`, pages of the view's
+    `serializer`; POST `<tag>_create`, `request` answered 201 with `created` (by default the
+    view's `serializer`)."""
+
+    def describe(view: Collection) -> Collection:
+        shown = view.serializer
+        return extend_schema_view(
+            get=_operation(tag, "list", listing, READ_ERRORS, {200: shown(many=True)}),
+            post=_operation(tag, "create", create, CREATE_ERRORS, {201: created or shown}, request=request),
+        )(view)
+
+    return describe
+
+
+def resource_schema(
+    tag: str, *, read: Doc, replace: Doc, update: Doc, delete: Doc, request: type[Serializer]
+) -> Callable[[Resource], Resource]:
+    """The OpenAPI description of a `NamedResourceView`: GET `<tag>_read`, PUT `<tag>_replace` and
+    PATCH `<tag>_update` (both `request`, answered with the view's `serializer`), DELETE
+    `<tag>_delete` (204)."""
+
+    def describe(view: Resource) -> Resource:
+        shown = {200: view.serializer}
+        return extend_schema_view(
+            get=_operation(tag, "read", read, READ_ERRORS, shown),
+            put=_operation(tag, "replace", replace, CHANGE_ERRORS, shown, request=request),
+            patch=_operation(tag, "update", update, CHANGE_ERRORS, shown, request=request),
+            delete=_operation(tag, "delete", delete, DELETE_ERRORS, {204: None}),
+        )(view)
+
+    return describe
 
 
 class NamedResourcesView(ApiView):

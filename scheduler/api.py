@@ -35,7 +35,14 @@ from sas_project.api import (
 )
 from sas_project.errors import InvalidInput, NotFound
 from sas_project.idempotency import idempotency_key, replayed
-from sas_project.named_views import NamedResourcesView, NamedResourceView
+from sas_project.named_views import (
+    READ_ERRORS,
+    Doc,
+    NamedResourcesView,
+    NamedResourceView,
+    collection_schema,
+    resource_schema,
+)
 from sas_project.permissions import can_operate, can_read_all_jobs
 from sas_project.validation import json_storable
 from scheduler import selectors
@@ -405,21 +412,15 @@ class StepRejectView(StepApprovalView):
 # --- workflows --------------------------------------------------------------------------------
 
 
-@extend_schema(tags=["workflows"])
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="workflows_list",
-        summary="Workflows (latest version of each)",
-        responses={200: WorkflowSerializer(many=True), **errors(401, 403, 404)},
+@collection_schema(
+    "workflows",
+    listing=Doc("Workflows (latest version of each)"),
+    create=Doc(
+        "Create a workflow (version 1)",
+        "A name already in use is refused: PUT or PATCH /api/v1/workflows/{name}/ makes its next version. "
+        "Unknown pools, policies or dependencies and cycles are refused, named.",
     ),
-    post=extend_schema(
-        operation_id="workflows_create",
-        summary="Create a workflow (version 1)",
-        description="A name already in use is refused: PUT or PATCH /api/v1/workflows/{name}/ makes its "
-        "next version. Unknown pools, policies or dependencies and cycles are refused, named.",
-        request=WorkflowSerializer,
-        responses={201: WorkflowSerializer, **WRITE_ERRORS, **errors(409)},
-    ),
+    request=WorkflowSerializer,
 )
 class WorkflowsView(NamedResourcesView):
     permission_classes = [WorkflowAccess]
@@ -452,34 +453,26 @@ class WorkflowsView(NamedResourcesView):
         )
 
 
-@extend_schema(tags=["workflows"])
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="workflows_read",
-        summary="A workflow (by name): its latest version, or ?version=n",
+@resource_schema(
+    "workflows",
+    read=Doc(
+        "A workflow (by name): its latest version, or ?version=n",
         parameters=[WorkflowVersionSerializer],
-        responses={200: WorkflowSerializer, **errors(400, 401, 403, 404)},
+        errors=(400, *READ_ERRORS),
     ),
-    put=extend_schema(
-        operation_id="workflows_replace",
-        summary="Make the next version of a workflow, stating all of it",
-        description="Jobs already submitted keep the version they started with.",
-        request=WorkflowReplaceSerializer,
-        responses={200: WorkflowSerializer, **WRITE_ERRORS, **errors(404, 409)},
+    replace=Doc(
+        "Make the next version of a workflow, stating all of it",
+        "Jobs already submitted keep the version they started with.",
     ),
-    patch=extend_schema(
-        operation_id="workflows_update",
-        summary="Make the next version of a workflow, changing some fields",
-        description="Fields left out are copied from the latest version.",
-        request=WorkflowReplaceSerializer,
-        responses={200: WorkflowSerializer, **WRITE_ERRORS, **errors(404, 409)},
+    update=Doc(
+        "Make the next version of a workflow, changing some fields",
+        "Fields left out are copied from the latest version.",
     ),
-    delete=extend_schema(
-        operation_id="workflows_delete",
-        summary="Delete a workflow (every version) that no job and no schedule uses",
-        description="409 names a job (or schedule) that uses it: history keeps its definitions.",
-        responses={204: None, **errors(401, 403, 404, 409)},
+    delete=Doc(
+        "Delete a workflow (every version) that no job and no schedule uses",
+        "409 names a job (or schedule) that uses it: history keeps its definitions.",
     ),
+    request=WorkflowReplaceSerializer,
 )
 class WorkflowView(NamedResourceView):
     permission_classes = [WorkflowAccess]
@@ -530,24 +523,16 @@ def _schedule_for(user: Any, name: str, *, change: bool) -> Schedule:
     return schedule
 
 
-@extend_schema(tags=["schedules"])
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="schedules_list",
-        summary="Schedules (yours; viewers and operators see all)",
-        responses={200: ScheduleSerializer(many=True), **errors(401, 403, 404)},
+@collection_schema(
+    "schedules",
+    listing=Doc("Schedules (yours; viewers and operators see all)"),
+    create=Doc(
+        "Submit a job at an instant, or at every time of a cron expression",
+        "Each firing submits exactly once (even with several clusters); its job carries the "
+        "idempotency key `schedule:<id>:<fire time>` and a `job_scheduled` event. A user "
+        "owns at most SAS_SCHEDULES_PER_USER schedules: one more is a 409 `limit_reached`.",
     ),
-    post=extend_schema(
-        operation_id="schedules_create",
-        summary="Submit a job at an instant, or at every time of a cron expression",
-        description=(
-            "Each firing submits exactly once (even with several clusters); its job carries the "
-            "idempotency key `schedule:<id>:<fire time>` and a `job_scheduled` event. A user "
-            "owns at most SAS_SCHEDULES_PER_USER schedules: one more is a 409 `limit_reached`."
-        ),
-        request=ScheduleWriteSerializer,
-        responses={201: ScheduleSerializer, **WRITE_ERRORS, **errors(409)},
-    ),
+    request=ScheduleWriteSerializer,
 )
 class SchedulesView(NamedResourcesView):
     permission_classes = [SubmitterAccess]
@@ -565,30 +550,13 @@ class SchedulesView(NamedResourcesView):
         return self.created(ScheduleSerializer(schedule).data, name=schedule.name)
 
 
-@extend_schema(tags=["schedules"])
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="schedules_read",
-        summary="A schedule (by name)",
-        responses={200: ScheduleSerializer, **errors(401, 403, 404)},
-    ),
-    put=extend_schema(
-        operation_id="schedules_replace",
-        summary="Change a schedule, stating every value",
-        request=ScheduleReplaceSerializer,
-        responses={200: ScheduleSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    ),
-    patch=extend_schema(
-        operation_id="schedules_update",
-        summary="Change some values of a schedule (its next firing is computed again)",
-        request=ScheduleReplaceSerializer,
-        responses={200: ScheduleSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    ),
-    delete=extend_schema(
-        operation_id="schedules_delete",
-        summary="Delete a schedule (the jobs it submitted stay)",
-        responses={204: None, **errors(401, 403, 404, 409)},
-    ),
+@resource_schema(
+    "schedules",
+    read=Doc("A schedule (by name)"),
+    replace=Doc("Change a schedule, stating every value"),
+    update=Doc("Change some values of a schedule (its next firing is computed again)"),
+    delete=Doc("Delete a schedule (the jobs it submitted stay)"),
+    request=ScheduleReplaceSerializer,
 )
 class ScheduleView(NamedResourceView):
     permission_classes = [SubmitterAccess]
@@ -620,27 +588,26 @@ class SchedulePauseView(ApiView):
         )
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="schedules_pause",
-        tags=["schedules"],
-        summary="Pause a schedule: it does not fire until resumed",
-        request=None,
-        responses={200: ScheduleSerializer, **errors(401, 403, 404, 409)},
+def _pause_schema(verb: str, summary: str) -> Any:
+    """The schema of pause and resume: no body, the schedule as the answer."""
+    return extend_schema_view(
+        post=extend_schema(
+            operation_id=f"schedules_{verb}",
+            tags=["schedules"],
+            summary=summary,
+            request=None,
+            responses={200: ScheduleSerializer, **errors(401, 403, 404, 409)},
+        )
     )
-)
+
+
+@_pause_schema("pause", "Pause a schedule: it does not fire until resumed")
 class ScheduleStopView(SchedulePauseView):
     paused = True
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="schedules_resume",
-        tags=["schedules"],
-        summary="Resume a paused schedule (with catch_up once, a firing missed meanwhile fires once)",
-        request=None,
-        responses={200: ScheduleSerializer, **errors(401, 403, 404, 409)},
-    )
+@_pause_schema(
+    "resume", "Resume a paused schedule (with catch_up once, a firing missed meanwhile fires once)"
 )
 class ScheduleResumeView(SchedulePauseView):
     paused = False

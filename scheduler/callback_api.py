@@ -22,16 +22,17 @@ from scheduler.serializers import (
 )
 
 
-class AttemptCallbackView(ApiView):
-    """Where a remote that answered 202 POSTs the attempt's result (X-SAS-Callback-URL).
-
-    The signed token in the URL is the credential: no user token, no session (so no CSRF), and no
-    per-user throttle (a busy remote posts many results; a bad token costs one signature check).
-    """
+class SignedTokenView(ApiView):
+    """A URL whose signed token is the credential: no user token, no session (so no CSRF), and no
+    per-user throttle (a busy remote posts many results; a bad token costs one signature check)."""
 
     authentication_classes: list[Any] = []
     permission_classes: list[Any] = []
     throttle_classes: list[Any] = []
+
+
+class AttemptCallbackView(SignedTokenView):
+    """Where a remote that answered 202 POSTs the attempt's result (X-SAS-Callback-URL)."""
 
     @extend_schema(
         operation_id="attempts_callback",
@@ -55,13 +56,9 @@ class AttemptCallbackView(ApiView):
         return Response({"recorded": verdict})
 
 
-class AttemptHeartbeatView(ApiView):
+class AttemptHeartbeatView(SignedTokenView):
     """Where a remote that answered 202 reports, while it works, that the attempt is alive
     (`<callback URL>heartbeat/`). Its credential is the callback's token, as for the result."""
-
-    authentication_classes: list[Any] = []
-    permission_classes: list[Any] = []
-    throttle_classes: list[Any] = []
 
     @extend_schema(
         operation_id="attempts_heartbeat",

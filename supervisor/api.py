@@ -30,7 +30,15 @@ from sas_project.api import (
     validated,
 )
 from sas_project.idempotency import idempotent
-from sas_project.named_views import NamedResourcesView, NamedResourceView
+from sas_project.named_views import (
+    READ_ERRORS,
+    UNCONTESTED_CHANGE_ERRORS,
+    Doc,
+    NamedResourcesView,
+    NamedResourceView,
+    collection_schema,
+    resource_schema,
+)
 from sas_project.permissions import can_submit
 from scheduler import selectors as job_selectors
 from scheduler.models import AlertSubscription, Job
@@ -220,20 +228,14 @@ def _policy_settings(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in POLICY_FIELDS}
 
 
-@extend_schema(tags=["policies"])
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="policies_list",
-        summary="Remediation policies",
-        responses={200: PolicySerializer(many=True), **errors(401, 403, 404)},
+@collection_schema(
+    "policies",
+    listing=Doc("Remediation policies"),
+    create=Doc(
+        "Create a policy (version 1)",
+        "Settings left out take their defaults. Each later change makes a new version.",
     ),
-    post=extend_schema(
-        operation_id="policies_create",
-        summary="Create a policy (version 1)",
-        description="Settings left out take their defaults. Each later change makes a new version.",
-        request=PolicyWriteSerializer,
-        responses={201: PolicySerializer, **WRITE_ERRORS, **errors(409)},
-    ),
+    request=PolicyWriteSerializer,
 )
 class PoliciesView(NamedResourcesView):
     permission_classes = [DefinitionAccess]
@@ -250,33 +252,21 @@ class PoliciesView(NamedResourcesView):
         return self.created(PolicySerializer(policy).data, name=policy.name)
 
 
-@extend_schema(tags=["policies"])
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="policies_read",
-        summary="A policy (by name)",
-        responses={200: PolicySerializer, **errors(401, 403, 404)},
+@resource_schema(
+    "policies",
+    read=Doc("A policy (by name)"),
+    replace=Doc(
+        "Change a policy, stating every setting (a new version)",
+        "Steps in flight use the new version at their next decision.",
+        errors=UNCONTESTED_CHANGE_ERRORS,
     ),
-    put=extend_schema(
-        operation_id="policies_replace",
-        summary="Change a policy, stating every setting (a new version)",
-        description="Steps in flight use the new version at their next decision.",
-        request=PolicyReplaceSerializer,
-        responses={200: PolicySerializer, **WRITE_ERRORS, **errors(404)},
+    update=Doc(
+        "Change some settings of a policy (a new version)",
+        "A change that changes nothing makes no version.",
+        errors=UNCONTESTED_CHANGE_ERRORS,
     ),
-    patch=extend_schema(
-        operation_id="policies_update",
-        summary="Change some settings of a policy (a new version)",
-        description="A change that changes nothing makes no version.",
-        request=PolicyReplaceSerializer,
-        responses={200: PolicySerializer, **WRITE_ERRORS, **errors(404)},
-    ),
-    delete=extend_schema(
-        operation_id="policies_delete",
-        summary="Delete a policy that no workflow uses",
-        description="409 names the workflow that uses it.",
-        responses={204: None, **errors(401, 403, 404, 409)},
-    ),
+    delete=Doc("Delete a policy that no workflow uses", "409 names the workflow that uses it."),
+    request=PolicyReplaceSerializer,
 )
 class PolicyView(NamedResourceView):
     permission_classes = [DefinitionAccess]
@@ -311,24 +301,17 @@ class PolicyRevisionsView(ApiView):
 # --- alert subscriptions ----------------------------------------------------------------------
 
 
-@extend_schema(tags=["alerts"])
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="alerts_list",
-        summary="Alert subscriptions",
-        responses={200: AlertSubscriptionSerializer(many=True), **errors(401, 403, 404)},
+@collection_schema(
+    "alerts",
+    listing=Doc("Alert subscriptions"),
+    create=Doc(
+        "Subscribe a webhook and/or an email address to alerts",
+        "Kinds: step_needs_attention, job_failed, job_compensated, supervisor_stale, "
+        "circuit_opened. Each alert is sent once per subscription (retried until delivered). "
+        "The answer holds the subscription's signing secret, this once.",
     ),
-    post=extend_schema(
-        operation_id="alerts_create",
-        summary="Subscribe a webhook and/or an email address to alerts",
-        description=(
-            "Kinds: step_needs_attention, job_failed, job_compensated, supervisor_stale, "
-            "circuit_opened. Each alert is sent once per subscription (retried until delivered). "
-            "The answer holds the subscription's signing secret, this once."
-        ),
-        request=AlertSubscriptionWriteSerializer,
-        responses={201: AlertSubscriptionCreatedSerializer, **WRITE_ERRORS, **errors(409)},
-    ),
+    request=AlertSubscriptionWriteSerializer,
+    created=AlertSubscriptionCreatedSerializer,
 )
 class AlertsView(NamedResourcesView):
     permission_classes = [DefinitionAccess]
@@ -349,31 +332,15 @@ class AlertsView(NamedResourcesView):
         )
 
 
-@extend_schema(tags=["alerts"])
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="alerts_read",
-        summary="An alert subscription (by name)",
-        responses={200: AlertSubscriptionSerializer, **errors(401, 403, 404)},
+@resource_schema(
+    "alerts",
+    read=Doc("An alert subscription (by name)"),
+    replace=Doc("Change an alert subscription, stating every value", errors=UNCONTESTED_CHANGE_ERRORS),
+    update=Doc("Change some values of an alert subscription", errors=UNCONTESTED_CHANGE_ERRORS),
+    delete=Doc(
+        "Delete an alert subscription", "Alerts already written to it are still sent.", errors=READ_ERRORS
     ),
-    put=extend_schema(
-        operation_id="alerts_replace",
-        summary="Change an alert subscription, stating every value",
-        request=AlertSubscriptionReplaceSerializer,
-        responses={200: AlertSubscriptionSerializer, **WRITE_ERRORS, **errors(404)},
-    ),
-    patch=extend_schema(
-        operation_id="alerts_update",
-        summary="Change some values of an alert subscription",
-        request=AlertSubscriptionReplaceSerializer,
-        responses={200: AlertSubscriptionSerializer, **WRITE_ERRORS, **errors(404)},
-    ),
-    delete=extend_schema(
-        operation_id="alerts_delete",
-        summary="Delete an alert subscription",
-        description="Alerts already written to it are still sent.",
-        responses={204: None, **errors(401, 403, 404)},
-    ),
+    request=AlertSubscriptionReplaceSerializer,
 )
 class AlertView(NamedResourceView):
     permission_classes = [DefinitionAccess]

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from sas_project.api import ApiView, StrictSerializer, errors, query_params, validated
-from sas_project.named_views import NamedResourcesView
+from sas_project.named_views import Doc, NamedResourcesView, collection_schema
 from sas_project.tokens.models import ApiToken, TokenStatus
 from sas_project.tokens.services import token_create, token_for, token_revoke, tokens_visible
 
@@ -75,23 +75,23 @@ class TokenCreatedSerializer(TokenSerializer):
         read_only_fields = fields
 
 
-@extend_schema(tags=["tokens"])
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="tokens_list",
-        summary="Your API tokens (an administrator: anyone's, with ?user=)",
+@collection_schema(
+    "tokens",
+    # Any signed-in user may: no role to lack (403); a malformed ?user= is a 400.
+    listing=Doc(
+        "Your API tokens (an administrator: anyone's, with ?user=)",
         parameters=[OpenApiParameter("user", str, description="A username (administrators only).")],
-        responses={200: TokenSerializer(many=True), **errors(400, 401)},
+        errors=(400, 401),
     ),
-    post=extend_schema(
-        operation_id="tokens_create",
-        summary="Make an API token for yourself (the key is in this answer only)",
-        description="The new token acts as you, with your roles. Its key is shown in this answer and "
+    create=Doc(
+        "Make an API token for yourself (the key is in this answer only)",
+        "The new token acts as you, with your roles. Its key is shown in this answer and "
         "never again (only its digest is stored); lose it and make another. The creation is recorded "
         "with your user in the admin log.",
-        request=TokenCreateSerializer,
-        responses={201: TokenCreatedSerializer, **errors(400, 401, 413)},
+        errors=(400, 401, 413),
     ),
+    request=TokenCreateSerializer,
+    created=TokenCreatedSerializer,
 )
 class TokensView(NamedResourcesView):
     permission_classes = [IsAuthenticated]
