@@ -249,8 +249,8 @@ DELIVERY_HEADERS: dict[str, dict[str, Any]] = {
     ),
     "X-SAS-Signature": _header(
         "Legacy: `sha256=<hex HMAC-SHA256 of the body with SAS_CALLBACK_SECRET>`, one key shared "
-        "by every receiver. Sent while SAS_LEGACY_SIGNATURE is on (this release); verify "
-        "`webhook-signature` instead.",
+        "by every receiver, no timestamp. Deprecated: sent only when SAS_LEGACY_SIGNATURE is on; "
+        "verify `webhook-signature` instead.",
         required=False,
     ),
 }

@@ -438,9 +438,9 @@ SAS_BROKER_CA_FILE = env.str("SAS_BROKER_CA_FILE", "")
 SAS_Q_STOP_SECONDS = env.float("SAS_Q_STOP_SECONDS", 60, validate=Range(min=0))
 SAS_CALLBACK_SECRET = env.str("SAS_CALLBACK_SECRET", "")
 # Callbacks and alert webhooks are signed the Standard Webhooks way, each receiver with its own
-# secret (supervisor.signing); the former X-SAS-Signature (SAS_CALLBACK_SECRET, shared) is sent
-# beside it for one release unless this is off.
-SAS_LEGACY_SIGNATURE = _env_bool("SAS_LEGACY_SIGNATURE", True)
+# secret (supervisor.signing). The former X-SAS-Signature (SAS_CALLBACK_SECRET: one key shared by
+# every receiver, no timestamp, so replayable) is deprecated: sent beside only when this is on.
+SAS_LEGACY_SIGNATURE = _env_bool("SAS_LEGACY_SIGNATURE", False)
 # How long a rotated signing secret still signs beside its successor.
 SAS_SIGNING_ROTATION_GRACE_SECONDS = env.float("SAS_SIGNING_ROTATION_GRACE_SECONDS", 24 * 3600)
 SAS_METRICS_TOKEN = env.str("SAS_METRICS_TOKEN", "")

@@ -359,6 +359,7 @@ def test_callbacks_are_sent_signed_and_retried_until_delivered(
     drain: Callable[[], int], fake_remote: FakeRemote, settings: Any, tmp_path: Path
 ) -> None:
     settings.SAS_CALLBACK_SECRET = SECRET
+    settings.SAS_LEGACY_SIGNATURE = True  # the deprecated shared signature, asked for
     settings.SAS_DELIVERY_RETRY_SECONDS = 0.05
     receiver = ReceiverProcess(port=free_port(), log=ARTIFACTS / "receiver-retry.log", fail_first=2).start()
     try:
