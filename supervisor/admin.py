@@ -255,8 +255,15 @@ def _rendered(response: Any) -> Any:
     return response
 
 
+class _SeenByOperators(WrittenByTheService):
+    """Records operators see and nobody edits here."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_operate(request.user)
+
+
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(_SeenByOperators, admin.ModelAdmin):
     """The outbox: completion callbacks and alerts, with how their delivery goes."""
 
     list_display = [
@@ -323,18 +330,6 @@ class DeliveryAdmin(admin.ModelAdmin):
     def retry_failed(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
         count = delivery_retry(actor=request.user, delivery_ids=list(queryset.values_list("pk", flat=True)))
         self.message_user(request, f"{count} failed deliveries will be sent again.", messages.SUCCESS)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_operate(request.user)
 
     def get_actions(self, request: HttpRequest) -> Any:
         actions = super().get_actions(request)
@@ -403,14 +398,11 @@ def _report(
         )
 
 
-class ReadOnlyAdmin(WrittenByTheService, admin.ModelAdmin):
+class ReadOnlyAdmin(_SeenByOperators, admin.ModelAdmin):
     """History: visible to operators, never edited here."""
 
     # Facet counts would count the whole table on every filtered page.
     show_facets = admin.ShowFacets.NEVER
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_operate(request.user)
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         return can_operate(request.user)
@@ -430,7 +422,7 @@ STEP_COLUMNS = (
 )
 
 
-class StepInline(admin.TabularInline):
+class StepInline(_SeenByOperators, admin.TabularInline):
     model = Step
     fk_name = "job"
     extra = 0
@@ -441,15 +433,6 @@ class StepInline(admin.TabularInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Step]:
         return super().get_queryset(request).select_related("pool", "endpoint").order_by("id")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_operate(request.user)
 
 
 def _uuid_search(queryset: QuerySet[Any], term: str, field: str) -> QuerySet[Any]:
