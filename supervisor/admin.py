@@ -467,22 +467,22 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Compensate the selected jobs", permissions=["operate"])
     def compensate_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        _report(
-            self,
-            request,
-            ((f"job {pk}", pk) for pk in queryset.values_list("pk", flat=True)),
-            lambda pk: services.job_compensate(actor=request.user, job_id=pk, reason="admin action"),
-            "compensating",
-        )
+        self._each_job(request, queryset, services.job_compensate, "compensating")
 
     @admin.action(description="Cancel the selected jobs", permissions=["operate"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._each_job(request, queryset, services.job_cancel, "cancelling")
+
+    def _each_job(
+        self, request: HttpRequest, queryset: QuerySet[Job], act: Callable[..., object], doing: str
+    ) -> None:
+        """Apply the operator action `act` to each selected job, reporting what it did."""
         _report(
             self,
             request,
             ((f"job {pk}", pk) for pk in queryset.values_list("pk", flat=True)),
-            lambda pk: services.job_cancel(actor=request.user, job_id=pk, reason="admin action"),
-            "cancelling",
+            lambda pk: act(actor=request.user, job_id=pk, reason="admin action"),
+            doing,
         )
 
 
