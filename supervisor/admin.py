@@ -12,9 +12,9 @@ services and keeps the step's operation ID; a resubmitted task would be an unrel
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
@@ -62,7 +62,37 @@ from supervisor.subscriptions import (
 )
 
 
-class PolicyForm(forms.ModelForm):
+class _CheckedForm(forms.ModelForm):
+    """The form of a definition whose service checks its values: `service_fields`, of which
+    `listed` is a list of choices. The service's InvalidInput is shown on the field it names."""
+
+    service_fields: ClassVar[Sequence[str]]
+    listed: ClassVar[str]
+
+    @classmethod
+    def values(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+        """The service's values among the form's (cleaned) data."""
+        values = {name: data.get(name) for name in cls.service_fields}
+        values[cls.listed] = list(data.get(cls.listed) or [])
+        return values
+
+    def check(self, values: dict[str, Any]) -> Mapping[str, Any]:
+        """Raise InvalidInput when the service refuses `values`; the values it cleaned."""
+        raise NotImplementedError
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        try:
+            data.update(self.check(self.values(data)))
+        except InvalidInput as exc:
+            field = exc.detail.get("field")
+            raise ValidationError({str(field): exc.message} if field in self.fields else exc.message) from exc
+        return data
+
+
+class PolicyForm(_CheckedForm):
+    service_fields = POLICY_FIELDS
+    listed = "retry_on"
     retry_on = forms.MultipleChoiceField(
         choices=[(o, o.replace("_", " ")) for o in RETRYABLE_OUTCOMES],
         widget=forms.CheckboxSelectMultiple,
@@ -74,19 +104,12 @@ class PolicyForm(forms.ModelForm):
         model = RemediationPolicy
         fields = ["name", *POLICY_FIELDS]
 
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        values: dict[str, Any] = {name: data.get(name) for name in POLICY_FIELDS}
-        values["retry_on"] = list(data.get("retry_on") or [])
+    def check(self, values: dict[str, Any]) -> Mapping[str, Any]:
         for name in ("max_attempts", "reassign_after_attempts"):
             if values[name] is not None:
                 values[name] = int(values[name])
-        try:
-            policy_validate(values)
-        except InvalidInput as exc:
-            field = exc.detail.get("field")
-            raise ValidationError({str(field): exc.message} if field in self.fields else exc.message) from exc
-        return data
+        policy_validate(values)
+        return {}
 
 
 def _shown(value: Any) -> str:
@@ -138,8 +161,7 @@ class RemediationPolicyAdmin(SavedByTheService, admin.ModelAdmin):
         return [*self.readonly_fields, "name"] if obj else list(self.readonly_fields)
 
     def save_model(self, request: HttpRequest, obj: RemediationPolicy, form: Any, change: bool) -> None:
-        values = {name: form.cleaned_data.get(name) for name in POLICY_FIELDS}
-        values["retry_on"] = list(form.cleaned_data.get("retry_on") or [])
+        values = PolicyForm.values(form.cleaned_data)
         if change:
             saved = policy_update(obj.pk, actor=request.user, changes=values)
         else:
@@ -159,7 +181,9 @@ class RemediationPolicyAdmin(SavedByTheService, admin.ModelAdmin):
         return can_manage(request.user) or super().has_change_permission(request, obj)
 
 
-class AlertSubscriptionForm(forms.ModelForm):
+class AlertSubscriptionForm(_CheckedForm):
+    service_fields = SUBSCRIPTION_FIELDS
+    listed = "kinds"
     kinds = forms.MultipleChoiceField(
         choices=AlertKind.choices,
         widget=forms.CheckboxSelectMultiple,
@@ -170,16 +194,8 @@ class AlertSubscriptionForm(forms.ModelForm):
         model = AlertSubscription
         fields = ["name", *SUBSCRIPTION_FIELDS]
 
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        values = {name: data.get(name) for name in SUBSCRIPTION_FIELDS}
-        values["kinds"] = list(data.get("kinds") or [])
-        try:
-            data.update(subscription_validate(values))
-        except InvalidInput as exc:
-            field = exc.detail.get("field")
-            raise ValidationError({str(field): exc.message} if field in self.fields else exc.message) from exc
-        return data
+    def check(self, values: dict[str, Any]) -> Mapping[str, Any]:
+        return subscription_validate(values)
 
 
 @admin.register(AlertSubscription)
@@ -239,8 +255,15 @@ def _rendered(response: Any) -> Any:
     return response
 
 
+class _SeenByOperators(WrittenByTheService):
+    """Records operators see and nobody edits here."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_operate(request.user)
+
+
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(_SeenByOperators, admin.ModelAdmin):
     """The outbox: completion callbacks and alerts, with how their delivery goes."""
 
     list_display = [
@@ -307,18 +330,6 @@ class DeliveryAdmin(admin.ModelAdmin):
     def retry_failed(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
         count = delivery_retry(actor=request.user, delivery_ids=list(queryset.values_list("pk", flat=True)))
         self.message_user(request, f"{count} failed deliveries will be sent again.", messages.SUCCESS)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_operate(request.user)
 
     def get_actions(self, request: HttpRequest) -> Any:
         actions = super().get_actions(request)
@@ -387,14 +398,11 @@ def _report(
         )
 
 
-class ReadOnlyAdmin(WrittenByTheService, admin.ModelAdmin):
+class ReadOnlyAdmin(_SeenByOperators, admin.ModelAdmin):
     """History: visible to operators, never edited here."""
 
     # Facet counts would count the whole table on every filtered page.
     show_facets = admin.ShowFacets.NEVER
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_operate(request.user)
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         return can_operate(request.user)
@@ -414,7 +422,7 @@ STEP_COLUMNS = (
 )
 
 
-class StepInline(admin.TabularInline):
+class StepInline(_SeenByOperators, admin.TabularInline):
     model = Step
     fk_name = "job"
     extra = 0
@@ -425,15 +433,6 @@ class StepInline(admin.TabularInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Step]:
         return super().get_queryset(request).select_related("pool", "endpoint").order_by("id")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_operate(request.user)
 
 
 def _uuid_search(queryset: QuerySet[Any], term: str, field: str) -> QuerySet[Any]:
@@ -468,22 +467,22 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Compensate the selected jobs", permissions=["operate"])
     def compensate_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        _report(
-            self,
-            request,
-            ((f"job {pk}", pk) for pk in queryset.values_list("pk", flat=True)),
-            lambda pk: services.job_compensate(actor=request.user, job_id=pk, reason="admin action"),
-            "compensating",
-        )
+        self._each_job(request, queryset, services.job_compensate, "compensating")
 
     @admin.action(description="Cancel the selected jobs", permissions=["operate"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._each_job(request, queryset, services.job_cancel, "cancelling")
+
+    def _each_job(
+        self, request: HttpRequest, queryset: QuerySet[Job], act: Callable[..., object], doing: str
+    ) -> None:
+        """Apply the operator action `act` to each selected job, reporting what it did."""
         _report(
             self,
             request,
             ((f"job {pk}", pk) for pk in queryset.values_list("pk", flat=True)),
-            lambda pk: services.job_cancel(actor=request.user, job_id=pk, reason="admin action"),
-            "cancelling",
+            lambda pk: act(actor=request.user, job_id=pk, reason="admin action"),
+            doing,
         )
 
 

@@ -136,6 +136,20 @@ class ScanCache:
     last_attempts: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
+@dataclass
+class _Due:
+    """One scan's pass over its due steps: what each batch and each step's remediation share
+    (the lease, the report, the lookups, the random draw, the batch size, and the steps already
+    taken, which the pass never claims twice)."""
+
+    grant: LeaseGrant
+    report: ScanReport
+    draw: Callable[[], float]
+    size: int
+    cache: ScanCache = field(default_factory=ScanCache)
+    seen: set[int] = field(default_factory=set)
+
+
 def scan(
     *,
     holder: str,
@@ -154,13 +168,11 @@ def scan(
         return report
     report.acted, report.token = True, grant.token
     size = batch_size or sas_settings.scan_batch_size
-    seen: set[int] = set()
-    cache = ScanCache()
     try:
         _sweep_job_deadlines(grant, report, size)
         _sweep_waits(grant, report, size)
         _sweep_children(grant, report, size)
-        _remediate_due(grant, report, cache, draw, size, seen, max_batches)
+        _remediate_due(_Due(grant, report, draw, size), max_batches)
     except LoopStopped:
         report.lost_lease = True
     report.duration_ms = int((time.monotonic() - started) * 1000)
@@ -169,18 +181,11 @@ def scan(
     return report
 
 
-def _remediate_due(
-    grant: LeaseGrant,
-    report: ScanReport,
-    cache: ScanCache,
-    draw: Callable[[], float],
-    size: int,
-    seen: set[int],
-    max_batches: int | None,
-) -> None:
+def _remediate_due(due: _Due, max_batches: int | None) -> None:
     """The due steps, in bounded batches, each batch one transaction. A batch that raises with a
     fault of an item's is rolled back and its steps are remediated one by one, each in its own
     transaction; a step that raises again is quarantined (scheduler.services.quarantine)."""
+    grant, report = due.grant, due.report
     quarantine = Quarantiner(QuarantineLoop.REMEDIATION, source=_source(grant))
     while max_batches is None or report.batches < max_batches:
         claimed: list[int] = []
@@ -191,14 +196,14 @@ def _remediate_due(
                 fail_remediation()
                 report.batches += 1
                 if setwise.enabled():
-                    _setwise_batch(unit, grant, report, cache, draw, size, seen, claimed)
+                    _setwise_batch(unit, due, claimed)
                 else:
-                    due = due_steps(unit.now, limit=size, exclude=seen)
-                    claimed += [c.pk for c in due]
-                    if due:
+                    steps = due_steps(unit.now, limit=due.size, exclude=due.seen)
+                    claimed += [c.pk for c in steps]
+                    if steps:
                         # The claim locked the jobs without waiting; their steps are read after that.
-                        states = load_locked_jobs([c.job for c in due])
-                        _per_step(unit, states, claimed, grant, report, cache, draw, seen)
+                        states = load_locked_jobs([c.job for c in steps])
+                        _per_step(unit, due, states, claimed)
                 if claimed:
                     lease_progressed(grant)
         except Exception as exc:
@@ -210,30 +215,23 @@ def _remediate_due(
                 "scan: a batch of %d steps raised (%s): each step on its own", len(claimed), error_text(exc)
             )
             for step_id in claimed:
-                _remediate_alone(step_id, grant, report, cache, draw, seen, quarantine)
-        if len(claimed) < size:
+                _remediate_alone(due, step_id, quarantine)
+        if len(claimed) < due.size:
             break
 
 
-def _remediate_alone(
-    step_id: int,
-    grant: LeaseGrant,
-    report: ScanReport,
-    cache: ScanCache,
-    draw: Callable[[], float],
-    seen: set[int],
-    quarantine: Quarantiner,
-) -> None:
+def _remediate_alone(due: _Due, step_id: int, quarantine: Quarantiner) -> None:
     """One due step in a transaction of its own; quarantined when it raises with a fault of its own."""
-    seen.add(step_id)
+    grant, report = due.grant, due.report
+    due.seen.add(step_id)
     before = report.snapshot()
     try:
         with unit_of_work() as unit:
             _fence(grant)
-            due = due_steps(unit.now, limit=1, exclude=set(), only=step_id)
-            if due:
-                states = load_locked_jobs([due[0].job])
-                _per_step(unit, states, [step_id], grant, report, cache, draw, seen)
+            steps = due_steps(unit.now, limit=1, exclude=set(), only=step_id)
+            if steps:
+                states = load_locked_jobs([steps[0].job])
+                _per_step(unit, due, states, [step_id])
                 lease_progressed(grant)
     except Exception as exc:
         if not is_item_fault(exc):
@@ -250,54 +248,40 @@ def _fence(grant: LeaseGrant) -> None:
         raise LoopStopped("the lease was lost")
 
 
-def _setwise_batch(
-    unit: Unit,
-    grant: LeaseGrant,
-    report: ScanReport,
-    cache: ScanCache,
-    draw: Callable[[], float],
-    size: int,
-    seen: set[int],
-    claimed: list[int],
-) -> None:
+def _setwise_batch(unit: Unit, due: _Due, claimed: list[int]) -> None:
     """One batch on PostgreSQL: the common decisions set-wise, the rest per step. The steps it
     claims go to `claimed` first (what to take one by one if the batch raises)."""
-    batch = setwise.due_batch(unit.now, limit=size, exclude=seen)
-    claimed += [due.step_id for due in batch]
+    report, cache = due.report, due.cache
+    batch = setwise.due_batch(unit.now, limit=due.size, exclude=due.seen)
+    claimed += [row.step_id for row in batch]
     if not batch:
         return
-    plan = setwise.plan(batch, unit.now, draw=draw, pool_healthy=cache.pool_healthy, assessed=cache.assessed)
-    setwise.apply(plan, unit.now, source=_source(grant))
-    for due in plan.keep_waiting:
-        seen.add(due.step_id)
+    plan = setwise.plan(
+        batch, unit.now, draw=due.draw, pool_healthy=cache.pool_healthy, assessed=cache.assessed
+    )
+    setwise.apply(plan, unit.now, source=_source(due.grant))
+    for row in plan.keep_waiting:
+        due.seen.add(row.step_id)
         report.examined += 1
         _count(report, "still_queued")
-    for due, decision in plan.retry_later:
-        seen.add(due.step_id)
+    for row, decision in plan.retry_later:
+        due.seen.add(row.step_id)
         report.examined += 1
-        if due.deadline is not None:
-            report.lag_ms = max(report.lag_ms, int((unit.now - due.deadline).total_seconds() * 1000))
+        if row.deadline is not None:
+            report.lag_ms = max(report.lag_ms, int((unit.now - row.deadline).total_seconds() * 1000))
         report.timed_out += 1
         report.remediated += 1
         _count(report, "timed_out")
-        _count(report, "reassigned" if decision.reassign and due.alternate_id is not None else "retry")
+        _count(report, "reassigned" if decision.reassign and row.alternate_id is not None else "retry")
     if plan.per_step:
         jobs = list(Job.objects.filter(pk__in={d.job_id for d in plan.per_step}).select_related("workflow"))
         states = load_locked_jobs(jobs)
-        _per_step(unit, states, [d.step_id for d in plan.per_step], grant, report, cache, draw, seen)
+        _per_step(unit, due, states, [d.step_id for d in plan.per_step])
 
 
-def _per_step(
-    unit: Unit,
-    states: dict[Any, JobState],
-    step_ids: list[int],
-    grant: LeaseGrant,
-    report: ScanReport,
-    cache: ScanCache,
-    draw: Callable[[], float],
-    seen: set[int],
-) -> None:
+def _per_step(unit: Unit, due: _Due, states: dict[Any, JobState], step_ids: list[int]) -> None:
     """Remediate these due steps one by one (their jobs are locked and loaded in `states`)."""
+    grant, report, cache = due.grant, due.report, due.cache
     by_id = {s.pk: s for state in states.values() for s in state.steps}
     missing = [pk for pk in step_ids if pk not in by_id]
     if missing:
@@ -315,7 +299,7 @@ def _per_step(
     attempts_time_out(unit, overdue, decided_by=_source(grant))
     cache.last_attempts = _last_attempts(steps)
     for step in steps:
-        seen.add(step.pk)
+        due.seen.add(step.pk)
         report.examined += 1
         if step.pk in queued:
             step_keep_waiting(unit, state=states[step.job_id], step=step, source=_source(grant))
@@ -327,7 +311,7 @@ def _per_step(
             step,
             grant=grant,
             report=report,
-            draw=draw,
+            draw=due.draw,
             cache=cache,
             attempt_closed=step.pk in overdue_ids,
             missed_heartbeat=missed.get(step.pk),

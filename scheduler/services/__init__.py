@@ -29,14 +29,13 @@ from scheduler.services.outcomes import (
 from scheduler.services.remediation import (
     step_abandon,
     step_give_up,
-    step_hold,
     step_keep_waiting,
     step_reconcile,
     step_retry_later,
     step_time_out,
     steps_still_queued,
 )
-from scheduler.services.saga import job_advance, job_fail, job_start_compensation
+from scheduler.services.saga import job_advance, job_fail, job_start_compensation, step_hold
 from scheduler.services.submission import (
     Submission,
     job_submit,

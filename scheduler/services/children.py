@@ -58,7 +58,7 @@ from scheduler.models import (
 )
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
 from scheduler.services.quarantine import not_quarantined
-from scheduler.services.saga import ancestor_outputs, job_advance, step_input
+from scheduler.services.saga import ancestor_outputs, job_advance, step_hold, step_input
 from scheduler.services.submission import child_create
 from scheduler.services.wakeups import step_wait_failed
 from scheduler.transitions import step_note, step_transition
@@ -157,10 +157,7 @@ def _start(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
             payload = expressions.render(definition.input_map, data)
         except JMESPathError as exc:
             why = f"its input mapping cannot be evaluated: {exc}"
-            step_transition(
-                unit, step, S.HELD, source=source, kind=E.STEP_HELD, reason=why, status_reason=why
-            )
-            job_advance(unit, state=state, source=source)
+            step_hold(unit, state=state, step=step, source=source, reason=why, status_reason=why)
             return "held"
     if not isinstance(payload, dict):
         return _refuse(
@@ -231,17 +228,9 @@ def _settle(unit: Unit, state: JobState, step: Step, child: Job, *, source: str)
                 output = expressions.evaluate(projection, seen)
             except JMESPathError as exc:
                 why = f"child job {child.pk} succeeded, but its output projection cannot be evaluated: {exc}"
-                step_transition(
-                    unit,
-                    step,
-                    S.HELD,
-                    source=source,
-                    kind=E.STEP_HELD,
-                    reason=why,
-                    data=data,
-                    status_reason=why,
+                step_hold(
+                    unit, state=state, step=step, source=source, reason=why, data=data, status_reason=why
                 )
-                job_advance(unit, state=state, source=source)
                 return "held"
         step_transition(
             unit,

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from agents.outcome import AttemptKind, Outcome
-from scheduler.models import Attempt, Step, StepStatus
+from scheduler.models import Attempt, Step, StepKind, StepStatus
+from scheduler.services.dispatch import step_dispatch
+from scheduler.services.locking import JobState
 from scheduler.unit import Unit
 
 S = StepStatus
@@ -51,3 +53,24 @@ def sent_steps(unit: Unit, *, steps: list[Step]) -> set[int]:
         step_id__in=failed, kind=AttemptKind.CALL, started_at__isnull=False
     ).values_list("step_id", "number")
     return {step_id for step_id, number in rows if (step_id, number) not in unsent}
+
+
+def compensation_dispatch(unit: Unit, *, state: JobState, step: Step, source: str, reason: str) -> Step:
+    """Create the undo of `step` and dispatch it: an ordinary supervised step of the job (a fan-out
+    item's keeps its item and index) with its own operation ID, `<operation_id>:compensate`."""
+    compensation = Step.objects.create(
+        job=state.job,
+        definition=step.definition,
+        name=f"{step.name}.compensate",
+        kind=StepKind.COMPENSATION,
+        compensates=step,
+        operation_id=f"{step.operation_id}:compensate",
+        pool=step.pool,
+        item=step.item,
+        item_index=step.item_index,
+        created_at=unit.now,
+        updated_at=unit.now,
+    )
+    state.steps.append(compensation)
+    step_dispatch(unit, state=state, step=compensation, source=source, reason=reason)
+    return compensation

@@ -36,7 +36,7 @@ from jmespath.exceptions import JMESPathError
 from scheduler import expressions
 from scheduler.models import STEP_SETTLED, EventKind, JoinMode, Step, StepKind, StepStatus
 from scheduler.services.dispatch import step_dispatch
-from scheduler.services.effects import needs_compensation, sent_steps
+from scheduler.services.effects import compensation_dispatch, needs_compensation, sent_steps
 from scheduler.services.locking import JobState
 from scheduler.transitions import step_note, step_transition
 from scheduler.unit import Unit
@@ -345,26 +345,7 @@ def _undo(
         return False
     room = (step.definition.max_parallel or limit) - len(live)
     for item in todo[: max(room, 0)]:
-        compensation = Step.objects.create(
-            job=state.job,
-            definition=item.definition,
-            name=f"{item.name}.compensate",
-            kind=StepKind.COMPENSATION,
-            compensates=item,
-            operation_id=f"{item.operation_id}:compensate",
-            pool=item.pool,
-            item=item.item,
-            item_index=item.item_index,
-            created_at=unit.now,
-            updated_at=unit.now,
-        )
-        compensation.job = state.job
-        state.steps.append(compensation)
-        step_dispatch(
-            unit,
-            state=state,
-            step=compensation,
-            source=source,
-            reason=f"undo item {item.item_index} of {step.name}",
+        compensation_dispatch(
+            unit, state=state, step=item, source=source, reason=f"undo item {item.item_index} of {step.name}"
         )
     return False

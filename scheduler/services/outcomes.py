@@ -32,7 +32,7 @@ from scheduler.services.claims import AGENT, NOT_CALLED
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.heartbeats import step_silence_deadline
 from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
-from scheduler.services.saga import ancestor_outputs, job_advance, step_input
+from scheduler.services.saga import ancestor_outputs, job_advance, step_hold, step_input
 from scheduler.transitions import (
     ATTEMPT_LATE_OUTCOMES,
     OUTCOME_MOVES,
@@ -275,20 +275,12 @@ def _apply_outcome(
     if late:
         data["late"] = True
     reconcile = attempt_kind == AttemptKind.RECONCILE
-    if result.succeeded and result.unstorable:
-        _hold_unstorable(unit, state, step, result, source=source, data=data, supersede_live=False)
-        return
-    if result.outcome == Outcome.SUCCEEDED:
-        projected = project_output(
-            unit, state=state, step=step, answer=result.output, source=source, supersede_live=False
-        )
-        if projected is HELD_BY_PROJECTION:
-            return
-        step_succeed(
+    if result.succeeded:
+        _succeed_with_answer(
             unit,
-            state=state,
-            step=step,
-            output=projected,
+            state,
+            step,
+            result,
             source=source,
             kind=E.STEP_RECONCILED if reconcile else E.STEP_SUCCEEDED,
             reason="the remote reports the operation happened" if reconcile else "",
@@ -351,10 +343,41 @@ def _record_late(unit: Unit, state: JobState, step: Step, attempt: Attempt, resu
             data={"output": result.output, "applied": False},
         )
         return
+    _succeed_with_answer(
+        unit,
+        state,
+        step,
+        result,
+        source=AGENT,
+        kind=E.LATE_SUCCESS,
+        reason=f"attempt {attempt.number} succeeded after its deadline",
+        data={"late_attempt": attempt.number},
+        succeeded_data={"applied": True},
+    )
+
+
+def _succeed_with_answer(
+    unit: Unit,
+    state: JobState,
+    step: Step,
+    result: CallResult,
+    *,
+    source: str,
+    kind: EventKind,
+    reason: str,
+    data: dict[str, Any],
+    succeeded_data: dict[str, Any] | None = None,
+    supersede_live: bool = True,
+) -> None:
+    """Complete a step with a successful call's answer (the part its definition projects), or
+    hold it when the answer cannot be stored or projected. `data` goes on the event either way,
+    `succeeded_data` only on the success's. `supersede_live`: as for step_succeed."""
     if result.unstorable:
-        _hold_unstorable(unit, state, step, result, source=AGENT, data={"late_attempt": attempt.number})
+        _hold_unstorable(unit, state, step, result, source=source, data=data, supersede_live=supersede_live)
         return
-    projected = project_output(unit, state=state, step=step, answer=result.output, source=AGENT)
+    projected = project_output(
+        unit, state=state, step=step, answer=result.output, source=source, supersede_live=supersede_live
+    )
     if projected is HELD_BY_PROJECTION:
         return
     step_succeed(
@@ -362,10 +385,11 @@ def _record_late(unit: Unit, state: JobState, step: Step, attempt: Attempt, resu
         state=state,
         step=step,
         output=projected,
-        source=AGENT,
-        kind=E.LATE_SUCCESS,
-        reason=f"attempt {attempt.number} succeeded after its deadline",
-        data={"late_attempt": attempt.number, "applied": True},
+        source=source,
+        kind=kind,
+        reason=reason,
+        data={**data, **(succeeded_data or {})},
+        supersede_live=supersede_live,
     )
 
 
@@ -410,19 +434,17 @@ def _hold_success(
     stored, its projection cannot be evaluated): only an operator can say what it is."""
     if step.status == S.DISPATCHED and supersede_live:
         attempt_supersede(unit, step, decided_by=source)
-    step_transition(
+    step_hold(
         unit,
-        step,
-        S.HELD,
+        state=state,
+        step=step,
         source=source,
-        kind=E.STEP_HELD,
         reason=why,
         data=data,
         status_reason=why,
         last_outcome=Outcome.SUCCEEDED,
         **fields,
     )
-    job_advance(unit, state=state, source=source)
 
 
 #: project_output's answer when the projection failed and held the step.

@@ -15,7 +15,7 @@ from scheduler.models import Attempt, EventKind, Step, StepKind, StepStatus
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.heartbeats import timed_out_reason
 from scheduler.services.locking import JOB_FORWARD, JobState
-from scheduler.services.saga import job_advance, job_fail, job_start_compensation
+from scheduler.services.saga import job_advance, job_end_for_step, step_hold
 from scheduler.transitions import attempts_time_out, step_postpone, step_transition
 from scheduler.unit import Unit
 
@@ -133,11 +133,6 @@ def step_reconcile(unit: Unit, *, state: JobState, step: Step, source: str, reas
     step_dispatch(unit, state=state, step=step, source=source, kind=AttemptKind.RECONCILE, reason=reason)
 
 
-def step_hold(unit: Unit, *, state: JobState, step: Step, source: str, reason: str) -> None:
-    step_transition(unit, step, S.HELD, source=source, kind=E.STEP_HELD, reason=reason)
-    job_advance(unit, state=state, source=source)
-
-
 def step_give_up(unit: Unit, *, state: JobState, step: Step, action: str, source: str, reason: str) -> None:
     """No more attempts. `action` is the policy's on_exhausted: compensate, fail or hold.
 
@@ -150,16 +145,8 @@ def step_give_up(unit: Unit, *, state: JobState, step: Step, action: str, source
     if state.job.status not in JOB_FORWARD or step.kind == StepKind.ITEM:
         # An item's failure counts against its fan-out's join (scheduler.services.fanout).
         job_advance(unit, state=state, source=source)
-    elif action == "fail":
-        job_fail(unit, state=state, source=source, reason=f"step {step.name} failed: {reason}")
     else:
-        job_start_compensation(
-            unit,
-            state=state,
-            reason_code="failure",
-            source=source,
-            reason=f"step {step.name} failed: {reason}",
-        )
+        job_end_for_step(unit, state=state, step=step, action=action, source=source, reason=reason)
 
 
 def step_abandon(unit: Unit, *, state: JobState, step: Step, source: str) -> None:

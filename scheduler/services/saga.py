@@ -27,11 +27,10 @@ from scheduler.models import (
     JobStatus,
     Step,
     StepDefinitionKind,
-    StepKind,
     StepStatus,
 )
 from scheduler.services.dispatch import step_dispatch
-from scheduler.services.effects import needs_compensation, sent_steps
+from scheduler.services.effects import compensation_dispatch, needs_compensation, sent_steps
 from scheduler.services.fanout import (
     ItemsRefused,
     fan_out_advance,
@@ -142,17 +141,10 @@ def _fan_out_failed(unit: Unit, state: JobState, step: Step, *, source: str, rea
     undone): its policy's on_exhausted decides, as for a call that ran out of attempts."""
     action = step.definition.call_policy.on_exhausted
     if action == "hold":
-        if step.status != S.HELD:
-            step_transition(
-                unit,
-                step,
-                S.HELD,
-                source=source,
-                kind=EventKind.STEP_HELD,
-                reason=reason,
-                status_reason=reason,
-            )
-        job_advance(unit, state=state, source=source)
+        if step.status == S.HELD:
+            job_advance(unit, state=state, source=source)
+        else:
+            step_hold(unit, state=state, step=step, source=source, reason=reason, status_reason=reason)
         return
     if step.status != S.FAILED:
         step_transition(
@@ -165,16 +157,7 @@ def _fan_out_failed(unit: Unit, state: JobState, step: Step, *, source: str, rea
             status_reason=reason,
             error=reason,
         )
-    if action == "fail":
-        job_fail(unit, state=state, source=source, reason=f"step {step.name} failed: {reason}")
-    else:
-        job_start_compensation(
-            unit,
-            state=state,
-            reason_code="failure",
-            source=source,
-            reason=f"step {step.name} failed: {reason}",
-        )
+    job_end_for_step(unit, state=state, step=step, action=action, source=source, reason=reason)
 
 
 def _condition_met(unit: Unit, state: JobState, step: Step, deps: list[Step], *, source: str) -> bool:
@@ -282,6 +265,55 @@ def job_start_compensation(
         compensation_reason=reason_code,
     )
     _advance_compensation(unit, state, source=source)
+
+
+def step_hold(
+    unit: Unit,
+    *,
+    state: JobState,
+    step: Step,
+    source: str,
+    reason: str,
+    actor: User | None = None,
+    data: dict[str, Any] | None = None,
+    **fields: Any,
+) -> None:
+    """Park `step` for an operator (held, `fields` written with the move) and move its job on:
+    the job needs attention while a step is held."""
+    step_transition(
+        unit,
+        step,
+        S.HELD,
+        source=source,
+        kind=EventKind.STEP_HELD,
+        actor=actor,
+        reason=reason,
+        data=data,
+        **fields,
+    )
+    job_advance(unit, state=state, source=source, actor=actor)
+
+
+def job_end_for_step(
+    unit: Unit,
+    *,
+    state: JobState,
+    step: Step,
+    action: str,
+    source: str,
+    reason: str,
+    actor: User | None = None,
+) -> None:
+    """A forward step failed for good and its policy's on_exhausted (`action`) ends its job:
+    failed for "fail", compensated otherwise. The caller has moved the step and holds the job,
+    still running forward."""
+    why = f"step {step.name} failed: {reason}"
+    if action == "fail":
+        job_fail(unit, state=state, source=source, reason=why, actor=actor)
+    else:
+        job_start_compensation(
+            unit, state=state, reason_code="failure", source=source, reason=why, actor=actor
+        )
 
 
 def _advance_compensation(unit: Unit, state: JobState, *, source: str) -> None:
@@ -453,23 +485,10 @@ def _dispatch_compensations(undo: _Undo) -> None:
         if step.pk in undo.compensations or not needs_compensation(step, sent=undo.sent):
             continue
         if undo.dependents_done(step):
-            compensation = Step.objects.create(
-                job=state.job,
-                definition=step.definition,
-                name=f"{step.name}.compensate",
-                kind=StepKind.COMPENSATION,
-                compensates=step,
-                operation_id=f"{step.operation_id}:compensate",
-                pool=step.pool,
-                created_at=unit.now,
-                updated_at=unit.now,
-            )
-            state.steps.append(compensation)
-            undo.compensations[step.pk] = compensation
-            step_dispatch(
+            undo.compensations[step.pk] = compensation_dispatch(
                 unit,
                 state=state,
-                step=compensation,
+                step=step,
                 source=undo.source,
                 reason=f"undo {step.name}: every step after it is undone",
             )

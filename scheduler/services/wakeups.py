@@ -33,7 +33,7 @@ from scheduler.models import (
 )
 from scheduler.services.locking import JOB_FORWARD, JobState, load_locked_jobs, lock_job
 from scheduler.services.quarantine import not_quarantined
-from scheduler.services.saga import job_advance, job_fail, job_start_compensation
+from scheduler.services.saga import job_advance, job_end_for_step, step_hold
 from scheduler.services.waits import describe, signal_consume, timer_fire
 from scheduler.transitions import step_transition
 from scheduler.unit import Unit, User, unit_of_work
@@ -267,10 +267,7 @@ def step_wait_failed(
                 reason=reason,
                 data=data,
             )
-        step_transition(
-            unit, step, S.HELD, source=source, kind=E.STEP_HELD, actor=actor, reason=reason, **said
-        )
-        job_advance(unit, state=state, source=source, actor=actor)
+        step_hold(unit, state=state, step=step, source=source, actor=actor, reason=reason, **said)
         return
     step_transition(
         unit,
@@ -287,16 +284,9 @@ def step_wait_failed(
     )
     if state.job.status not in JOB_FORWARD:
         job_advance(unit, state=state, source=source, actor=actor)
-    elif action == OnExhausted.FAIL:
-        job_fail(unit, state=state, source=source, reason=f"step {step.name} failed: {reason}", actor=actor)
     else:
-        job_start_compensation(
-            unit,
-            state=state,
-            reason_code="failure",
-            source=source,
-            reason=f"step {step.name} failed: {reason}",
-            actor=actor,
+        job_end_for_step(
+            unit, state=state, step=step, action=action, source=source, reason=reason, actor=actor
         )
 
 
