@@ -178,10 +178,10 @@ class SasSettings:
 
         return hashlib.sha256(f"sas-callbacks:{settings.SECRET_KEY}".encode()).hexdigest()
 
-    #: Whether callbacks and alert webhooks still carry the former X-SAS-Signature (one key for
-    #: every receiver, no timestamp) beside the Standard Webhooks headers; for one release, while
-    #: receivers move over.
-    legacy_signature = _Setting(bool, True)
+    #: Whether callbacks and alert webhooks also carry the former, deprecated X-SAS-Signature
+    #: (one key for every receiver, no timestamp) beside the Standard Webhooks headers: off
+    #: unless asked for, for receivers not moved over yet.
+    legacy_signature = _Setting(bool, False)
 
     #: How long a rotated signing secret still signs, beside its successor.
     signing_rotation_grace_seconds = _Setting(float, 24 * 3600)
