@@ -214,6 +214,8 @@ class SasSettings:
 
     #: When set, /metrics wants `Authorization: Bearer <token>`.
     metrics_token = _Setting(_text, "")
+    #: How long a process answers /metrics from its last exposition (0: a new one each time).
+    metrics_cache_seconds = _Setting(float, 5)
 
     @property
     def throttle_rates(self) -> dict[str, str]:

@@ -445,6 +445,9 @@ SAS_LEGACY_SIGNATURE = _env_bool("SAS_LEGACY_SIGNATURE", False)
 SAS_SIGNING_ROTATION_GRACE_SECONDS = env.float("SAS_SIGNING_ROTATION_GRACE_SECONDS", 24 * 3600)
 SAS_METRICS_TOKEN = env.str("SAS_METRICS_TOKEN", "")
 SAS_METRICS_SETTLE_SECONDS = env.float("SAS_METRICS_SETTLE_SECONDS", 15)
+# How long a web process answers /metrics from the exposition it made last: each one reads the
+# database and moves the counters' checkpoint under a row lock, so scrapes in a burst share one.
+SAS_METRICS_CACHE_SECONDS = env.float("SAS_METRICS_CACHE_SECONDS", 5, validate=Range(min=0))
 SAS_DELIVERY_RETRY_SECONDS = env.float("SAS_DELIVERY_RETRY_SECONDS", 5)
 SAS_DELIVERY_TIMEOUT = env.float("SAS_DELIVERY_TIMEOUT", 10, validate=Range(min=0.1))
 SAS_DELIVERY_CONCURRENCY = env.int("SAS_DELIVERY_CONCURRENCY", 8, validate=Range(min=1))

@@ -3,16 +3,21 @@
 
 Plain Django views (no session, no DRF): they are called every few seconds and must stay cheap.
 No authentication on the probes, and nothing in their answers that a stranger should not read
-(no host names, no holders, no error texts); /metrics wants a bearer token when
-SAS_METRICS_TOKEN is set.
+(no host names, no holders, no error texts). /metrics wants the bearer token SAS_METRICS_TOKEN
+and is off without one (unless DJANGO_DEBUG is on): it is answered before the host check and
+every rate limit, so it is never open to whoever reaches the port; its exposition is made at most
+once per SAS_METRICS_CACHE_SECONDS per process.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+import threading
+import time
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -143,20 +148,40 @@ def supervisorz(request: HttpRequest) -> JsonResponse:
 @never_cache
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text exposition (supervisor.metrics); 401 without the bearer token when
-    SAS_METRICS_TOKEN is set."""
+    """Prometheus text exposition (supervisor.metrics); 401 without the bearer token
+    SAS_METRICS_TOKEN, 404 when none is set (outside debug)."""
     from prometheus_client import CONTENT_TYPE_LATEST
 
-    from supervisor.metrics import exposition
-
     token = sas_settings.metrics_token
+    if not token and not settings.DEBUG:
+        return JsonResponse(
+            {"detail": "/metrics is off: set SAS_METRICS_TOKEN, the bearer token Prometheus sends."},
+            status=404,
+        )
     if token:
         given = request.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
             response = JsonResponse({"detail": "A bearer token is required for /metrics."}, status=401)
             response["WWW-Authenticate"] = 'Bearer realm="metrics"'
             return response
-    return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(_exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
+_made: tuple[float, bytes] | None = None
+_making = threading.Lock()
+
+
+def _exposition() -> bytes:
+    """The last exposition while it is younger than SAS_METRICS_CACHE_SECONDS, else a new one
+    (made by one thread at a time: the others wait for it rather than queue on the row lock)."""
+    global _made
+    from supervisor.metrics import exposition
+
+    with _making:
+        now = time.monotonic()
+        if _made is None or now - _made[0] >= sas_settings.metrics_cache_seconds:
+            _made = (now, exposition())
+        return _made[1]
 
 
 class ProbesBeforeHostCheck:

@@ -158,8 +158,9 @@ def test_the_alert_rules_and_the_dashboard_use_metrics_the_service_serves(settin
     from prometheus_client.parser import text_string_to_metric_families
 
     settings.SAS_CANARY_SECONDS = 60  # its figures are served while it is on (off in the suite)
+    settings.SAS_METRICS_TOKEN = "scrape"  # off without one
 
-    scraped = Client().get("/metrics").content.decode()
+    scraped = Client(headers={"Authorization": "Bearer scrape"}).get("/metrics").content.decode()
     served: set[str] = set()
     for family in text_string_to_metric_families(scraped):
         served.add(family.name)

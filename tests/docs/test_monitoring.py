@@ -9,6 +9,7 @@ import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -64,10 +65,17 @@ def test_every_alert_points_at_its_runbook_section() -> None:
         assert url.split("#", 1)[1] in sections, rule["alert"]
 
 
+@pytest.fixture
+def scraper(settings: Any) -> Callable[[], Client]:
+    """A client scraping as Prometheus does: /metrics is off without the token, outside debug."""
+    settings.SAS_METRICS_TOKEN = "scrape"
+    return lambda: Client(headers={"Authorization": "Bearer scrape"})
+
+
 @pytest.mark.django_db
 @pytest.mark.sqlite
-def test_metrics_serve_no_nan_even_before_any_scan_and_name_the_build() -> None:
-    families = {f.name: f for f in text_string_to_metric_families(Client().get("/metrics").content.decode())}
+def test_metrics_serve_no_nan_even_before_any_scan_and_name_the_build(scraper: Callable[[], Client]) -> None:
+    families = {f.name: f for f in text_string_to_metric_families(scraper().get("/metrics").content.decode())}
     for family in families.values():
         for sample in family.samples:
             assert not math.isnan(sample.value), sample
@@ -80,9 +88,11 @@ def test_metrics_serve_no_nan_even_before_any_scan_and_name_the_build() -> None:
 
 @pytest.mark.django_db
 @pytest.mark.sqlite
-def test_every_scan_is_counted_in_the_scans_histogram(supervise: Callable[[], object]) -> None:
+def test_every_scan_is_counted_in_the_scans_histogram(
+    supervise: Callable[[], object], scraper: Callable[[], Client]
+) -> None:
     def histogram() -> dict[str, float]:
-        scraped = Client().get("/metrics").content.decode()
+        scraped = scraper().get("/metrics").content.decode()
         (family,) = [
             f for f in text_string_to_metric_families(scraped) if f.name == "sas_supervisor_scan_seconds"
         ]
@@ -108,11 +118,13 @@ def test_the_version_is_the_one_pyproject_declares() -> None:
 
 @pytest.mark.django_db
 @pytest.mark.sqlite
-def test_the_scans_histogram_survives_its_rows_being_gone(supervise: Callable[[], object]) -> None:
+def test_the_scans_histogram_survives_its_rows_being_gone(
+    supervise: Callable[[], object], scraper: Callable[[], Client]
+) -> None:
     from supervisor.models import ScanHistogramBucket
 
     ScanHistogramBucket.objects.all().delete()  # a flushed or hand-restored database
-    response = Client().get("/metrics")
+    response = scraper().get("/metrics")
     assert response.status_code == 200
     assert 'sas_supervisor_scan_seconds_bucket{le="+Inf"} 0.0' in response.content.decode()
     supervise()

@@ -23,7 +23,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.sqlite, pytest.mark
 
 
 def _gauges(url: str) -> dict[str, float]:
-    answer = httpx.get(f"{url}/metrics", trust_env=False, timeout=10)
+    answer = httpx.get(
+        f"{url}/metrics", headers={"Authorization": "Bearer canary-scrape"}, trust_env=False, timeout=10
+    )
     assert answer.status_code == 200, answer.text
     return {
         sample.name: sample.value
@@ -43,6 +45,7 @@ def test_a_canary_job_succeeds_through_the_supervisor_s_retry_and_metrics_show_i
         # Loopback is in no list: only the canary's own URL may be reached there.
         "SAS_OUTBOUND_INTERNAL_HOSTS": "",
         "SAS_AGENT_ALLOWED_HOSTS": "",
+        "SAS_METRICS_TOKEN": "canary-scrape",
     }
     web = WebProcess(port=port, env=child_env(**canary), log=ARTIFACTS / "web-canary.log").start()
     try:

@@ -55,9 +55,18 @@ Supervise = Callable[..., ScanReport]
 SECRET = "callback-secret-0123456789"
 
 
+SCRAPE_TOKEN = "scrape-token-5b1e"
+
+
+@pytest.fixture(autouse=True)
+def metrics_token(settings: Any) -> None:
+    """Outside debug /metrics is off without a token: these tests scrape with one."""
+    settings.SAS_METRICS_TOKEN = SCRAPE_TOKEN
+
+
 def metrics(client: Client, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """The scrape, as {(sample name, sorted labels): value}."""
-    response = client.get("/metrics", headers=headers)
+    response = client.get("/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}", **headers})
     assert response.status_code == 200, response.content
     assert response["Content-Type"].startswith("text/plain")
     found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
@@ -146,15 +155,43 @@ def test_readyz_sees_unapplied_migrations(monkeypatch: pytest.MonkeyPatch) -> No
 # --- metrics ------------------------------------------------------------------------------------
 
 
-def test_metrics_want_the_bearer_token_when_one_is_set(settings: Any) -> None:
+def test_metrics_want_the_bearer_token_and_are_off_without_one_outside_debug(settings: Any) -> None:
     settings.SAS_METRICS_TOKEN = "tok-123"
     client = Client()
     refused = client.get("/metrics")
     assert refused.status_code == 401 and refused["WWW-Authenticate"].startswith("Bearer")
     assert client.get("/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert client.get("/metrics", headers={"Authorization": "Bearer tok-123"}).status_code == 200
+    # No token: nobody who reaches the port reads them (and locks the counters' row).
     settings.SAS_METRICS_TOKEN = ""
+    off = client.get("/metrics")
+    assert off.status_code == 404 and "set SAS_METRICS_TOKEN" in off.json()["detail"]
+    settings.DEBUG = True  # a developer's machine
     assert client.get("/metrics").status_code == 200
+
+
+def test_a_burst_of_scrapes_reads_the_database_once_per_cache_period(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from supervisor import metrics as metrics_module
+    from supervisor import probes
+
+    made: list[int] = []
+    real = metrics_module.exposition
+
+    def counted() -> bytes:
+        made.append(1)
+        return real()
+
+    monkeypatch.setattr(metrics_module, "exposition", counted)
+    monkeypatch.setattr(probes, "_made", None)
+    settings.SAS_METRICS_CACHE_SECONDS = 60
+    client = Client(headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"})
+    bodies = {client.get("/metrics").content for _ in range(5)}
+    assert len(made) == 1 and len(bodies) == 1
+    settings.SAS_METRICS_CACHE_SECONDS = 0
+    client.get("/metrics")
+    assert len(made) == 2
 
 
 def _expected_attempts() -> dict[tuple[str, str], int]:
