@@ -43,6 +43,7 @@ from supervisor.alerts import quarantines_alert
 from supervisor.scan import ScanReport
 from supervisor.services import step_retry
 from supervisor.subscriptions import subscription_create
+from tests.api.support import make_user
 from tests.factories import chain, make_workflow, step
 from tests.scheduler.test_children import run_all_but
 from tests.scheduler.test_waits import operator
@@ -167,11 +168,21 @@ def test_a_schedule_whose_job_cannot_start_moves_on_and_the_schedules_after_it_f
     chain(n=1)
     now = timezone.now()
     # Written straight to the table: as a schedule made before its workflow changed would be.
+    owner = make_user("sam", "submitters")
     bad = Schedule.objects.create(
-        name="bad", workflow="at", input={"when": "2024-02-30T00:00:00Z"}, cron="* * * * *", next_fire_at=now
+        name="bad",
+        workflow="at",
+        input={"when": "2024-02-30T00:00:00Z"},
+        cron="* * * * *",
+        next_fire_at=now,
+        created_by=owner,
     )
     good = Schedule.objects.create(
-        name="good", workflow="chain", cron="* * * * *", next_fire_at=now + dt.timedelta(seconds=1)
+        name="good",
+        workflow="chain",
+        cron="* * * * *",
+        next_fire_at=now + dt.timedelta(seconds=1),
+        created_by=owner,
     )
     assert schedules_fire(now + dt.timedelta(seconds=2)) == 1
     bad.refresh_from_db()
@@ -268,8 +279,13 @@ def test_a_schedule_that_keeps_raising_pauses_itself_and_the_others_keep_firing(
     chain(n=1)
     doomed = make_workflow("doomed", step("x"))
     now = timezone.now()
-    bad = Schedule.objects.create(name="bad", workflow="doomed", cron="* * * * *", next_fire_at=now)
-    good = Schedule.objects.create(name="good", workflow="chain", cron="* * * * *", next_fire_at=now)
+    owner = make_user("sam", "submitters")
+    bad = Schedule.objects.create(
+        name="bad", workflow="doomed", cron="* * * * *", next_fire_at=now, created_by=owner
+    )
+    good = Schedule.objects.create(
+        name="good", workflow="chain", cron="* * * * *", next_fire_at=now, created_by=owner
+    )
     # Every job the bad schedule makes is refused by the database when its step is written.
     condition = f"NEW.definition_id = {doomed.steps.get().pk}"
     with poisoned("scheduler_step", condition, on=("INSERT", "UPDATE")):
