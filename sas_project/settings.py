@@ -417,6 +417,8 @@ SAS_QUARANTINE_RETRY_SECONDS = env.float("SAS_QUARANTINE_RETRY_SECONDS", 600, va
 SAS_DEBT_TAKEOVER_INTERVALS = env.float("SAS_DEBT_TAKEOVER_INTERVALS", 3, validate=Range(min=1))
 #: How deep sub-workflows may nest (a child of a child ...): deeper, the step fails.
 SAS_MAX_WORKFLOW_DEPTH = env.int("SAS_MAX_WORKFLOW_DEPTH", 5)
+# The most jobs below one submitted job (children, theirs, ...); 0: no limit but the depth.
+SAS_MAX_DESCENDANT_JOBS = env.int("SAS_MAX_DESCENDANT_JOBS", 1000, validate=Range(min=0))
 SAS_SCAN_BATCH_SIZE = env.int("SAS_SCAN_BATCH_SIZE", 200, validate=Range(min=1))
 SAS_HEALTH_COOLDOWN_SECONDS = env.float("SAS_HEALTH_COOLDOWN_SECONDS", 30)
 SAS_HEALTH_WINDOW = env.int("SAS_HEALTH_WINDOW", 10)

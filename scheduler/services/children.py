@@ -112,13 +112,27 @@ def child_advance(step_id: int, *, source: str = SOURCE, skip_locked: bool = Fal
         return "waiting"
 
 
-def _depth(job: Job) -> int:
-    """How many parents `job` has (a job submitted by a client: 0). Stops counting past the limit."""
-    depth, parent = 0, job.parent_job_id
+def _ancestry(job: Job) -> tuple[int, Any]:
+    """How many parents `job` has (a job submitted by a client: 0), and the id of the first of
+    them (the submission's job). Stops counting past the depth limit."""
+    depth, root, parent = 0, job.pk, job.parent_job_id
     while parent is not None and depth <= settings.SAS_MAX_WORKFLOW_DEPTH:
         depth += 1
+        root = parent
         parent = Job.objects.filter(pk=parent).values_list("parent_job_id", flat=True).first()
-    return depth
+    return depth, root
+
+
+def _descendants(root: Any, *, budget: int) -> int:
+    """The jobs below `root`, counted level by level (at most SAS_MAX_WORKFLOW_DEPTH queries) and
+    to at most one past `budget`."""
+    count, level = 0, [root]
+    while level and count < budget:
+        level = list(
+            Job.objects.filter(parent_job_id__in=level).values_list("pk", flat=True)[: budget - count + 1]
+        )
+        count += len(level)
+    return count
 
 
 def _start(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
@@ -129,7 +143,8 @@ def _start(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
     definition = step.definition
     name = definition.child_workflow
     limit = settings.SAS_MAX_WORKFLOW_DEPTH
-    depth = _depth(job) + 1
+    depth, root = _ancestry(job)
+    depth += 1
     if depth > limit:
         return _refuse(
             unit,
@@ -139,6 +154,19 @@ def _start(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
             reason=f"a child job of workflow {name!r} would be nested {depth} deep: "
             f"sub-workflows nest at most {limit} deep (SAS_MAX_WORKFLOW_DEPTH)",
             data={"depth": depth, "limit": limit},
+        )
+    # A submission's budget of jobs below it: depth alone lets workflows that call each other
+    # (A -> B -> A), fanned out, make 100^5 jobs from one request.
+    budget = settings.SAS_MAX_DESCENDANT_JOBS
+    if budget and _descendants(root, budget=budget) >= budget:
+        return _refuse(
+            unit,
+            state,
+            step,
+            source=source,
+            reason=f"the job submitted has {budget} jobs below it already, the most one submission "
+            f"may make (SAS_MAX_DESCENDANT_JOBS)",
+            data={"root_job": str(root), "limit": budget},
         )
     latest = Workflow.objects.filter(name=name).order_by("-version").first()
     definitions = list(

@@ -271,6 +271,30 @@ def test_a_child_deeper_than_the_limit_fails_the_step_naming_the_limit(
     assert middle.status == J.COMPENSATED and job.status == J.COMPENSATED
 
 
+@pytest.mark.sqlite
+def test_workflows_that_call_each_other_stop_at_the_submissions_budget_of_jobs(
+    drain: Drain, fake_remote: FakeRemote
+) -> None:
+    """A -> B -> A -> ...: depth alone bounds such a chain (and, fanned out, 100^5 jobs from one
+    request); the submission's budget of jobs below it stops it, naming the limit."""
+    make_workflow("ping", step("a"))
+    make_workflow("pong", {"name": "back", "kind": "workflow", "workflow": "ping"})
+    make_workflow("ping", {"name": "there", "kind": "workflow", "workflow": "pong"})  # a new version
+    with override_settings(SAS_MAX_WORKFLOW_DEPTH=50, SAS_MAX_DESCENDANT_JOBS=3):
+        job = job_submit(workflow="ping", input={}).job
+        for _ in range(6):
+            drain()
+    chain = [job]
+    while (below := Job.objects.filter(parent_job=chain[-1]).first()) is not None:
+        chain.append(below)
+    assert len(chain) == 4  # the submitted job and the three its budget allows
+    last = steps_of(chain[-1])
+    (refused,) = last.values()
+    assert refused.status == S.FAILED and "SAS_MAX_DESCENDANT_JOBS" in refused.error
+    failed = Event.objects.get(step=refused, kind=EventKind.STEP_FAILED)
+    assert failed.data["limit"] == 3 and failed.data["root_job"] == str(job.pk)
+
+
 def test_a_child_input_that_breaks_the_child_workflows_schema_fails_the_step_with_the_errors(
     drain: Drain, fake_remote: FakeRemote
 ) -> None:
