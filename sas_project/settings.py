@@ -419,6 +419,9 @@ SAS_DEBT_TAKEOVER_INTERVALS = env.float("SAS_DEBT_TAKEOVER_INTERVALS", 3, valida
 SAS_MAX_WORKFLOW_DEPTH = env.int("SAS_MAX_WORKFLOW_DEPTH", 5)
 # The most jobs below one submitted job (children, theirs, ...); 0: no limit but the depth.
 SAS_MAX_DESCENDANT_JOBS = env.int("SAS_MAX_DESCENDANT_JOBS", 1000, validate=Range(min=0))
+# The largest output a fan-out's join keeps in itself (its items' outputs as JSON text); past it
+# the join's output refers to its items instead. 0: no limit.
+SAS_MAX_JOIN_BYTES = env.int("SAS_MAX_JOIN_BYTES", 1024 * 1024, validate=Range(min=0))
 SAS_SCAN_BATCH_SIZE = env.int("SAS_SCAN_BATCH_SIZE", 200, validate=Range(min=1))
 SAS_HEALTH_COOLDOWN_SECONDS = env.float("SAS_HEALTH_COOLDOWN_SECONDS", 30)
 SAS_HEALTH_WINDOW = env.int("SAS_HEALTH_WINDOW", 10)

@@ -31,6 +31,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Sum, TextField
+from django.db.models.functions import Cast, Length
 from jmespath.exceptions import JMESPathError
 
 from scheduler import expressions
@@ -221,11 +223,7 @@ def fan_out_advance(unit: Unit, *, state: JobState, step: Step, counts: Counter[
     if succeeded >= needed and not (in_flight or counts[S.HELD] or counts[S.PENDING]):
         if not _undo_failed_items(unit, state, step, source=source):
             return "running"  # the undos of failed items that may have had an effect come first
-        outputs = dict(
-            Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM, status=S.SUCCEEDED).values_list(
-                "item_index", "output"
-            )
-        )
+        joined, size = _joined_output(state, step, succeeded=succeeded, total=total)
         step_transition(
             unit,
             step,
@@ -233,8 +231,13 @@ def fan_out_advance(unit: Unit, *, state: JobState, step: Step, counts: Counter[
             source=source,
             kind=E.JOIN_MET,
             reason=f"join {_join_text(step)} met: {succeeded} of {total} items succeeded",
-            data={"succeeded": succeeded, "total": total},
-            output=[outputs.get(index) for index in range(total)],
+            data={
+                "succeeded": succeeded,
+                "total": total,
+                "output_bytes": size,
+                "by_reference": isinstance(joined, dict),
+            },
+            output=joined,
             status_reason="",
             error="",
         )
@@ -248,6 +251,20 @@ def fan_out_advance(unit: Unit, *, state: JobState, step: Step, counts: Counter[
                 unit, state=state, step=item, source=source, reason=f"item {item.item_index} of {step.name}"
             )
     return "running"
+
+
+def _joined_output(state: JobState, step: Step, *, succeeded: int, total: int) -> tuple[Any, int]:
+    """The join's output and its size: the items' outputs in list order (null where an item did
+    not succeed), or, past SAS_MAX_JOIN_BYTES, a reference to them (the items route pages them).
+    The size is measured in the database, before any output is read into this process."""
+    items = Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM, status=S.SUCCEEDED)
+    size = int(items.aggregate(n=Sum(Length(Cast("output", TextField()))))["n"] or 0)
+    limit = settings.SAS_MAX_JOIN_BYTES
+    if limit and size > limit:
+        reference = f"/api/v1/jobs/{state.job.pk}/steps/{step.name}/items/"
+        return {"items": reference, "total": total, "succeeded": succeeded, "output_bytes": size}, size
+    outputs = dict(items.values_list("item_index", "output"))
+    return [outputs.get(index) for index in range(total)], size
 
 
 def fan_out_held(state: JobState, *, groups: list[Step], held_items: int) -> list[str]:

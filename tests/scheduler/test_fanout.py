@@ -68,6 +68,37 @@ def test_each_element_is_an_item_called_with_its_own_operation_id_and_the_step_o
     assert notify.payload["results"]["ship"] == [{"ok": "ship"}] * 3
 
 
+@pytest.mark.sqlite
+def test_a_join_past_its_size_limit_refers_to_its_items_and_the_job_still_succeeds(
+    drain: Callable[[], int], fake_remote: FakeRemote, settings: Any
+) -> None:
+    """Items' outputs together past SAS_MAX_JOIN_BYTES would travel in every later step's body and
+    in the job document (or fail the write past PostgreSQL's limit, compensating a fan-out whose
+    every item succeeded): the join refers to the items route instead."""
+    settings.SAS_MAX_JOIN_BYTES = 200
+    order()
+    label = CallResult(Outcome.SUCCEEDED, output={"label": "x" * 100})
+    fake_remote.script("ship", label, label, label)
+    job = job_submit(workflow="order", input={"lines": ["a", "b", "c"]}).job
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    ship = named(job, "ship")
+    assert ship.output["items"] == f"/api/v1/jobs/{job.pk}/steps/ship/items/"
+    assert ship.output["total"] == 3 and ship.output["succeeded"] == 3 and ship.output["output_bytes"] > 200
+    met = Event.objects.get(step=ship, kind=EventKind.JOIN_MET)
+    assert met.data["by_reference"] is True
+    (notify,) = fake_remote.calls_for("notify")
+    assert notify.payload["results"]["ship"] == ship.output  # the reference, not 300 bytes of labels
+    assert [i.output for i in items_of(job)] == [{"label": "x" * 100}] * 3  # kept on the items
+    # Under the limit, the list itself.
+    settings.SAS_MAX_JOIN_BYTES = 10_000
+    fake_remote.script("ship", label)
+    again = job_submit(workflow="order", input={"lines": ["a"]}).job
+    drain()
+    assert named(again, "ship").output == [{"label": "x" * 100}]
+
+
 def test_max_parallel_bounds_the_items_in_flight(
     drain: Callable[[], int], fake_remote: FakeRemote, monkeypatch: pytest.MonkeyPatch
 ) -> None:
