@@ -18,7 +18,7 @@ from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.auth.models import User
 from django.core import mail
 from django.db.models import Count
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -58,15 +58,11 @@ SECRET = "callback-secret-0123456789"
 SCRAPE_TOKEN = "scrape-token-5b1e"
 
 
-@pytest.fixture(autouse=True)
-def metrics_token(settings: Any) -> None:
-    """Outside debug /metrics is off without a token: these tests scrape with one."""
-    settings.SAS_METRICS_TOKEN = SCRAPE_TOKEN
-
-
 def metrics(client: Client, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """The scrape, as {(sample name, sorted labels): value}."""
-    response = client.get("/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}", **headers})
+    """The scrape, as {(sample name, sorted labels): value}, made as Prometheus makes it: with
+    the token (outside debug /metrics is off without one)."""
+    with override_settings(SAS_METRICS_TOKEN=SCRAPE_TOKEN):
+        response = client.get("/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}", **headers})
     assert response.status_code == 200, response.content
     assert response["Content-Type"].startswith("text/plain")
     found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
@@ -186,6 +182,7 @@ def test_a_burst_of_scrapes_reads_the_database_once_per_cache_period(
     monkeypatch.setattr(metrics_module, "exposition", counted)
     monkeypatch.setattr(probes, "_made", None)
     settings.SAS_METRICS_CACHE_SECONDS = 60
+    settings.SAS_METRICS_TOKEN = SCRAPE_TOKEN
     client = Client(headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"})
     bodies = {client.get("/metrics").content for _ in range(5)}
     assert len(made) == 1 and len(bodies) == 1
