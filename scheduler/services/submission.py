@@ -321,6 +321,10 @@ def _submit_in_database(
     return Submission(job_id=job_id, created=True)
 
 
+#: No contract read yet (None is a workflow without one).
+_NOT_CHECKED = object()
+
+
 def _submit_in_python(
     prepared: Prepared, user: User | None, extra: Extra, *, replay_checked: bool = False
 ) -> Submission:
@@ -329,6 +333,18 @@ def _submit_in_python(
     # (an IntegrityError, answered by job_submit with the replay) leaves the caller's intact.
     workflow, payload, request_hash = prepared.workflow, prepared.input, prepared.request_hash
     key = prepared.idempotency_key
+    # The contract's check is the caller's CPU, not the database's: outside a caller's
+    # transaction it runs before this one opens (checked again inside only if a new version of
+    # the workflow came in between with another contract).
+    checked: Any = _NOT_CHECKED
+    if not connection.in_atomic_block:
+        checked = (
+            Workflow.objects.filter(name=workflow)
+            .order_by("-version")
+            .values_list("input_schema", flat=True)
+            .first()
+        )
+        contracts.input_check(checked, payload)
     with unit_of_work() as unit:
         definitions = list(
             StepDefinition.objects.filter(
@@ -346,7 +362,8 @@ def _submit_in_python(
             replay = _replay(user, key, request_hash)
             if replay:
                 return replay
-        contracts.input_check(definitions[0].workflow.input_schema, payload)
+        if definitions[0].workflow.input_schema != checked:
+            contracts.input_check(definitions[0].workflow.input_schema, payload)
         # A time the job could never read is refused before anything is written. The fast path
         # (sas_submit) leaves every workflow with a wait step to this function, so no job with a
         # timer is written without this check.

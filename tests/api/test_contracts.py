@@ -246,3 +246,35 @@ def test_a_schema_stored_before_the_checks_on_save_answers_400_never_500(
     assert response.status_code == 400
     assert "input_schema cannot be applied" in response.json()["detail"]
     assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_contract_is_checked_before_the_submissions_transaction_opens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its work is the web process's CPU: no transaction (no snapshot, no connection held in one)
+    waits on it. Checked once; again inside only if the workflow's contract changed meanwhile."""
+    from django.db import connection
+
+    from scheduler import contracts
+    from scheduler.services import job_submit
+    from tests.factories import make_workflow
+    from tests.factories import step as a_step
+
+    make_pool()
+    make_policy("once", max_attempts=1, on_exhausted="hold")
+    make_workflow("order", a_step("charge", policy="once"))
+    Workflow.objects.filter(name="order").update(input_schema=SCHEMA)
+    seen: list[bool] = []
+    real = contracts.input_check
+
+    def watched(schema: Any, value: Any, **options: Any) -> None:
+        seen.append(connection.in_atomic_block)
+        real(schema, value, **options)
+
+    monkeypatch.setattr(contracts, "input_check", watched)
+    job_submit(workflow="order", input={"order": 1, "amount": 2})
+    assert seen == [False]
+    with pytest.raises(Exception, match="does not match"):
+        job_submit(workflow="order", input={"order": "x"})
+    assert seen == [False, False] and Job.objects.count() == 1
