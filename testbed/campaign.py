@@ -70,7 +70,7 @@ from supervisor.deliveries import claim_seconds
 from supervisor.lease import LEASE_NAME
 from supervisor.models import LeaseTerm, SupervisorLease
 from supervisor.services import step_retry
-from testbed import campaign_hostile, campaign_language, campaign_poison
+from testbed import campaign_bombs, campaign_hostile, campaign_language, campaign_poison
 from testbed.campaign_language import AMOUNT_LIMIT, QUANTITY_LIMIT, LanguagePlanner, check_language
 from testbed.campaign_waits import (
     WORKFLOW_WAITS,
@@ -109,6 +109,11 @@ APP_PREFIX = "sas-campaign"
 
 #: The longest the driver submits before it looks at the faults that are due again (seconds).
 SUBMIT_SLICE = 0.5
+#: The bombs' flood starts after this share of the faults: the ordinary submissions before it
+#: are the run's own baseline.
+BOMBS_FROM = 0.25
+#: After a PostgreSQL restart, how long a web process may still answer 5xx (seconds).
+RESTART_GRACE = 3.0
 
 
 @dataclass
@@ -182,6 +187,12 @@ class CampaignConfig:
     #: The longest the supervisor whose remediation fails holds out before the window ends
     #: without a takeover (seconds; 0: no such supervisor).
     stuck_window: float = 30.0
+    #: With `hostile`: contract and expression bombs (testbed.campaign_bombs), the refused
+    #: definitions and a flood of bomb jobs over the REST API beside the ordinary submissions,
+    #: which then go through the API too (their latency is read with and without the flood).
+    bombs: bool = True
+    #: Bomb requests per second in the flood (0: the definitions only, no flood).
+    bomb_rate: float = 4.0
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -451,12 +462,16 @@ class ApiSubmitter:
         headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
         self.clients = [httpx.Client(base_url=u, headers=headers, timeout=30, trust_env=False) for u in urls]
         self.sent = 0
+        #: Each accepted submission: (when it was first sent, monotonic; seconds until accepted,
+        #: sent again after a 5xx or a dropped connection included).
+        self.latencies: list[tuple[float, float]] = []
 
     def submit(self, workflow: str, payload: dict[str, Any], key: str, callback_url: str = "") -> str:
         errors: list[str] = []
         body: dict[str, Any] = {"workflow": workflow, "input": payload}
         if callback_url:
             body["callback_url"] = callback_url
+        first = time.monotonic()
         for _ in range(20):
             client = self.clients[self.sent % len(self.clients)]
             self.sent += 1
@@ -466,6 +481,7 @@ class ApiSubmitter:
                 errors.append(str(exc))
             else:
                 if response.status_code in (200, 201):
+                    self.latencies.append((first, time.monotonic() - first))
                     return str(response.json()["id"])
                 errors.append(f"{response.status_code} {response.text[:200]}")
             time.sleep(0.5)
@@ -530,7 +546,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     if cfg.pg_restart and not os.environ.get("SAS_PG_DATADIR"):
         raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")
     own = [WORKFLOW, WORKFLOW_ASYNC, WORKFLOW_WAITS, *campaign_language.ALL_WORKFLOWS]
-    own += campaign_poison.ALL_WORKFLOWS
+    own += [*campaign_poison.ALL_WORKFLOWS, *campaign_bombs.ALL_WORKFLOWS]
+    bombing = cfg.hostile and cfg.bombs
+    # The bombs' flood is measured against the ordinary submissions, which go through the API.
+    api_webs = max(cfg.webs, 1) if bombing else cfg.webs
     refuse_foreign_jobs("fault_campaign", own, scratch=cfg.scratch)
     rng = random.Random(cfg.seed)
     cfg.artifacts.mkdir(parents=True, exist_ok=True)
@@ -560,7 +579,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         sandbox.start(seed=cfg.seed)
     # The web processes: the API jobs are submitted through, and where the remote's callbacks
     # arrive and the wait jobs are signalled and decided (the first one).
-    for i in range(max(cfg.webs, 1 if cfg.async_agents or cfg.wait_share > 0 or cfg.poison else 0)):
+    for i in range(max(api_webs, 1 if cfg.async_agents or cfg.wait_share > 0 or cfg.poison else 0)):
         webs.append(
             WebProcess(
                 port=free_port(),
@@ -576,10 +595,19 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             ).start()
         )
     web = webs[0] if webs else None
-    client_token = api_token() if cfg.webs or cfg.wait_share > 0 or cfg.poison else ""
-    if cfg.webs:
-        submitter = ApiSubmitter([w.url for w in webs[: cfg.webs]], client_token)
+    client_token = api_token() if api_webs or cfg.wait_share > 0 or cfg.poison else ""
+    if api_webs:
+        submitter = ApiSubmitter([w.url for w in webs[:api_webs]], client_token)
     ensure_definitions(sandbox.url, cfg, redis.url if redis else "")
+    flood: campaign_bombs.BombFlood | None = None
+    bomb_log: campaign_bombs.BombLog | None = None
+    #: The PostgreSQL restarts (monotonic, the grace after them included).
+    restarts: list[tuple[float, float]] = []
+    if bombing:
+        campaign_bombs.ensure_bomb_definitions()
+        flood = campaign_bombs.BombFlood(
+            api_url=webs[0].url, tokens=campaign_bombs.bomber_tokens(), rate=cfg.bomb_rate, run_id=run_id
+        )
     driver: WaitDriver | None = None
     wait_submitter: ApiSubmitter | None = None
     planner = Planner(random.Random(cfg.seed + 1), wait_rates(cfg))
@@ -690,6 +718,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         next_pg = started + rng.uniform(cfg.pg_restart_min, cfg.pg_restart_max)
         next_broker = started + cfg.broker_restart_every
         next_poison = started + cfg.poison_every
+        bombs_at = started + cfg.duration * BOMBS_FROM if flood is not None else float("inf")
+        if flood is not None:
+            flood.define()
         # The poison after a first phase without it, spread over the next half of the faults;
         # the stuck supervisor once the blackout is over and the clusters are back.
         poison_at = started + cfg.duration * 0.2 if cfg.poison else float("inf")
@@ -711,6 +742,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             now = time.monotonic()
             close_old_connections()
             try:
+                if flood is not None and flood.log.flood is None and now >= bombs_at:
+                    flood.start()
+                    log(f"bombs on: {cfg.bomb_rate:g} a second")
                 if poisoner is None and now >= poison_at and web is not None:
                     holes = (
                         campaign_poison.BlackHoles(cfg.blackholes, free_port()) if cfg.blackholes else None
@@ -860,7 +894,11 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                     next_poison = time.monotonic() + cfg.poison_every
                 if cfg.pg_restart and now >= next_pg and now - started < cfg.duration:
                     down_at = timezone.now()
-                    _restart_postgres(fault)
+                    restarts.append((time.monotonic(), float("inf")))
+                    try:
+                        _restart_postgres(fault)
+                    finally:
+                        restarts[-1] = (restarts[-1][0], time.monotonic() + RESTART_GRACE)
                     # The holder goes on at its next pass once the server is back (if it kept
                     # its lease: if not, the lag shows it).
                     outages.append((down_at, timezone.now() + dt.timedelta(seconds=cfg.supervisor_interval)))
@@ -875,6 +913,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         if poisoner is not None:
             # What is still due of the poison is sent before the faults stop.
             poison_log = poisoner.stop(timeout=max(30.0, cfg.drain / 2))
+        if flood is not None:
+            bomb_log = flood.stop()
+            flood = None
         log("faults off; draining")
         # Faults off: the remote behaves, the clusters restart without injected commit errors.
         with contextlib.suppress(httpx.HTTPError):
@@ -895,9 +936,11 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         drain_started = time.monotonic()
 
         poison_ids = [*poison_log.jobs, *poison_log.callback_jobs] if poison_log is not None else []
+        bomb_ids = list(bomb_log.jobs) if bomb_log is not None else []
 
         def settled() -> bool:
-            return Job.objects.filter(pk__in=[*job_ids, *poison_ids]).exclude(status__in=SETTLED).count() == 0
+            family = [*job_ids, *poison_ids, *bomb_ids]
+            return Job.objects.filter(pk__in=family).exclude(status__in=SETTLED).count() == 0
 
         while time.monotonic() - drain_started < cfg.drain and not _db_retry(settled):
             time.sleep(0.5)
@@ -942,6 +985,19 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                 },
             )
             report["violations"] |= report["hostile"]["violations"]
+        if bomb_log is not None:
+            report["bombs"] = campaign_bombs.check_bombs(
+                bomb_log,
+                stats,
+                restarts=restarts,
+                ordinary=submitter.latencies if submitter is not None else [],
+            )
+            report["violations"] |= report["bombs"]["violations"]
+            # The bomb jobs are held to every invariant too, apart.
+            bomb_check = check(bomb_ids, stats, first_event, 0)
+            report["bombs"]["invariants"] = bomb_check["figures"]
+            report["bombs"]["invariant_examples"] = bomb_check["examples"]
+            report["violations"] |= {f"bomb_{k}": v for k, v in bomb_check["violations"].items()}
         window = stuck.window
         healthy = [*job_ids, *report_language["child_job_ids"]]
         report["lag"] = campaign_poison.remediation_lag(
@@ -973,6 +1029,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             report["poison"]["invariant_examples"] = poison_check["examples"]
             report["violations"] |= {f"poison_{k}": v for k, v in poison_check["violations"].items()}
     finally:
+        if flood is not None:
+            flood.stop()
         if holes is not None:
             holes.close()
         if sampler is not None:
@@ -1255,6 +1313,9 @@ def table(report: dict[str, Any]) -> str:
     hostile = report.get("hostile")
     if hostile is not None:
         rows += campaign_hostile.table_rows(hostile)
+    bombs = report.get("bombs")
+    if bombs is not None:
+        rows += campaign_bombs.table_rows(bombs)
     poison = report.get("poison")
     if poison is not None:
         rows += campaign_poison.table_rows(poison)

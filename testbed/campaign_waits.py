@@ -56,6 +56,9 @@ SIGN_OFF = "sign_off"
 TIMER = "cool_off"
 #: Seconds the signal and the approval wait before their on_timeout applies.
 SIGNAL_TIMEOUT = 10.0
+#: How the step held on a success whose answer cannot be stored says why
+#: (scheduler.services.outcomes).
+UNSTORABLE_REASON = "the answer cannot be stored:"
 APPROVAL_TIMEOUT = 10.0
 #: What the job's sign-off says when nobody decided in time.
 TIMED_OUT_APPROVAL = {"approved": True, "by": "timeout"}
@@ -669,6 +672,16 @@ def check_waits(
             "job_id", flat=True
         )
     )
+    # A success whose answer the database cannot store (the hostile mode's "unstorable" answers)
+    # is kept and its step held for an operator, by design: its job needs attention.
+    answer_held = {
+        job_id
+        for job_id, mine in actions.items()
+        for s in mine
+        if s.status == S.HELD
+        and s.last_outcome == "succeeded"
+        and s.status_reason.startswith(UNSTORABLE_REASON)
+    }
     unexpected: list[str] = []
     for job_id, job in jobs.items():
         mine = actions.get(job_id, [])
@@ -677,9 +690,13 @@ def check_waits(
         elif job.status in (JobStatus.COMPENSATED, JobStatus.FAILED):
             ok = any(s.pk in failed_steps for s in mine)
         elif job.status == JobStatus.NEEDS_ATTENTION:
-            ok = (bool(job.compensation_reason) and job_id in undo_held) or any(
-                s.status == S.HELD and s.definition.waits and s.definition.on_timeout == OnTimeout.HOLD
-                for s in mine
+            ok = (
+                (bool(job.compensation_reason) and job_id in undo_held)
+                or job_id in answer_held
+                or any(
+                    s.status == S.HELD and s.definition.waits and s.definition.on_timeout == OnTimeout.HOLD
+                    for s in mine
+                )
             )
         else:
             ok = False
@@ -733,6 +750,7 @@ def check_waits(
         "timeouts_not_as_defined": len(not_as_defined),
         "wait_jobs_ended_unexpectedly": len(unexpected),
         "wait_jobs_with_an_undo_held": len(undo_held & set(jobs)),
+        "wait_jobs_with_an_unstorable_answer_held": len(answer_held & set(jobs)),
         "waits_overdue": len(overdue),
         "blackout_timers_due": len(due_down),
         "blackout_timers_waiting_when_down": len(waiting_when_down),
@@ -776,6 +794,10 @@ def table_rows(waits: dict[str, Any]) -> list[tuple[str, Any]]:
             f["wait_jobs_ended_unexpectedly"],
         ),
         ("wait jobs with an undo held for an operator", f["wait_jobs_with_an_undo_held"]),
+        (
+            "wait jobs with a success held, its answer unstorable (hostile)",
+            f["wait_jobs_with_an_unstorable_answer_held"],
+        ),
         (
             "signals sent / stored / consumed / step_signalled events",
             of("signals_sent", "signals_stored", "signals_consumed", "step_signalled_events"),

@@ -62,9 +62,12 @@ def ensure_policy(name: str, **fields: Any) -> RemediationPolicy:
     return policy_update(existing.pk, actor=None, changes=fields)
 
 
-def ensure_workflow(name: str, steps: list[dict[str, Any]], *, description: str = "") -> Workflow:
-    """The latest version of the workflow, created from `steps` when it does not exist yet."""
+def ensure_workflow(
+    name: str, steps: list[dict[str, Any]], *, description: str = "", input_schema: Any = None
+) -> Workflow:
+    """The latest version of the workflow, created from `steps` (and its input contract) when it
+    does not exist yet."""
     workflow = workflow_latest(name)
     if workflow is None:
-        workflow = workflow_create(name=name, steps=steps, description=description)
+        workflow = workflow_create(name=name, steps=steps, description=description, input_schema=input_schema)
     return workflow

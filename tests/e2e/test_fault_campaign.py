@@ -1,12 +1,12 @@
 """A small run of the fault campaign, every fault on: the invariants must hold, the waits' and
-the workflow language's (conditions, fan-outs, sub-workflows) too; with hostile counterparts, and
-with poison."""
+the workflow language's (conditions, fan-outs, sub-workflows) too; with hostile counterparts and
+contract and expression bombs, and with poison."""
 
 from __future__ import annotations
 
 import pytest
 
-from testbed import campaign_language, campaign_poison
+from testbed import campaign_bombs, campaign_language, campaign_poison
 from testbed.campaign_waits import MUST_BE_ZERO
 from testbed.sandbox.core import POISON_ANSWERS
 from tests.processes import assert_no_job_lost_and_no_effect_doubled, run_fault_campaign
@@ -77,8 +77,9 @@ def test_a_small_campaign_with_every_fault_on_loses_no_job_and_doubles_no_effect
 def test_a_hostile_campaign_loses_no_result_and_never_stalls_the_supervisor() -> None:
     # Every remote answer of 15% hostile after the work, half the plain jobs calling back to
     # receivers that black-hole, trickle, fail or answer 50 MB, poison on the reply queue each
-    # second, the broker restarted, the usual faults besides; no waits or language jobs (the
-    # campaign above runs them).
+    # second, the broker restarted, contract and expression bombs flooded over the API (4 a
+    # second, from a quarter of the faults on), the usual faults besides; no waits or language
+    # jobs (the campaign above runs them).
     report = run_fault_campaign(
         "fault-campaign-hostile",
         *("--hostile", "--hostile-rate", "0.15", "--poison-every", "1"),
@@ -102,6 +103,24 @@ def test_a_hostile_campaign_loses_no_result_and_never_stalls_the_supervisor() ->
     assert 0 < hostile["supervisor_longest_pass_s"] < 5.0
     # Nothing read whole: no process grew towards the 50 MB bodies, let alone several of them.
     assert hostile["largest_rss_mb"] < 175  # about 140 here; 199 when a 50 MB body was read whole
+    # The bombs: every refused definition a 4xx, every contract bomb a 400 or (matching) a 201,
+    # no bomb answered 5xx or lost, every expression bomb stopped at the size limit (its step
+    # failed or held with the reason) without calling the remote, and the bomb jobs held to
+    # every invariant.
+    bombs = report["bombs"]["figures"]
+    assert {n: bombs[n] for n in campaign_bombs.MUST_BE_ZERO if bombs[n]} == {}
+    assert report["bombs"]["invariants"]["jobs_not_settled"] == 0
+    assert set(bombs["bomb_definitions_tried"]) == {k for k, _ in campaign_bombs.refused_definitions("")}
+    assert set(bombs["bomb_answers_by_kind"]) == set(campaign_bombs.DECK)
+    for kind in campaign_bombs.CONTRACT_REFUSED:
+        assert bombs["bomb_answers_by_kind"][kind].get("400", 0) >= 1, bombs["bomb_answers_by_kind"]
+    for kind in (*campaign_bombs.CONTRACT_ACCEPTED, *campaign_bombs.EXPRESSION_KINDS):
+        assert bombs["bomb_answers_by_kind"][kind].get("201", 0) >= 1, bombs["bomb_answers_by_kind"]
+    assert bombs["expression_bombs_reached"] >= 1
+    assert set(bombs["expression_bomb_steps_by_status"]) <= {"failed", "held"}
+    # The ordinary submissions were read on both sides of the flood's start.
+    latency = bombs["ordinary_submit_ms"]
+    assert latency["without_flood"]["count"] >= 1 and latency["with_flood"]["count"] >= 1
 
 
 def test_a_poisoned_campaign_keeps_remediating_the_healthy_jobs_in_time() -> None:

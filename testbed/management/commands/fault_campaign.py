@@ -159,7 +159,7 @@ class Command(BaseCommand):
             "--hostile",
             action="store_true",
             help="Hostile answers, callback receivers and poison on the reply queue "
-            "(testbed.campaign_hostile).",
+            "(testbed.campaign_hostile); contract and expression bombs unless --no-bombs.",
         )
         parser.add_argument(
             "--hostile-rate",
@@ -192,6 +192,18 @@ class Command(BaseCommand):
             type=float,
             default=d.stuck_window,
             help="Seconds the supervisor whose remediation fails may hold out (0: none).",
+        )
+        parser.add_argument(
+            "--no-bombs",
+            action="store_true",
+            help="With --hostile, leave out the contract and expression bombs (testbed.campaign_bombs).",
+        )
+        parser.add_argument(
+            "--bomb-rate",
+            type=float,
+            default=d.bomb_rate,
+            help="Bomb requests a second over the REST API with --hostile (0: the refused definitions "
+            "only, no flood).",
         )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
@@ -242,6 +254,8 @@ class Command(BaseCommand):
             poison_jobs=options["poison_jobs"],
             blackholes=options["blackholes"],
             stuck_window=options["stuck_window"],
+            bombs=not options["no_bombs"],
+            bomb_rate=options["bomb_rate"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))
