@@ -174,3 +174,40 @@ def test_compose_yaml_is_valid_for_docker_compose_and_its_stops_are_long_enough(
         timeout=60,
     )
     assert refused.returncode != 0 and "POSTGRES_PASSWORD" in refused.stderr
+
+
+def run_entrypoint(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The image's entry point, with `python` and `gunicorn` stubs that print what they were given."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir(exist_ok=True)
+    for name in ("python", "gunicorn"):
+        stub = stubs / name
+        stub.write_text(f'#!/bin/sh\necho "{name} $*"\n')
+        stub.chmod(0o755)
+    base = {"PATH": f"{stubs}:/usr/bin:/bin"}
+    return subprocess.run(
+        ["sh", str(ROOT / "docker" / "entrypoint"), *args],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize("command", ["web", "cluster", "migrate", "manage"])
+def test_the_image_refuses_to_start_without_a_database_url_unless_sqlite_is_asked_for(
+    tmp_path: Path, command: str
+) -> None:
+    refused = run_entrypoint(tmp_path, command)
+    assert refused.returncode == 2 and "DATABASE_URL is not set" in refused.stderr
+    assert refused.stdout == ""  # nothing started
+    asked = run_entrypoint(tmp_path, command, SAS_ALLOW_SQLITE="1")
+    assert asked.returncode == 0, asked.stderr
+    given = run_entrypoint(tmp_path, command, DATABASE_URL="postgres://sas:pw@db:5432/sas")
+    assert given.returncode == 0 and given.stdout == asked.stdout
+    expected = {
+        "web": "gunicorn",
+        "cluster": "python manage.py qcluster",
+        "migrate": "python manage.py migrate",
+    }
+    assert given.stdout.startswith(expected.get(command, "python manage.py"))
