@@ -189,17 +189,20 @@ def _escape(key: str) -> str:
 
 
 def _patterns_check(schema: dict[str, Any]) -> None:
-    for where, node in _subschemas(schema):
+    nodes = list(_subschemas(schema))
+    if any(isinstance(n.get("patternProperties"), dict) for _, n in nodes) and any(
+        "unevaluatedProperties" in n for _, n in nodes
+    ):
+        raise InvalidInput(
+            "input_schema may not combine patternProperties with unevaluatedProperties "
+            "(use additionalProperties)",
+            field="input_schema",
+        )
+    for where, node in nodes:
         patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
         properties = node.get("patternProperties")
         if isinstance(properties, dict):
             patterns += list(properties)
-            if any("unevaluatedProperties" in n for _, n in _subschemas(schema)):
-                raise InvalidInput(
-                    "input_schema may not combine patternProperties with unevaluatedProperties "
-                    "(use additionalProperties)",
-                    field="input_schema",
-                )
         for pattern in patterns:
             try:
                 _regex(pattern)
