@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import io
 import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +24,7 @@ from django.core.management.base import SystemCheckError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django_q.models import OrmQ
 
 from agents.outcome import AttemptKind, CallResult, Outcome
@@ -345,6 +348,51 @@ def test_readyz_accepts_the_next_releases_code_but_not_a_later_one_nor_a_hand_ed
 @pytest.mark.django_db
 def test_migrate_installs_nothing_when_the_database_matches() -> None:
     assert dbcode.install(connection) == []
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_migrate_with_nothing_to_apply_drops_and_installs_no_database_code() -> None:
+    """A start that runs `migrate` (compose, an init container) leaves the code as it is."""
+    out = io.StringIO()
+    with CaptureQueriesContext(connection) as queries:
+        call_command("migrate", "--noinput", stdout=out)
+    assert "Installed the database code" not in out.getvalue()
+    changes = [q["sql"] for q in queries if re.match(r"\s*(DROP|CREATE|COMMENT)\b", q["sql"], re.IGNORECASE)]
+    assert changes == []
+    assert dbcode.drift(connection) == []
+
+
+@postgresql
+@pytest.mark.django_db(transaction=True)
+def test_two_migrates_at_once_take_turns_under_one_lock() -> None:
+    """Each pod's init container runs `migrate` at a release: the second waits for the first."""
+    server = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+    url = f"{server}/{connection.settings_dict['NAME']}"
+    with psycopg.connect(url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(hashtext('sas_migrate'))")
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v0"],
+            cwd=ROOT,
+            env={**os.environ, "DATABASE_URL": url},
+        )
+        try:
+            waiting = False
+            for _ in range(600):  # until the other process waits on the lock (at most 60 s)
+                waiting = bool(
+                    holder.execute(
+                        "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                        " AND objid = hashtext('sas_migrate')::oid"
+                    ).fetchone()
+                )
+                if waiting or process.poll() is not None:
+                    break
+                time.sleep(0.1)
+            assert waiting, "the second migrate did not wait for the lock"
+            assert process.poll() is None
+        finally:
+            holder.execute("SELECT pg_advisory_unlock(hashtext('sas_migrate'))")
+        assert process.wait(timeout=120) == 0
 
 
 @postgresql

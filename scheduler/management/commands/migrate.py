@@ -1,13 +1,44 @@
-"""Django's `migrate`, then the database's own code (sas_project.dbcode) brought to the files."""
+"""Django's `migrate`, then the database's own code (sas_project.dbcode) brought to the files.
+
+Several processes may run it at once (each pod's init container at a release, two hosts
+deploying): on PostgreSQL they take turns under one advisory lock, so the first applies the
+migrations and installs the code, and the next find nothing to do. The code is installed only
+where it differs from the files: a start with nothing to migrate changes nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.management.commands import migrate
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.migrations.executor import MigrationExecutor
 
-from sas_project import dbcode
+from sas_project import database, dbcode
+
+#: The advisory lock's key (a constant of this command, as dbcode's own is of the install).
+LOCK = "sas_migrate"
+
+
+@contextmanager
+def _one_at_a_time(connection: BaseDatabaseWrapper) -> Iterator[None]:
+    if not database.is_postgresql(connection):
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(hashtext(%s))", [LOCK])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(hashtext(%s))", [LOCK])
+
+
+def _unapplied(connection: BaseDatabaseWrapper) -> bool:
+    executor = MigrationExecutor(connection)
+    return bool(executor.migration_plan(executor.loader.graph.leaf_nodes()))
 
 
 class Command(migrate.Command):
@@ -20,12 +51,15 @@ class Command(migrate.Command):
 
     def handle(self, *args: Any, **options: Any) -> None:
         connection = connections[options["database"]]
-        inspecting = options.get("plan") or options.get("check_unapplied")
-        if not inspecting:
-            dbcode.before_migrations(connection)
-        super().handle(*args, **options)
-        if inspecting:
+        if options.get("plan") or options.get("check_unapplied"):
+            super().handle(*args, **options)
             return
-        installed = dbcode.install(connection)
+        with _one_at_a_time(connection):
+            # Only when a migration will run: the triggers it might trip on are dropped, and
+            # installed again below; otherwise they stay as they are.
+            if options.get("app_label") or _unapplied(connection):
+                dbcode.before_migrations(connection)
+            super().handle(*args, **options)
+            installed = dbcode.install(connection)
         if installed and options["verbosity"] >= 1:
             self.stdout.write(f"Installed the database code: {', '.join(installed)}")
