@@ -84,6 +84,11 @@ class SasSettings:
     cluster_heartbeat_seconds = _Setting(float, 10)
 
     @property
+    def cluster_alive_file(self) -> Path:
+        """The file a cluster touches at every heartbeat (docker/entrypoint alive reads its age)."""
+        return Path(getattr(settings, "SAS_CLUSTER_ALIVE_FILE", Path(settings.VAR_DIR) / "cluster-alive"))
+
+    @property
     def lease_seconds(self) -> float:
         """How long a supervisor lease lasts without renewal: three scan intervals."""
         return float(getattr(settings, "SAS_LEASE_SECONDS", 3 * self.supervisor_interval))

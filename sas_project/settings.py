@@ -372,6 +372,9 @@ SPECTACULAR_SETTINGS = {
 # --- The service's own settings (read through sas_project.conf) -------------------------------
 SAS_SUPERVISOR_INTERVAL = env.float("SAS_SUPERVISOR_INTERVAL", 5, validate=Range(min=0.05))
 SAS_CLUSTER_HEARTBEAT_SECONDS = env.float("SAS_CLUSTER_HEARTBEAT_SECONDS", 10, validate=Range(min=0.1))
+# Touched at every heartbeat while the cluster's sentinel lives: a container's liveness probe
+# reads its age without starting Python (docker/entrypoint alive).
+SAS_CLUSTER_ALIVE_FILE = Path(os.environ.get("SAS_CLUSTER_ALIVE_FILE", VAR_DIR / "cluster-alive"))
 # Each kind of outbound URL has its own lists (agents.validation): agent endpoints and brokers,
 # completion callbacks (set by any submitter), alert webhooks. A restrictive list, when set, is
 # the only hosts that kind may target (and they may be internal).

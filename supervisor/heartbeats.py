@@ -6,6 +6,10 @@ died runs no work, so it stops beating and shows as lost), and marks its row sto
 cleanly. A cluster is *live* when it beat within STALE_BEATS intervals, *lost* when it did not and
 never said it stopped, *stopped* when it did. Rows of clusters gone for a week are deleted by the
 beats themselves (a few rows per host, one statement).
+
+Each beat also touches SAS_CLUSTER_ALIVE_FILE, database or not: a container's liveness probe reads
+the file's age from the shell (`docker/entrypoint alive`), so a probe costs no Python start and no
+database connection, and a database restart restarts no cluster.
 """
 
 from __future__ import annotations
@@ -72,6 +76,17 @@ def stopped(name: str) -> None:
     ClusterHeartbeat.objects.filter(pk=name).update(stopped_at=Now())
 
 
+def touch_alive_file() -> None:
+    """Mark this host's cluster alive for the liveness probe (a file's modification time)."""
+    path = sas_settings.cluster_alive_file
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError:
+        # A read-only or full disk: the probe will say so by the file's age.
+        logger.warning("cluster: %s not touched", path, exc_info=True)
+
+
 def run_heartbeats(
     name: str, *, workers: int, alive: Callable[[], bool], should_stop: Callable[[], bool]
 ) -> None:
@@ -82,6 +97,7 @@ def run_heartbeats(
     try:
         while not should_stop():
             if time.monotonic() >= next_beat and alive():
+                touch_alive_file()
                 try:
                     close_old_connections()
                     beat(name, workers=workers)

@@ -76,7 +76,7 @@ class MetricsCheckpoint(models.Model):
 class ClusterHeartbeat(models.Model):
     """One cluster process (`manage.py qcluster`) saying it is alive: written when it starts, every
     SAS_CLUSTER_HEARTBEAT_SECONDS while django-q2's sentinel lives, and once more when it stops
-    (supervisor.heartbeats). Read by `manage.py cluster_check` (a container's liveness probe) and
+    (supervisor.heartbeats). Read by `manage.py cluster_check` (a person's or a host's check) and
     the console's Clusters card; django-q2's own statistics live in a per-process cache that no
     other process can read."""
 

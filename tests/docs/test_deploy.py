@@ -27,12 +27,13 @@ OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
 
 def manifests() -> list[tuple[str, dict[str, Any]]]:
+    """Every manifest, the opt-in components' included."""
     found = []
-    for path in sorted(KUBERNETES.glob("*.yaml")):
+    for path in sorted(KUBERNETES.rglob("*.yaml")):
         if path.name == "kustomization.yaml":
             continue
         for document in yaml.safe_load_all(path.read_text()):
-            found.append((path.name, document))
+            found.append((str(path.relative_to(KUBERNETES)), document))
     return found
 
 
@@ -56,6 +57,13 @@ def test_the_kustomization_lists_every_manifest_but_the_secret_example() -> None
     kustomization = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())
     files = {p.name for p in KUBERNETES.glob("*.yaml")} - {"kustomization.yaml", "secret.example.yaml"}
     assert set(kustomization["resources"]) == files
+    # Monitoring needs the Prometheus Operator's CRDs: a component the default leaves out.
+    assert "components" not in kustomization
+    component = KUBERNETES / "components" / "monitoring"
+    declared = yaml.safe_load((component / "kustomization.yaml").read_text())
+    assert declared["kind"] == "Component"
+    assert set(declared["resources"]) == {p.name for p in component.glob("*.yaml")} - {"kustomization.yaml"}
+    assert {doc["kind"] for name, doc in manifests() if name.startswith("components/")} == OPERATOR_KINDS
 
 
 def test_the_pods_are_given_longer_than_their_processes_take_to_stop() -> None:
@@ -75,7 +83,7 @@ def pod_templates() -> dict[str, dict[str, Any]]:
 
 def test_every_pod_runs_without_an_api_token_and_under_the_runtime_seccomp_profile() -> None:
     templates = pod_templates()
-    assert set(templates) == {"sas-web", "sas-cluster", "sas-migrate"}
+    assert set(templates) == {"sas-web", "sas-cluster"}
     for name, template in templates.items():
         spec = template["spec"]
         assert spec["automountServiceAccountToken"] is False, name
@@ -99,9 +107,8 @@ def test_every_pod_denies_the_traffic_its_network_policies_do_not_name() -> None
             p for p in policies.values() if p["metadata"]["name"] != "sas-default-deny" and selects(p, labels)
         ]
         assert len(own) == 1, name  # one policy a component, naming what it may reach
-    # Only the web tier accepts connections, on its port; the clusters and the migrate Job none.
+    # Only the web tier accepts connections, on its port; the clusters none.
     assert "ingress" not in policies["sas-cluster"]["spec"]
-    assert "ingress" not in policies["sas-migrate"]["spec"]
     [web_in] = policies["sas-web"]["spec"]["ingress"]
     assert web_in["ports"] == [{"protocol": "TCP", "port": 8000}]
 
@@ -122,9 +129,24 @@ def test_the_probes_use_the_paths_served_before_the_host_check() -> None:
     paths = {web[probe]["httpGet"]["path"] for probe in ("livenessProbe", "readinessProbe", "startupProbe")}
     assert paths <= set(ProbesBeforeHostCheck.VIEWS)
     cluster = by_kind("Deployment")["sas-cluster"]["spec"]["template"]["spec"]["containers"][0]
-    assert cluster["livenessProbe"]["exec"]["command"][-2:] == ["manage", "cluster_check"]
+    # The heartbeat file's age, read by the shell: no Python start every period.
+    command = cluster["livenessProbe"]["exec"]["command"]
+    assert command[:2] == ["/app/docker/entrypoint", "alive"]
+    assert int(command[2]) >= 3 * settings.SAS_CLUSTER_HEARTBEAT_SECONDS
     monitor = by_kind("ServiceMonitor")["sas"]["spec"]["endpoints"][0]
     assert monitor["path"] in ProbesBeforeHostCheck.VIEWS and monitor["port"] == "http"
+
+
+def test_every_pod_migrates_first_in_an_init_container_as_its_process_is_configured() -> None:
+    """No Job to rename per release: each new pod runs `migrate` (one at a time, under the
+    migrate command's lock) before its process starts."""
+    for name, template in pod_templates().items():
+        spec = template["spec"]
+        [init] = spec["initContainers"]
+        [main] = spec["containers"]
+        assert init["args"] == ["migrate"] and init["image"] == main["image"], name
+        assert init["envFrom"] == main["envFrom"], name
+        assert init["securityContext"] == main["securityContext"], name
 
 
 def test_the_prometheus_rule_is_the_documented_alert_rules() -> None:
@@ -156,7 +178,9 @@ def test_compose_yaml_is_valid_for_docker_compose_and_its_stops_are_long_enough(
     assert set(resolved) == {"postgres", "redis", "migrate", "web", "cluster-1", "cluster-2"}
     for cluster in ("cluster-1", "cluster-2"):
         assert resolved[cluster]["command"] == ["cluster"]
-        assert resolved[cluster]["healthcheck"]["test"][-2:] == ["manage", "cluster_check"]
+        assert resolved[cluster]["healthcheck"]["test"][-2:] == ["alive", "60"]
+        # Each container's own file: the volume both mount is shared.
+        assert resolved[cluster]["environment"]["SAS_CLUSTER_ALIVE_FILE"].startswith("/tmp/")
         seconds = int(resolved[cluster]["stop_grace_period"].rstrip("s"))
         assert seconds > settings.SAS_Q_STOP_SECONDS
     assert resolved["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
@@ -192,6 +216,23 @@ def run_entrypoint(tmp_path: Path, *args: str, **env: str) -> subprocess.Complet
         text=True,
         timeout=30,
     )
+
+
+def test_the_liveness_probe_reads_the_heartbeat_files_age_without_a_database(tmp_path: Path) -> None:
+    file = tmp_path / "cluster-alive"
+    missing = run_entrypoint(tmp_path, "alive", "60", SAS_CLUSTER_ALIVE_FILE=str(file))
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    file.touch()
+    fresh = run_entrypoint(tmp_path, "alive", "60", SAS_CLUSTER_ALIVE_FILE=str(file))
+    assert fresh.returncode == 0 and "cluster alive" in fresh.stdout, fresh.stderr
+    old = file.stat().st_mtime - 120
+    os.utime(file, (old, old))
+    stale = run_entrypoint(tmp_path, "alive", "60", SAS_CLUSTER_ALIVE_FILE=str(file))
+    assert stale.returncode == 1 and "more than 60s" in stale.stderr
+    # Under SAS_VAR_DIR by default, as the settings place it.
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "cluster-alive").touch()
+    assert run_entrypoint(tmp_path, "alive", SAS_VAR_DIR=str(tmp_path / "var")).returncode == 0
 
 
 @pytest.mark.parametrize("command", ["web", "cluster", "migrate", "manage"])

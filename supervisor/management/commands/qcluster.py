@@ -94,7 +94,7 @@ class Command(DjangoQClusterCommand):
         )
         pump.start()
         # Heartbeats while the sentinel lives (supervisor.heartbeats): the Clusters card and
-        # `manage.py cluster_check` read them.
+        # `manage.py cluster_check` read them; the liveness probe reads the file each beat touches.
         name = this_cluster()
         heartbeats = threading.Thread(
             target=run_heartbeats,
