@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, ClassVar
 
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema_view
 from rest_framework import status
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -37,6 +37,7 @@ from sas_project.named_views import (
     NamedResourcesView,
     NamedResourceView,
     collection_schema,
+    operation,
     resource_schema,
 )
 from sas_project.permissions import can_submit
@@ -92,6 +93,11 @@ from supervisor.subscriptions import (
 )
 
 
+def _operator_action(operation_id: str, summary: str, **schema: Any) -> Any:
+    """An operation listed with the other operator actions (their one tag)."""
+    return operation("operator actions", operation_id, summary, **schema)
+
+
 class JobActionView(ApiView):
     """An operator action on a job: the service checks the state (409 when it does not allow the
     action) and records the operator and the reason in the job's history."""
@@ -107,10 +113,9 @@ class JobActionView(ApiView):
 
 def _job_action_schema(verb: str, summary: str) -> Callable[[type[JobActionView]], type[JobActionView]]:
     return extend_schema_view(
-        post=extend_schema(
-            operation_id=f"jobs_{verb}",
-            tags=["operator actions"],
-            summary=summary,
+        post=_operator_action(
+            f"jobs_{verb}",
+            summary,
             request=ActionSerializer,
             responses={200: JobSerializer, **WRITE_ERRORS, **errors(404, 409)},
         )
@@ -140,10 +145,9 @@ class JobResumeView(JobActionView):
 class JobRerunView(ApiView):
     permission_classes = [OperatorAccess]
 
-    @extend_schema(
-        operation_id="jobs_rerun",
-        tags=["operator actions"],
-        summary="Run a settled job again from a step, as a new job",
+    @_operator_action(
+        "jobs_rerun",
+        "Run a settled job again from a step, as a new job",
         description=(
             "The new job (`rerun_of` names this one) runs `from_step` and every step downstream of it "
             "again, with new operation IDs; the other steps that succeeded keep their outputs and are "
@@ -178,10 +182,9 @@ class JobRerunView(ApiView):
 class StepRetryView(ApiView):
     permission_classes = [OperatorAccess]
 
-    @extend_schema(
-        operation_id="steps_retry",
-        tags=["operator actions"],
-        summary="Dispatch a waiting, failed or held step now, optionally on another pool",
+    @_operator_action(
+        "steps_retry",
+        "Dispatch a waiting, failed or held step now, optionally on another pool",
         request=StepRetrySerializer,
         responses={200: StepActionResultSerializer, **WRITE_ERRORS, **errors(404, 409)},
     )
@@ -203,10 +206,9 @@ class StepRetryView(ApiView):
 class StepResolveView(ApiView):
     permission_classes = [OperatorAccess]
 
-    @extend_schema(
-        operation_id="steps_resolve",
-        tags=["operator actions"],
-        summary="Complete a step by hand with its output",
+    @_operator_action(
+        "steps_resolve",
+        "Complete a step by hand with its output",
         description="The operator asserts that the step happened; the job moves on as if it had "
         "succeeded. Give the evidence in `reason`.",
         request=StepResolveSerializer,
@@ -288,10 +290,10 @@ class PolicyView(NamedResourceView):
 class PolicyRevisionsView(ApiView):
     permission_classes = [DefinitionAccess]
 
-    @extend_schema(
-        operation_id="policies_revisions",
-        tags=["policies"],
-        summary="A policy's versions, newest first: who changed what, and when",
+    @operation(
+        "policies",
+        "policies_revisions",
+        "A policy's versions, newest first: who changed what, and when",
         responses={200: PolicyRevisionSerializer(many=True), **errors(401, 403, 404)},
     )
     def get(self, request: Request, name: str) -> Response:
@@ -374,10 +376,10 @@ class CallbackSecretAccess(BasePermission):
 class CallbackSecretView(ApiView):
     permission_classes = [CallbackSecretAccess]
 
-    @extend_schema(
-        operation_id="callback_secret_read",
-        tags=["callbacks"],
-        summary="Your callback signing secret (created on first read)",
+    @operation(
+        "callbacks",
+        "callback_secret_read",
+        "Your callback signing secret (created on first read)",
         description="The completion callbacks of your jobs are signed with it, the Standard Webhooks "
         "way (webhook-id, webhook-timestamp, webhook-signature): docs/api.md shows how to verify.",
         responses={200: CallbackSecretSerializer, **errors(401, 403)},
@@ -389,10 +391,10 @@ class CallbackSecretView(ApiView):
 class CallbackSecretRotateView(ApiView):
     permission_classes = [CallbackSecretAccess]
 
-    @extend_schema(
-        operation_id="callback_secret_rotate",
-        tags=["callbacks"],
-        summary="Replace your callback signing secret",
+    @operation(
+        "callbacks",
+        "callback_secret_rotate",
+        "Replace your callback signing secret",
         description="The previous secret still signs, beside the new one, for "
         "SAS_SIGNING_ROTATION_GRACE_SECONDS (a day by default): change your receiver's key within "
         "that time. Recorded with your user in the admin log.",
@@ -409,10 +411,9 @@ class CallbackSecretRotateView(ApiView):
 class AttentionView(ApiView):
     permission_classes = [ViewerAccess]
 
-    @extend_schema(
-        operation_id="attention_list",
-        tags=["operator actions"],
-        summary="Steps that need an operator, oldest in their state first",
+    @_operator_action(
+        "attention_list",
+        "Steps that need an operator, oldest in their state first",
         description="Held steps, unknown outcomes, failed attempts and overdue calls, with why each "
         "is listed, as the console's Needs attention page shows them.",
         parameters=[AttentionFilterSerializer],
@@ -435,10 +436,9 @@ class AttentionView(ApiView):
 class AttentionBulkView(ApiView):
     permission_classes = [OperatorAccess]
 
-    @extend_schema(
-        operation_id="attention_bulk",
-        tags=["operator actions"],
-        summary="Retry, compensate or cancel many at once, or say what would happen (dry_run)",
+    @_operator_action(
+        "attention_bulk",
+        "Retry, compensate or cancel many at once, or say what would happen (dry_run)",
         description="Each item is done (or refused) on its own: one refusal does not stop the others. "
         "Compensate and cancel act on each step's job, once per job.",
         parameters=[idempotency_key_parameter("returns the first answer (a dry run is answered afresh)")],
@@ -475,10 +475,9 @@ class AttentionBulkView(ApiView):
 class SupervisorView(ApiView):
     permission_classes = [ViewerAccess]
 
-    @extend_schema(
-        operation_id="supervisor_read",
-        tags=["operator actions"],
-        summary="The supervisor: who holds the lease, the last scan, and every endpoint's health",
+    @_operator_action(
+        "supervisor_read",
+        "The supervisor: who holds the lease, the last scan, and every endpoint's health",
         responses={200: SupervisorStatusSerializer, **errors(401, 403, 404)},
     )
     def get(self, request: Request) -> Response:
