@@ -14,6 +14,7 @@ from rest_framework import status
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 
 from sas_project.api import (
     WRITE_ERRORS,
@@ -111,7 +112,11 @@ class JobActionView(ApiView):
         return Response(JobSerializer(job_selectors.job_for_reading(user=request.user, job_id=job_id)).data)
 
 
-def _job_action_schema(verb: str, summary: str) -> Callable[[type[JobActionView]], type[JobActionView]]:
+def _job_action(verb: str, summary: str, service: Callable[..., Job]) -> type[JobActionView]:
+    """The view of the job action `jobs_<verb>`, which calls `service`."""
+    name = f"Job{verb.capitalize()}View"
+    attributes = {"service": staticmethod(service), "__module__": __name__, "__qualname__": name}
+    view = type(name, (JobActionView,), attributes)
     return extend_schema_view(
         post=_operator_action(
             f"jobs_{verb}",
@@ -119,27 +124,13 @@ def _job_action_schema(verb: str, summary: str) -> Callable[[type[JobActionView]
             request=ActionSerializer,
             responses={200: JobSerializer, **WRITE_ERRORS, **errors(404, 409)},
         )
-    )
+    )(view)
 
 
-@_job_action_schema("cancel", "Cancel a job: stop dispatching and compensate what ran")
-class JobCancelView(JobActionView):
-    service = staticmethod(job_cancel)
-
-
-@_job_action_schema("compensate", "Compensate a job: undo what its steps did")
-class JobCompensateView(JobActionView):
-    service = staticmethod(job_compensate)
-
-
-@_job_action_schema("pause", "Pause a job: no new dispatches until resumed")
-class JobPauseView(JobActionView):
-    service = staticmethod(job_pause)
-
-
-@_job_action_schema("resume", "Resume a paused job")
-class JobResumeView(JobActionView):
-    service = staticmethod(job_resume)
+JobCancelView = _job_action("cancel", "Cancel a job: stop dispatching and compensate what ran", job_cancel)
+JobCompensateView = _job_action("compensate", "Compensate a job: undo what its steps did", job_compensate)
+JobPauseView = _job_action("pause", "Pause a job: no new dispatches until resumed", job_pause)
+JobResumeView = _job_action("resume", "Resume a paused job", job_resume)
 
 
 class JobRerunView(ApiView):
@@ -179,48 +170,69 @@ class JobRerunView(ApiView):
         return idempotent(request, request.data, rerun)
 
 
-class StepRetryView(ApiView):
+class StepActionView(ApiView):
+    # An operator action on a step the caller may see (404 otherwise): `act` with the body
+    # `body_serializer` validated, then the step re-read as the answer. No docstring: the schema
+    # would describe the actions with it.
     permission_classes = [OperatorAccess]
+    body_serializer: ClassVar[type[Serializer]]
 
-    @_operator_action(
-        "steps_retry",
-        "Dispatch a waiting, failed or held step now, optionally on another pool",
-        request=StepRetrySerializer,
-        responses={200: StepActionResultSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    )
     def post(self, request: Request, step_id: int) -> Response:
-        body = validated(StepRetrySerializer, request.data)
+        body = validated(self.body_serializer, request.data)
         step = job_selectors.step_detail(user=request.user, step_id=step_id)
+        self.act(request, step.pk, body)
+        return Response(
+            StepActionResultSerializer(job_selectors.step_detail(user=request.user, step_id=step_id)).data
+        )
+
+    def act(self, request: Request, step_id: int, body: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+def _step_action_schema(
+    operation_id: str, summary: str, description: str | None = None
+) -> Callable[[type[StepActionView]], type[StepActionView]]:
+    """The schema of a step action: the view's body, the step re-read as the answer."""
+
+    def describe(view: type[StepActionView]) -> type[StepActionView]:
+        return extend_schema_view(
+            post=_operator_action(
+                operation_id,
+                summary,
+                description=description,
+                request=view.body_serializer,
+                responses={200: StepActionResultSerializer, **WRITE_ERRORS, **errors(404, 409)},
+            )
+        )(view)
+
+    return describe
+
+
+@_step_action_schema("steps_retry", "Dispatch a waiting, failed or held step now, optionally on another pool")
+class StepRetryView(StepActionView):
+    body_serializer = StepRetrySerializer
+
+    def act(self, request: Request, step_id: int, body: dict[str, Any]) -> None:
         step_retry(
             actor=request.user,
-            step_id=step.pk,
+            step_id=step_id,
             pool=body.get("pool") or None,
             reason=body["reason"],
             input=body.get("input"),
         )
-        return Response(
-            StepActionResultSerializer(job_selectors.step_detail(user=request.user, step_id=step_id)).data
-        )
 
 
-class StepResolveView(ApiView):
-    permission_classes = [OperatorAccess]
+@_step_action_schema(
+    "steps_resolve",
+    "Complete a step by hand with its output",
+    "The operator asserts that the step happened; the job moves on as if it had succeeded. Give the "
+    "evidence in `reason`.",
+)
+class StepResolveView(StepActionView):
+    body_serializer = StepResolveSerializer
 
-    @_operator_action(
-        "steps_resolve",
-        "Complete a step by hand with its output",
-        description="The operator asserts that the step happened; the job moves on as if it had "
-        "succeeded. Give the evidence in `reason`.",
-        request=StepResolveSerializer,
-        responses={200: StepActionResultSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    )
-    def post(self, request: Request, step_id: int) -> Response:
-        body = validated(StepResolveSerializer, request.data)
-        step = job_selectors.step_detail(user=request.user, step_id=step_id)
-        step_resolve(actor=request.user, step_id=step.pk, output=body["output"], reason=body["reason"])
-        return Response(
-            StepActionResultSerializer(job_selectors.step_detail(user=request.user, step_id=step_id)).data
-        )
+    def act(self, request: Request, step_id: int, body: dict[str, Any]) -> None:
+        step_resolve(actor=request.user, step_id=step_id, output=body["output"], reason=body["reason"])
 
 
 # --- policies ---------------------------------------------------------------------------------
