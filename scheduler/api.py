@@ -18,6 +18,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 
 from sas_project.api import (
     WRITE_ERRORS,
@@ -93,6 +94,12 @@ def _job_operation(verb: str, summary: str, **schema: Any) -> Any:
 IDEMPOTENCY_KEY = idempotency_key_parameter("returns the same job (200) instead of a new one")
 
 
+def _submission_answers(made: type[Serializer], replay: str) -> dict[Any, Any]:
+    """What a submission answers: 201 with what it made, 200 with the same for a replay (`replay`
+    says what that is), or refused: bad input, a conflict (409), a key used for another request (422)."""
+    return {201: made, 200: OpenApiResponse(made, description=replay), **WRITE_ERRORS, **errors(409, 422)}
+
+
 class JobsView(ApiView):
     permission_classes = [SubmitterAccess]
     pagination_class = CursorOrNumberPagination
@@ -118,12 +125,7 @@ class JobsView(ApiView):
         description="Creates a job of the workflow's latest version and dispatches its first steps.",
         parameters=[IDEMPOTENCY_KEY],
         request=JobSubmitSerializer,
-        responses={
-            201: JobSerializer,
-            200: OpenApiResponse(JobSerializer, description="A replay: the job made by the same request."),
-            **WRITE_ERRORS,
-            **errors(409, 422),
-        },
+        responses=_submission_answers(JobSerializer, "A replay: the job made by the same request."),
     )
     def post(self, request: Request) -> HttpResponseBase:
         body = validated(JobSubmitSerializer, request.data)
@@ -178,12 +180,7 @@ class JobsBatchView(ApiView):
         "for another request) refuses the batch with the item's `index`. 201 when at least one "
         "job was created, 200 when every item was a replay.",
         request=JobBatchSerializer,
-        responses={
-            201: JobBatchResponseSerializer,
-            200: OpenApiResponse(JobBatchResponseSerializer, description="Every item was a replay."),
-            **WRITE_ERRORS,
-            **errors(409, 422),
-        },
+        responses=_submission_answers(JobBatchResponseSerializer, "Every item was a replay."),
     )
     def post(self, request: Request) -> Response:
         body = validated(JobBatchSerializer, request.data)
