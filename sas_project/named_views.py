@@ -52,14 +52,21 @@ class Doc:
     errors: tuple[int, ...] | None = None
 
 
+def operation(tag: str, operation_id: str, summary: str, **schema: Any) -> Any:
+    """The OpenAPI description of one operation (drf-spectacular's `extend_schema`): its one tag,
+    its ID and summary, then whatever else `extend_schema` takes (description, parameters,
+    request, responses)."""
+    return extend_schema(operation_id=operation_id, tags=[tag], summary=summary, **schema)
+
+
 def _operation(
     tag: str, verb: str, doc: Doc, usual: tuple[int, ...], answer: dict[int, Any], **schema: Any
 ) -> Any:
     # The operation ID is the tag and the verb (`pools_create`); the errors follow the answer.
-    return extend_schema(
-        operation_id=f"{tag}_{verb}",
-        tags=[tag],
-        summary=doc.summary,
+    return operation(
+        tag,
+        f"{tag}_{verb}",
+        doc.summary,
         description=doc.description,
         parameters=doc.parameters,
         responses={**answer, **errors(*(doc.errors or usual))},

@@ -12,12 +12,13 @@ from typing import Any, ClassVar
 
 from django.db import transaction
 from django.http import HttpResponse, HttpResponseBase
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_view
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 
 from sas_project.api import (
     WRITE_ERRORS,
@@ -41,6 +42,7 @@ from sas_project.named_views import (
     NamedResourcesView,
     NamedResourceView,
     collection_schema,
+    operation,
     resource_schema,
 )
 from sas_project.permissions import can_operate, can_read_all_jobs
@@ -83,7 +85,19 @@ from scheduler.services.wakeups import NotPermitted, approval_decide, signal_sen
 
 # --- jobs -------------------------------------------------------------------------------------
 
+
+def _job_operation(verb: str, summary: str, **schema: Any) -> Any:
+    """An operation on jobs: tagged `jobs`, its ID `jobs_<verb>`."""
+    return operation("jobs", f"jobs_{verb}", summary, **schema)
+
+
 IDEMPOTENCY_KEY = idempotency_key_parameter("returns the same job (200) instead of a new one")
+
+
+def _submission_answers(made: type[Serializer], replay: str) -> dict[Any, Any]:
+    """What a submission answers: 201 with what it made, 200 with the same for a replay (`replay`
+    says what that is), or refused: bad input, a conflict (409), a key used for another request (422)."""
+    return {201: made, 200: OpenApiResponse(made, description=replay), **WRITE_ERRORS, **errors(409, 422)}
 
 
 class JobsView(ApiView):
@@ -91,10 +105,9 @@ class JobsView(ApiView):
     pagination_class = CursorOrNumberPagination
     cursor_ordering = ("-created_at", "-id")
 
-    @extend_schema(
-        operation_id="jobs_list",
-        tags=["jobs"],
-        summary="List jobs, newest first",
+    @_job_operation(
+        "list",
+        "List jobs, newest first",
         description="Operators see every job; submitters see the jobs they submitted.",
         parameters=[JobFilterSerializer],
         responses={200: JobSummarySerializer(many=True), **errors(400, 401, 403, 404)},
@@ -106,19 +119,13 @@ class JobsView(ApiView):
             selectors.job_list(user=request.user, input_fields=input_fields, **filters), JobSummarySerializer
         )
 
-    @extend_schema(
-        operation_id="jobs_submit",
-        tags=["jobs"],
-        summary="Submit a job",
+    @_job_operation(
+        "submit",
+        "Submit a job",
         description="Creates a job of the workflow's latest version and dispatches its first steps.",
         parameters=[IDEMPOTENCY_KEY],
         request=JobSubmitSerializer,
-        responses={
-            201: JobSerializer,
-            200: OpenApiResponse(JobSerializer, description="A replay: the job made by the same request."),
-            **WRITE_ERRORS,
-            **errors(409, 422),
-        },
+        responses=_submission_answers(JobSerializer, "A replay: the job made by the same request."),
     )
     def post(self, request: Request) -> HttpResponseBase:
         body = validated(JobSubmitSerializer, request.data)
@@ -162,10 +169,9 @@ def submission_fields(body: dict[str, Any]) -> dict[str, Any]:
 class JobsBatchView(ApiView):
     permission_classes = [SubmitterAccess]
 
-    @extend_schema(
-        operation_id="jobs_submit_batch",
-        tags=["jobs"],
-        summary="Submit several jobs at once",
+    @_job_operation(
+        "submit_batch",
+        "Submit several jobs at once",
         description="Submits up to SAS_MAX_BATCH_JOBS (100) jobs in one transaction: all are "
         "created, or none. Each item is a single submission's body with its own optional "
         "`idempotency_key`; an item whose key was used before with the same body answers the job "
@@ -174,12 +180,7 @@ class JobsBatchView(ApiView):
         "for another request) refuses the batch with the item's `index`. 201 when at least one "
         "job was created, 200 when every item was a replay.",
         request=JobBatchSerializer,
-        responses={
-            201: JobBatchResponseSerializer,
-            200: OpenApiResponse(JobBatchResponseSerializer, description="Every item was a replay."),
-            **WRITE_ERRORS,
-            **errors(409, 422),
-        },
+        responses=_submission_answers(JobBatchResponseSerializer, "Every item was a replay."),
     )
     def post(self, request: Request) -> Response:
         body = validated(JobBatchSerializer, request.data)
@@ -235,10 +236,9 @@ def _input_filters(request: Request, workflow: str | None) -> dict[str, Any]:
 class JobView(ApiView):
     permission_classes = [SubmitterAccess]
 
-    @extend_schema(
-        operation_id="jobs_read",
-        tags=["jobs"],
-        summary="A job with its steps and their attempts",
+    @_job_operation(
+        "read",
+        "A job with its steps and their attempts",
         responses={200: JobSerializer, **errors(401, 403, 404, 410)},
     )
     def get(self, request: Request, job_id: uuid.UUID) -> HttpResponseBase:
@@ -250,10 +250,9 @@ class JobEventsView(ApiView):
     pagination_class = CursorOrNumberPagination
     cursor_ordering = ("id",)
 
-    @extend_schema(
-        operation_id="jobs_events",
-        tags=["jobs"],
-        summary="A job's history, oldest first",
+    @_job_operation(
+        "events",
+        "A job's history, oldest first",
         responses={200: EventSerializer(many=True), **errors(401, 403, 404, 410)},
     )
     def get(self, request: Request, job_id: uuid.UUID) -> Response:
@@ -263,10 +262,9 @@ class JobEventsView(ApiView):
 class StepItemsView(ApiView):
     permission_classes = [SubmitterAccess]
 
-    @extend_schema(
-        operation_id="jobs_steps_items",
-        tags=["jobs"],
-        summary="A fan-out step's items, in list order",
+    @_job_operation(
+        "steps_items",
+        "A fan-out step's items, in list order",
         description="Each item of a step with `for_each`: its `index`, element, `status`, `operation_id` "
         "(the step's, plus the index or the key `item_key` names), output and undo; in pages.",
         responses={200: StepItemSerializer(many=True), **errors(401, 403, 404, 410)},
@@ -293,10 +291,9 @@ def _job_signallable(user: Any, job_id: uuid.UUID) -> None:
 class JobSignalsView(ApiView):
     permission_classes = [SubmitterAccess]
 
-    @extend_schema(
-        operation_id="jobs_signals_list",
-        tags=["jobs"],
-        summary="The signals sent to a job, oldest first",
+    @_job_operation(
+        "signals_list",
+        "The signals sent to a job, oldest first",
         responses={200: SignalSerializer(many=True), **errors(401, 403, 404, 410)},
     )
     def get(self, request: Request, job_id: uuid.UUID) -> Response:
@@ -305,10 +302,9 @@ class JobSignalsView(ApiView):
         signals = Signal.objects.filter(job_id=job_id).select_related("sender", "consumed_by").order_by("id")
         return self.paginated(signals, SignalSerializer)
 
-    @extend_schema(
-        operation_id="jobs_signals_send",
-        tags=["jobs"],
-        summary="Send a signal to a job",
+    @_job_operation(
+        "signals_send",
+        "Send a signal to a job",
         description=(
             "A step of the job that waits for this signal's name takes it, now or as soon as it starts "
             "waiting (a signal that comes early is kept); its payload becomes that step's output. "
@@ -377,10 +373,9 @@ class StepApprovalView(ApiView):
 def _decision_schema(verb: str, description: str) -> Any:
     """The schema of approve and reject: the same request, answers and errors."""
     return extend_schema_view(
-        post=extend_schema(
-            operation_id=f"jobs_steps_{verb}",
-            tags=["jobs"],
-            summary=f"{verb.capitalize()} a step waiting for an approval",
+        post=_job_operation(
+            f"steps_{verb}",
+            f"{verb.capitalize()} a step waiting for an approval",
             parameters=[STEP_NAME],
             description=description,
             request=ApprovalDecisionSerializer,
@@ -591,10 +586,10 @@ class SchedulePauseView(ApiView):
 def _pause_schema(verb: str, summary: str) -> Any:
     """The schema of pause and resume: no body, the schedule as the answer."""
     return extend_schema_view(
-        post=extend_schema(
-            operation_id=f"schedules_{verb}",
-            tags=["schedules"],
-            summary=summary,
+        post=operation(
+            "schedules",
+            f"schedules_{verb}",
+            summary,
             request=None,
             responses={200: ScheduleSerializer, **errors(401, 403, 404, 409)},
         )

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, ClassVar
 
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema_view
 from rest_framework import status
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 
 from sas_project.api import (
     WRITE_ERRORS,
@@ -37,6 +38,7 @@ from sas_project.named_views import (
     NamedResourcesView,
     NamedResourceView,
     collection_schema,
+    operation,
     resource_schema,
 )
 from sas_project.permissions import can_submit
@@ -92,6 +94,11 @@ from supervisor.subscriptions import (
 )
 
 
+def _operator_action(operation_id: str, summary: str, **schema: Any) -> Any:
+    """An operation listed with the other operator actions (their one tag)."""
+    return operation("operator actions", operation_id, summary, **schema)
+
+
 class JobActionView(ApiView):
     """An operator action on a job: the service checks the state (409 when it does not allow the
     action) and records the operator and the reason in the job's history."""
@@ -105,45 +112,33 @@ class JobActionView(ApiView):
         return Response(JobSerializer(job_selectors.job_for_reading(user=request.user, job_id=job_id)).data)
 
 
-def _job_action_schema(verb: str, summary: str) -> Callable[[type[JobActionView]], type[JobActionView]]:
+def _job_action(verb: str, summary: str, service: Callable[..., Job]) -> type[JobActionView]:
+    """The view of the job action `jobs_<verb>`, which calls `service`."""
+    name = f"Job{verb.capitalize()}View"
+    attributes = {"service": staticmethod(service), "__module__": __name__, "__qualname__": name}
+    view = type(name, (JobActionView,), attributes)
     return extend_schema_view(
-        post=extend_schema(
-            operation_id=f"jobs_{verb}",
-            tags=["operator actions"],
-            summary=summary,
+        post=_operator_action(
+            f"jobs_{verb}",
+            summary,
             request=ActionSerializer,
             responses={200: JobSerializer, **WRITE_ERRORS, **errors(404, 409)},
         )
-    )
+    )(view)
 
 
-@_job_action_schema("cancel", "Cancel a job: stop dispatching and compensate what ran")
-class JobCancelView(JobActionView):
-    service = staticmethod(job_cancel)
-
-
-@_job_action_schema("compensate", "Compensate a job: undo what its steps did")
-class JobCompensateView(JobActionView):
-    service = staticmethod(job_compensate)
-
-
-@_job_action_schema("pause", "Pause a job: no new dispatches until resumed")
-class JobPauseView(JobActionView):
-    service = staticmethod(job_pause)
-
-
-@_job_action_schema("resume", "Resume a paused job")
-class JobResumeView(JobActionView):
-    service = staticmethod(job_resume)
+JobCancelView = _job_action("cancel", "Cancel a job: stop dispatching and compensate what ran", job_cancel)
+JobCompensateView = _job_action("compensate", "Compensate a job: undo what its steps did", job_compensate)
+JobPauseView = _job_action("pause", "Pause a job: no new dispatches until resumed", job_pause)
+JobResumeView = _job_action("resume", "Resume a paused job", job_resume)
 
 
 class JobRerunView(ApiView):
     permission_classes = [OperatorAccess]
 
-    @extend_schema(
-        operation_id="jobs_rerun",
-        tags=["operator actions"],
-        summary="Run a settled job again from a step, as a new job",
+    @_operator_action(
+        "jobs_rerun",
+        "Run a settled job again from a step, as a new job",
         description=(
             "The new job (`rerun_of` names this one) runs `from_step` and every step downstream of it "
             "again, with new operation IDs; the other steps that succeeded keep their outputs and are "
@@ -175,50 +170,69 @@ class JobRerunView(ApiView):
         return idempotent(request, request.data, rerun)
 
 
-class StepRetryView(ApiView):
+class StepActionView(ApiView):
+    # An operator action on a step the caller may see (404 otherwise): `act` with the body
+    # `body_serializer` validated, then the step re-read as the answer. No docstring: the schema
+    # would describe the actions with it.
     permission_classes = [OperatorAccess]
+    body_serializer: ClassVar[type[Serializer]]
 
-    @extend_schema(
-        operation_id="steps_retry",
-        tags=["operator actions"],
-        summary="Dispatch a waiting, failed or held step now, optionally on another pool",
-        request=StepRetrySerializer,
-        responses={200: StepActionResultSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    )
     def post(self, request: Request, step_id: int) -> Response:
-        body = validated(StepRetrySerializer, request.data)
+        body = validated(self.body_serializer, request.data)
         step = job_selectors.step_detail(user=request.user, step_id=step_id)
+        self.act(request, step.pk, body)
+        return Response(
+            StepActionResultSerializer(job_selectors.step_detail(user=request.user, step_id=step_id)).data
+        )
+
+    def act(self, request: Request, step_id: int, body: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+def _step_action_schema(
+    operation_id: str, summary: str, description: str | None = None
+) -> Callable[[type[StepActionView]], type[StepActionView]]:
+    """The schema of a step action: the view's body, the step re-read as the answer."""
+
+    def describe(view: type[StepActionView]) -> type[StepActionView]:
+        return extend_schema_view(
+            post=_operator_action(
+                operation_id,
+                summary,
+                description=description,
+                request=view.body_serializer,
+                responses={200: StepActionResultSerializer, **WRITE_ERRORS, **errors(404, 409)},
+            )
+        )(view)
+
+    return describe
+
+
+@_step_action_schema("steps_retry", "Dispatch a waiting, failed or held step now, optionally on another pool")
+class StepRetryView(StepActionView):
+    body_serializer = StepRetrySerializer
+
+    def act(self, request: Request, step_id: int, body: dict[str, Any]) -> None:
         step_retry(
             actor=request.user,
-            step_id=step.pk,
+            step_id=step_id,
             pool=body.get("pool") or None,
             reason=body["reason"],
             input=body.get("input"),
         )
-        return Response(
-            StepActionResultSerializer(job_selectors.step_detail(user=request.user, step_id=step_id)).data
-        )
 
 
-class StepResolveView(ApiView):
-    permission_classes = [OperatorAccess]
+@_step_action_schema(
+    "steps_resolve",
+    "Complete a step by hand with its output",
+    "The operator asserts that the step happened; the job moves on as if it had succeeded. Give the "
+    "evidence in `reason`.",
+)
+class StepResolveView(StepActionView):
+    body_serializer = StepResolveSerializer
 
-    @extend_schema(
-        operation_id="steps_resolve",
-        tags=["operator actions"],
-        summary="Complete a step by hand with its output",
-        description="The operator asserts that the step happened; the job moves on as if it had "
-        "succeeded. Give the evidence in `reason`.",
-        request=StepResolveSerializer,
-        responses={200: StepActionResultSerializer, **WRITE_ERRORS, **errors(404, 409)},
-    )
-    def post(self, request: Request, step_id: int) -> Response:
-        body = validated(StepResolveSerializer, request.data)
-        step = job_selectors.step_detail(user=request.user, step_id=step_id)
-        step_resolve(actor=request.user, step_id=step.pk, output=body["output"], reason=body["reason"])
-        return Response(
-            StepActionResultSerializer(job_selectors.step_detail(user=request.user, step_id=step_id)).data
-        )
+    def act(self, request: Request, step_id: int, body: dict[str, Any]) -> None:
+        step_resolve(actor=request.user, step_id=step_id, output=body["output"], reason=body["reason"])
 
 
 # --- policies ---------------------------------------------------------------------------------
@@ -288,10 +302,10 @@ class PolicyView(NamedResourceView):
 class PolicyRevisionsView(ApiView):
     permission_classes = [DefinitionAccess]
 
-    @extend_schema(
-        operation_id="policies_revisions",
-        tags=["policies"],
-        summary="A policy's versions, newest first: who changed what, and when",
+    @operation(
+        "policies",
+        "policies_revisions",
+        "A policy's versions, newest first: who changed what, and when",
         responses={200: PolicyRevisionSerializer(many=True), **errors(401, 403, 404)},
     )
     def get(self, request: Request, name: str) -> Response:
@@ -374,10 +388,10 @@ class CallbackSecretAccess(BasePermission):
 class CallbackSecretView(ApiView):
     permission_classes = [CallbackSecretAccess]
 
-    @extend_schema(
-        operation_id="callback_secret_read",
-        tags=["callbacks"],
-        summary="Your callback signing secret (created on first read)",
+    @operation(
+        "callbacks",
+        "callback_secret_read",
+        "Your callback signing secret (created on first read)",
         description="The completion callbacks of your jobs are signed with it, the Standard Webhooks "
         "way (webhook-id, webhook-timestamp, webhook-signature): docs/api.md shows how to verify.",
         responses={200: CallbackSecretSerializer, **errors(401, 403)},
@@ -389,10 +403,10 @@ class CallbackSecretView(ApiView):
 class CallbackSecretRotateView(ApiView):
     permission_classes = [CallbackSecretAccess]
 
-    @extend_schema(
-        operation_id="callback_secret_rotate",
-        tags=["callbacks"],
-        summary="Replace your callback signing secret",
+    @operation(
+        "callbacks",
+        "callback_secret_rotate",
+        "Replace your callback signing secret",
         description="The previous secret still signs, beside the new one, for "
         "SAS_SIGNING_ROTATION_GRACE_SECONDS (a day by default): change your receiver's key within "
         "that time. Recorded with your user in the admin log.",
@@ -409,10 +423,9 @@ class CallbackSecretRotateView(ApiView):
 class AttentionView(ApiView):
     permission_classes = [ViewerAccess]
 
-    @extend_schema(
-        operation_id="attention_list",
-        tags=["operator actions"],
-        summary="Steps that need an operator, oldest in their state first",
+    @_operator_action(
+        "attention_list",
+        "Steps that need an operator, oldest in their state first",
         description="Held steps, unknown outcomes, failed attempts and overdue calls, with why each "
         "is listed, as the console's Needs attention page shows them.",
         parameters=[AttentionFilterSerializer],
@@ -435,10 +448,9 @@ class AttentionView(ApiView):
 class AttentionBulkView(ApiView):
     permission_classes = [OperatorAccess]
 
-    @extend_schema(
-        operation_id="attention_bulk",
-        tags=["operator actions"],
-        summary="Retry, compensate or cancel many at once, or say what would happen (dry_run)",
+    @_operator_action(
+        "attention_bulk",
+        "Retry, compensate or cancel many at once, or say what would happen (dry_run)",
         description="Each item is done (or refused) on its own: one refusal does not stop the others. "
         "Compensate and cancel act on each step's job, once per job.",
         parameters=[idempotency_key_parameter("returns the first answer (a dry run is answered afresh)")],
@@ -475,10 +487,9 @@ class AttentionBulkView(ApiView):
 class SupervisorView(ApiView):
     permission_classes = [ViewerAccess]
 
-    @extend_schema(
-        operation_id="supervisor_read",
-        tags=["operator actions"],
-        summary="The supervisor: who holds the lease, the last scan, and every endpoint's health",
+    @_operator_action(
+        "supervisor_read",
+        "The supervisor: who holds the lease, the last scan, and every endpoint's health",
         responses={200: SupervisorStatusSerializer, **errors(401, 403, 404)},
     )
     def get(self, request: Request) -> Response:

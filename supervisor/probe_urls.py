@@ -7,10 +7,8 @@ from django.urls import path
 
 from supervisor import canary, probes
 
+# Each is served at its own name, which is also its URL name.
 urlpatterns = [
-    path("healthz", probes.healthz, name="healthz"),
-    path("readyz", probes.readyz, name="readyz"),
-    path("supervisorz", probes.supervisorz, name="supervisorz"),
-    path("metrics", probes.metrics, name="metrics"),
-    path("canaryz", canary.canaryz, name="canaryz"),
+    path(view.__name__, view, name=view.__name__)
+    for view in (probes.healthz, probes.readyz, probes.supervisorz, probes.metrics, canary.canaryz)
 ]

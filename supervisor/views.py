@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from django.conf import settings
@@ -57,6 +57,7 @@ from supervisor.forms import (
 )
 
 View = Callable[..., HttpResponse]
+Done = TypeVar("Done")
 
 
 class HttpRequest(DjangoHttpRequest):
@@ -311,24 +312,46 @@ def _form_errors(form: Any) -> str:
     )
 
 
+def _performed(
+    request: HttpRequest,
+    form: Any,
+    act: Callable[[dict[str, Any]], Done],
+    *,
+    step_id: int | None = None,
+    job_id: Any = None,
+) -> Done | HttpResponse:
+    """What `act` returns given the form's cleaned data; or, when the form is invalid (400) or
+    the service refuses, the answer saying so (`_answer`, for the given step and job)."""
+    if not form.is_valid():
+        return _answer(
+            request, ok=False, message=_form_errors(form), status=400, step_id=step_id, job_id=job_id
+        )
+    try:
+        return act(form.cleaned_data)
+    except SasError as exc:
+        message, status = _refusal(exc)
+        return _answer(request, ok=False, message=message, status=status, step_id=step_id, job_id=job_id)
+
+
 @require_POST
 @operator_required
 def step_retry(request: HttpRequest, step_id: int) -> HttpResponse:
     form = RetryForm(request.POST)
-    if not form.is_valid():
-        return _answer(request, ok=False, message=_form_errors(form), status=400, step_id=step_id)
-    pool = form.cleaned_data["pool"] or None
-    try:
-        step = services.step_retry(
+    step = _performed(
+        request,
+        form,
+        lambda data: services.step_retry(
             actor=request.user,
             step_id=step_id,
-            pool=pool,
-            reason=form.cleaned_data["reason"],
-            input=form.cleaned_data["input"],
-        )
-    except SasError as exc:
-        message, status = _refusal(exc)
-        return _answer(request, ok=False, message=message, status=status, step_id=step_id)
+            pool=data["pool"] or None,
+            reason=data["reason"],
+            input=data["input"],
+        ),
+        step_id=step_id,
+    )
+    if isinstance(step, HttpResponse):
+        return step
+    pool = form.cleaned_data["pool"]
     where = f" on pool {pool}" if pool else ""
     edited = " with the edited input (new operation ID)" if form.cleaned_data["input"] is not None else ""
     message = f"Retried {step.name}{where}{edited}: attempt {step.attempt} dispatched."
@@ -338,19 +361,15 @@ def step_retry(request: HttpRequest, step_id: int) -> HttpResponse:
 @require_POST
 @operator_required
 def step_resolve(request: HttpRequest, step_id: int) -> HttpResponse:
-    form = ResolveForm(request.POST)
-    if not form.is_valid():
-        return _answer(request, ok=False, message=_form_errors(form), status=400, step_id=step_id)
-    try:
-        step = services.step_resolve(
-            actor=request.user,
-            step_id=step_id,
-            output=form.cleaned_data["output"],
-            reason=form.cleaned_data["reason"],
-        )
-    except SasError as exc:
-        message, status = _refusal(exc)
-        return _answer(request, ok=False, message=message, status=status, step_id=step_id)
+    step = _performed(
+        request,
+        ResolveForm(request.POST),
+        # The form's fields are the service's arguments (as are RerunForm's).
+        lambda data: services.step_resolve(actor=request.user, step_id=step_id, **data),
+        step_id=step_id,
+    )
+    if isinstance(step, HttpResponse):
+        return step
     message = f"Resolved {step.name} by hand: it counts as succeeded."
     return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=step.job_id)
 
@@ -393,17 +412,16 @@ def step_decide(request: HttpRequest, step_id: int) -> HttpResponse:
 def job_action(request: HttpRequest, job_id: Any) -> HttpResponse:
     form = JobActionForm(request.POST)
     step_id = _int_or_none(request.POST.get("step"))
-    if not form.is_valid():
-        return _answer(
-            request, ok=False, message=_form_errors(form), status=400, step_id=step_id, job_id=job_id
-        )
-    action = form.cleaned_data["action"]
-    try:
-        JOB_SERVICES[action](actor=request.user, job_id=job_id, reason=form.cleaned_data["reason"])
-    except SasError as exc:
-        message, status = _refusal(exc)
-        return _answer(request, ok=False, message=message, status=status, step_id=step_id, job_id=job_id)
-    message = f"Job {str(job_id)[:8]} {JOB_DONE[action]}."
+    done = _performed(
+        request,
+        form,
+        lambda data: JOB_SERVICES[data["action"]](actor=request.user, job_id=job_id, reason=data["reason"]),
+        step_id=step_id,
+        job_id=job_id,
+    )
+    if isinstance(done, HttpResponse):
+        return done
+    message = f"Job {str(job_id)[:8]} {JOB_DONE[form.cleaned_data['action']]}."
     return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=job_id)
 
 
@@ -472,19 +490,14 @@ def job_rerun(request: HttpRequest, job_id: Any) -> HttpResponse:
     """Rerun a settled job from a step: the new job's page on success (htmx is told to go
     there), the job's page with the reason otherwise."""
     form = RerunForm(request.POST)
-    if not form.is_valid():
-        return _answer(request, ok=False, message=_form_errors(form), status=400, job_id=job_id)
-    try:
-        rerun = services.job_rerun(
-            actor=request.user,
-            job_id=job_id,
-            from_step=form.cleaned_data["from_step"],
-            input=form.cleaned_data["input"],
-            reason=form.cleaned_data["reason"],
-        )
-    except SasError as exc:
-        message, status = _refusal(exc)
-        return _answer(request, ok=False, message=message, status=status, job_id=job_id)
+    rerun = _performed(
+        request,
+        form,
+        lambda data: services.job_rerun(actor=request.user, job_id=job_id, **data),
+        job_id=job_id,
+    )
+    if isinstance(rerun, HttpResponse):
+        return rerun
     target = reverse("ops:job", args=[rerun.pk])
     messages.success(
         request, f"Rerun of job {str(job_id)[:8]} from {form.cleaned_data['from_step']} submitted."

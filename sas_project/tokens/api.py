@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from sas_project.api import ApiView, StrictSerializer, errors, query_params, validated
-from sas_project.named_views import Doc, NamedResourcesView, collection_schema
+from sas_project.named_views import Doc, NamedResourcesView, collection_schema, operation
 from sas_project.tokens.models import ApiToken, TokenStatus
 from sas_project.tokens.services import token_create, token_for, token_revoke, tokens_visible
 
@@ -118,10 +118,10 @@ class TokensView(NamedResourcesView):
 class TokenView(ApiView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(
-        operation_id="tokens_read",
-        tags=["tokens"],
-        summary="One of your API tokens",
+    @operation(
+        "tokens",
+        "tokens_read",
+        "One of your API tokens",
         responses={200: TokenSerializer, **errors(401, 404)},
     )
     def get(self, request: Request, token_id: int) -> Response:
@@ -131,10 +131,10 @@ class TokenView(ApiView):
 class TokenRevokeView(ApiView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(
-        operation_id="tokens_revoke",
-        tags=["tokens"],
-        summary="Revoke an API token (yours; an administrator: any)",
+    @operation(
+        "tokens",
+        "tokens_revoke",
+        "Revoke an API token (yours; an administrator: any)",
         description="Idempotent: revoking a revoked token answers it as it is.",
         request=RevokeSerializer,
         responses={200: TokenSerializer, **errors(400, 401, 404)},
