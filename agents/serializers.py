@@ -4,8 +4,8 @@ header value is write-only: it is never shown. Request bodies are strict
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -114,6 +114,21 @@ class EndpointInputField(serializers.Field):
         return value
 
 
+_Number = TypeVar("_Number", serializers.IntegerField, serializers.FloatField)
+
+
+def _optional_limit(field: Callable[..., _Number], min_value: float, help_text: str) -> _Number:
+    """A limit a pool may leave out or set to null: it then has none."""
+    return field(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=min_value,
+        max_value=100_000,
+        help_text=help_text,
+    )
+
+
 class PoolWriteSerializer(StrictSerializer):
     """Creating a pool: `name` is required; `kind` defaults to http, `endpoints` to none."""
 
@@ -130,21 +145,13 @@ class PoolWriteSerializer(StrictSerializer):
     endpoints = serializers.ListField(
         child=EndpointInputField(), required=False, default=list, max_length=100
     )
-    max_in_flight = serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        default=None,
-        min_value=1,
-        max_value=100_000,
-        help_text="At most this many calls in flight; steps beyond it wait for capacity (null: no limit).",
+    max_in_flight = _optional_limit(
+        serializers.IntegerField,
+        1,
+        "At most this many calls in flight; steps beyond it wait for capacity (null: no limit).",
     )
-    max_per_second = serializers.FloatField(
-        required=False,
-        allow_null=True,
-        default=None,
-        min_value=0.001,
-        max_value=100_000,
-        help_text="At most this many calls started per second (null: no limit).",
+    max_per_second = _optional_limit(
+        serializers.FloatField, 0.001, "At most this many calls started per second (null: no limit)."
     )
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)

@@ -361,72 +361,84 @@ _OUTCOMES = (
     "query) carries the same operation ID. What is retried, and how, is the step's policy's."
 )
 
-REMOTE_CALL = OpenApiWebhook(
-    name="remoteCall",
-    decorator={
-        "post": {
-            "operationId": "remote_call",
-            "tags": ["remote contract"],
-            "summary": "A step's call, as an HTTP remote receives it",
+
+def _remote_webhook(
+    name: str, method: str, operation_id: str, *, summary: str, description: str, **operation: Any
+) -> OpenApiWebhook:
+    """A request of the remote contract, as an HTTP remote receives it: `operation` holds the
+    rest of the operation (parameters, body, responses, callbacks)."""
+    return OpenApiWebhook(
+        name=name,
+        decorator={
+            method: {
+                "operationId": operation_id,
+                "tags": ["remote contract"],
+                "summary": summary,
+                "description": description,
+                **operation,
+            }
+        },
+    )
+
+
+REMOTE_CALL = _remote_webhook(
+    "remoteCall",
+    "post",
+    "remote_call",
+    summary="A step's call, as an HTTP remote receives it",
+    description=(
+        "POSTed by an agent to `<endpoint URL><step path>` (or `<compensation path>` for "
+        "the undo, whose body names the operation it `compensates`), one attempt at a "
+        "time." + _ENDPOINT_HEADER_NOTE + " " + _OUTCOMES
+    ),
+    parameters=_parameters(REMOTE_CALL_HEADERS),
+    requestBody=_json_body("RemoteCall", "The call."),
+    responses={
+        "200": _json_answer(
+            "Done: the body (any JSON; not JSON is recorded as null) is the step's "
+            "output. Any 2xx other than 202 means the same."
+        ),
+        "202": {
             "description": (
-                "POSTed by an agent to `<endpoint URL><step path>` (or `<compensation path>` for "
-                "the undo, whose body names the operation it `compensates`), one attempt at a "
-                "time." + _ENDPOINT_HEADER_NOTE + " " + _OUTCOMES
-            ),
-            "parameters": _parameters(REMOTE_CALL_HEADERS),
-            "requestBody": _json_body("RemoteCall", "The call."),
-            "responses": {
-                "200": _json_answer(
-                    "Done: the body (any JSON; not JSON is recorded as null) is the step's "
-                    "output. Any 2xx other than 202 means the same."
-                ),
-                "202": {
-                    "description": (
-                        "Accepted: the remote reports the result later, by POSTing it to "
-                        "`X-SAS-Callback-URL` (see this operation's callbacks). The attempt stays "
-                        "in flight; its deadline still applies unless heartbeats move it."
-                    )
-                },
-                "3XX": {"description": "Not followed: a business failure."},
-                "408": {"description": "A transient failure (retried by the policy's default)."},
-                "429": {"description": "A transient failure (retried by the policy's default)."},
-                "4XX": {
-                    "description": (
-                        "Any other 4xx: a business failure, the remote's refusal (not retried by "
-                        "default; the policy decides: compensate, fail or hold)."
-                    )
-                },
-                "5XX": {"description": "A transient failure (retried by the policy's default)."},
-            },
-            # Filled in by `complete_webhooks` from the service's own callback operations.
-            "callbacks": {},
-        }
+                "Accepted: the remote reports the result later, by POSTing it to "
+                "`X-SAS-Callback-URL` (see this operation's callbacks). The attempt stays "
+                "in flight; its deadline still applies unless heartbeats move it."
+            )
+        },
+        "3XX": {"description": "Not followed: a business failure."},
+        "408": {"description": "A transient failure (retried by the policy's default)."},
+        "429": {"description": "A transient failure (retried by the policy's default)."},
+        "4XX": {
+            "description": (
+                "Any other 4xx: a business failure, the remote's refusal (not retried by "
+                "default; the policy decides: compensate, fail or hold)."
+            )
+        },
+        "5XX": {"description": "A transient failure (retried by the policy's default)."},
     },
+    # Filled in by `complete_webhooks` from the service's own callback operations.
+    callbacks={},
 )
 
-REMOTE_STATUS_QUERY = OpenApiWebhook(
-    name="remoteStatusQuery",
-    decorator={
-        "get": {
-            "operationId": "remote_status_query",
-            "tags": ["remote contract"],
-            "summary": "Did an operation happen? (the step's status_path)",
-            "description": (
-                "Before retrying a call that got no answer (the policy's `reconcile_before_retry`), "
-                "the agent asks `<endpoint URL><status_path>`, `{operation_id}` replaced by the "
-                "operation ID (URL-encoded). No body, no callback URL." + _ENDPOINT_HEADER_NOTE
-            ),
-            "parameters": _parameters(
-                {name: spec for name, spec in REMOTE_CALL_HEADERS.items() if name != "X-SAS-Callback-URL"}
-            ),
-            "responses": {
-                "200": _json_answer(
-                    "It happened: the body (any JSON) is the step's output; nothing is called again."
-                ),
-                "404": {"description": "It never happened: the step may be called again safely."},
-                "default": {"description": "Anything else: a transient failure; asked again later."},
-            },
-        }
+REMOTE_STATUS_QUERY = _remote_webhook(
+    "remoteStatusQuery",
+    "get",
+    "remote_status_query",
+    summary="Did an operation happen? (the step's status_path)",
+    description=(
+        "Before retrying a call that got no answer (the policy's `reconcile_before_retry`), "
+        "the agent asks `<endpoint URL><status_path>`, `{operation_id}` replaced by the "
+        "operation ID (URL-encoded). No body, no callback URL." + _ENDPOINT_HEADER_NOTE
+    ),
+    parameters=_parameters(
+        {name: spec for name, spec in REMOTE_CALL_HEADERS.items() if name != "X-SAS-Callback-URL"}
+    ),
+    responses={
+        "200": _json_answer(
+            "It happened: the body (any JSON) is the step's output; nothing is called again."
+        ),
+        "404": {"description": "It never happened: the step may be called again safely."},
+        "default": {"description": "Anything else: a transient failure; asked again later."},
     },
 )
 

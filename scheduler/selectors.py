@@ -217,13 +217,16 @@ def job_detail(*, user: Any, job_id: uuid.UUID | str) -> Job:
 # The job as the API shows it, read at speed on PostgreSQL: three prepared statements into light
 # rows with the attributes the representation reads (scheduler.serializers.job_data), instead of
 # three ORM queries compiled and turned into model instances on every submission and job read.
+# Each column is named as the light row's attribute (`_named` reads the names back).
 # tests/api/test_jobs.py checks that both reads render the same.
 
 JOB_SQL = """
-SELECT j.id, j.status, j.input, j.result, j.compensation_reason, j.paused_at, j.deadline,
-       j.created_at, j.updated_at, j.finished_at, w.name, w.version, u.username, j.callback_url,
-       j.business_key, j.priority, j.rerun_of_id,
-       ARRAY(SELECT r.id FROM scheduler_job r WHERE r.rerun_of_id = j.id ORDER BY r.created_at),
+SELECT j.id AS pk, j.status, j.input, j.result, j.compensation_reason, j.paused_at, j.deadline,
+       j.created_at, j.updated_at, j.finished_at, w.name AS workflow_name,
+       w.version AS workflow_version, u.username AS submitter, j.callback_url, j.business_key,
+       j.priority, j.rerun_of_id,
+       ARRAY(SELECT r.id FROM scheduler_job r WHERE r.rerun_of_id = j.id ORDER BY r.created_at)
+           AS rerun_ids,
        j.parent_job_id, j.parent_step
 FROM scheduler_job j
 JOIN scheduler_workflow w ON w.id = j.workflow_id
@@ -231,20 +234,22 @@ LEFT JOIN auth_user u ON u.id = j.submitter_id
 WHERE j.id = %s AND (%s OR j.submitter_id = %s)
 """
 STEPS_SQL = """
-SELECT s.id, s.name, s.kind, s.compensates_id, s.status, s.operation_id, s.attempt, s.calls,
-       s.last_outcome, p.name, s.deadline, s.not_before, s.output, s.error, s.created_at,
-       s.updated_at, s.finished_at, s.input_override, s.reused_from_id, d.kind, d.signal, d."group",
-       s.status_reason, d.child_workflow,
+SELECT s.id AS pk, s.name, s.kind, s.compensates_id, s.status, s.operation_id, s.attempt, s.calls,
+       s.last_outcome, p.name AS pool, s.deadline, s.not_before, s.output, s.error, s.created_at,
+       s.updated_at, s.finished_at, s.input_override, s.reused_from_id, d.kind AS definition_kind,
+       d.signal AS definition_signal, d."group" AS definition_group, s.status_reason,
+       d.child_workflow AS definition_child_workflow,
        CASE WHEN d.kind = 'workflow' THEN (SELECT c.id FROM scheduler_job c
-                                          WHERE c.parent_job_id = s.job_id AND c.parent_step = s.name) END,
-       d.for_each
+                                          WHERE c.parent_job_id = s.job_id AND c.parent_step = s.name) END
+           AS child_job_id,
+       d.for_each AS definition_for_each
 FROM scheduler_step s
 JOIN scheduler_stepdefinition d ON d.id = s.definition_id
 LEFT JOIN agents_agentpool p ON p.id = s.pool_id
 WHERE s.job_id = %s AND s.item_index IS NULL ORDER BY s.id
 """
 ATTEMPTS_SQL = """
-SELECT a.step_id, a.number, a.kind, a.endpoint_url, p.name, a.policy_version, a.dispatched_at,
+SELECT a.step_id, a.number, a.kind, a.endpoint_url, p.name AS pool, a.policy_version, a.dispatched_at,
        a.deadline, a.started_at, a.finished_at, a.outcome, a.decided_by, a.status_code,
        a.latency_ms, a.response_excerpt, a.error, a.late_outcome, a.late_at, a.heartbeat_at,
        a.heartbeat_details
@@ -259,10 +264,24 @@ SELECT payload, status, tries, last_status_code, last_error, created_at, next_tr
 FROM scheduler_delivery WHERE job_id = %s AND kind = 'callback' ORDER BY id
 """
 
+#: The attributes of a light step's definition, read from its columns `definition_<name>`.
+_DEFINITION_ATTRS = ("kind", "signal", "group", "child_workflow", "for_each")
+
 
 def _json(value: Any) -> Any:
     """A jsonb column read raw (Django has psycopg hand jsonb over as text)."""
     return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _named(cursor: Any) -> list[dict[str, Any]]:
+    """The rows the cursor's statement read, each a dict by column name."""
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _light(row: dict[str, Any], **computed: Any) -> SimpleNamespace:
+    """A light row: the columns as attributes, those in `computed` replaced by its values."""
+    return SimpleNamespace(**{**row, **computed})
 
 
 class Rows(list[Any]):
@@ -314,106 +333,43 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
     job_uuid, everyone, owner = _reading(user, job_id)
     with connection.cursor() as cursor:
         cursor.execute(JOB_SQL, [job_uuid, everyone, owner])
-        row = cursor.fetchone()
-        if row is None:
+        found = _named(cursor)
+        if not found:
             raise job_missing(user=user, job_id=job_uuid)
+        row = found[0]
         cursor.execute(STEPS_SQL, [job_uuid])
-        step_rows = cursor.fetchall()
+        step_rows = _named(cursor)
         cursor.execute(ATTEMPTS_SQL, [job_uuid])
-        attempt_rows = cursor.fetchall()
-        callback_rows: list[Any] = []
-        if row[13]:  # only a job given a callback URL has callbacks
+        attempt_rows = _named(cursor)
+        callback_rows: list[dict[str, Any]] = []
+        if row["callback_url"]:  # only a job given a callback URL has callbacks
             cursor.execute(CALLBACKS_SQL, [job_uuid])
-            callback_rows = cursor.fetchall()
+            callback_rows = _named(cursor)
     attempts: dict[int, Rows] = {}
     for a in attempt_rows:
-        attempts.setdefault(a[0], Rows()).append(
-            SimpleNamespace(
-                number=a[1],
-                kind=a[2],
-                endpoint_url=a[3],
-                pool=SimpleNamespace(name=a[4]),
-                policy_version=a[5],
-                dispatched_at=a[6],
-                deadline=a[7],
-                started_at=a[8],
-                finished_at=a[9],
-                outcome=a[10],
-                decided_by=a[11],
-                status_code=a[12],
-                latency_ms=a[13],
-                response_excerpt=a[14],
-                error=a[15],
-                late_outcome=a[16],
-                late_at=a[17],
-                heartbeat_at=a[18],
-                heartbeat_details=_json(a[19]),
-            )
+        attempts.setdefault(a.pop("step_id"), Rows()).append(
+            _light(a, pool=SimpleNamespace(name=a["pool"]), heartbeat_details=_json(a["heartbeat_details"]))
         )
     steps = Rows(
-        SimpleNamespace(
-            pk=s[0],
-            name=s[1],
-            kind=s[2],
-            compensates_id=s[3],
-            status=s[4],
-            operation_id=s[5],
-            attempt=s[6],
-            calls=s[7],
-            last_outcome=s[8],
-            pool=SimpleNamespace(name=s[9]) if s[9] is not None else None,
-            definition=SimpleNamespace(
-                kind=s[19], signal=s[20], group=s[21], child_workflow=s[23], for_each=s[25]
-            ),
-            status_reason=s[22],
-            child_job_id=s[24],
-            deadline=s[10],
-            not_before=s[11],
-            output=_json(s[12]),
-            error=s[13],
-            created_at=s[14],
-            updated_at=s[15],
-            finished_at=s[16],
-            input_override=_json(s[17]),
-            reused_from_id=s[18],
-            attempts=attempts.get(s[0], Rows()),
+        _light(
+            {name: value for name, value in s.items() if not name.startswith("definition_")},
+            pool=SimpleNamespace(name=s["pool"]) if s["pool"] is not None else None,
+            definition=SimpleNamespace(**{name: s[f"definition_{name}"] for name in _DEFINITION_ATTRS}),
+            output=_json(s["output"]),
+            input_override=_json(s["input_override"]),
+            attempts=attempts.get(s["pk"], Rows()),
         )
         for s in step_rows
     )
     _attach_item_summaries(steps)
-    return SimpleNamespace(
-        pk=row[0],
-        status=row[1],
-        input=_json(row[2]),
-        result=_json(row[3]),
-        compensation_reason=row[4],
-        paused_at=row[5],
-        deadline=row[6],
-        created_at=row[7],
-        updated_at=row[8],
-        finished_at=row[9],
-        workflow=SimpleNamespace(name=row[10], version=row[11]),
-        submitter=SimpleNamespace(username=row[12]) if row[12] is not None else None,
-        callback_url=row[13],
-        business_key=row[14],
-        priority=row[15],
-        rerun_of_id=row[16],
-        rerun_ids=row[17] or [],
-        parent_job_id=row[18],
-        parent_step=row[19],
-        callbacks=[
-            SimpleNamespace(
-                payload=_json(c[0]),
-                status=c[1],
-                tries=c[2],
-                last_status_code=c[3],
-                last_error=c[4],
-                created_at=c[5],
-                next_try_at=c[6],
-                delivered_at=c[7],
-            )
-            for c in callback_rows
-        ],
+    return _light(
+        {name: value for name, value in row.items() if not name.startswith("workflow_")},
+        input=_json(row["input"]),
+        result=_json(row["result"]),
+        workflow=SimpleNamespace(name=row["workflow_name"], version=row["workflow_version"]),
+        submitter=SimpleNamespace(username=row["submitter"]) if row["submitter"] is not None else None,
+        rerun_ids=row["rerun_ids"] or [],
+        callbacks=[_light(c, payload=_json(c["payload"])) for c in callback_rows],
         steps=steps,
     )
 

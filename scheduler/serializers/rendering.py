@@ -135,10 +135,6 @@ ATTEMPT_FIELDS: Fields[Attempt] = {
 }
 
 
-def attempt_data(attempt: Attempt) -> dict[str, Any]:
-    return render(ATTEMPT_FIELDS, attempt)
-
-
 STEP_FIELDS: Fields[Step] = {
     "id": attrgetter("pk"),
     "name": attrgetter("name"),
@@ -165,7 +161,7 @@ STEP_FIELDS: Fields[Step] = {
     "created_at": _time("created_at"),
     "updated_at": _time("updated_at"),
     "finished_at": _time("finished_at"),
-    "attempts": lambda step: [attempt_data(a) for a in step.attempts.all()],
+    "attempts": lambda step: [render(ATTEMPT_FIELDS, a) for a in step.attempts.all()],
 }
 
 
@@ -183,10 +179,6 @@ CALLBACK_FIELDS: Fields[Delivery] = {
     "next_try_at": _time("next_try_at"),
     "delivered_at": _time("delivered_at"),
 }
-
-
-def callback_data(delivery: Delivery) -> dict[str, Any]:
-    return render(CALLBACK_FIELDS, delivery)
 
 
 #: A job in a list: no input, result or steps (read the job for those).
@@ -216,7 +208,7 @@ JOB_FIELDS: Fields[Job] = {
     "paused_at": _time("paused_at"),
     "deadline": _time("deadline"),
     "callback_url": _or_none("callback_url"),
-    "callbacks": lambda job: [callback_data(d) for d in job.callbacks],
+    "callbacks": lambda job: [render(CALLBACK_FIELDS, d) for d in job.callbacks],
     "reruns": rerun_ids,
     "steps": lambda job: [step_data(s) for s in job.steps.all()],
 }
