@@ -246,6 +246,22 @@ def step_transition(
     unit.step_changed(step, to)
     for name, value in updates.items():
         setattr(step, name, value)
+    _step_event(unit, step, kind, source=source, reason=reason, data=data, frm=frm, to=to, actor=actor)
+
+
+def _step_event(
+    unit: Unit,
+    step: Step,
+    kind: EventKind,
+    *,
+    source: str,
+    reason: str,
+    data: dict[str, Any] | None,
+    frm: str = "",
+    to: str = "",
+    actor: User | None = None,
+) -> None:
+    """The event of a change to `step` (a move from `frm` to `to`, or none), naming its attempt."""
     unit.event(
         job_id=step.job_id,
         step=step,
@@ -279,15 +295,7 @@ def step_note(
     unit.step_changed(step)
     for name, value in {"updated_at": unit.now, **fields}.items():
         setattr(step, name, value)
-    unit.event(
-        job_id=step.job_id,
-        step=step,
-        kind=kind,
-        source=source,
-        attempt=step.attempt or None,
-        reason=reason,
-        data=data,
-    )
+    _step_event(unit, step, kind, source=source, reason=reason, data=data)
 
 
 def step_reuse(unit: Unit, step: Step, *, source: str, actor: User | None) -> None:
@@ -327,12 +335,11 @@ def step_postpone(
     fenced like a transition. The event is `kind` (a deadline extended, or a call accepted whose
     deadline became the first heartbeat's)."""
     _move_deadline(unit, step, deadline, {})
-    unit.event(
-        job_id=step.job_id,
-        step=step,
-        kind=kind,
+    _step_event(
+        unit,
+        step,
+        kind,
         source=source,
-        attempt=step.attempt or None,
         reason=reason,
         data={**(data or {}), "deadline": deadline.isoformat()},
     )
@@ -365,14 +372,14 @@ def step_heartbeat(
     else:
         _move_deadline(unit, step, deadline, fields)
     if reason:
-        unit.event(
-            job_id=step.job_id,
-            step=step,
-            kind=E.DEADLINE_EXTENDED,
+        moved_to = deadline.isoformat() if deadline is not None else None
+        _step_event(
+            unit,
+            step,
+            E.DEADLINE_EXTENDED,
             source=source,
-            attempt=step.attempt or None,
             reason=reason,
-            data={**(data or {}), "deadline": deadline.isoformat() if deadline is not None else None},
+            data={**(data or {}), "deadline": moved_to},
         )
 
 
@@ -396,14 +403,14 @@ def job_transition(
     to: str,
     *,
     source: str,
-    kind: EventKind | None = None,
     reason: str = "",
     actor: User | None = None,
     data: dict[str, Any] | None = None,
     **fields: Any,
 ) -> None:
-    """Move `job` to `to`, fenced on its current status and written at once. Entering a settled
-    status sets `finished_at`; leaving one (an operator reopening a failed job) clears it."""
+    """Move `job` to `to`, fenced on its current status and written at once, with the event its
+    new status writes (JOB_EVENTS). Entering a settled status sets `finished_at`; leaving one (an
+    operator reopening a failed job) clears it."""
     frm = job.status
     _check(JOB_TRANSITIONS, JOB_OPERATOR_ONLY, "job", frm, to, actor)
     undone_child = job.parent_job_id is not None and fields.get("compensation_reason") == "parent"
@@ -431,7 +438,7 @@ def job_transition(
         parent_notify(job)
     unit.event(
         job_id=job.pk,
-        kind=kind or JOB_EVENTS[to],
+        kind=JOB_EVENTS[to],
         source=source,
         from_status=frm,
         to_status=to,

@@ -202,9 +202,23 @@ def step_retry(
             note.update(edit)
         _note(unit, state, actor, EventKind.OPERATOR_RETRY, reason, step, note or None)
         _reopen_if_failed(unit, state, actor, reason)
-        if step.definition.waits:
-            # A wait is retried by waiting again (a new timeout, a timer's time read again).
-            step_begin_wait(
+        if calls:
+            step_dispatch(
+                unit,
+                state=state,
+                step=step,
+                source=operator_source(actor),
+                actor=actor,
+                pool=target,
+                avoid_endpoint_id=step.endpoint_id,
+                reason=reason or ("retried on pool " + pool if pool else "retried by an operator"),
+            )
+        else:
+            # A wait is retried by waiting again (a new timeout, a timer's time read again); a
+            # workflow step waits again for the child it started (settled at once if that child
+            # has settled): a retry never starts a second child, whose own steps are retried in it.
+            begin = step_begin_wait if step.definition.waits else step_begin_child
+            begin(
                 unit,
                 state=state,
                 step=step,
@@ -212,31 +226,6 @@ def step_retry(
                 actor=actor,
                 reason=reason or "retried by an operator",
             )
-            job_advance(unit, state=state, source=operator_source(actor), actor=actor)
-            return step
-        if step.definition.kind == StepDefinitionKind.WORKFLOW:
-            # Waits again for the child it started (settled at once if that child has settled):
-            # a retry never starts a second child. Its child's own steps are retried in the child.
-            step_begin_child(
-                unit,
-                state=state,
-                step=step,
-                source=operator_source(actor),
-                actor=actor,
-                reason=reason or "retried by an operator",
-            )
-            job_advance(unit, state=state, source=operator_source(actor), actor=actor)
-            return step
-        step_dispatch(
-            unit,
-            state=state,
-            step=step,
-            source=operator_source(actor),
-            actor=actor,
-            pool=target,
-            avoid_endpoint_id=step.endpoint_id,
-            reason=reason or ("retried on pool " + pool if pool else "retried by an operator"),
-        )
         job_advance(unit, state=state, source=operator_source(actor), actor=actor)
         return step
 
@@ -319,18 +308,44 @@ def step_resolve(*, actor: User | None, step_id: Any, output: Any, reason: str =
         return step
 
 
+@dataclass(frozen=True)
+class _Stop:
+    """How an operator stops a job: from which statuses (`stoppable`, while it is not compensating
+    yet), what a refusal says, the operator's event, the compensation's reason code, the reason
+    when the operator gives none, and what a bulk preview says it will do."""
+
+    stoppable: Collection[str]
+    refused: str
+    kind: EventKind
+    reason_code: str
+    said: str
+    preview: str
+
+
+#: The stops by bulk action name: the action and its preview accept the same jobs.
+_STOPS = {
+    "compensate": _Stop(
+        (*JOB_FORWARD, J.FAILED),
+        "it cannot be compensated now",
+        EventKind.OPERATOR_COMPENSATE,
+        "operator",
+        "compensation requested by an operator",
+        "stop the job and undo what it did",
+    ),
+    "cancel": _Stop(
+        JOB_FORWARD,
+        "it cannot be cancelled now",
+        EventKind.OPERATOR_CANCEL,
+        "cancel",
+        "cancelled by an operator",
+        "cancel the job and undo what it did",
+    ),
+}
+
+
 def job_compensate(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
     """Stop the job and undo what its steps did, in reverse dependency order."""
-    return _stop(
-        actor,
-        job_id,
-        reason,
-        stoppable=(*JOB_FORWARD, J.FAILED),
-        refused="it cannot be compensated now",
-        kind=EventKind.OPERATOR_COMPENSATE,
-        reason_code="operator",
-        said="compensation requested by an operator",
-    )
+    return _stop(actor, job_id, reason, _STOPS["compensate"])
 
 
 def job_rerun(
@@ -390,46 +405,26 @@ def job_rerun(
 
 def job_cancel(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
     """Stop dispatching and compensate what ran; the job ends `cancelled`."""
-    return _stop(
-        actor,
-        job_id,
-        reason,
-        stoppable=JOB_FORWARD,
-        refused="it cannot be cancelled now",
-        kind=EventKind.OPERATOR_CANCEL,
-        reason_code="cancel",
-        said="cancelled by an operator",
-    )
+    return _stop(actor, job_id, reason, _STOPS["cancel"])
 
 
-def _stop(
-    actor: User | None,
-    job_id: Any,
-    reason: str,
-    *,
-    stoppable: Collection[str],
-    refused: str,
-    kind: EventKind,
-    reason_code: str,
-    said: str,
-) -> Job:
-    """An operator stops a job that is in one of the `stoppable` statuses and not compensating
-    yet, and its compensation starts (`reason_code`), under the job's lock; `said` is the reason
-    when the operator gives none."""
+def _stop(actor: User | None, job_id: Any, reason: str, stop: _Stop) -> Job:
+    """An operator stops a job that `stop` accepts and its compensation starts, under the job's
+    lock."""
     actor = _require_actor(actor)
     with unit_of_work() as unit:
         state = _lock(unit, job_id)
         job = state.job
-        if job.compensation_reason or job.status not in stoppable:
-            raise ActionNotAllowed(f"job {job.pk} is {job.status}: {refused}")
-        _note(unit, state, actor, kind, reason)
+        if job.compensation_reason or job.status not in stop.stoppable:
+            raise ActionNotAllowed(f"job {job.pk} is {job.status}: {stop.refused}")
+        _note(unit, state, actor, stop.kind, reason)
         job_start_compensation(
             unit,
             state=state,
-            reason_code=reason_code,
+            reason_code=stop.reason_code,
             source=operator_source(actor),
             actor=actor,
-            reason=reason or said,
+            reason=reason or stop.said,
         )
         return job
 
@@ -493,13 +488,10 @@ def _preview_one(action: str, step: Step, job: Job) -> BulkItem:
         else:
             what = f"dispatch attempt {step.attempt + 1} now"
         return BulkItem(step.pk, str(job.pk), step.name, True, f"{what} (was {step.status})")
-    if action == "cancel":
-        if job.compensation_reason or job.status not in JOB_FORWARD:
-            return BulkItem(step.pk, str(job.pk), step.name, False, f"job is {job.status}: cannot cancel")
-        return BulkItem(step.pk, str(job.pk), step.name, True, "cancel the job and undo what it did")
-    if job.compensation_reason or job.status not in (*JOB_FORWARD, J.FAILED):
-        return BulkItem(step.pk, str(job.pk), step.name, False, f"job is {job.status}: cannot compensate")
-    return BulkItem(step.pk, str(job.pk), step.name, True, "stop the job and undo what it did")
+    stop = _STOPS[action]
+    if job.compensation_reason or job.status not in stop.stoppable:
+        return BulkItem(step.pk, str(job.pk), step.name, False, f"job is {job.status}: cannot {action}")
+    return BulkItem(step.pk, str(job.pk), step.name, True, stop.preview)
 
 
 def bulk_preview(*, action: str, step_ids: list[int]) -> list[BulkItem]:

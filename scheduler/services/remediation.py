@@ -14,7 +14,7 @@ from agents.outcome import AttemptKind, Outcome
 from scheduler.models import Attempt, EventKind, Step, StepKind, StepStatus
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.heartbeats import timed_out_reason
-from scheduler.services.locking import JOB_FORWARD, JobState
+from scheduler.services.locking import JobState
 from scheduler.services.saga import job_advance, job_end_for_step, step_hold
 from scheduler.transitions import attempts_time_out, step_postpone, step_transition
 from scheduler.unit import Unit
@@ -141,8 +141,8 @@ def step_give_up(unit: Unit, *, state: JobState, step: Step, action: str, source
     if action == "hold" or step.kind == StepKind.COMPENSATION:
         step_hold(unit, state=state, step=step, source=source, reason=reason)
         return
-    step_transition(unit, step, S.FAILED, source=source, kind=E.STEP_FAILED, reason=reason)
-    if state.job.status not in JOB_FORWARD or step.kind == StepKind.ITEM:
+    step_transition(unit, step, S.FAILED, source=source, reason=reason)
+    if step.kind == StepKind.ITEM:
         # An item's failure counts against its fan-out's join (scheduler.services.fanout).
         job_advance(unit, state=state, source=source)
     else:

@@ -148,14 +148,7 @@ def _fan_out_failed(unit: Unit, state: JobState, step: Step, *, source: str, rea
         return
     if step.status != S.FAILED:
         step_transition(
-            unit,
-            step,
-            S.FAILED,
-            source=source,
-            kind=EventKind.STEP_FAILED,
-            reason=reason,
-            status_reason=reason,
-            error=reason,
+            unit, step, S.FAILED, source=source, reason=reason, status_reason=reason, error=reason
         )
     job_end_for_step(unit, state=state, step=step, action=action, source=source, reason=reason)
 
@@ -167,15 +160,7 @@ def _condition_met(unit: Unit, state: JobState, step: Step, deps: list[Step], *,
     definition = step.definition
     if deps and all(d.status == S.SKIPPED for d in deps) and not definition.run_if_skipped:
         why = f"every step it depends on was skipped ({', '.join(d.name for d in deps)})"
-        step_transition(
-            unit,
-            step,
-            S.SKIPPED,
-            source=source,
-            reason=why,
-            data={"skipped": "dependencies"},
-            status_reason=why,
-        )
+        _skip(unit, step, why, source=source, data={"skipped": "dependencies"})
         return False
     if not definition.when:
         return True
@@ -191,17 +176,19 @@ def _condition_met(unit: Unit, state: JobState, step: Step, deps: list[Step], *,
         return False
     if expressions.truthy(value):
         return True
-    why = f"its condition {definition.when!r} is false"
-    step_transition(
+    _skip(
         unit,
         step,
-        S.SKIPPED,
+        f"its condition {definition.when!r} is false",
         source=source,
-        reason=why,
         data={"when": definition.when, "value": value},
-        status_reason=why,
     )
     return False
+
+
+def _skip(unit: Unit, step: Step, why: str, *, source: str, data: dict[str, Any]) -> None:
+    """Skip a ready step that does not run, saying why on its event and in its status."""
+    step_transition(unit, step, S.SKIPPED, source=source, reason=why, data=data, status_reason=why)
 
 
 def step_input(state: JobState, *, step: Step) -> Any:
@@ -224,24 +211,13 @@ def job_fail(unit: Unit, *, state: JobState, source: str, reason: str, actor: Us
     for step in state.actions:
         if step.status == S.WAITING and step.fans_out:
             fan_out_unwind(unit, state=state, step=step, source=source, start=False)
-            step_transition(
-                unit, step, S.FAILED, source=source, kind=EventKind.STEP_ABANDONED, reason="job failed"
-            )
+            _abandon(unit, step, "job failed", source=source)
         elif _child_stopped(unit, state, step, source=source, reason="its parent job failed"):
-            step_transition(
-                unit,
-                step,
-                S.FAILED,
-                source=source,
-                kind=EventKind.STEP_ABANDONED,
-                reason="job failed: it no longer waits for its child job",
-            )
+            _abandon(unit, step, "job failed: it no longer waits for its child job", source=source)
         elif step.status in (S.PENDING, S.WAITING):
             step_transition(unit, step, S.SKIPPED, source=source, reason="job failed")
         elif step.status in STEP_AWAITING:
-            step_transition(
-                unit, step, S.FAILED, source=source, kind=EventKind.STEP_ABANDONED, reason="job failed"
-            )
+            _abandon(unit, step, "job failed", source=source)
     job_transition(unit, state.job, J.FAILED, source=source, reason=reason, actor=actor)
 
 
@@ -280,17 +256,7 @@ def step_hold(
 ) -> None:
     """Park `step` for an operator (held, `fields` written with the move) and move its job on:
     the job needs attention while a step is held."""
-    step_transition(
-        unit,
-        step,
-        S.HELD,
-        source=source,
-        kind=EventKind.STEP_HELD,
-        actor=actor,
-        reason=reason,
-        data=data,
-        **fields,
-    )
+    step_transition(unit, step, S.HELD, source=source, actor=actor, reason=reason, data=data, **fields)
     job_advance(unit, state=state, source=source, actor=actor)
 
 
@@ -305,8 +271,11 @@ def job_end_for_step(
     actor: User | None = None,
 ) -> None:
     """A forward step failed for good and its policy's on_exhausted (`action`) ends its job:
-    failed for "fail", compensated otherwise. The caller has moved the step and holds the job,
-    still running forward."""
+    failed for "fail", compensated otherwise. The caller has moved the step and holds the job. A
+    job that no longer runs forward (it is already being stopped) only moves on."""
+    if state.job.status not in JOB_FORWARD:
+        job_advance(unit, state=state, source=source, actor=actor)
+        return
     why = f"step {step.name} failed: {reason}"
     if action == "fail":
         job_fail(unit, state=state, source=source, reason=why, actor=actor)
@@ -358,14 +327,12 @@ def _stop_forward_work(unit: Unit, state: JobState, actions: list[Step], *, sour
                 unit, step, S.SKIPPED, source=source, reason=f"job is {job.status}: never started"
             )
         elif step.status in STEP_AWAITING:
-            step_transition(
-                unit,
-                step,
-                S.FAILED,
-                source=source,
-                kind=EventKind.STEP_ABANDONED,
-                reason=f"job is {job.status}: no further attempts",
-            )
+            _abandon(unit, step, f"job is {job.status}: no further attempts", source=source)
+
+
+def _abandon(unit: Unit, step: Step, why: str, *, source: str) -> None:
+    """Fail a forward step of a job that stopped running: nothing more is tried for it."""
+    step_transition(unit, step, S.FAILED, source=source, kind=EventKind.STEP_ABANDONED, reason=why)
 
 
 def _dependents(actions: list[Step]) -> dict[str, list[Step]]:
@@ -430,14 +397,7 @@ def _unwind_fan_outs(undo: _Undo) -> bool:
         if fan_out_unwind(unit, state=undo.state, step=group, source=source, start=ready) and ready:
             moved = True
             if group.status == S.WAITING:
-                step_transition(
-                    unit,
-                    group,
-                    S.FAILED,
-                    source=source,
-                    kind=EventKind.STEP_ABANDONED,
-                    reason=f"job is {job.status}: its items are stopped and undone",
-                )
+                _abandon(unit, group, f"job is {job.status}: its items are stopped and undone", source=source)
             else:
                 step_transition(
                     unit,

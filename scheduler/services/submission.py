@@ -369,7 +369,7 @@ def _submit_in_python(
         # timer is written without this check.
         timers_check_input(definitions, payload=payload)
         unit.now = definitions[0].db_now  # type: ignore[attr-defined]
-        job = _create_job(unit, definitions, payload, user, key, request_hash, extra).job
+        job = _create_job(unit, definitions, payload, user, request_hash, extra, idempotency_key=key).job
     return Submission(job_id=job.pk, created=True, loaded=job)
 
 
@@ -378,10 +378,10 @@ def _create_job(
     definitions: Sequence[StepDefinition],
     payload: dict[str, Any],
     user: User | None,
-    idempotency_key: str | None,
     request_hash: str,
     extra: Extra,
     *,
+    idempotency_key: str | None = None,
     actor: User | None = None,
     source: str = SCHEDULER,
     reason: str = "",
@@ -391,7 +391,8 @@ def _create_job(
     parent: Step | None = None,
 ) -> JobState:
     """Create a job with its steps and its `job_submitted` event, and start it. `user` submits it,
-    `actor` (default: the user) did it. A rerun names the original (`rerun_of`) and the steps
+    `actor` (default: the user) did it; only a client's submission carries an `idempotency_key`
+    (a rerun or a child job has none). A rerun names the original (`rerun_of`) and the steps
     whose output it reuses (`reuse`, by name): those succeed at once with that output
     (scheduler.transitions.step_reuse, with their own event) and are never called. A child job
     names the sub-workflow step that starts it (`parent`): its steps' operation IDs derive from
@@ -496,7 +497,6 @@ def child_create(
         definitions,
         payload,
         job.submitter,
-        None,
         "",
         Extra(trace_parent=job.trace_parent, business_key=job.business_key, priority=job.priority),
         source=source,
@@ -570,7 +570,6 @@ def rerun_create(
         definitions,
         payload,
         job.submitter,
-        None,
         _request_hash(job.workflow.name, payload),
         Extra(callback_url=job.callback_url, business_key=job.business_key, priority=job.priority),
         actor=actor,

@@ -282,12 +282,7 @@ def step_wait_failed(
         output=output,
         **said,
     )
-    if state.job.status not in JOB_FORWARD:
-        job_advance(unit, state=state, source=source, actor=actor)
-    else:
-        job_end_for_step(
-            unit, state=state, step=step, action=action, source=source, reason=reason, actor=actor
-        )
+    job_end_for_step(unit, state=state, step=step, action=action, source=source, reason=reason, actor=actor)
 
 
 def wait_expire(unit: Unit, *, state: JobState, step: Step, source: str) -> str:
