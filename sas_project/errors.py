@@ -52,6 +52,11 @@ class LimitReached(SasError, http_status=409, code="limit_reached"):
     """A user already has the most of something a setting allows."""
 
 
+class KeyBusy(SasError, http_status=409, code="concurrency_limit"):
+    """A job refused because its workflow's concurrency key is at its limit (on_limit
+    cancel_newest: scheduler.services.flow)."""
+
+
 class IdempotencyConflict(SasError, http_status=422, code="idempotency_conflict"):
     """An idempotency key reused with a different request: 422, as the IETF draft on the
     Idempotency-Key header says (409 is for a request still in progress)."""

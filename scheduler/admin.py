@@ -28,7 +28,7 @@ from sas_project.admin_access import (
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage
 from scheduler import contracts
-from scheduler.definitions import validate_steps, workflow_create
+from scheduler.definitions import concurrency_check, validate_steps, workflow_create
 from scheduler.models import PruneRun, Schedule, StepDefinition, StepDefinitionKind, Workflow
 from scheduler.schedules import (
     SCHEDULE_FIELDS,
@@ -187,7 +187,13 @@ class StepDefinitionInline(admin.TabularInline):
 class WorkflowForm(forms.ModelForm):
     class Meta:
         model = Workflow
-        fields = ["name", "description", "deadline_seconds", "input_schema"]
+        fields = ["name", "description", "deadline_seconds", "input_schema", "concurrency"]
+
+    def clean_concurrency(self) -> Any:
+        try:
+            return concurrency_check(self.cleaned_data.get("concurrency"))
+        except InvalidInput as exc:
+            raise ValidationError(exc.message) from exc
 
     def clean_input_schema(self) -> Any:
         try:
@@ -217,7 +223,7 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
     list_display = ["name", "version", "step_count", "deadline_seconds", "created_by", "created_at"]
     search_fields = ["name"]
     ordering = ["name", "-version"]
-    fields = ["name", "description", "deadline_seconds", "input_schema"]
+    fields = ["name", "description", "deadline_seconds", "input_schema", "concurrency"]
     change_form_template = "admin/scheduler/workflow/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Workflow]:
@@ -249,6 +255,7 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
             "description": source.description,
             "deadline_seconds": source.deadline_seconds,
             "input_schema": source.input_schema,
+            "concurrency": source.concurrency,
         }
 
     def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:
@@ -280,6 +287,7 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
             description=form.cleaned_data.get("description") or "",
             deadline_seconds=form.cleaned_data.get("deadline_seconds"),
             input_schema=form.cleaned_data.get("input_schema"),
+            concurrency=form.cleaned_data.get("concurrency"),
         )
         form.instance.pk, form.instance.version = workflow.pk, workflow.version
 

@@ -442,6 +442,7 @@ class WorkflowsView(NamedResourcesView):
                 description=data["description"],
                 deadline_seconds=data["deadline_seconds"],
                 input_schema=data.get("input_schema"),
+                concurrency=data.get("concurrency"),
             )
         return self.created(
             WorkflowSerializer(selectors.workflow_get(name, workflow.version)).data, name=name
@@ -496,6 +497,7 @@ class WorkflowView(NamedResourceView):
                 description=data.get("description", latest.description),
                 deadline_seconds=data.get("deadline_seconds", latest.deadline_seconds),
                 input_schema=data.get("input_schema", latest.input_schema),
+                concurrency=data.get("concurrency", latest.concurrency),
             )
         return selectors.workflow_get(name, workflow.version)
 

@@ -14,6 +14,8 @@ class SchedulerConfig(AppConfig):
         from scheduler.outbox import CHILD_SETTLED_TASK, CHILD_START_TASK
         from scheduler.selectors import endpoint_recent_outcomes
         from scheduler.services.dispatch import AGENT_TASK
+        from scheduler.services.flow import on_key_freed
+        from scheduler.transitions import key_freed
 
         # The agent task is enqueued as a compact row (a function path and two ids), which the
         # scheduler's SQL can write too; the broker turns it back into django-q2's task.
@@ -22,5 +24,7 @@ class SchedulerConfig(AppConfig):
         register_compact_task(CHILD_SETTLED_TASK, "step-{0}-child-settled")
         # Endpoint health judges an endpoint by the calls made through it: the attempts are ours.
         register_outcome_reader(endpoint_recent_outcomes)
+        # A job that settles starts what waits for its concurrency key.
+        key_freed.connect(on_key_freed, dispatch_uid="scheduler.flow.on_key_freed")
         # The database's functions and triggers match their files (sas_project.dbcode).
         checks.register(dbcode.check, checks.Tags.database)

@@ -381,6 +381,36 @@ def workflow_plain(specs: Iterable[Mapping[str, Any]]) -> bool:
     return all(step_plain(spec) for spec in specs)
 
 
+#: What a workflow's concurrency does with a job over its key's limit (scheduler.services.flow).
+ON_LIMIT = ("queue", "cancel_newest", "cancel_in_progress")
+
+
+def concurrency_check(value: Any) -> dict[str, Any] | None:
+    """A workflow's `concurrency` as stored, or None; InvalidInput saying what is wrong
+    (scheduler.services.flow applies it)."""
+    if value is None:
+        return None
+    field = "concurrency"
+    if not isinstance(value, dict):
+        raise InvalidInput("concurrency must be an object {key, limit, on_limit}", field=field)
+    unknown = sorted(set(value) - {"key", "limit", "on_limit"})
+    if unknown:
+        raise InvalidInput(f"concurrency has unknown members: {', '.join(unknown)}", field=field)
+    key = value.get("key")
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidInput("concurrency.key must be an expression over the input", field=f"{field}.key")
+    expressions.check(key, where=f"{field}.key", ancestors=set(), roots=("input",))
+    limit = value.get("limit")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        raise InvalidInput("concurrency.limit must be an integer from 1 to 10000", field=f"{field}.limit")
+    on_limit = value.get("on_limit") or "queue"
+    if on_limit not in ON_LIMIT:
+        raise InvalidInput(
+            f"concurrency.on_limit must be one of {', '.join(ON_LIMIT)}", field=f"{field}.on_limit"
+        )
+    return {"key": key, "limit": limit, "on_limit": on_limit}
+
+
 @transaction.atomic
 def workflow_create(
     *,
@@ -390,6 +420,7 @@ def workflow_create(
     description: str = "",
     deadline_seconds: float | None = None,
     input_schema: Any = None,
+    concurrency: Any = None,
     system: bool = False,
 ) -> Workflow:
     """Create the next version of workflow `name` from validated step specs (and its input's
@@ -408,6 +439,7 @@ def workflow_create(
         raise InvalidInput("description must be a string", field="description")
     ordered = validate_steps(steps, workflow=name)
     input_schema = contracts.schema_check(input_schema)
+    concurrency = concurrency_check(concurrency)
     latest = Workflow.objects.select_for_update().filter(name=name).order_by("-version").first()
     # Two first versions of one name can both pass the lock above (there is no row to lock yet):
     # the unique (name, version) constraint decides, and the loser is told to send again.
@@ -420,13 +452,20 @@ def workflow_create(
                 deadline_seconds,
                 actor,
                 input_schema,
-                plain=workflow_plain(ordered),
+                concurrency=concurrency,
+                # A keyed job frees its key when it settles: the Python path settles it.
+                plain=workflow_plain(ordered) and concurrency is None,
             )
     except IntegrityError as exc:
         raise StaleWrite(f"workflow {name!r} was changed at the same moment; send yours again") from exc
     StepDefinition.objects.bulk_create(
         [
-            StepDefinition(workflow=workflow, position=i, plain_outcome=outcome_plain(spec), **spec)
+            StepDefinition(
+                workflow=workflow,
+                position=i,
+                plain_outcome=outcome_plain(spec) and concurrency is None,
+                **spec,
+            )
             for i, spec in enumerate(ordered)
         ]
     )
@@ -442,6 +481,7 @@ def _create_version(
     actor: User | None,
     input_schema: dict[str, Any] | None,
     *,
+    concurrency: dict[str, Any] | None,
     plain: bool,
 ) -> Workflow:
     return Workflow.objects.create(
@@ -450,6 +490,7 @@ def _create_version(
         description=description,
         deadline_seconds=deadline_seconds,
         input_schema=input_schema,
+        concurrency=concurrency,
         plain=plain,
         created_by=cast(Any, actor) if actor is not None and actor.is_authenticated else None,
     )

@@ -227,7 +227,7 @@ SELECT j.id AS pk, j.status, j.input, j.result, j.compensation_reason, j.paused_
        j.priority, j.rerun_of_id,
        ARRAY(SELECT r.id FROM scheduler_job r WHERE r.rerun_of_id = j.id ORDER BY r.created_at)
            AS rerun_ids,
-       j.parent_job_id, j.parent_step
+       j.parent_job_id, j.parent_step, j.concurrency_key, w.concurrency AS workflow_concurrency
 FROM scheduler_job j
 JOIN scheduler_workflow w ON w.id = j.workflow_id
 LEFT JOIN auth_user u ON u.id = j.submitter_id
@@ -366,7 +366,11 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
         {name: value for name, value in row.items() if not name.startswith("workflow_")},
         input=_json(row["input"]),
         result=_json(row["result"]),
-        workflow=SimpleNamespace(name=row["workflow_name"], version=row["workflow_version"]),
+        workflow=SimpleNamespace(
+            name=row["workflow_name"],
+            version=row["workflow_version"],
+            concurrency=_json(row["workflow_concurrency"]),
+        ),
         submitter=SimpleNamespace(username=row["submitter"]) if row["submitter"] is not None else None,
         rerun_ids=row["rerun_ids"] or [],
         callbacks=[_light(c, payload=_json(c["payload"])) for c in callback_rows],

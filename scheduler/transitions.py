@@ -20,6 +20,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.db import transaction
+from django.dispatch import Signal
+
 from agents.outcome import Outcome
 from sas_project.errors import InvalidTransition, StaleWrite
 from scheduler.models import (
@@ -114,6 +117,9 @@ JOB_TRANSITIONS: dict[str, frozenset[str]] = {
     # after it succeeded; its own saga undoes its steps (scheduler.services.saga). No other job
     # makes this move (JOB_PARENT_ONLY): a succeeded job a client submitted is final for it.
     J.PENDING: frozenset({J.RUNNING, J.COMPENSATING, J.CANCELLED, J.FAILED}),
+    # Waiting for its concurrency key (scheduler.services.flow): it starts, or is cancelled
+    # (through compensation, which finds nothing to undo) before it ever ran.
+    J.WAITING: frozenset({J.RUNNING, J.COMPENSATING, J.CANCELLED}),
     J.RUNNING: frozenset({J.SUCCEEDED, J.COMPENSATING, J.FAILED, J.NEEDS_ATTENTION, J.CANCELLED}),
     J.NEEDS_ATTENTION: frozenset({J.RUNNING, J.SUCCEEDED, J.COMPENSATING, J.FAILED, J.CANCELLED}),
     J.COMPENSATING: frozenset({J.COMPENSATED, J.CANCELLED, J.NEEDS_ATTENTION}),
@@ -131,6 +137,7 @@ JOB_OPERATOR_ONLY: frozenset[tuple[str, str]] = frozenset({(J.FAILED, J.COMPENSA
 JOB_PARENT_ONLY: frozenset[tuple[str, str]] = frozenset({(J.SUCCEEDED, J.COMPENSATING)})
 
 JOB_EVENTS: dict[str, EventKind] = {
+    J.WAITING: E.JOB_WAITING,
     J.RUNNING: E.JOB_RUNNING,
     J.SUCCEEDED: E.JOB_SUCCEEDED,
     J.NEEDS_ATTENTION: E.JOB_NEEDS_ATTENTION,
@@ -397,6 +404,14 @@ def _move_deadline(unit: Unit, step: Step, deadline: dt.datetime, attempt_fields
 # --- jobs -------------------------------------------------------------------------------------------
 
 
+#: The statuses in which a job holds its concurrency key (scheduler.services.flow): live and not
+#: waiting. A job that leaves them frees its key: `key_freed` is sent once its transaction commits.
+KEY_HOLDING = frozenset({J.PENDING, J.RUNNING, J.NEEDS_ATTENTION, J.COMPENSATING})
+#: Sent after the commit of a transaction in which a job left KEY_HOLDING (workflow_id, key);
+#: scheduler.services.flow receives it and starts what waits for the key.
+key_freed = Signal()
+
+
 def job_transition(
     unit: Unit,
     job: Job,
@@ -430,6 +445,9 @@ def job_transition(
         setattr(job, name, value)
     if to in JOB_SETTLED and job.callback_url:
         callback_write(job, to)
+    if job.concurrency_key and frm in KEY_HOLDING and to not in KEY_HOLDING:
+        workflow_id, key = job.workflow_id, job.concurrency_key
+        transaction.on_commit(lambda: key_freed.send(sender=Job, workflow_id=workflow_id, key=key))
     if job.parent_job_id is not None and (
         to in JOB_SETTLED or (job.compensation_reason and J.NEEDS_ATTENTION in (frm, to))
     ):

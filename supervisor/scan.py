@@ -43,6 +43,7 @@ from scheduler.services import (
     steps_still_queued,
 )
 from scheduler.services.children import child_advance, children_due
+from scheduler.services.flow import StartFailed, jobs_release, waiting_keys
 from scheduler.services.quarantine import LoopStopped, Quarantiner, error_text, is_item_fault, not_quarantined
 from scheduler.services.wakeups import waits_due, waits_due_steps, waits_expire
 from scheduler.transitions import attempts_time_out
@@ -172,6 +173,7 @@ def scan(
         _sweep_job_deadlines(grant, report, size)
         _sweep_waits(grant, report, size)
         _sweep_children(grant, report, size)
+        _sweep_waiting_keys(grant, report, size)
         _remediate_due(_Due(grant, report, draw, size), max_batches)
     except LoopStopped:
         report.lost_lease = True
@@ -463,6 +465,33 @@ def _sweep_children(grant: LeaseGrant, report: ScanReport, size: int) -> None:
         with unit_of_work():
             _fence(grant)
             lease_progressed(grant)
+
+
+def _sweep_waiting_keys(grant: LeaseGrant, report: ScanReport, size: int) -> None:
+    """Jobs waiting for a concurrency key that has room start (a release lost with the process
+    that settled the key's holder): each key on its own, each job in its own transaction; a job
+    whose start raises is quarantined, and the key's next waiting job goes on."""
+    quarantine = Quarantiner(QuarantineLoop.CONCURRENCY, source=_source(grant))
+    for workflow, key in waiting_keys(limit=size):
+        started: list[Any] = []
+        failed_jobs: set[Any] = set()
+        while True:
+            try:
+                started += jobs_release(workflow, key=key)
+            except StartFailed as failed:
+                cause = failed.__cause__ or failed
+                if not is_item_fault(cause):
+                    raise cause from None
+                if failed.job_id in failed_jobs:
+                    break  # not recorded (over the pass's budget): the next pass tries again
+                failed_jobs.add(failed.job_id)
+                quarantine.job(failed.job_id, cause)
+                _quarantined(report)
+                continue
+            break
+        if started:
+            report.remediated += len(started)
+            report.decisions["key_released"] = report.decisions.get("key_released", 0) + len(started)
 
 
 def _source(grant: LeaseGrant) -> str:

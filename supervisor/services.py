@@ -325,7 +325,7 @@ class _Stop:
 #: The stops by bulk action name: the action and its preview accept the same jobs.
 _STOPS = {
     "compensate": _Stop(
-        (*JOB_FORWARD, J.FAILED),
+        (*JOB_FORWARD, J.FAILED, J.WAITING),
         "it cannot be compensated now",
         EventKind.OPERATOR_COMPENSATE,
         "operator",
@@ -333,7 +333,7 @@ _STOPS = {
         "stop the job and undo what it did",
     ),
     "cancel": _Stop(
-        JOB_FORWARD,
+        (*JOB_FORWARD, J.WAITING),
         "it cannot be cancelled now",
         EventKind.OPERATOR_CANCEL,
         "cancel",

@@ -65,10 +65,14 @@ def step(
     }
 
 
-def make_workflow(name: str, *steps: dict[str, Any], deadline_seconds: float | None = None) -> Workflow:
+def make_workflow(
+    name: str, *steps: dict[str, Any], deadline_seconds: float | None = None, **fields: Any
+) -> Workflow:
+    """A workflow of `steps` on the local pool and default policy; `fields` are workflow_create's
+    other fields (concurrency, input_schema, ...)."""
     make_pool()
     make_policy()
-    return workflow_create(name=name, steps=list(steps), deadline_seconds=deadline_seconds)
+    return workflow_create(name=name, steps=list(steps), deadline_seconds=deadline_seconds, **fields)
 
 
 def chain(name: str = "chain", n: int = 3, **step_kwargs: Any) -> Workflow:

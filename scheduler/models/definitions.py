@@ -25,6 +25,9 @@ class Workflow(models.Model):
     deadline_seconds = models.FloatField(null=True, blank=True)
     #: Optional JSON Schema (2020-12) every job's input must match (scheduler.contracts).
     input_schema = models.JSONField(null=True, blank=True)
+    #: Optional flow control by key: {"key": "<expression over the input>", "limit": N,
+    #: "on_limit": "queue" | "cancel_newest" | "cancel_in_progress"} (scheduler.services.flow).
+    concurrency = models.JSONField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -37,6 +37,8 @@ class EventKind(models.TextChoices):
     JOB_PAUSED = "job_paused", "Job paused"
     #: An operator resumed a paused job.
     JOB_RESUMED = "job_resumed", "Job resumed"
+    #: The job was created waiting for its concurrency key (scheduler.services.flow).
+    JOB_WAITING = "job_waiting", "Job waiting for its key"
     #: An attempt of the step was dispatched (its intent, deadline and task written).
     STEP_DISPATCHED = "step_dispatched", "Step dispatched"
     #: The remote answered with success; the step is done.

@@ -35,6 +35,9 @@ class JobStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
     #: A step is held for an operator.
     NEEDS_ATTENTION = "needs_attention", "Needs attention"
+    #: Created while its workflow's concurrency key was at its limit: nothing dispatched, no
+    #: deadline yet; it starts when the key has room (scheduler.services.flow).
+    WAITING = "waiting", "Waiting for its key"
 
 
 #: Final: the state machine has no move out of these statuses at all.
@@ -138,6 +141,9 @@ class Job(models.Model):
         "self", null=True, on_delete=models.SET_NULL, related_name="children", **OPTIONAL_POINTER
     )
     parent_step = models.CharField(max_length=120, blank=True, default="", db_default="")
+    #: The value of the workflow's concurrency key read from the input (scheduler.services.flow);
+    #: empty for a workflow without one, or when the key reads nothing.
+    concurrency_key = models.CharField(max_length=200, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -177,6 +183,12 @@ class Job(models.Model):
                 fields=["business_key", "-created_at"],
                 condition=~Q(business_key=""),
                 name="job_business_key_idx",
+            ),
+            # The jobs holding or waiting for a concurrency key (only jobs that have one).
+            models.Index(
+                fields=["concurrency_key", "status"],
+                condition=~Q(concurrency_key=""),
+                name="job_concurrency_key_idx",
             ),
             # A job's reruns.
             models.Index(fields=["rerun_of"], condition=Q(rerun_of__isnull=False), name="job_rerun_of_idx"),

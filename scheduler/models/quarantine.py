@@ -19,6 +19,8 @@ class QuarantineLoop(models.TextChoices):
     WAITS = "waits", "Waits"
     #: The scan's sweep of sub-workflow steps.
     CHILDREN = "children", "Children"
+    #: The start of jobs waiting for their concurrency key (scheduler.services.flow).
+    CONCURRENCY = "concurrency", "Concurrency keys"
     #: The schedules' firings.
     SCHEDULES = "schedules", "Schedules"
     #: History retention's archive and deletion batches.

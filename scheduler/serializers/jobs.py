@@ -88,6 +88,18 @@ class WaitingForSerializer(serializers.Serializer):
     )
 
 
+class JobWaitingForSerializer(serializers.Serializer):
+    """What a waiting job waits for (schema only; `job_waiting_for` renders it)."""
+
+    kind = serializers.ChoiceField(
+        choices=["concurrency"],
+        help_text="concurrency: its workflow's concurrency key is at its limit; it starts when a job "
+        "holding the key settles.",
+    )
+    key = serializers.CharField(help_text="The key's value, read from the job's input.")
+    limit = serializers.IntegerField(help_text="Jobs that may hold the key at once.")
+
+
 class StepItemSerializer(serializers.ModelSerializer):
     """One item of a fan-out step: its element, position, operation ID and fate."""
 
@@ -238,7 +250,14 @@ class JobSerializer(JobSummarySerializer):
     )
     callbacks = CallbackSerializer(many=True, read_only=True)
     reruns = serializers.SerializerMethodField(help_text="The jobs that rerun this one, oldest first.")
+    waiting_for = serializers.SerializerMethodField(
+        help_text="While the job is waiting for its concurrency key: which (null otherwise)."
+    )
     steps = StepSerializer(many=True, read_only=True)
+
+    @extend_schema_field(JobWaitingForSerializer(allow_null=True))
+    def get_waiting_for(self, job: Job) -> dict[str, Any] | None:
+        return rendering.job_waiting_for(job)
 
     def get_reruns(self, job: Job) -> list[str]:
         return rendering.rerun_ids(job)

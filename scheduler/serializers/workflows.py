@@ -197,6 +197,24 @@ class StepDefinitionSerializer(StrictSerializer):
         }
 
 
+class ConcurrencySerializer(StrictSerializer):
+    """Flow control by key (scheduler.services.flow): at most `limit` live jobs of the workflow
+    per value of `key`."""
+
+    key = serializers.CharField(
+        max_length=1000,
+        help_text="An expression over the input, written as conditions are (`input.account`); a job "
+        "whose key reads nothing is not limited.",
+    )
+    limit = serializers.IntegerField(min_value=1, max_value=10_000, help_text="Live jobs per key value.")
+    on_limit = serializers.ChoiceField(
+        choices=["queue", "cancel_newest", "cancel_in_progress"],
+        default="queue",
+        help_text="A job over the limit: waits (`queue`), is refused with a 409 naming the running job "
+        "(`cancel_newest`), or cancels the oldest running one and waits for it (`cancel_in_progress`).",
+    )
+
+
 class WorkflowSerializer(StrictSerializer):
     """A workflow version as read, and as written to create one (POST): `name` and `steps` are
     required."""
@@ -214,6 +232,7 @@ class WorkflowSerializer(StrictSerializer):
         help_text="A JSON Schema (2020-12) every job's input must match (a 400 lists each error with "
         "its JSON pointer). It may refer ($ref) only inside itself.",
     )
+    concurrency = ConcurrencySerializer(required=False, allow_null=True, default=None)
     steps = StepDefinitionSerializer(many=True)
     created_by = serializers.CharField(source="created_by.username", allow_null=True, read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
@@ -221,12 +240,14 @@ class WorkflowSerializer(StrictSerializer):
 
 class WorkflowReplaceSerializer(ReplaceMixin, WorkflowSerializer):
     """The next version (PUT) states description, deadline_seconds and steps; left out,
-    input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed."""
+    input_schema and concurrency are none (PATCH keeps the latest version's). A workflow cannot
+    be renamed."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["input_schema"].required = False
-        self.fields["input_schema"].default = None
+        for name in ("input_schema", "concurrency"):
+            self.fields[name].required = False
+            self.fields[name].default = None
 
 
 class WorkflowVersionSerializer(serializers.Serializer):

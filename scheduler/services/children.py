@@ -41,7 +41,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from jmespath.exceptions import JMESPathError
 
-from sas_project.errors import InvalidInput
+from sas_project.errors import InvalidInput, KeyBusy
 from scheduler import contracts, expressions
 from scheduler.models import (
     JOB_SETTLED,
@@ -206,9 +206,14 @@ def _start(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
             reason=f"the child job's {exc.message} (workflow {name!r} version {latest.version})",
             data={"errors": exc.detail.get("errors", [])},
         )
-    child = child_create(
-        unit, parent=state, step=step, definitions=definitions, payload=payload, source=source
-    )
+    try:
+        child = child_create(
+            unit, parent=state, step=step, definitions=definitions, payload=payload, source=source
+        )
+    except KeyBusy as exc:
+        # Its workflow refuses a job over its concurrency key's limit (on_limit cancel_newest),
+        # before anything is written.
+        return _refuse(unit, state, step, source=source, reason=exc.message, data=exc.detail)
     step_note(
         unit,
         step,

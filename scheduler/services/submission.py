@@ -29,6 +29,7 @@ from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, St
 from scheduler.services import hotpath
 from scheduler.services.capacity import any_pool_limited, pump_job_after_commit
 from scheduler.services.dispatch import step_dispatch
+from scheduler.services.flow import job_admission, job_wait
 from scheduler.services.locking import JobState
 from scheduler.services.saga import job_advance
 from scheduler.services.waits import timers_check_input
@@ -401,9 +402,12 @@ def _create_job(
     reuse = reuse or {}
     definition = definitions[0].workflow
     actor = actor if actor is not None else user
-    # A job is created running: its first steps are dispatched in this same transaction.
+    # A job is created running (its first steps are dispatched in this same transaction), or
+    # waiting for its concurrency key (scheduler.services.flow): then its deadline starts with it.
+    admission = job_admission(unit, workflow=definition, payload=payload, actor=actor, source=source)
+    status = J.RUNNING if admission.start else J.WAITING
     job = Job.objects.create(
-        status=J.RUNNING,
+        status=status,
         workflow=definition,
         input=payload,
         submitter=cast(Any, user),
@@ -416,8 +420,11 @@ def _create_job(
         rerun_of=rerun_of,
         parent_job_id=parent.job_id if parent is not None else None,
         parent_step=parent.name if parent is not None else "",
+        concurrency_key=admission.key,
         deadline=(
-            now + dt.timedelta(seconds=definition.deadline_seconds) if definition.deadline_seconds else None
+            now + dt.timedelta(seconds=definition.deadline_seconds)
+            if definition.deadline_seconds and admission.start
+            else None
         ),
         created_at=now,
         updated_at=now,
@@ -446,7 +453,7 @@ def _create_job(
         job_id=job.pk,
         kind=EventKind.JOB_SUBMITTED,
         source=source,
-        to_status=J.RUNNING,
+        to_status=status,
         actor=actor,
         reason=reason,
         data={"workflow": definition.name, "version": definition.version, **(data or {})},
@@ -456,7 +463,10 @@ def _create_job(
         if step.reused_from is not None:
             step_reuse(unit, step, source=source, actor=actor)
     state = JobState(job=job, steps=list(steps))
-    job_advance(unit, state=state, source=source, actor=actor)
+    if admission.start:
+        job_advance(unit, state=state, source=source, actor=actor)
+    else:
+        job_wait(unit, job=job, admission=admission, source=source, actor=actor)
     return state
 
 

@@ -30,6 +30,7 @@ from scheduler.models import (
     Workflow,
 )
 from scheduler.selectors import item_summaries
+from scheduler.services.flow import KeyWait, key_wait
 from supervisor.selectors.attention import _StepActions
 from supervisor.selectors.overview import signature
 from supervisor.services import input_edit_refusal
@@ -91,6 +92,8 @@ class JobDetail:
     callbacks: list[Delivery] = field(default_factory=list)
     #: The jobs that reran this one (newest last).
     reruns: list[Job] = field(default_factory=list)
+    #: A job waiting for its concurrency key: the key, its holders, how many wait ahead.
+    key_wait: KeyWait | None = None
 
     @property
     def waits(self) -> list[StepRow]:
@@ -187,6 +190,7 @@ def job_detail(job_id: Any) -> JobDetail | None:
         ),
         callbacks=job.callbacks if job.callback_url else [],
         reruns=list(Job.objects.filter(rerun_of=job.pk).order_by("created_at", "pk")[:RERUNS_SHOWN]),
+        key_wait=key_wait(job),
     )
 
 

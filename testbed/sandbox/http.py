@@ -207,7 +207,15 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/stats":
             with self.remote._lock:
                 most = dict(self.remote.max_concurrent)
-            self._send_json(200, {**self.remote.store.stats(), "max_concurrent": most})
+                by_account = dict(self.remote.max_concurrent_by_account)
+            self._send_json(
+                200,
+                {
+                    **self.remote.store.stats(),
+                    "max_concurrent": most,
+                    "max_concurrent_by_account": by_account,
+                },
+            )
         elif path == "/config":
             self._send_json(200, self.remote.config_snapshot())
         elif (found := status_route(path)) is not None:
@@ -293,7 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
         if later:
             self._accept(request, config, plan, attempt)
             return
-        with self.remote.in_progress(key), self.remote.concurrent(path):
+        with self.remote.in_progress(key), self.remote.concurrent(path, account=_account(body)):
             if plan.delay_ms:
                 self.remote.store.bump("fault_slow")
                 time.sleep(plan.delay_ms / 1000)
@@ -439,3 +447,10 @@ def serve_until_signalled(remote: SandboxRemote, on_ready: Callable[[str], None]
         remote.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _account(body: object) -> str | None:
+    """The `account` a request's input names (GET /stats counts requests in flight per account)."""
+    given = body.get("input") if isinstance(body, dict) else None
+    account = given.get("account") if isinstance(given, dict) else None
+    return None if account is None else str(account)

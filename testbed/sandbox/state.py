@@ -49,6 +49,10 @@ class SandboxState:
         #: Requests being processed now, and the most at once, per path.
         self._concurrent: dict[str, int] = {}
         self.max_concurrent: dict[str, int] = {}
+        #: The same per account (a request whose input names an `account`), over every path: what a
+        #: workflow's concurrency key on `input.account` must hold.
+        self._concurrent_by_account: dict[str, int] = {}
+        self.max_concurrent_by_account: dict[str, int] = {}
         self.store.initialise(wipe=reset)
 
     @property
@@ -69,16 +73,25 @@ class SandboxState:
                     del self._in_progress[key]
 
     @contextlib.contextmanager
-    def concurrent(self, path: str) -> Iterator[None]:
-        """Count the requests to `path` being processed at once (GET /stats: max_concurrent)."""
+    def concurrent(self, path: str, *, account: str | None = None) -> Iterator[None]:
+        """Count the requests to `path` being processed at once (GET /stats: max_concurrent), and
+        those of `account` (max_concurrent_by_account)."""
         with self._lock:
             self._concurrent[path] = self._concurrent.get(path, 0) + 1
             self.max_concurrent[path] = max(self.max_concurrent.get(path, 0), self._concurrent[path])
+            if account is not None:
+                now = self._concurrent_by_account.get(account, 0) + 1
+                self._concurrent_by_account[account] = now
+                self.max_concurrent_by_account[account] = max(
+                    self.max_concurrent_by_account.get(account, 0), now
+                )
         try:
             yield
         finally:
             with self._lock:
                 self._concurrent[path] -= 1
+                if account is not None:
+                    self._concurrent_by_account[account] -= 1
 
     def is_in_progress(self, key: str) -> bool:
         with self._lock:
@@ -110,6 +123,7 @@ class SandboxState:
             self._scripts.clear()
             self._rng.seed(self.seed)
             self.max_concurrent.clear()
+            self.max_concurrent_by_account.clear()
             if config:
                 self._config = self.initial_config
         self.store.wipe()

@@ -111,6 +111,10 @@ def test_the_document_is_the_python_rendering_for_jobs_of_every_kind(
     Job.objects.filter(pk=paused.pk).update(
         deadline=dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.UTC), updated_at=timezone.now()
     )
+    # One job holding its concurrency key, one waiting for it.
+    make_workflow("keyed", step("k"), concurrency={"key": "input.account", "limit": 1})
+    job_submit(workflow="keyed", input={"account": "acct-7"})
+    queued = job_submit(workflow="keyed", input={"account": "acct-7"}).job
 
     kinds = {s["name"]: s for s in built_by_the_database(olga, waiting.pk)["steps"]}
     assert {n: (kinds[n]["waiting_for"] or {}).get("kind") for n in ("sig", "ok", "later", "refund")} == {
@@ -126,6 +130,11 @@ def test_the_document_is_the_python_rendering_for_jobs_of_every_kind(
     assert built_by_the_database(olga, paused.pk)["deadline"] == "2030-01-02T03:04:05Z"
     assert Job.objects.get(pk=undone.pk).status == JobStatus.COMPENSATED
     assert Step.objects.filter(job__parent_job=waiting).exists()
+    assert built_by_the_database(olga, queued.pk)["waiting_for"] == {
+        "kind": "concurrency",
+        "key": "acct-7",
+        "limit": 1,
+    }
 
     jobs = list(Job.objects.values_list("pk", flat=True))
     assert len(jobs) >= 6

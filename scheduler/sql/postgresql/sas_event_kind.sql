@@ -20,6 +20,7 @@ BEGIN
         WHEN 'job:needs_attention' THEN 'job_needs_attention'
         WHEN 'job:running' THEN 'job_running'
         WHEN 'job:succeeded' THEN 'job_succeeded'
+        WHEN 'job:waiting' THEN 'job_waiting'
         WHEN 'outcome:business_failure' THEN 'step_business_failure'
         WHEN 'outcome:no_answer' THEN 'step_no_answer'
         WHEN 'outcome:not_happened' THEN 'step_not_happened'

@@ -30,6 +30,8 @@ RETURN (SELECT json_build_object(
     'result', j.result,
     'paused_at', sas_drf_time(j.paused_at),
     'deadline', sas_drf_time(j.deadline),
+    'waiting_for', CASE WHEN j.status = 'waiting' AND j.concurrency_key <> '' THEN json_build_object(
+        'kind', 'concurrency', 'key', j.concurrency_key, 'limit', (w.concurrency ->> 'limit')::integer) END,
     'callback_url', NULLIF(j.callback_url, ''),
     -- Only a job given a callback URL has callbacks (as scheduler.selectors.job_for_reading).
     'callbacks', COALESCE((

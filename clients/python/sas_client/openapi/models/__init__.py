@@ -42,6 +42,8 @@ from .callback_status_enum import CallbackStatusEnum
 from .catch_up_enum import CatchUpEnum
 from .completion_callback import CompletionCallback
 from .completion_callback_status import CompletionCallbackStatus
+from .concurrency import Concurrency
+from .concurrency_request import ConcurrencyRequest
 from .endpoint import Endpoint
 from .endpoint_health import EndpointHealth
 from .error import Error
@@ -60,11 +62,14 @@ from .job_status_enum import JobStatusEnum
 from .job_submit_request import JobSubmitRequest
 from .job_submit_request_input import JobSubmitRequestInput
 from .job_summary import JobSummary
+from .job_waiting_for import JobWaitingFor
+from .job_waiting_for_kind_enum import JobWaitingForKindEnum
 from .jobs_list_status import JobsListStatus
 from .kinds_enum import KindsEnum
 from .last_event import LastEvent
 from .lease import Lease
 from .on_exhausted_enum import OnExhaustedEnum
+from .on_limit_enum import OnLimitEnum
 from .on_timeout_enum import OnTimeoutEnum
 from .outcome_enum import OutcomeEnum
 from .paginated_alert_subscription_list import PaginatedAlertSubscriptionList
@@ -186,6 +191,8 @@ __all__ = (
     "CatchUpEnum",
     "CompletionCallback",
     "CompletionCallbackStatus",
+    "Concurrency",
+    "ConcurrencyRequest",
     "Endpoint",
     "EndpointHealth",
     "Error",
@@ -204,11 +211,14 @@ __all__ = (
     "JobSubmitRequest",
     "JobSubmitRequestInput",
     "JobSummary",
+    "JobWaitingFor",
+    "JobWaitingForKindEnum",
     "JobsListStatus",
     "KindsEnum",
     "LastEvent",
     "Lease",
     "OnExhaustedEnum",
+    "OnLimitEnum",
     "OnTimeoutEnum",
     "OutcomeEnum",
     "PaginatedAlertSubscriptionList",

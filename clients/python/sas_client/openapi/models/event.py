@@ -28,6 +28,7 @@ class Event:
             * `job_cancelled` - Job cancelled
             * `job_paused` - Job paused
             * `job_resumed` - Job resumed
+            * `job_waiting` - Job waiting for its key
             * `step_dispatched` - Step dispatched
             * `step_succeeded` - Step succeeded
             * `step_reconciled` - Step reconciled

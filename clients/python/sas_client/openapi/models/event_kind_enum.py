@@ -23,6 +23,7 @@ class EventKindEnum(StrEnum):
     JOB_SCHEDULED = "job_scheduled"
     JOB_SUBMITTED = "job_submitted"
     JOB_SUCCEEDED = "job_succeeded"
+    JOB_WAITING = "job_waiting"
     JOIN_FAILED = "join_failed"
     JOIN_MET = "join_met"
     LATE_OUTCOME_IGNORED = "late_outcome_ignored"

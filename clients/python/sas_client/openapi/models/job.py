@@ -13,6 +13,7 @@ from ..models.job_status_enum import JobStatusEnum
 
 if TYPE_CHECKING:
     from ..models.callback import Callback
+    from ..models.job_waiting_for import JobWaitingFor
     from ..models.step import Step
 
 
@@ -35,6 +36,7 @@ class Job:
             * `failed` - Failed
             * `cancelled` - Cancelled
             * `needs_attention` - Needs attention
+            * `waiting` - Waiting for its key
         paused (bool): Whether an operator paused the job.
         compensation_reason (str):
         submitter (None | str):
@@ -50,6 +52,7 @@ class Job:
         result (Any):
         paused_at (datetime.datetime | None):
         deadline (datetime.datetime | None):
+        waiting_for (JobWaitingFor | None): While the job is waiting for its concurrency key: which (null otherwise).
         callback_url (None | str): Where the job's completion callbacks go, or null.
         callbacks (list[Callback]):
         reruns (list[str]): The jobs that rerun this one, oldest first.
@@ -75,6 +78,7 @@ class Job:
     result: Any
     paused_at: datetime.datetime | None
     deadline: datetime.datetime | None
+    waiting_for: JobWaitingFor | None
     callback_url: None | str
     callbacks: list[Callback]
     reruns: list[str]
@@ -82,6 +86,8 @@ class Job:
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.job_waiting_for import JobWaitingFor
+
         id = str(self.id)
 
         workflow = self.workflow
@@ -139,6 +145,12 @@ class Job:
         else:
             deadline = self.deadline
 
+        waiting_for: dict[str, Any] | None
+        if isinstance(self.waiting_for, JobWaitingFor):
+            waiting_for = self.waiting_for.to_dict()
+        else:
+            waiting_for = self.waiting_for
+
         callback_url: None | str
         callback_url = self.callback_url
 
@@ -177,6 +189,7 @@ class Job:
                 "result": result,
                 "paused_at": paused_at,
                 "deadline": deadline,
+                "waiting_for": waiting_for,
                 "callback_url": callback_url,
                 "callbacks": callbacks,
                 "reruns": reruns,
@@ -189,6 +202,7 @@ class Job:
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.callback import Callback
+        from ..models.job_waiting_for import JobWaitingFor
         from ..models.step import Step
 
         d = dict(src_dict)
@@ -297,6 +311,21 @@ class Job:
 
         deadline = _parse_deadline(d.pop("deadline"))
 
+        def _parse_waiting_for(data: object) -> JobWaitingFor | None:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                waiting_for_type_0 = JobWaitingFor.from_dict(data)
+
+                return waiting_for_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(JobWaitingFor | None, data)
+
+        waiting_for = _parse_waiting_for(d.pop("waiting_for"))
+
         def _parse_callback_url(data: object) -> None | str:
             if data is None:
                 return data
@@ -340,6 +369,7 @@ class Job:
             result=result,
             paused_at=paused_at,
             deadline=deadline,
+            waiting_for=waiting_for,
             callback_url=callback_url,
             callbacks=callbacks,
             reruns=reruns,

@@ -11,6 +11,7 @@ class JobStatusEnum(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
+    WAITING = "waiting"
 
     def __str__(self) -> str:
         return str(self.value)

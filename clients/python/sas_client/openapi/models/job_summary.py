@@ -30,6 +30,7 @@ class JobSummary:
             * `failed` - Failed
             * `cancelled` - Cancelled
             * `needs_attention` - Needs attention
+            * `waiting` - Waiting for its key
         paused (bool): Whether an operator paused the job.
         compensation_reason (str):
         submitter (None | str):

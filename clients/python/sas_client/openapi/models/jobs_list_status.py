@@ -11,7 +11,8 @@ class JobsListStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
-    VALUE_8 = ""
+    VALUE_9 = ""
+    WAITING = "waiting"
 
     def __str__(self) -> str:
         return str(self.value)

@@ -9,6 +9,7 @@ from attrs import define as _attrs_define
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.concurrency_request import ConcurrencyRequest
     from ..models.step_definition_request import StepDefinitionRequest
 
 
@@ -18,7 +19,8 @@ T = TypeVar("T", bound="PatchedWorkflowReplaceRequest")
 @_attrs_define
 class PatchedWorkflowReplaceRequest:
     """The next version (PUT) states description, deadline_seconds and steps; left out,
-    input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed.
+    input_schema and concurrency are none (PATCH keeps the latest version's). A workflow cannot
+    be renamed.
 
         Attributes:
             name (str | Unset):
@@ -26,6 +28,7 @@ class PatchedWorkflowReplaceRequest:
             deadline_seconds (float | None | Unset): Time limit of a whole job, if any.
             input_schema (Any | Unset): A JSON Schema (2020-12) every job's input must match (a 400 lists each error with
                 its JSON pointer). It may refer ($ref) only inside itself.
+            concurrency (ConcurrencyRequest | None | Unset):
             steps (list[StepDefinitionRequest] | Unset):
     """
 
@@ -33,9 +36,12 @@ class PatchedWorkflowReplaceRequest:
     description: str | Unset = UNSET
     deadline_seconds: float | None | Unset = UNSET
     input_schema: Any | Unset = UNSET
+    concurrency: ConcurrencyRequest | None | Unset = UNSET
     steps: list[StepDefinitionRequest] | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.concurrency_request import ConcurrencyRequest
+
         name = self.name
 
         description = self.description
@@ -47,6 +53,14 @@ class PatchedWorkflowReplaceRequest:
             deadline_seconds = self.deadline_seconds
 
         input_schema = self.input_schema
+
+        concurrency: dict[str, Any] | None | Unset
+        if isinstance(self.concurrency, Unset):
+            concurrency = UNSET
+        elif isinstance(self.concurrency, ConcurrencyRequest):
+            concurrency = self.concurrency.to_dict()
+        else:
+            concurrency = self.concurrency
 
         steps: list[dict[str, Any]] | Unset = UNSET
         if not isinstance(self.steps, Unset):
@@ -66,6 +80,8 @@ class PatchedWorkflowReplaceRequest:
             field_dict["deadline_seconds"] = deadline_seconds
         if input_schema is not UNSET:
             field_dict["input_schema"] = input_schema
+        if concurrency is not UNSET:
+            field_dict["concurrency"] = concurrency
         if steps is not UNSET:
             field_dict["steps"] = steps
 
@@ -73,6 +89,7 @@ class PatchedWorkflowReplaceRequest:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.concurrency_request import ConcurrencyRequest
         from ..models.step_definition_request import StepDefinitionRequest
 
         d = dict(src_dict)
@@ -91,6 +108,23 @@ class PatchedWorkflowReplaceRequest:
 
         input_schema = d.pop("input_schema", UNSET)
 
+        def _parse_concurrency(data: object) -> ConcurrencyRequest | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                concurrency_type_0 = ConcurrencyRequest.from_dict(data)
+
+                return concurrency_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(ConcurrencyRequest | None | Unset, data)
+
+        concurrency = _parse_concurrency(d.pop("concurrency", UNSET))
+
         _steps = d.pop("steps", UNSET)
         steps: list[StepDefinitionRequest] | Unset = UNSET
         if _steps is not UNSET:
@@ -105,6 +139,7 @@ class PatchedWorkflowReplaceRequest:
             description=description,
             deadline_seconds=deadline_seconds,
             input_schema=input_schema,
+            concurrency=concurrency,
             steps=steps,
         )
 

@@ -11,6 +11,7 @@ from attrs import field as _attrs_field
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.concurrency import Concurrency
     from ..models.step_definition import StepDefinition
 
 
@@ -32,6 +33,7 @@ class Workflow:
             deadline_seconds (float | None | Unset): Time limit of a whole job, if any.
             input_schema (Any | Unset): A JSON Schema (2020-12) every job's input must match (a 400 lists each error with
                 its JSON pointer). It may refer ($ref) only inside itself.
+            concurrency (Concurrency | None | Unset):
     """
 
     name: str
@@ -42,9 +44,12 @@ class Workflow:
     description: str | Unset = ""
     deadline_seconds: float | None | Unset = UNSET
     input_schema: Any | Unset = UNSET
+    concurrency: Concurrency | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.concurrency import Concurrency
+
         name = self.name
 
         version = self.version
@@ -69,6 +74,14 @@ class Workflow:
 
         input_schema = self.input_schema
 
+        concurrency: dict[str, Any] | None | Unset
+        if isinstance(self.concurrency, Unset):
+            concurrency = UNSET
+        elif isinstance(self.concurrency, Concurrency):
+            concurrency = self.concurrency.to_dict()
+        else:
+            concurrency = self.concurrency
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -86,11 +99,14 @@ class Workflow:
             field_dict["deadline_seconds"] = deadline_seconds
         if input_schema is not UNSET:
             field_dict["input_schema"] = input_schema
+        if concurrency is not UNSET:
+            field_dict["concurrency"] = concurrency
 
         return field_dict
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.concurrency import Concurrency
         from ..models.step_definition import StepDefinition
 
         d = dict(src_dict)
@@ -127,6 +143,23 @@ class Workflow:
 
         input_schema = d.pop("input_schema", UNSET)
 
+        def _parse_concurrency(data: object) -> Concurrency | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                concurrency_type_0 = Concurrency.from_dict(data)
+
+                return concurrency_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(Concurrency | None | Unset, data)
+
+        concurrency = _parse_concurrency(d.pop("concurrency", UNSET))
+
         workflow = cls(
             name=name,
             version=version,
@@ -136,6 +169,7 @@ class Workflow:
             description=description,
             deadline_seconds=deadline_seconds,
             input_schema=input_schema,
+            concurrency=concurrency,
         )
 
         workflow.additional_properties = d

@@ -9,6 +9,7 @@ from attrs import define as _attrs_define
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.concurrency_request import ConcurrencyRequest
     from ..models.step_definition_request import StepDefinitionRequest
 
 
@@ -18,7 +19,8 @@ T = TypeVar("T", bound="WorkflowReplaceRequest")
 @_attrs_define
 class WorkflowReplaceRequest:
     """The next version (PUT) states description, deadline_seconds and steps; left out,
-    input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed.
+    input_schema and concurrency are none (PATCH keeps the latest version's). A workflow cannot
+    be renamed.
 
         Attributes:
             description (str):
@@ -27,6 +29,7 @@ class WorkflowReplaceRequest:
             name (str | Unset):
             input_schema (Any | Unset): A JSON Schema (2020-12) every job's input must match (a 400 lists each error with
                 its JSON pointer). It may refer ($ref) only inside itself.
+            concurrency (ConcurrencyRequest | None | Unset):
     """
 
     description: str
@@ -34,8 +37,11 @@ class WorkflowReplaceRequest:
     steps: list[StepDefinitionRequest]
     name: str | Unset = UNSET
     input_schema: Any | Unset = UNSET
+    concurrency: ConcurrencyRequest | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.concurrency_request import ConcurrencyRequest
+
         description = self.description
 
         deadline_seconds: float | None
@@ -50,6 +56,14 @@ class WorkflowReplaceRequest:
 
         input_schema = self.input_schema
 
+        concurrency: dict[str, Any] | None | Unset
+        if isinstance(self.concurrency, Unset):
+            concurrency = UNSET
+        elif isinstance(self.concurrency, ConcurrencyRequest):
+            concurrency = self.concurrency.to_dict()
+        else:
+            concurrency = self.concurrency
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -63,11 +77,14 @@ class WorkflowReplaceRequest:
             field_dict["name"] = name
         if input_schema is not UNSET:
             field_dict["input_schema"] = input_schema
+        if concurrency is not UNSET:
+            field_dict["concurrency"] = concurrency
 
         return field_dict
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.concurrency_request import ConcurrencyRequest
         from ..models.step_definition_request import StepDefinitionRequest
 
         d = dict(src_dict)
@@ -91,12 +108,30 @@ class WorkflowReplaceRequest:
 
         input_schema = d.pop("input_schema", UNSET)
 
+        def _parse_concurrency(data: object) -> ConcurrencyRequest | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                concurrency_type_0 = ConcurrencyRequest.from_dict(data)
+
+                return concurrency_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(ConcurrencyRequest | None | Unset, data)
+
+        concurrency = _parse_concurrency(d.pop("concurrency", UNSET))
+
         workflow_replace_request = cls(
             description=description,
             deadline_seconds=deadline_seconds,
             steps=steps,
             name=name,
             input_schema=input_schema,
+            concurrency=concurrency,
         )
 
         return workflow_replace_request

@@ -9,6 +9,7 @@ from attrs import define as _attrs_define
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.concurrency_request import ConcurrencyRequest
     from ..models.step_definition_request import StepDefinitionRequest
 
 
@@ -27,6 +28,7 @@ class WorkflowRequest:
             deadline_seconds (float | None | Unset): Time limit of a whole job, if any.
             input_schema (Any | Unset): A JSON Schema (2020-12) every job's input must match (a 400 lists each error with
                 its JSON pointer). It may refer ($ref) only inside itself.
+            concurrency (ConcurrencyRequest | None | Unset):
     """
 
     name: str
@@ -34,8 +36,11 @@ class WorkflowRequest:
     description: str | Unset = ""
     deadline_seconds: float | None | Unset = UNSET
     input_schema: Any | Unset = UNSET
+    concurrency: ConcurrencyRequest | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.concurrency_request import ConcurrencyRequest
+
         name = self.name
 
         steps = []
@@ -53,6 +58,14 @@ class WorkflowRequest:
 
         input_schema = self.input_schema
 
+        concurrency: dict[str, Any] | None | Unset
+        if isinstance(self.concurrency, Unset):
+            concurrency = UNSET
+        elif isinstance(self.concurrency, ConcurrencyRequest):
+            concurrency = self.concurrency.to_dict()
+        else:
+            concurrency = self.concurrency
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -67,11 +80,14 @@ class WorkflowRequest:
             field_dict["deadline_seconds"] = deadline_seconds
         if input_schema is not UNSET:
             field_dict["input_schema"] = input_schema
+        if concurrency is not UNSET:
+            field_dict["concurrency"] = concurrency
 
         return field_dict
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.concurrency_request import ConcurrencyRequest
         from ..models.step_definition_request import StepDefinitionRequest
 
         d = dict(src_dict)
@@ -97,12 +113,30 @@ class WorkflowRequest:
 
         input_schema = d.pop("input_schema", UNSET)
 
+        def _parse_concurrency(data: object) -> ConcurrencyRequest | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                concurrency_type_0 = ConcurrencyRequest.from_dict(data)
+
+                return concurrency_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(ConcurrencyRequest | None | Unset, data)
+
+        concurrency = _parse_concurrency(d.pop("concurrency", UNSET))
+
         workflow_request = cls(
             name=name,
             steps=steps,
             description=description,
             deadline_seconds=deadline_seconds,
             input_schema=input_schema,
+            concurrency=concurrency,
         )
 
         return workflow_request

@@ -109,7 +109,9 @@ def sync_detailed(
         name (str):
         body (WorkflowReplaceRequest): The next version (PUT) states description, deadline_seconds
             and steps; left out,
-            input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed.
+            input_schema and concurrency are none (PATCH keeps the latest version's). A workflow
+            cannot
+            be renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -145,7 +147,9 @@ def sync(
         name (str):
         body (WorkflowReplaceRequest): The next version (PUT) states description, deadline_seconds
             and steps; left out,
-            input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed.
+            input_schema and concurrency are none (PATCH keeps the latest version's). A workflow
+            cannot
+            be renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -176,7 +180,9 @@ async def asyncio_detailed(
         name (str):
         body (WorkflowReplaceRequest): The next version (PUT) states description, deadline_seconds
             and steps; left out,
-            input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed.
+            input_schema and concurrency are none (PATCH keeps the latest version's). A workflow
+            cannot
+            be renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -210,7 +216,9 @@ async def asyncio(
         name (str):
         body (WorkflowReplaceRequest): The next version (PUT) states description, deadline_seconds
             and steps; left out,
-            input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed.
+            input_schema and concurrency are none (PATCH keeps the latest version's). A workflow
+            cannot
+            be renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

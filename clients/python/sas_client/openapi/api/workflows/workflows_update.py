@@ -110,7 +110,9 @@ def sync_detailed(
         name (str):
         body (PatchedWorkflowReplaceRequest | Unset): The next version (PUT) states description,
             deadline_seconds and steps; left out,
-            input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed.
+            input_schema and concurrency are none (PATCH keeps the latest version's). A workflow
+            cannot
+            be renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -146,7 +148,9 @@ def sync(
         name (str):
         body (PatchedWorkflowReplaceRequest | Unset): The next version (PUT) states description,
             deadline_seconds and steps; left out,
-            input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed.
+            input_schema and concurrency are none (PATCH keeps the latest version's). A workflow
+            cannot
+            be renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -177,7 +181,9 @@ async def asyncio_detailed(
         name (str):
         body (PatchedWorkflowReplaceRequest | Unset): The next version (PUT) states description,
             deadline_seconds and steps; left out,
-            input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed.
+            input_schema and concurrency are none (PATCH keeps the latest version's). A workflow
+            cannot
+            be renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -211,7 +217,9 @@ async def asyncio(
         name (str):
         body (PatchedWorkflowReplaceRequest | Unset): The next version (PUT) states description,
             deadline_seconds and steps; left out,
-            input_schema is none (PATCH keeps the latest version's). A workflow cannot be renamed.
+            input_schema and concurrency are none (PATCH keeps the latest version's). A workflow
+            cannot
+            be renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
