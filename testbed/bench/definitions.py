@@ -18,6 +18,9 @@ SINGLE = "bench_single"
 TIMER = "bench_timer"
 #: One step fanning out over `input.items` (testbed.bench.fanout).
 FAN_OUT = "bench_fan_out"
+#: The same HTTP chain with and without a concurrency key (testbed.bench.keyed).
+KEYED = "bench_keyed"
+UNKEYED = "bench_unkeyed"
 CLIENT = "bench-client"
 #: The sandbox's services, one per step of the HTTP chain (each has its own ledger of effects).
 HTTP_PATHS = ("/inventory/reserve", "/payments/charge", "/shipping/schedule")
@@ -37,6 +40,8 @@ OWN_WORKFLOWS = [
     SINGLE,
     TIMER,
     FAN_OUT,
+    KEYED,
+    UNKEYED,
     *(python_chain(n) for n in range(1, 21)),
     *(http_chain(n) for n in range(1, 21)),
 ]

@@ -131,6 +131,13 @@ class ApiClient:
         )
 
 
+def in_threads(
+    items: range, make: Callable[[int], list[str]], *, what: str, threads: int = CLIENT_THREADS
+) -> list[str]:
+    """`make(item)` for every item, from the client's threads (as `_in_threads`)."""
+    return _in_threads(items, make, threads=threads, what=what)
+
+
 def _in_threads(items: range, make: Callable[[int], list[str]], *, threads: int, what: str) -> list[str]:
     """`make(item)` for every item, from `threads` threads; the ids made, in the order made."""
     ids: list[str] = []

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from testbed import bench
-from testbed.bench import fanout, peerbench, scale, scaleout, waits
+from testbed.bench import fanout, keyed, peerbench, scale, scaleout, waits
 from testbed.bench.definitions import OWN_WORKFLOWS
 from testbed.definitions import ForeignJobs, refuse_foreign_jobs
 from testbed.processes import allow_loopback_remotes
@@ -75,9 +75,18 @@ class Command(BaseCommand):
             "(through the API, HTTP calls to the sandbox), --rounds alternated.",
         )
         parser.add_argument(
+            "--keyed",
+            type=int,
+            default=0,
+            help="Only the concurrency-key run: a backlog of this many jobs of one key before another "
+            "key's (fairness), then --jobs jobs over --keys keys with and without a key, --rounds "
+            "alternated (through the API, HTTP calls to the fast remote).",
+        )
+        parser.add_argument("--keys", type=int, default=50, help="Keyed run: keys the jobs spread over.")
+        parser.add_argument(
             "--gunicorn",
             action="store_true",
-            help="Fan-out run: the API under gunicorn (default: runserver).",
+            help="Fan-out and keyed runs: the API under gunicorn (default: runserver).",
         )
         parser.add_argument(
             "--remote",
@@ -176,6 +185,25 @@ class Command(BaseCommand):
             except (RuntimeError, ForeignJobs) as exc:
                 raise CommandError(str(exc)) from exc
             self.stdout.write(fanout.table(results))
+            if options["json"]:
+                options["json"].write_text(json.dumps(results, indent=2, default=str))
+            return
+        if options["keyed"]:
+            try:
+                results = keyed.run(
+                    jobs=options["jobs"],
+                    backlog=options["keyed"],
+                    keys=options["keys"],
+                    steps=options["steps"],
+                    rounds=options["rounds"],
+                    workers=options["workers"],
+                    gunicorn=options["gunicorn"],
+                    log=lambda line: self.stderr.write(line),
+                    scratch=options["scratch"],
+                )
+            except (RuntimeError, ForeignJobs) as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(keyed.table(results))
             if options["json"]:
                 options["json"].write_text(json.dumps(results, indent=2, default=str))
             return
