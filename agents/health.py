@@ -18,6 +18,9 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.db.models import Value
+from django.db.models.functions import Coalesce, Greatest
+
 from agents.models import AgentEndpoint, AgentPool
 from agents.outcome import Outcome
 from sas_project.conf import sas_settings
@@ -36,6 +39,8 @@ class EndpointHealth:
     recent: int
     bad: int
     circuit_open_until: dt.datetime | None
+    #: Until when the remote asked to be left alone (Retry-After), if it did.
+    wait_asked_until: dt.datetime | None = None
 
     def healthy_at(self, now: dt.datetime) -> bool:
         return self.circuit_open_until is None or self.circuit_open_until <= now
@@ -78,6 +83,16 @@ def endpoint_assess(endpoint_id: int, now: dt.datetime) -> bool:
     return opened == 1
 
 
+def endpoint_asked_to_wait(endpoint_id: int, *, until: dt.datetime) -> None:
+    """The remote behind this endpoint asked for no calls before `until` (Retry-After): its
+    circuit is held open till then (dispatch skips it while another endpoint is healthy), and
+    `wait_asked_until` says why. A later ask only ever extends them."""
+    AgentEndpoint.objects.filter(pk=endpoint_id).update(
+        wait_asked_until=Greatest(Coalesce("wait_asked_until", Value(until)), Value(until)),
+        circuit_open_until=Greatest(Coalesce("circuit_open_until", Value(until)), Value(until)),
+    )
+
+
 def pool_has_healthy_endpoint(pool: AgentPool, now: dt.datetime) -> bool:
     """A python pool has no endpoints and is always healthy; HTTP and queue pools need one."""
     if pool.kind == "python":
@@ -97,6 +112,7 @@ def pool_health(pool: AgentPool, now: dt.datetime) -> list[EndpointHealth]:
                 recent=len(outcomes),
                 bad=sum(1 for o in outcomes if o in BAD_OUTCOMES),
                 circuit_open_until=endpoint.circuit_open_until,
+                wait_asked_until=endpoint.wait_asked_until,
             )
         )
     return result

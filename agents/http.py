@@ -20,6 +20,8 @@ fork.
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
 import json
 import os
 import time
@@ -45,6 +47,32 @@ NOT_SENT = "not sent: a header value is not a valid HTTP field value (check the 
 
 def _excerpt(body: bytes) -> str:
     return body[: sas_settings.response_excerpt_bytes].decode("utf-8", errors="replace")
+
+
+#: The longest wait a Retry-After is read as (a day): a policy caps the retry far below it anyway.
+MAX_RETRY_AFTER = 86_400.0
+#: The statuses whose Retry-After is read (RFC 9110: "the service is unavailable", "too many
+#: requests"); elsewhere the header says nothing about this call.
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+
+
+def retry_after(status: int, value: str, *, now: dt.datetime | None = None) -> float | None:
+    """The seconds a Retry-After header asks for (delay-seconds or an HTTP-date, RFC 9110
+    10.2.3), within [0, MAX_RETRY_AFTER]; None on another status or a value that is neither."""
+    value = value.strip()
+    if status not in RETRY_AFTER_STATUSES or not value:
+        return None
+    if value.isdigit():
+        seconds = float(value)
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        seconds = (when - (now or dt.datetime.now(dt.UTC))).total_seconds()
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
 def _classify(spec: CallSpec, status: int, body: bytes, location: str) -> tuple[str, Any, str]:
@@ -190,6 +218,13 @@ def call_http(spec: CallSpec) -> CallResult:
             outcome, output, error = _classify(
                 spec, response.status_code, body, response.headers.get("location", "")
             )
+            asked = (
+                retry_after(response.status_code, response.headers.get("retry-after", ""))
+                if outcome == Outcome.TRANSIENT_FAILURE
+                else None
+            )
+            if asked is not None:
+                error = f"{error}; the remote asked to wait {asked:g}s (Retry-After)"
             return CallResult(
                 outcome,
                 output=output,
@@ -197,6 +232,7 @@ def call_http(spec: CallSpec) -> CallResult:
                 latency_ms=elapsed_ms(),
                 excerpt=_excerpt(body),
                 error=error,
+                retry_after=asked,
             )
     except InvalidInput as exc:
         # The connect-time check refused the address: nothing was sent.

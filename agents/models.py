@@ -73,6 +73,10 @@ class AgentEndpoint(models.Model):
     secret_header_value = models.CharField(max_length=500, blank=True, default="")
     #: Circuit breaker: while this is in the future the endpoint is skipped when another is healthy.
     circuit_open_until = models.DateTimeField(null=True, blank=True)
+    #: Until when the remote last asked to be left alone (a 429 or 503 with Retry-After): the
+    #: circuit is held open that long (agents.health.endpoint_asked_to_wait), and the console says
+    #: why.
+    wait_asked_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -101,6 +101,8 @@ class CallResult:
     #: What keeps a successful answer's output out of the database, and where (set by
     #: `storable`, which then drops the output): the step is held, its success kept.
     unstorable: str = ""
+    #: Seconds a remote answering 429 or 503 asked the caller to wait (its Retry-After), or None.
+    retry_after: float | None = None
 
     @property
     def succeeded(self) -> bool:

@@ -252,7 +252,7 @@ ATTEMPTS_SQL = """
 SELECT a.step_id, a.number, a.kind, a.endpoint_url, p.name AS pool, a.policy_version, a.dispatched_at,
        a.deadline, a.started_at, a.finished_at, a.outcome, a.decided_by, a.status_code,
        a.latency_ms, a.response_excerpt, a.error, a.late_outcome, a.late_at, a.heartbeat_at,
-       a.heartbeat_details
+       a.heartbeat_details, a.retry_after_seconds
 FROM scheduler_attempt a
 JOIN scheduler_step s ON s.id = a.step_id
 JOIN agents_agentpool p ON p.id = a.pool_id

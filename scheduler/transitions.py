@@ -532,10 +532,12 @@ def attempt_finish(
     error: str = "",
     late_success: bool = False,
     not_sent: bool = False,
+    retry_after: float | None = None,
 ) -> None:
     """Finish attempt `number` of a step with `outcome` (in flight -> outcome), guarded on it
     being in flight. `late_success`: the success came after the deadline (noted beside it).
-    `not_sent`: claimed but nothing was sent, so no effect is possible (clears `started_at`)."""
+    `not_sent`: claimed but nothing was sent, so no effect is possible (clears `started_at`).
+    `retry_after`: the seconds the remote asked to wait (Retry-After), kept as it asked them."""
     if outcome not in ATTEMPT_TRANSITIONS[IN_FLIGHT]:
         raise InvalidTransition(f"an attempt cannot finish as {outcome!r}", frm=IN_FLIGHT, to=outcome)
     fields: dict[str, Any] = {
@@ -553,6 +555,8 @@ def attempt_finish(
         fields.update(late_outcome=Outcome.SUCCEEDED, late_at=unit.now)
     if not_sent:
         fields["started_at"] = None
+    if retry_after is not None:
+        fields["retry_after_seconds"] = retry_after
     unit.attempt_write(AttemptWrite(step_id, number, fields, AttemptGuard.LIVE))
 
 

@@ -77,6 +77,7 @@ ATTEMPT_WRITABLE = (
     "late_at",
     "heartbeat_at",
     "heartbeat_details",
+    "retry_after_seconds",
 )
 
 

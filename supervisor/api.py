@@ -524,6 +524,7 @@ class SupervisorView(ApiView):
                                 "bad_calls": e.bad,
                                 "circuit_open": e.circuit_open,
                                 "circuit_open_until": drf_datetime(e.circuit_open_until),
+                                "wait_asked_until": drf_datetime(e.wait_asked_until),
                             }
                             for e in p.endpoints
                         ],

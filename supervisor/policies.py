@@ -91,6 +91,8 @@ class StepFacts:
     alternate_available: bool
     pool_healthy: bool = True
     alternate_healthy: bool = True
+    #: No call before then, as the remote asked (a 429 or 503 with Retry-After), if it did.
+    asked_until: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -162,12 +164,19 @@ def decide(facts: StepFacts, policy: PolicySnapshot, now: dt.datetime, draw: flo
     delay = backoff_delay(policy, facts.calls, draw)
     reassign = False
     why = ""
+    if facts.asked_until is not None and (asked := (facts.asked_until - now).total_seconds()) > delay:
+        # The remote knows its load better than the backoff: its ask wins, within the policy's
+        # longest backoff (a longer ask is capped, and the reason says so).
+        delay = max(delay, min(asked, policy.backoff_max_seconds))
+        why = f"; the remote asked to wait {asked:.1f}s"
+        if asked > policy.backoff_max_seconds:
+            why += f" (capped at backoff_max_seconds, {policy.backoff_max_seconds:g}s)"
     if facts.alternate_available and not facts.on_alternate_pool:
         threshold = policy.reassign_after_attempts
         if threshold is not None and facts.calls >= threshold:
-            reassign, why = True, f"; reassigned after {facts.calls} failed calls"
+            reassign, why = True, f"{why}; reassigned after {facts.calls} failed calls"
         elif not facts.pool_healthy and facts.alternate_healthy:
-            reassign, why = True, "; reassigned: no healthy endpoint left in the pool"
+            reassign, why = True, f"{why}; reassigned: no healthy endpoint left in the pool"
     attempt_word = "retry" if facts.kind != StepKind.COMPENSATION else "retry compensation"
     return Retry(
         delay=delay,

@@ -625,4 +625,6 @@ def step_facts(unit: Unit, step: Step, job: Job, cache: ScanCache) -> StepFacts:
         alternate_available=alternate is not None and alternate.pk != step.definition.pool_id,
         pool_healthy=healthy(pool),
         alternate_healthy=alternate is not None and healthy(alternate),
+        # A failed attempt's not_before is the remote's ask (scheduler.services.outcomes).
+        asked_until=step.not_before if step.status == StepStatus.ATTEMPT_FAILED else None,
     )

@@ -368,6 +368,10 @@ class EndpointHealthSerializer(serializers.Serializer):
     bad_calls = serializers.IntegerField()
     circuit_open = serializers.BooleanField()
     circuit_open_until = serializers.DateTimeField(allow_null=True)
+    wait_asked_until = serializers.DateTimeField(
+        allow_null=True,
+        help_text="While the remote's own ask holds (a 429 or 503 with Retry-After): no call before then.",
+    )
 
 
 class PoolHealthSerializer(serializers.Serializer):

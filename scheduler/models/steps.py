@@ -240,6 +240,9 @@ class Attempt(models.Model):
     #: next attempt of the same operation, so that the remote can resume).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     heartbeat_details = models.JSONField(null=True, blank=True)
+    #: The seconds the remote asked to wait before the next call (a 429 or 503 with Retry-After),
+    #: as it asked them; the retry waits that long, within its policy's longest backoff.
+    retry_after_seconds = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["step_id", "number"]

@@ -141,6 +141,7 @@ ATTEMPT_FIELDS: Fields[Attempt] = {
     "late_at": _time("late_at"),
     "heartbeat_at": _time("heartbeat_at"),
     "heartbeat_details": attrgetter("heartbeat_details"),
+    "retry_after_seconds": attrgetter("retry_after_seconds"),
 }
 
 

@@ -98,7 +98,10 @@ def enabled() -> bool:
 
 def record_outcome(step_id: int, *, number: int, result: CallResult, source: str) -> bool:
     """Record the outcome in one statement if the function takes it; False when it declined
-    (nothing was written) and the general path must record it."""
+    (nothing was written) and the general path must record it. A remote's Retry-After is the
+    general path's (it moves the step's earliest retry and the endpoint's circuit)."""
+    if result.retry_after is not None:
+        return False
     sql, params = function_call(
         "sas_record_outcome",
         step=step_id,

@@ -11,6 +11,7 @@ Restated in SQL (keep both in step; the equivalence tests compare them):
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -21,6 +22,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 from jmespath.exceptions import JMESPathError
 
+from agents.health import endpoint_asked_to_wait
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome, storable
 from agents.queue import DeadLetter
 from agents.services import reply_dead_letters_count
@@ -257,6 +259,7 @@ def _finish(
         error=result.error,
         late_success=late and result.succeeded,
         not_sent=result is NOT_CALLED,
+        retry_after=result.retry_after,
     )
     _apply_outcome(unit, state, step, result, source=source, late=late, attempt_kind=kind)
 
@@ -293,6 +296,16 @@ def _apply_outcome(
         to, kind = S.UNKNOWN, E.STEP_RECONCILE_FAILED
     else:
         to, kind = OUTCOME_MOVES[result.outcome]
+    asked: dict[str, Any] = {}
+    if result.retry_after is not None and to == S.ATTEMPT_FAILED:
+        # The remote asked for no call before then (Retry-After): the step's next attempt waits
+        # for it (supervisor.policies.decide, within the policy's longest backoff), and so does
+        # the endpoint's circuit.
+        until = unit.now + dt.timedelta(seconds=result.retry_after)
+        asked["not_before"] = until
+        data["retry_after_seconds"] = result.retry_after
+        if step.endpoint_id is not None:
+            endpoint_asked_to_wait(step.endpoint_id, until=until)
     step_transition(
         unit,
         step,
@@ -303,6 +316,7 @@ def _apply_outcome(
         data=data,
         last_outcome=Outcome.NO_ANSWER if to == S.UNKNOWN else result.outcome,
         error=result.error[:2000],
+        **asked,
     )
     if state.job.status not in JOB_FORWARD and step.forward:
         job_advance(unit, state=state, source=source)

@@ -102,6 +102,8 @@ class EndpointHealthRow:
     bad: int
     circuit_open_until: dt.datetime | None
     circuit_open: bool
+    #: While the remote's own ask holds (Retry-After): until when (None otherwise).
+    wait_asked_until: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -284,7 +286,7 @@ def endpoint_health(now: dt.datetime) -> list[PoolHealthRow]:
     )
     bad = sorted(BAD_OUTCOMES)
     sql = (
-        "SELECT p.name, p.kind, alt.name, e.id, e.url, e.enabled, e.circuit_open_until, "  # noqa: S608
+        "SELECT p.name, p.kind, alt.name, e.id, e.url, e.enabled, e.circuit_open_until, e.wait_asked_until, "  # noqa: S608
         f"(SELECT count(*) FROM ({recent}) r), "
         f"(SELECT count(*) FROM ({recent}) r WHERE r.outcome IN ({', '.join(['%s'] * len(bad))})) "
         f"FROM {AgentPool._meta.db_table} p "
@@ -304,16 +306,14 @@ def endpoint_health(now: dt.datetime) -> list[PoolHealthRow]:
             url,
             enabled,
             open_until,
+            asked_until,
             n_recent,
             n_bad,
         ) in cursor.fetchall():
             pool = pools.setdefault(name, PoolHealthRow(name=name, kind=kind, alternate=alternate or ""))
             if endpoint_id is None:
                 continue
-            if isinstance(open_until, str):  # SQLite returns text from a raw query
-                open_until = dt.datetime.fromisoformat(open_until)
-            if open_until is not None and open_until.tzinfo is None:
-                open_until = open_until.replace(tzinfo=dt.UTC)
+            open_until, asked_until = _aware(open_until), _aware(asked_until)
             pool.endpoints.append(
                 EndpointHealthRow(
                     endpoint_id=endpoint_id,
@@ -323,6 +323,16 @@ def endpoint_health(now: dt.datetime) -> list[PoolHealthRow]:
                     bad=n_bad,
                     circuit_open_until=open_until,
                     circuit_open=open_until is not None and open_until > now,
+                    wait_asked_until=asked_until if asked_until is not None and asked_until > now else None,
                 )
             )
     return list(pools.values())
+
+
+def _aware(value: Any) -> dt.datetime | None:
+    """A timestamp read by a raw query: SQLite returns text, without a zone."""
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if value is not None and value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value

@@ -17,8 +17,8 @@ MAX_DELAY_MS = 600_000
 #: one operation, and a retry must still count as the same request (a retry carries where the
 #: attempts before it got to, by their heartbeats).
 VOLATILE_FIELDS = frozenset({"attempt", "heartbeat_details"})
-FAULT_KINDS = ("error", "drop", "slow", "decline")
-SCRIPT_ACTIONS = ("ok", "error", "drop", "decline", "slow:<ms>")
+FAULT_KINDS = ("error", "drop", "slow", "decline", "throttle")
+SCRIPT_ACTIONS = ("ok", "error", "drop", "decline", "slow:<ms>", "throttle:<seconds>")
 RATE_FIELDS = (
     "error_rate",
     "latency_rate",
@@ -165,15 +165,22 @@ class FaultPlan:
     decline: bool = False
     #: Answer with this hostile kind (HOSTILE_KINDS) instead of the answer, the work done first.
     hostile: str = ""
+    #: Answer 429 with `Retry-After: <seconds>` and do nothing else (None: not throttled).
+    throttle: int | None = None
 
 
 def parse_script_action(action: object) -> str:
-    """Validate one script entry ("ok", "error", "drop", "decline" or "slow:<ms>") and return it."""
+    """Validate one script entry ("ok", "error", "drop", "decline", "slow:<ms>" or
+    "throttle:<seconds>") and return it."""
     if action in ("ok", "error", "drop", "decline"):
         return str(action)
     if isinstance(action, str) and action.startswith("slow:"):
         digits = action.removeprefix("slow:")
         if digits.isascii() and digits.isdigit() and int(digits) <= MAX_DELAY_MS:
+            return action
+    if isinstance(action, str) and action.startswith("throttle:"):
+        digits = action.removeprefix("throttle:")
+        if digits.isascii() and digits.isdigit() and int(digits) <= 3600:
             return action
     raise ConfigError(f"script action {action!r} is not one of {', '.join(SCRIPT_ACTIONS)}")
 
@@ -201,6 +208,8 @@ def plan_for_action(action: str, config: SandboxConfig) -> FaultPlan:
         return FaultPlan(decline=True)
     if action.startswith("slow:"):
         return FaultPlan(delay_ms=int(action.removeprefix("slow:")))
+    if action.startswith("throttle:"):
+        return FaultPlan(throttle=int(action.removeprefix("throttle:")))
     return FaultPlan()
 
 

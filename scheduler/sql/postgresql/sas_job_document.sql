@@ -115,7 +115,8 @@ RETURN (SELECT json_build_object(
                     'late_outcome', a.late_outcome,
                     'late_at', sas_drf_time(a.late_at),
                     'heartbeat_at', sas_drf_time(a.heartbeat_at),
-                    'heartbeat_details', a.heartbeat_details
+                    'heartbeat_details', a.heartbeat_details,
+                    'retry_after_seconds', a.retry_after_seconds
                 ) ORDER BY a.number)
                 FROM scheduler_attempt a CROSS JOIN LATERAL sas_agent_pool(a.pool_id) ap
                 WHERE a.step_id = s.id), '[]'::json)

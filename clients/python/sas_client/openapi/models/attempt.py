@@ -53,6 +53,7 @@ class Attempt:
         late_at (datetime.datetime | None):
         heartbeat_at (datetime.datetime | None):
         heartbeat_details (Any):
+        retry_after_seconds (float | None):
     """
 
     number: int
@@ -74,6 +75,7 @@ class Attempt:
     late_at: datetime.datetime | None
     heartbeat_at: datetime.datetime | None
     heartbeat_details: Any
+    retry_after_seconds: float | None
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,6 +143,9 @@ class Attempt:
 
         heartbeat_details = self.heartbeat_details
 
+        retry_after_seconds: float | None
+        retry_after_seconds = self.retry_after_seconds
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -164,6 +169,7 @@ class Attempt:
                 "late_at": late_at,
                 "heartbeat_at": heartbeat_at,
                 "heartbeat_details": heartbeat_details,
+                "retry_after_seconds": retry_after_seconds,
             }
         )
 
@@ -302,6 +308,13 @@ class Attempt:
 
         heartbeat_details = d.pop("heartbeat_details")
 
+        def _parse_retry_after_seconds(data: object) -> float | None:
+            if data is None:
+                return data
+            return cast(float | None, data)
+
+        retry_after_seconds = _parse_retry_after_seconds(d.pop("retry_after_seconds"))
+
         attempt = cls(
             number=number,
             kind=kind,
@@ -322,6 +335,7 @@ class Attempt:
             late_at=late_at,
             heartbeat_at=heartbeat_at,
             heartbeat_details=heartbeat_details,
+            retry_after_seconds=retry_after_seconds,
         )
 
         attempt.additional_properties = d

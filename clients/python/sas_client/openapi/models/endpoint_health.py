@@ -21,6 +21,8 @@ class EndpointHealth:
         bad_calls (int):
         circuit_open (bool):
         circuit_open_until (datetime.datetime | None):
+        wait_asked_until (datetime.datetime | None): While the remote's own ask holds (a 429 or 503 with Retry-After):
+            no call before then.
     """
 
     url: str
@@ -29,6 +31,7 @@ class EndpointHealth:
     bad_calls: int
     circuit_open: bool
     circuit_open_until: datetime.datetime | None
+    wait_asked_until: datetime.datetime | None
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -48,6 +51,12 @@ class EndpointHealth:
         else:
             circuit_open_until = self.circuit_open_until
 
+        wait_asked_until: None | str
+        if isinstance(self.wait_asked_until, datetime.datetime):
+            wait_asked_until = self.wait_asked_until.isoformat()
+        else:
+            wait_asked_until = self.wait_asked_until
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -58,6 +67,7 @@ class EndpointHealth:
                 "bad_calls": bad_calls,
                 "circuit_open": circuit_open,
                 "circuit_open_until": circuit_open_until,
+                "wait_asked_until": wait_asked_until,
             }
         )
 
@@ -91,6 +101,21 @@ class EndpointHealth:
 
         circuit_open_until = _parse_circuit_open_until(d.pop("circuit_open_until"))
 
+        def _parse_wait_asked_until(data: object) -> datetime.datetime | None:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                wait_asked_until_type_0 = datetime.datetime.fromisoformat(data)
+
+                return wait_asked_until_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None, data)
+
+        wait_asked_until = _parse_wait_asked_until(d.pop("wait_asked_until"))
+
         endpoint_health = cls(
             url=url,
             enabled=enabled,
@@ -98,6 +123,7 @@ class EndpointHealth:
             bad_calls=bad_calls,
             circuit_open=circuit_open,
             circuit_open_until=circuit_open_until,
+            wait_asked_until=wait_asked_until,
         )
 
         endpoint_health.additional_properties = d
