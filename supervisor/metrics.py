@@ -350,6 +350,11 @@ SELECT 'outbox_oldest', lane, extract(epoch FROM statement_timestamp() - min(nex
     FROM scheduler_delivery WHERE status = 'pending' AND next_try_at <= statement_timestamp()) AS due
     GROUP BY lane
 UNION ALL
+SELECT 'jobs_waiting_for_key', '', count(*)::float FROM scheduler_job WHERE status = 'waiting'
+UNION ALL
+SELECT 'endpoints_asked_to_wait', '', count(*)::float FROM agents_agentendpoint
+    WHERE wait_asked_until > statement_timestamp()
+UNION ALL
 SELECT 'breakers_open', '', count(*)::float FROM supervisor_receiverbreaker
     WHERE open_until > statement_timestamp()
 UNION ALL
@@ -373,7 +378,8 @@ def _gauge_rows_python() -> list[tuple[str, str, float]]:
     from django.utils import timezone
     from django_q.models import OrmQ
 
-    from scheduler.models import Delivery, Step
+    from agents.models import AgentEndpoint
+    from scheduler.models import Delivery, Job, Step
     from supervisor.models import ReceiverBreaker, SupervisorLease
 
     now = timezone.now()
@@ -403,6 +409,9 @@ def _gauge_rows_python() -> list[tuple[str, str, float]]:
     for lane, (n, oldest) in sorted(lanes.items()):
         rows.append(("outbox_due", lane, n))
         rows.append(("outbox_oldest", lane, (now - oldest).total_seconds()))
+    rows.append(("jobs_waiting_for_key", "", float(Job.objects.filter(status="waiting").count())))
+    asked = AgentEndpoint.objects.filter(wait_asked_until__gt=now).count()
+    rows.append(("endpoints_asked_to_wait", "", float(asked)))
     rows.append(("breakers_open", "", float(ReceiverBreaker.objects.filter(open_until__gt=now).count())))
     lease = SupervisorLease.objects.filter(pk="supervisor").first()
     if lease is not None:
@@ -429,6 +438,18 @@ def gauges() -> Iterator[GaugeMetricFamily]:
         "sas_steps_needing_attention", "Steps a person or the supervisor must look at.", values, "attention"
     )
     yield _one("sas_queue_depth", "Agent tasks waiting in the queue.", values, "queue")
+    yield _one(
+        "sas_jobs_waiting_for_key",
+        "Jobs waiting for their workflow's concurrency key (docs/flow-control.md).",
+        values,
+        "jobs_waiting_for_key",
+    )
+    yield _one(
+        "sas_endpoints_asked_to_wait",
+        "Endpoints whose remote asked for no calls for now (a 429 or 503 with Retry-After).",
+        values,
+        "endpoints_asked_to_wait",
+    )
     yield _one(
         "sas_queue_oldest_task_age_seconds", "Age of the oldest task in the queue.", values, "queue_oldest"
     )

@@ -57,11 +57,13 @@ from sas_project.database import is_postgresql
 from sas_project.errors import SasError
 from sas_project.permissions import role_groups_ensure
 from sas_project.tokens.services import token_create
+from scheduler.definitions import workflow_create, workflow_latest
 from scheduler.models import Attempt, Event, Job, JobStatus, Step, StepKind, StepStatus
 from scheduler.services import job_submit
 from scheduler.transitions import (
     JOB_OPERATOR_ONLY,
     JOB_TRANSITIONS,
+    KEY_HOLDING,
     STEP_OPERATOR_ONLY,
     STEP_TRANSITIONS,
     STEP_WAIT_COMPLETIONS,
@@ -97,6 +99,9 @@ from testbed.processes import (
 WORKFLOW = "campaign_order"
 #: The same order with a charge answered later and shipping through a queue.
 WORKFLOW_ASYNC = "campaign_order_async"
+#: The same order with at most KEY_LIMIT jobs at once per account (a concurrency key).
+WORKFLOW_KEYED = "campaign_order_keyed"
+KEY_LIMIT = 2
 SETTLED = {
     JobStatus.SUCCEEDED,
     JobStatus.COMPENSATED,
@@ -195,6 +200,8 @@ class CampaignConfig:
     bombs: bool = True
     #: Bomb requests per second in the flood (0: the definitions only, no flood).
     bomb_rate: float = 4.0
+    #: Accounts the keyed order's jobs spread over, KEY_LIMIT at once each (0: no keyed jobs).
+    keys: int = 4
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -223,38 +230,46 @@ def ensure_definitions(sandbox_url: str, cfg: CampaignConfig, broker_url: str = 
     }
     ensure_policy("campaign", **common, reconcile_before_retry=False)
     ensure_policy("campaign-careful", **common, reconcile_before_retry=True, reassign_after_attempts=3)
+    order: list[dict[str, Any]] = [
+        {
+            "name": "reserve",
+            "pool": "campaign-inventory",
+            "path": "/inventory/reserve",
+            "status_path": "/inventory/reservations/{operation_id}",
+            "compensation_path": "/inventory/release",
+            "policy": "campaign",
+        },
+        {
+            "name": "charge",
+            "pool": "campaign-payments",
+            "path": "/payments/charge",
+            "status_path": "/payments/{operation_id}",
+            "compensation_path": "/payments/refund",
+            "depends_on": ["reserve"],
+            "policy": "campaign-careful",
+        },
+        {
+            "name": "schedule",
+            "pool": "campaign-shipping",
+            "path": "/shipping/schedule",
+            "status_path": "/shipping/shipments/{operation_id}",
+            "compensation_path": "/shipping/cancel",
+            "depends_on": ["reserve"],
+            "policy": "campaign",
+        },
+    ]
     ensure_workflow(
         WORKFLOW,
         description="Reserve, then charge and schedule in parallel; every step undoable.",
-        steps=[
-            {
-                "name": "reserve",
-                "pool": "campaign-inventory",
-                "path": "/inventory/reserve",
-                "status_path": "/inventory/reservations/{operation_id}",
-                "compensation_path": "/inventory/release",
-                "policy": "campaign",
-            },
-            {
-                "name": "charge",
-                "pool": "campaign-payments",
-                "path": "/payments/charge",
-                "status_path": "/payments/{operation_id}",
-                "compensation_path": "/payments/refund",
-                "depends_on": ["reserve"],
-                "policy": "campaign-careful",
-            },
-            {
-                "name": "schedule",
-                "pool": "campaign-shipping",
-                "path": "/shipping/schedule",
-                "status_path": "/shipping/shipments/{operation_id}",
-                "compensation_path": "/shipping/cancel",
-                "depends_on": ["reserve"],
-                "policy": "campaign",
-            },
-        ],
+        steps=order,
     )
+    if workflow_latest(WORKFLOW_KEYED) is None:
+        workflow_create(
+            name=WORKFLOW_KEYED,
+            description="The order, at most two at once per account.",
+            steps=order,
+            concurrency={"key": "input.account", "limit": KEY_LIMIT},
+        )
     if not broker_url:
         return
     ensure_pool("campaign-queue", kind="queue", endpoints=[broker_url])
@@ -547,7 +562,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         raise RuntimeError("the fault campaign runs on PostgreSQL (set DATABASE_URL)")
     if cfg.pg_restart and not os.environ.get("SAS_PG_DATADIR"):
         raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")
-    own = [WORKFLOW, WORKFLOW_ASYNC, WORKFLOW_WAITS, *campaign_language.ALL_WORKFLOWS]
+    own = [WORKFLOW, WORKFLOW_ASYNC, WORKFLOW_KEYED, WORKFLOW_WAITS, *campaign_language.ALL_WORKFLOWS]
     own += [*campaign_poison.ALL_WORKFLOWS, *campaign_bombs.ALL_WORKFLOWS]
     bombing = cfg.hostile and cfg.bombs
     # The bombs' flood is measured against the ordinary submissions, which go through the API.
@@ -619,6 +634,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         wait_submitter = submitter or ApiSubmitter([web.url], client_token)
         driver = WaitDriver(url=web.url, client_token=client_token, approver_token=approver_token())
     workflows = [WORKFLOW, WORKFLOW_ASYNC] if cfg.async_agents else [WORKFLOW]
+    if cfg.keys:
+        workflows.append(WORKFLOW_KEYED)
     language = LanguagePlanner(random.Random(cfg.seed + 2))
     if cfg.language_share > 0:
         campaign_language.ensure_language_definitions()
@@ -823,6 +840,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                         mine = language_job_ids
                     else:
                         workflow = workflows[plain % len(workflows)]
+                        if workflow == WORKFLOW_KEYED:
+                            payload["account"] = f"acct-{(plain // len(workflows)) % cfg.keys}"
                         plain += 1
                         mine = None
                     tag = f"{run_id}-{submitted}"
@@ -1082,7 +1101,7 @@ def check(
     `children` (sub-workflows) are held to the same invariants, and counted apart."""
     effects: dict[str, int] = stats["effects"]
     family = [*job_ids, *children]
-    jobs = {j.pk: j for j in Job.objects.filter(pk__in=family)}
+    jobs = {j.pk: j for j in Job.objects.filter(pk__in=family).select_related("workflow")}
     found = Job.objects.filter(pk__in=job_ids).count()
     steps = list(Step.objects.filter(job_id__in=family).select_related("compensates"))
     by_job: dict[Any, list[Step]] = {}
@@ -1166,6 +1185,7 @@ def check(
         else:
             if expected is not None and expected != status:
                 missing.append(f"{key[0]} {key[1]}: last event says {expected}, row says {status}")
+    over_limit = keys_over_limit(jobs, events)
     detect = [
         float(e["data"]["overdue_ms"])
         for e in events
@@ -1193,6 +1213,8 @@ def check(
         "missing_events": len(missing),
         "supervisor_handovers": handovers - handovers_before,
         "late_successes": late,
+        "keyed_jobs": sum(1 for j in jobs.values() if j.concurrency_key),
+        "keys_over_their_limit": len(over_limit),
         "overdue_detect_ms": {
             "count": len(detect),
             "p50": percentile(detect, 50),
@@ -1210,6 +1232,7 @@ def check(
             "effects_left_after_compensation",
             "backward_moves",
             "missing_events",
+            "keys_over_their_limit",
         )
         if figures[name]
     }
@@ -1224,11 +1247,38 @@ def check(
             "effects_left": effects_left[:5],
             "backwards": backwards[:5],
             "missing_events": missing[:5],
+            "keys_over_their_limit": over_limit[:5],
         },
         "first_event_id": first_event,
         # What the remote itself injected (the asynchronous reports' faults among them).
         "remote_faults": stats.get("faults", {}),
     }
+
+
+def keys_over_limit(jobs: dict[Any, Job], events: list[dict[str, Any]]) -> list[str]:
+    """The concurrency keys more jobs held at once than their limit, in the order of the jobs'
+    events (a job holds its key from the event that made it running, or pending, until the one
+    that took it out of KEY_HOLDING)."""
+    limits = {
+        j.workflow_id: (j.workflow.concurrency or {}).get("limit", 0)
+        for j in jobs.values()
+        if j.concurrency_key
+    }
+    holding: dict[tuple[int, str], set[Any]] = {}
+    over: list[str] = []
+    for e in events:
+        job = jobs.get(e["job_id"])
+        if job is None or not job.concurrency_key or e["step_id"] is not None or not e["to_status"]:
+            continue
+        key = (job.workflow_id, job.concurrency_key)
+        holders = holding.setdefault(key, set())
+        if e["to_status"] in KEY_HOLDING:
+            holders.add(job.pk)
+            if len(holders) > limits[job.workflow_id]:
+                over.append(f"{job.concurrency_key}: {len(holders)} jobs at event {e['id']}")
+        else:
+            holders.discard(job.pk)
+    return over
 
 
 def check_lease(first_event: int, first_term: int) -> dict[str, Any]:
@@ -1303,6 +1353,10 @@ def table(report: dict[str, Any]) -> str:
         ("effects left after compensation (must be 0)", f["effects_left_after_compensation"]),
         ("statuses that moved backwards (must be 0)", f["backward_moves"]),
         ("state changes without their event (must be 0)", f["missing_events"]),
+        (
+            f"keyed jobs / keys held by more than {KEY_LIMIT} at once (must be 0)",
+            f"{f.get('keyed_jobs', 0)} / {f.get('keys_over_their_limit', 0)}",
+        ),
         ("supervisor hand-overs", f["supervisor_handovers"]),
         ("late successes", f["late_successes"]),
         (

@@ -196,12 +196,11 @@ def _cancel_holders(
 
 def job_wait(unit: Unit, *, job: Job, admission: Admission, source: str, actor: User | None) -> None:
     """The event of a job created waiting for its key."""
+    # A note: the job_submitted event beside it already moved the job to waiting.
     unit.event(
         job_id=job.pk,
         kind=EventKind.JOB_WAITING,
         source=source,
-        from_status=J.WAITING,
-        to_status=J.WAITING,
         actor=actor,
         reason=admission.reason,
         data={"waiting_for": waiting_for(job)},

@@ -4,6 +4,7 @@ in arrival order as the key frees, or are refused, or cancel the oldest holder."
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -278,3 +279,25 @@ def test_a_child_refused_by_its_key_fails_the_parents_step_by_its_policy(
     assert "no child job started" in failed.reason and str(holder.pk) in failed.reason
     assert status(parent) == J.COMPENSATED
     assert not Job.objects.filter(parent_job=parent).exists()
+
+
+def test_metrics_count_the_jobs_waiting_for_a_key_and_the_endpoints_asked_to_wait(
+    fake_remote: FakeRemote,
+) -> None:
+    from django.test import Client
+    from django.utils import timezone
+
+    from agents.models import AgentEndpoint
+    from tests.factories import make_pool
+    from tests.supervisor.test_operations import metrics, total
+
+    keyed()
+    for _ in range(3):
+        submit("acct-1")
+    make_pool("remote", kind="http", endpoints=["http://a.example:1", "http://b.example:1"])
+    AgentEndpoint.objects.filter(url="http://a.example:1").update(
+        wait_asked_until=timezone.now() + dt.timedelta(minutes=5)
+    )
+    found = metrics(Client())
+    assert total(found, "sas_jobs_waiting_for_key") == 2
+    assert total(found, "sas_endpoints_asked_to_wait") == 1

@@ -205,6 +205,12 @@ class Command(BaseCommand):
             help="Bomb requests a second over the REST API with --hostile (0: the refused definitions "
             "only, no flood).",
         )
+        parser.add_argument(
+            "--keys",
+            type=int,
+            default=d.keys,
+            help="Accounts the keyed order's jobs spread over, two at once each (0: no keyed jobs).",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
             "--scratch",
@@ -256,6 +262,7 @@ class Command(BaseCommand):
             stuck_window=options["stuck_window"],
             bombs=not options["no_bombs"],
             bomb_rate=options["bomb_rate"],
+            keys=options["keys"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))
