@@ -453,8 +453,7 @@ def workflow_create(
                 actor,
                 input_schema,
                 concurrency=concurrency,
-                # A keyed job frees its key when it settles: the Python path settles it.
-                plain=workflow_plain(ordered) and concurrency is None,
+                plain=workflow_plain(ordered),
             )
     except IntegrityError as exc:
         raise StaleWrite(f"workflow {name!r} was changed at the same moment; send yours again") from exc
@@ -463,7 +462,7 @@ def workflow_create(
             StepDefinition(
                 workflow=workflow,
                 position=i,
-                plain_outcome=outcome_plain(spec) and concurrency is None,
+                plain_outcome=outcome_plain(spec),
                 **spec,
             )
             for i, spec in enumerate(ordered)

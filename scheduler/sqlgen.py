@@ -12,6 +12,8 @@ Generated, never edited: `manage.py dbcode --generate` writes
   OUTCOME_MOVES): `sas_event_kind.sql`, `sas_event_kind(table, key)`, the event a step's or a
   job's move to a status writes, or a live call's outcome; and `sas_outcome_status.sql`, the
   status that outcome takes its step to. The hot path's functions choose no event by hand;
+- from the statuses in which a job holds its concurrency key (scheduler.transitions.KEY_HOLDING):
+  `sas_key_holding.sql`, which `sas_submit`'s admission counts the key's holders with;
 - from the event kinds something reacts to (scheduler.outbox.REACTION_KINDS): the trigger that
   queues those events for their reader, `sas_event_reactions.sql` and its SQLite twin;
 - from the models' vocabulary constraints (VOCABULARIES: an event's kind, a step's, a job's and an
@@ -39,6 +41,7 @@ from scheduler.transitions import (
     IN_FLIGHT,
     JOB_EVENTS,
     JOB_TRANSITIONS,
+    KEY_HOLDING,
     OUTCOME_MOVES,
     STEP_EVENTS,
     STEP_TRANSITIONS,
@@ -132,6 +135,26 @@ def pg_event_kind() -> str:
 def pg_outcome_status() -> str:
     cases = sorted((str(outcome), str(to)) for outcome, (to, _) in OUTCOME_MOVES.items())
     return EVENTS_HEADER + _plpgsql_case("sas_outcome_status(p_outcome text)", "p_outcome", cases)
+
+
+KEYS_HEADER = """-- Generated from scheduler/transitions.py by scheduler/sqlgen.py
+-- (`manage.py dbcode --generate`): do not edit. Mirrors KEY_HOLDING, the statuses in which a job
+-- holds its concurrency key (scheduler.services.flow); a test fails when this file differs.
+"""
+
+
+def pg_key_holding() -> str:
+    # PL/pgSQL and IMMUTABLE, as sas_event_kind: `status = ANY (sas_key_holding())` is folded
+    # into the caller's cached plan.
+    statuses = ", ".join(_literal(str(s)) for s in sorted(KEY_HOLDING))
+    return (
+        KEYS_HEADER
+        + "CREATE OR REPLACE FUNCTION sas_key_holding()\n"
+        + "RETURNS text[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$\n"
+        + "BEGIN\n"
+        + f"    RETURN ARRAY[{statuses}]::text[];\n"
+        + "END\n$fn$;\n"
+    )
 
 
 #: The vocabulary constraints on the hot path's tables: (app, model, constraint name). Each is a
@@ -292,6 +315,7 @@ def generated() -> dict[Path, str]:
         SQL_DIR / "postgresql" / "sas_move_allowed.sql": pg_move_allowed(),
         SQL_DIR / "postgresql" / "sas_event_kind.sql": pg_event_kind(),
         SQL_DIR / "postgresql" / "sas_outcome_status.sql": pg_outcome_status(),
+        SQL_DIR / "postgresql" / "sas_key_holding.sql": pg_key_holding(),
         SQL_DIR / "postgresql" / "sas_event_reactions.sql": pg_event_reactions(),
         SQL_DIR / "postgresql" / "sas_value_allowed.sql": pg_value_allowed(),
         SQL_DIR / "sqlite" / "scheduler_event_reactions.sql": sqlite_event_reactions(),

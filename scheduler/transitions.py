@@ -407,7 +407,7 @@ def _move_deadline(unit: Unit, step: Step, deadline: dt.datetime, attempt_fields
 #: The statuses in which a job holds its concurrency key (scheduler.services.flow): live and not
 #: waiting. A job that leaves them frees its key: `key_freed` is sent once its transaction commits.
 KEY_HOLDING = frozenset({J.PENDING, J.RUNNING, J.NEEDS_ATTENTION, J.COMPENSATING})
-#: Sent after the commit of a transaction in which a job left KEY_HOLDING (workflow_id, key);
+#: Sent after the commit of a transaction in which a job left KEY_HOLDING (workflow: its name, key);
 #: scheduler.services.flow receives it and starts what waits for the key.
 key_freed = Signal()
 
@@ -446,8 +446,8 @@ def job_transition(
     if to in JOB_SETTLED and job.callback_url:
         callback_write(job, to)
     if job.concurrency_key and frm in KEY_HOLDING and to not in KEY_HOLDING:
-        workflow_id, key = job.workflow_id, job.concurrency_key
-        transaction.on_commit(lambda: key_freed.send(sender=Job, workflow_id=workflow_id, key=key))
+        workflow, key = job.workflow.name, job.concurrency_key
+        transaction.on_commit(lambda: key_freed.send(sender=Job, workflow=workflow, key=key))
     if job.parent_job_id is not None and (
         to in JOB_SETTLED or (job.compensation_reason and J.NEEDS_ATTENTION in (frm, to))
     ):

@@ -7,7 +7,10 @@ reads nothing leaves the job unkeyed, as a workflow without the field). A job *h
 while it is live (HOLDING: running, needing attention, compensating); settled, it frees it.
 
 Admission, under the key's lock (a transaction-scoped advisory lock on PostgreSQL, so that two
-submissions on one key at the same moment take turns; SQLite has one writer):
+submissions on one key at the same moment take turns; SQLite has one writer). On PostgreSQL the
+fast path admits a job whose key is an input field holding a string, when the key has room and
+nobody waits (`scheduler/sql/postgresql/sas_submit.sql`, under the same lock); every other case
+comes here:
 - room under the limit and nobody waiting ahead: the job starts, as any job;
 - otherwise by `on_limit`: `queue` creates the job `waiting` (no step dispatched, no worker, no
   queue row, no deadline: its deadline starts when it does); `cancel_newest` refuses it (409
@@ -29,7 +32,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 
 from sas_project import database
@@ -205,6 +208,10 @@ def job_wait(unit: Unit, *, job: Job, admission: Admission, source: str, actor: 
         reason=admission.reason,
         data={"waiting_for": waiting_for(job)},
     )
+    # A holder that settled while this admission ran found nobody waiting yet (on_key_freed's
+    # read): once this commits, look again, so the place it freed is not left to the sweep.
+    workflow, key = job.workflow.name, job.concurrency_key
+    transaction.on_commit(lambda: on_key_freed(workflow=workflow, key=key))
 
 
 class StartFailed(Exception):
@@ -260,11 +267,12 @@ def _start(unit: Unit, state: JobState, *, reason: str) -> None:
     job_advance(unit, state=state, source=SOURCE)
 
 
-def on_key_freed(*, workflow_id: int, key: str, **_: Any) -> None:
+def on_key_freed(*, workflow: str, key: str, **_: Any) -> None:
     """Receiver of scheduler.transitions.key_freed (sent after the commit of a transaction in
-    which a job left HOLDING): start what waits for the key."""
-    workflow = Workflow.objects.filter(pk=workflow_id).values_list("name", flat=True).first()
-    if workflow is None:
+    which a job left HOLDING): start what waits for the key. One read first, outside any lock:
+    most keys have nobody waiting. A job made to wait by an admission that had not committed yet
+    when this read ran looks again once it commits (job_wait); the scan's sweep is the backstop."""
+    if not _waiting(workflow, key).exists():
         return
     try:
         jobs_release(workflow, key=key)

@@ -22,7 +22,7 @@ import functools
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django_q.brokers import get_broker
 from django_q.conf import Conf
 
@@ -32,7 +32,9 @@ from sas_project.conf import sas_settings
 from sas_project.database import is_postgresql
 from sas_project.dbcode import Json, function_call
 from scheduler.faults import maybe_fail_after_commit
+from scheduler.models import Job
 from scheduler.services.dispatch import AGENT_TASK
+from scheduler.transitions import key_freed
 
 
 @functools.cache
@@ -118,6 +120,18 @@ def record_outcome(step_id: int, *, number: int, result: CallResult, source: str
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         verdict = cursor.fetchone()[0]
+        if verdict == "done:key_freed":
+            # The job settled holding a concurrency key: what waits for it starts after the
+            # commit, as a move through job_transition makes it start.
+            cursor.execute(
+                "SELECT w.name, j.concurrency_key FROM scheduler_step s"
+                " JOIN scheduler_job j ON j.id = s.job_id JOIN scheduler_workflow w ON w.id = j.workflow_id"
+                " WHERE s.id = %s",
+                [step_id],
+            )
+            workflow, key = cursor.fetchone()
+            transaction.on_commit(lambda: key_freed.send(sender=Job, workflow=workflow, key=key))
+            verdict = "done"
     if verdict != "done":
         return False
     maybe_fail_after_commit("the record of an outcome")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,10 @@ from tests.factories import make_workflow, step
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 
 J = JobStatus
+
+
+def is_postgresql_url() -> bool:
+    return os.environ.get("DATABASE_URL", "").startswith("postgres")
 
 
 def keyed(name: str = "orders", *, limit: int = 1, on_limit: str = "queue", **fields: Any) -> None:
@@ -301,3 +306,28 @@ def test_metrics_count_the_jobs_waiting_for_a_key_and_the_endpoints_asked_to_wai
     found = metrics(Client())
     assert total(found, "sas_jobs_waiting_for_key") == 2
     assert total(found, "sas_endpoints_asked_to_wait") == 1
+
+
+@pytest.mark.skipif(not is_postgresql_url(), reason="the SQL fast path")
+def test_the_fast_path_admits_a_key_with_room_and_leaves_the_rest_to_python(
+    fake_remote: FakeRemote, drain: Callable[[], int]
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    keyed()
+
+    def made_by_the_orm(account: Any) -> tuple[Job, bool]:
+        with CaptureQueriesContext(connection) as queries:
+            job = submit(account)
+        return job, any('INSERT INTO "scheduler_job"' in q["sql"] for q in queries)
+
+    first, by_orm = made_by_the_orm("acct-1")
+    assert not by_orm and status(first) == J.RUNNING  # sas_submit admitted it
+    assert Job.objects.get(pk=first.pk).concurrency_key == "acct-1"
+    second, by_orm = made_by_the_orm("acct-1")
+    assert by_orm and status(second) == J.WAITING  # no room: the general path made it wait
+    number, by_orm = made_by_the_orm(7)
+    assert by_orm and Job.objects.get(pk=number.pk).concurrency_key == "7"  # a number is Python's
+    drain()
+    assert {status(j) for j in (first, second, number)} == {J.SUCCEEDED}

@@ -23,7 +23,7 @@ BEGIN
     END IF;
     -- The job's row lock first; the step is read after it (a statement of its own, so it sees
     -- what the transaction it may have waited for committed).
-    SELECT j.id, j.status, j.paused_at, j.parent_job_id, w.plain INTO v_job
+    SELECT j.id, j.status, j.paused_at, j.parent_job_id, j.concurrency_key, w.plain INTO v_job
     FROM scheduler_job j JOIN scheduler_workflow w ON w.id = j.workflow_id
     WHERE j.id = v_job_id FOR UPDATE OF j;
     SELECT id, kind, status, attempt, parent_id, definition_id INTO v_step FROM scheduler_step
@@ -137,6 +137,11 @@ BEGIN
                                      source, reason, data, created_at)
         VALUES (v_job_id, NULL, sas_event_kind('job', 'succeeded'), 'running', 'succeeded', NULL, NULL,
                 p_source, '', '{}'::jsonb, v_now);
+        -- The job held a concurrency key: the caller starts what waits for it once this commits
+        -- (scheduler.transitions.key_freed, as job_transition sends it).
+        IF v_job.concurrency_key <> '' THEN
+            RETURN 'done:key_freed';
+        END IF;
     END IF;
     RETURN 'done';
 END

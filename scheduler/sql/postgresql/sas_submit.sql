@@ -1,4 +1,4 @@
--- Mirrors: scheduler.services.submission, scheduler.services.hotpath, scheduler.definitions, scheduler.services.waits, scheduler.services.saga, scheduler.contracts.
+-- Mirrors: scheduler.services.submission, scheduler.services.flow, scheduler.services.hotpath, scheduler.definitions, scheduler.services.waits, scheduler.services.saga, scheduler.contracts.
 -- A job of a workflow's latest version, its steps and its event, then the dispatch of its first
 -- steps, as job_submit makes them (hotpath.submit calls it by name).
 CREATE OR REPLACE FUNCTION sas_submit(
@@ -11,9 +11,11 @@ DECLARE
     v_now timestamptz := statement_timestamp();
     v_wf record;
     v_job_id uuid := gen_random_uuid();
+    v_value jsonb;
+    v_concurrency_key text := '';
 BEGIN
-    SELECT id, name, version, deadline_seconds, input_schema, plain INTO v_wf FROM scheduler_workflow
-    WHERE name = p_workflow ORDER BY version DESC LIMIT 1;
+    SELECT id, name, version, deadline_seconds, input_schema, concurrency, plain INTO v_wf
+    FROM scheduler_workflow WHERE name = p_workflow ORDER BY version DESC LIMIT 1;
     -- NULL for an unknown workflow, for one with an input schema (the general path,
     -- scheduler.services.submission, checks the input) and for a version that is not plain
     -- (scheduler.definitions.step_plain: waits, sub-workflows, conditions, fan-outs, projections),
@@ -22,16 +24,45 @@ BEGIN
     IF NOT FOUND OR v_wf.input_schema IS NOT NULL OR NOT v_wf.plain THEN
         RETURN NULL;
     END IF;
+    -- A concurrency key (scheduler.services.flow): admitted here when it is an input field
+    -- (`input.a.b`) holding a scalar, and the key has room with nobody waiting; NULL otherwise,
+    -- and the general path reads the key, makes the job wait, refuses it or cancels a holder.
+    IF v_wf.concurrency IS NOT NULL THEN
+        IF NOT (v_wf.concurrency ->> 'key') ~ '^input(\.[A-Za-z_][A-Za-z0-9_]*)+$' THEN
+            RETURN NULL;
+        END IF;
+        v_value := p_input #> string_to_array(substr(v_wf.concurrency ->> 'key', 7), '.');
+        -- A number's text is Python's to write (1.10 is "1.1" there), an object's JSON too.
+        IF v_value IS NOT NULL AND jsonb_typeof(v_value) NOT IN ('string', 'null') THEN
+            RETURN NULL;
+        END IF;
+        -- As flow.key_value: a string as it is; null (or nothing there) reads nothing.
+        v_concurrency_key := COALESCE(v_value #>> '{}', '');
+        IF length(v_concurrency_key) > 200 THEN
+            RETURN NULL;
+        END IF;
+        IF v_concurrency_key <> '' THEN
+            PERFORM pg_advisory_xact_lock(hashtext('sas_concurrency:' || v_wf.name || ':' || v_concurrency_key));
+            IF (SELECT count(*) FROM scheduler_job j JOIN scheduler_workflow w ON w.id = j.workflow_id
+                WHERE j.concurrency_key = v_concurrency_key AND w.name = v_wf.name
+                  AND j.status = ANY (sas_key_holding())) >= (v_wf.concurrency ->> 'limit')::integer
+               OR EXISTS (SELECT 1 FROM scheduler_job j JOIN scheduler_workflow w ON w.id = j.workflow_id
+                          WHERE j.concurrency_key = v_concurrency_key AND w.name = v_wf.name
+                            AND j.status = 'waiting') THEN
+                RETURN NULL;
+            END IF;
+        END IF;
+    END IF;
     -- A job is created running: its first steps are dispatched in this same transaction.
     -- The columns this function sets; the others take the database's default (NULL, or the
     -- model's db_default), so a column added later needs no change here.
     INSERT INTO scheduler_job (id, workflow_id, status, input, submitter_id, idempotency_key, request_hash,
-        compensation_reason, deadline, callback_url, trace_parent, business_key, priority, created_at,
-        updated_at)
+        compensation_reason, deadline, callback_url, trace_parent, business_key, priority,
+        concurrency_key, created_at, updated_at)
     VALUES (v_job_id, v_wf.id, 'running', p_input, p_submitter, p_key, p_hash, '',
         CASE WHEN v_wf.deadline_seconds IS NOT NULL AND v_wf.deadline_seconds > 0
              THEN v_now + make_interval(secs => v_wf.deadline_seconds) END,
-        p_callback_url, p_trace_parent, p_business_key, p_priority, v_now, v_now);
+        p_callback_url, p_trace_parent, p_business_key, p_priority, v_concurrency_key, v_now, v_now);
     INSERT INTO scheduler_step (job_id, definition_id, name, kind, status, operation_id, attempt, calls,
         last_outcome, pool_id, error, created_at, updated_at)
     SELECT v_job_id, d.id, d.name, 'action', 'pending', gen_random_uuid()::text, 0, 0, '', d.pool_id, '',
