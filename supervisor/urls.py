@@ -21,6 +21,7 @@ urlpatterns = [
     path("jobs/<uuid:job_id>/steps/<slug:step_name>/items/", views.job_items, name="job_items"),
     path("jobs/<uuid:job_id>/rerun/", views.job_rerun, name="job_rerun"),
     path("schedules/", views.schedules, name="schedules"),
+    path("keys/", views.keys, name="keys"),
     path("schedules/<slug:name>/act/", views.schedule_action, name="schedule_action"),
     path("calibration/", views.calibration, name="calibration"),
 ]

@@ -41,6 +41,7 @@ from sas_project.permissions import can_operate, can_view
 from scheduler.models import StepStatus
 from scheduler.schedules import schedule_set_paused
 from scheduler.selectors import archived_job
+from scheduler.services.flow import busiest_keys
 from scheduler.services.wakeups import NotPermitted, approval_decide
 from supervisor import selectors, services
 from supervisor.dag import job_dag
@@ -503,6 +504,13 @@ def job_rerun(request: HttpRequest, job_id: Any) -> HttpResponse:
         request, f"Rerun of job {str(job_id)[:8]} from {form.cleaned_data['from_step']} submitted."
     )
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
+
+
+@require_GET
+@viewer_required
+def keys(request: HttpRequest) -> HttpResponse:
+    """The concurrency keys held or waited for now (docs/flow-control.md)."""
+    return render(request, "ops/keys.html", {"section": "keys", "rows": busiest_keys()})
 
 
 @require_GET

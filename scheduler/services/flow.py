@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Count, Min, Q
 
 from sas_project import database
 from sas_project.errors import InvalidInput, KeyBusy
@@ -279,6 +279,52 @@ def on_key_freed(*, workflow: str, key: str, **_: Any) -> None:
     except Exception:
         # The scan's sweep releases it at its next pass.
         logger.warning("concurrency key %s of %s: release failed", key, workflow, exc_info=True)
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """One busy key, for the console's keys page."""
+
+    workflow: str
+    key: str
+    limit: int | None
+    holding: int
+    waiting: int
+    oldest_waiting: dt.datetime | None
+
+
+def busiest_keys(*, limit: int = 100) -> list[KeyRow]:
+    """The keys held or waited for now, most waiting first (then most held): one grouped read on
+    job_concurrency_key_idx, and the latest versions' limits."""
+    rows = (
+        Job.objects.exclude(concurrency_key="")
+        .filter(status__in=[*HOLDING, J.WAITING])
+        .values("workflow__name", "concurrency_key")
+        .annotate(
+            holding=Count("pk", filter=Q(status__in=HOLDING)),
+            waiting=Count("pk", filter=Q(status=J.WAITING)),
+            oldest_waiting=Min("created_at", filter=Q(status=J.WAITING)),
+        )
+        .order_by("-waiting", "-holding", "workflow__name", "concurrency_key")[:limit]
+    )
+    limits: dict[str, int | None] = {}
+    for name, spec in (
+        Workflow.objects.filter(name__in={r["workflow__name"] for r in rows})
+        .order_by("name", "-version")
+        .values_list("name", "concurrency")
+    ):
+        limits.setdefault(name, (spec or {}).get("limit"))
+    return [
+        KeyRow(
+            workflow=r["workflow__name"],
+            key=r["concurrency_key"],
+            limit=limits.get(r["workflow__name"]),
+            holding=r["holding"],
+            waiting=r["waiting"],
+            oldest_waiting=r["oldest_waiting"],
+        )
+        for r in rows
+    ]
 
 
 def waiting_keys(*, limit: int = 500) -> list[tuple[str, str]]:

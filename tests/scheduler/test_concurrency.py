@@ -331,3 +331,18 @@ def test_the_fast_path_admits_a_key_with_room_and_leaves_the_rest_to_python(
     assert by_orm and Job.objects.get(pk=number.pk).concurrency_key == "7"  # a number is Python's
     drain()
     assert {status(j) for j in (first, second, number)} == {J.SUCCEEDED}
+
+
+def test_the_keys_page_lists_the_keys_held_and_waited_for_most_waiting_first(
+    fake_remote: FakeRemote, client: Any
+) -> None:
+    keyed()
+    for account in ("acct-1", "acct-1", "acct-1", "acct-2"):
+        submit(account)
+    client.force_login(make_user("vera", "operators"))
+    page = client.get(reverse("ops:keys")).content.decode()
+    rows = page.split('data-workflow="orders"')[1:]
+    assert [row.split('data-key="', 1)[1].split('"', 1)[0] for row in rows] == ["acct-1", "acct-2"]
+    first = " ".join(rows[0].split("</tr>", 1)[0].split())
+    assert "1 / 1" in first and "status=waiting" in first and ">2</a>" in first
+    assert 'href="/ops/keys/"' in page
