@@ -141,15 +141,20 @@ def _reopen_if_failed(unit: Unit, state: JobState, actor: User, reason: str) -> 
         )
 
 
+#: The past participle of each step action's verb, for what a refusal says.
+_DONE = {"retry": "retried", "resolve": "resolved"}
+
+
 def _check_step_actionable(state: JobState, step: Step, verb: str) -> None:
     job = state.job
+    done = _DONE.get(verb, f"{verb}d")
     if job.paused_at is not None:
         raise ActionNotAllowed(f"job {job.pk} is paused: resume it before you {verb} a step")
     if step.forward:
         if job.status not in JOB_FORWARD and job.status != J.FAILED:
-            raise ActionNotAllowed(f"job {job.pk} is {job.status}: its steps cannot be {verb}d now")
+            raise ActionNotAllowed(f"job {job.pk} is {job.status}: its steps cannot be {done} now")
     elif job.status not in (J.COMPENSATING, J.NEEDS_ATTENTION):
-        raise ActionNotAllowed(f"job {job.pk} is {job.status}: its compensations cannot be {verb}d now")
+        raise ActionNotAllowed(f"job {job.pk} is {job.status}: its compensations cannot be {done} now")
 
 
 #: Last outcomes that prove the step's operation had no effect at the remote: only such a step

@@ -36,7 +36,7 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
 from sas_project.conf import sas_settings
-from sas_project.errors import SasError
+from sas_project.errors import SasError, StaleWrite
 from sas_project.permissions import can_operate, can_view
 from scheduler.models import StepStatus
 from scheduler.schedules import schedule_set_paused
@@ -68,7 +68,10 @@ class HttpRequest(DjangoHttpRequest):
 
 
 JOBS_PER_PAGE = 50
-REFUSED = "Not done: somebody else acted first, or the state no longer allows it."
+#: What a refused action says before the service's reason: another writer first (a stale write),
+#: or a state that does not allow it (said as it is: nobody else need have acted).
+RACED = "Not done: somebody else acted first."
+REFUSED = "Not done:"
 
 JOB_SERVICES: dict[str, Callable[..., Any]] = {
     "pause": services.job_pause,
@@ -301,6 +304,8 @@ def _answer(
 
 
 def _refusal(exc: SasError) -> tuple[str, int]:
+    if isinstance(exc, StaleWrite):
+        return f"{RACED} {exc.message}", 409
     if exc.http_status == 409:
         return f"{REFUSED} {exc.message}", 409
     return exc.message, exc.http_status

@@ -486,9 +486,27 @@ def test_a_second_retry_says_the_state_no_longer_allows_it(
     response = ops.post(f"/ops/steps/{s1.pk}/retry/", {"fragment": "row"}, **HTMX)
     assert response.status_code == 409
     html = response.content.decode()
-    assert "somebody else acted first, or the state no longer allows it" in html
-    assert "nothing to retry" in html
+    assert "Not done:" in html and "nothing to retry" in html
+    assert "somebody else acted first" not in html  # nobody did: the state says why
     assert Attempt.objects.filter(step=s1).count() == 2
+
+
+def test_a_step_of_a_settled_job_is_refused_saying_why_in_plain_words(
+    ops: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    chain(n=1)
+    fake_remote.script("s1", "business_failure")
+    job = job_submit(workflow="chain", input={}).job
+    drain()
+    supervise()
+    drain()
+    s1 = Step.objects.get(job=job, name="s1")
+    assert s1.status == StepStatus.FAILED
+    response = ops.post(f"/ops/steps/{s1.pk}/retry/", {"fragment": "row"}, **HTMX)
+    assert response.status_code == 409
+    html = response.content.decode()
+    assert "its steps cannot be retried now" in html and "retryd" not in html
+    assert "somebody else acted first" not in html
 
 
 def test_a_refused_action_on_a_step_still_listed_re_renders_its_row_with_the_reason(
@@ -600,7 +618,7 @@ def test_a_plain_post_redirects_back_with_a_message(
     assert "Retried s1: attempt 2 dispatched." in response.content.decode()
     response = ops.post(f"/ops/steps/{s1.pk}/retry/", {"next": "https://evil.example/"}, follow=True)
     assert response.redirect_chain == [("/ops/attention/", 302)]
-    assert "somebody else acted first" in response.content.decode()
+    assert "Not done:" in response.content.decode()
 
 
 def test_a_bulk_retry_previews_then_runs_and_lists_each_result(
