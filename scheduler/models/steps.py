@@ -35,8 +35,8 @@ class StepStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     #: Holds no worker and no queue row while it waits: a call whose pool is at its limit
     #: (max_in_flight, max_per_second; no deadline), dispatched as capacity frees, highest job
-    #: priority first; or a wait step (signal, approval, timer), whose `deadline` is its timeout
-    #: or its timer's time.
+    #: priority first, in turn across concurrency keys; or a wait step (signal, approval, timer),
+    #: whose `deadline` is its timeout or its timer's time.
     WAITING = "waiting", "Waiting"
     #: An attempt is in flight; `deadline` says when it is overdue.
     DISPATCHED = "dispatched", "Dispatched"

@@ -3,7 +3,9 @@
 
 A call for a limited pool is never dispatched where it becomes ready: the step moves to
 `waiting` (event `step_waiting`; no attempt, no task, no deadline, no worker held), and the pump
-dispatches waiting steps as capacity frees, highest job priority first, then oldest. The pump
+dispatches waiting steps as capacity frees, highest job priority first, then round-robin across
+the jobs' concurrency keys (one step of every waiting key in turn, the key served longest ago
+first: `round_robin`), then oldest. The pump
 takes the pool's row lock (`FOR NO KEY UPDATE SKIP LOCKED`: one pump per pool at a time, the
 others skip it; the weaker `NO KEY` lock still lets other transactions insert steps and attempts
 that refer to the pool, whose foreign keys take a key-share lock on its row), counts the calls
@@ -29,7 +31,9 @@ Restated in SQL (keep both in step; the equivalence tests compare them):
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import itertools
 import logging
 import math
 import time
@@ -205,6 +209,45 @@ def pump(pool_ids: list[int] | None = None, *, dispatch: StepDispatcher) -> tupl
     return dispatched, soonest
 
 
+#: How far back the pump looks for which keys it served last (the pool's latest calls).
+SERVED_LOOKBACK = 1000
+
+
+def _recently_served(pool_id: int) -> dict[str, int]:
+    """The concurrency keys of the pool's latest calls, each with how recently it was served (0:
+    the latest call's key): one read of at most SERVED_LOOKBACK attempts."""
+    served: dict[str, int] = {}
+    keys = (
+        Attempt.objects.filter(pool_id=pool_id, kind=AttemptKind.CALL)
+        .order_by("-id")
+        .values_list("step__job__concurrency_key", flat=True)[:SERVED_LOOKBACK]
+    )
+    for index, key in enumerate(keys):
+        served.setdefault(key, index)
+    return served
+
+
+def round_robin(
+    candidates: list[tuple[int, Any, int, str]], *, served: dict[str, int]
+) -> list[tuple[int, Any]]:
+    """Fairness across keys: the waiting steps (step, job, job priority, job's concurrency key;
+    jobs without a key share the key ""), oldest first within each priority, reordered so that
+    each priority level takes one step of every waiting key in turn, the key served longest ago
+    (or never) first. One key's backlog then never starves another's; priority orders first."""
+    ordered: list[tuple[int, Any]] = []
+    for _, level in itertools.groupby(candidates, key=lambda c: c[2]):
+        queues: dict[str, collections.deque[tuple[int, Any]]] = {}
+        for step_id, job_id, _, key in level:
+            queues.setdefault(key, collections.deque()).append((step_id, job_id))
+        turn = sorted(queues, key=lambda k: -served.get(k, SERVED_LOOKBACK))
+        while turn:
+            for key in list(turn):
+                ordered.append(queues[key].popleft())
+                if not queues[key]:
+                    turn.remove(key)
+    return ordered
+
+
 def _pump_pool(pool_id: int, dispatch: StepDispatcher) -> tuple[int, float | None]:
     dispatched = 0
     with transaction.atomic():
@@ -216,12 +259,14 @@ def _pump_pool(pool_id: int, dispatch: StepDispatcher) -> tuple[int, float | Non
         slots, wait = free_slots(pool) if pool.limited else (BATCH, None)
         if slots <= 0:
             return 0, wait
-        candidates: list[tuple[int, Any]]
-        candidates = list(
-            _dispatchable_waiting()
-            .filter(pool_id=pool_id)
-            .order_by("-job__priority", "updated_at", "id")
-            .values_list("pk", "job_id")[:BATCH]
+        candidates = round_robin(
+            list(
+                _dispatchable_waiting()
+                .filter(pool_id=pool_id)
+                .order_by("-job__priority", "updated_at", "id")
+                .values_list("pk", "job_id", "job__priority", "job__concurrency_key")[:BATCH]
+            ),
+            served=_recently_served(pool_id),
         )
         for step_id, job_id in candidates:
             if dispatched >= slots:

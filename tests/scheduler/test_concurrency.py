@@ -16,7 +16,17 @@ from django_q.models import OrmQ
 
 from agents.fake import FakeRemote
 from sas_project.errors import KeyBusy
-from scheduler.models import Event, EventKind, Job, JobStatus, Quarantine, QuarantineLoop, Step, StepStatus
+from scheduler.models import (
+    Attempt,
+    Event,
+    EventKind,
+    Job,
+    JobStatus,
+    Quarantine,
+    QuarantineLoop,
+    Step,
+    StepStatus,
+)
 from scheduler.services import flow, job_submit
 from scheduler.services.flow import waiting_keys
 from supervisor.services import job_cancel
@@ -346,3 +356,26 @@ def test_the_keys_page_lists_the_keys_held_and_waited_for_most_waiting_first(
     first = " ".join(rows[0].split("</tr>", 1)[0].split())
     assert "1 / 1" in first and "status=waiting" in first and ">2</a>" in first
     assert 'href="/ops/keys/"' in page
+
+
+def test_a_limited_pool_takes_waiting_calls_round_robin_across_keys(
+    fake_remote: FakeRemote, drain: Callable[[], int]
+) -> None:
+    from agents.models import AgentPool
+    from scheduler.services.capacity import forget_limits_cache
+    from tests.factories import make_pool
+
+    make_pool("slow", kind="python")
+    AgentPool.objects.filter(name="slow").update(max_in_flight=1)
+    forget_limits_cache()
+    # The key's limit never binds: the pool's does.
+    make_workflow("fair", step("call", pool="slow"), concurrency={"key": "input.account", "limit": 100})
+    jobs = [submit(account, name="fair") for account in ("A", "A", "A", "A", "B")]
+    assert Step.objects.filter(status=StepStatus.WAITING).count() == 4  # the pool takes one at a time
+    drain()
+    order = [
+        Job.objects.get(pk=a.step.job_id).concurrency_key
+        for a in Attempt.objects.filter(step__job__in=jobs).select_related("step").order_by("id")
+    ]
+    # B's call went second, not behind A's backlog; then A's in turn.
+    assert order == ["A", "B", "A", "A", "A"]
