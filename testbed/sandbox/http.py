@@ -301,9 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
         if plan.throttle is not None:
             # Too many requests: nothing done, come back after the time it names.
             self.remote.store.bump("fault_throttle")
-            self._send(
-                Answer.json(429, {"error": "too many requests"}), {"Retry-After": str(plan.throttle)}
-            )
+            self._send(Answer.json(429, {"error": "too many requests"}), {"Retry-After": str(plan.throttle)})
             return
         if later:
             self._accept(request, config, plan, attempt)
