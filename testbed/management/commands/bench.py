@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -159,38 +160,42 @@ class Command(BaseCommand):
         allow_loopback_remotes()
         # The in-process workloads submit thousands of jobs: their log lines would bury the table.
         logging.getLogger("scheduler.jobs").setLevel(logging.WARNING)
+
+        def log(line: str) -> None:
+            self.stderr.write(line)
+
         if options["scale"]:
             refuse_foreign_jobs("bench", OWN_WORKFLOWS, scratch=options["scratch"])
-            results = scale.run(
-                small=options["small_history"],
-                large=options["history"],
-                prune_rows=options["prune_rows"],
-                overdue=options["overdue"],
-                log=lambda line: self.stderr.write(line),
+            self.one_run(
+                options,
+                lambda: scale.run(
+                    small=options["small_history"],
+                    large=options["history"],
+                    prune_rows=options["prune_rows"],
+                    overdue=options["overdue"],
+                    log=log,
+                ),
+                scale.table,
             )
-            self.stdout.write(scale.table(results))
-            if options["json"]:
-                options["json"].write_text(json.dumps(results, indent=2, default=str))
             return
         if options["fan_out"]:
-            try:
-                results = fanout.run(
+            self.one_run(
+                options,
+                lambda: fanout.run(
                     items=options["fan_out"],
                     rounds=options["rounds"],
                     workers=options["workers"],
                     gunicorn=options["gunicorn"],
-                    log=lambda line: self.stderr.write(line),
+                    log=log,
                     scratch=options["scratch"],
-                )
-            except (RuntimeError, ForeignJobs) as exc:
-                raise CommandError(str(exc)) from exc
-            self.stdout.write(fanout.table(results))
-            if options["json"]:
-                options["json"].write_text(json.dumps(results, indent=2, default=str))
+                ),
+                fanout.table,
+            )
             return
         if options["keyed"]:
-            try:
-                results = keyed.run(
+            self.one_run(
+                options,
+                lambda: keyed.run(
                     jobs=options["jobs"],
                     backlog=options["keyed"],
                     keys=options["keys"],
@@ -198,30 +203,25 @@ class Command(BaseCommand):
                     rounds=options["rounds"],
                     workers=options["workers"],
                     gunicorn=options["gunicorn"],
-                    log=lambda line: self.stderr.write(line),
+                    log=log,
                     scratch=options["scratch"],
-                )
-            except (RuntimeError, ForeignJobs) as exc:
-                raise CommandError(str(exc)) from exc
-            self.stdout.write(keyed.table(results))
-            if options["json"]:
-                options["json"].write_text(json.dumps(results, indent=2, default=str))
+                ),
+                keyed.table,
+            )
             return
         if options["waits_only"]:
-            try:
-                results = bench.run_waits(
+            self.one_run(
+                options,
+                lambda: bench.run_waits(
                     waiting=options["waiting"],
                     due=options["due"],
                     overdue=options["overdue"],
                     scratch=options["scratch"],
-                )
-            except (RuntimeError, ForeignJobs) as exc:
-                raise CommandError(str(exc)) from exc
-            self.stdout.write(
-                "\n".join(["| measure | value |", "| --- | --- |", *waits.table_rows(results["waits"])])
+                ),
+                lambda results: "\n".join(
+                    ["| measure | value |", "| --- | --- |", *waits.table_rows(results["waits"])]
+                ),
             )
-            if options["json"]:
-                options["json"].write_text(json.dumps(results, indent=2, default=str))
             return
         if options["clusters"]:
             self.scaleout(options)
@@ -244,7 +244,7 @@ class Command(BaseCommand):
                 overdue=options["overdue"],
                 waiting=options["waiting"],
                 due=options["due"],
-                log=lambda line: self.stderr.write(line),
+                log=log,
                 scratch=options["scratch"],
                 remote=options["remote"],
                 webs=webs,
@@ -257,6 +257,22 @@ class Command(BaseCommand):
         if options["json"]:
             options["json"].write_text(json.dumps(results, indent=2, default=str))
             self.stdout.write(f"\nwritten to {options['json']}")
+
+    def one_run(
+        self,
+        options: dict[str, Any],
+        run: Callable[[], dict[str, Any]],
+        table: Callable[[dict[str, Any]], str],
+    ) -> None:
+        """One of the runs that stand alone (--scale, --fan-out, --keyed, --waits-only): its
+        figures as a table, and as JSON with --json."""
+        try:
+            results = run()
+        except (RuntimeError, ForeignJobs) as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(table(results))
+        if options["json"]:
+            options["json"].write_text(json.dumps(results, indent=2, default=str))
 
     def scaleout(self, options: dict[str, Any]) -> None:
         try:
