@@ -142,6 +142,7 @@ def run(
     prepare_database(scratch=scratch)
     remote = FastRemoteProcess(port=free_port(), log=ROOT / "var" / "bench-remote.log").start()
     web = cluster = None
+    api: workloads.ApiClient | None = None
     results: dict[str, Any] = {
         "config": {
             "jobs": jobs,
@@ -186,6 +187,8 @@ def run(
         results["steps_per_s"] = rates
         results["ratio"] = round(statistics.median(rates["keyed"]) / statistics.median(rates["unkeyed"]), 3)
     finally:
+        if api is not None:
+            api.close()
         if cluster is not None:
             cluster.stop(30)
         if web is not None:

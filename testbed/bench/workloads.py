@@ -88,13 +88,21 @@ class ApiClient:
         self.base_url = base_url
         self.headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
         self.local = threading.local()
+        #: Every thread's client, to close them all once the run is over.
+        self.clients: list[httpx.Client] = []
 
     def _client(self) -> httpx.Client:
         client = getattr(self.local, "client", None)
         if client is None:
             client = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=60, trust_env=False)
             self.local.client = client
+            self.clients.append(client)
         return client
+
+    def close(self) -> None:
+        """Close the connections of every thread's client."""
+        while self.clients:
+            self.clients.pop().close()
 
     def submit(self, workflow: str, payload: dict[str, Any]) -> str:
         response = self._client().post("/api/v1/jobs/", json={"workflow": workflow, "input": payload})

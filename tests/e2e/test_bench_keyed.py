@@ -7,12 +7,17 @@ from __future__ import annotations
 import pytest
 
 from testbed.bench import keyed
+from tests.processes import database_url
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.mark.timeout(600)
-def test_the_keyed_benchmark_shows_fairness_across_keys_and_the_limit_kept() -> None:
+def test_the_keyed_benchmark_shows_fairness_across_keys_and_the_limit_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its web process and cluster take the environment's database: the test's.
+    monkeypatch.setenv("DATABASE_URL", database_url())
     results = keyed.run(
         jobs=40, backlog=30, keys=4, steps=2, rounds=1, workers=4, gunicorn=False, log=print, scratch=False
     )
