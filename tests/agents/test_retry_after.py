@@ -27,6 +27,7 @@ from tests.supervisor.test_policies import FACTS, NOW, POLICY
 NOW_HTTP = "Thu, 01 Jan 2026 12:00:10 GMT"  # NOW + 10 s
 
 
+@pytest.mark.sqlite
 @pytest.mark.parametrize(
     ("status", "value", "expected"),
     [
@@ -49,6 +50,7 @@ def test_retry_after_is_read_as_seconds_or_an_http_date(
     assert retry_after(status, value, now=NOW) == expected
 
 
+@pytest.mark.sqlite
 def test_the_remotes_ask_sets_the_retry_when_it_is_longer_than_the_backoff() -> None:
     asked = replace(FACTS, asked_until=NOW + dt.timedelta(seconds=4))
     decision = decide(asked, POLICY, NOW, 0.0)
@@ -63,6 +65,7 @@ def test_the_remotes_ask_sets_the_retry_when_it_is_longer_than_the_backoff() -> 
     assert "asked to wait 60.0s (capped at backoff_max_seconds, 5s)" in long.reason
 
 
+@pytest.mark.sqlite
 @pytest.mark.django_db
 def test_a_throttled_call_keeps_the_ask_and_its_retry_and_endpoint_wait_for_it(
     fake_remote: FakeRemote, drain: Callable[[], int], supervise: Callable[..., Any]
@@ -99,6 +102,7 @@ def test_a_throttled_call_keeps_the_ask_and_its_retry_and_endpoint_wait_for_it(
     assert "the remote asked to wait" in decided.reason
 
 
+@pytest.mark.sqlite
 @pytest.mark.django_db
 def test_an_ask_on_a_status_the_policy_does_not_retry_changes_nothing(
     fake_remote: FakeRemote, drain: Callable[[], int]
