@@ -409,7 +409,10 @@ def check_language(language_job_ids: list[Any], stats: dict[str, Any]) -> dict[s
     ]
     for s in charges:
         prepaid = bool((f.jobs[s.job_id].input or {}).get("prepaid"))
-        if prepaid and s.status != S.SKIPPED:
+        # Still pending: its condition was never read (the job stopped before `reserve`
+        # succeeded, or while it compensated), and it was never called.
+        evaluated = s.status != S.PENDING or s.pk in f.attempted
+        if prepaid and evaluated and s.status != S.SKIPPED:
             not_as_input.append(f"{s.job_id}: prepaid, charge {s.status}")
         if not prepaid and s.pk in f.condition_skips:
             not_as_input.append(f"{s.job_id}: not prepaid, charge skipped by its condition")
