@@ -103,6 +103,7 @@ def console_posts(job: Job) -> list[str]:
         f"/ops/jobs/{job.pk}/",
         f"/ops/jobs/{job.pk}/steps/s1/items/",
         "/ops/calibration/",
+        "/ops/keys/",
         "/accounts/logout/",
         "/accounts/login/",
     ]
