@@ -272,6 +272,7 @@ def test_the_console_says_which_key_a_waiting_job_waits_for_and_behind_whom(
     text = " ".join(page.split("job-key-wait", 1)[1].split("</p>", 1)[0].split())
     assert "acct-7</span>: 1 of 1 running, behind job" in text
     assert str(holder.pk)[:8] in text and "1 waiting ahead of it" in text
+    assert "Not dispatched: the job waits for its concurrency key." in page
     assert 'id="job-key-wait"' not in client.get(reverse("ops:job", args=[holder.pk])).content.decode()
 
 
@@ -379,3 +380,22 @@ def test_a_limited_pool_takes_waiting_calls_round_robin_across_keys(
     ]
     # B's call went second, not behind A's backlog; then A's in turn.
     assert order == ["A", "B", "A", "A", "A"]
+
+
+def test_the_job_page_says_a_skipped_step_was_never_called_and_a_pending_one_what_it_awaits(
+    fake_remote: FakeRemote, drain: Callable[[], int], client: Any
+) -> None:
+    make_workflow(
+        "conditional",
+        step("first"),
+        {**step("maybe", "first"), "when": "input.go"},
+        step("last", "maybe"),
+    )
+    skipped = job_submit(workflow="conditional", input={"go": False}).job
+    drain()
+    pending = job_submit(workflow="conditional", input={"go": True}).job  # its first call queued
+    client.force_login(make_user("olga", "operators"))
+    page = client.get(reverse("ops:job", args=[skipped.pk])).content.decode()
+    assert "Skipped: never called." in page and "Not dispatched yet." not in page
+    page = client.get(reverse("ops:job", args=[pending.pk])).content.decode()
+    assert "Not dispatched yet: waiting for the steps it depends on." in page
