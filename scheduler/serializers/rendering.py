@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 
 from django.utils import timezone
 
-from scheduler.models import Attempt, Delivery, Job, JobStatus, Step, StepDefinitionKind, StepKind, StepStatus
+from scheduler.models import Attempt, Delivery, Job, Step, StepDefinitionKind, StepKind, StepStatus
+from scheduler.services.flow import waiting_for as job_waiting_for
 
 Row = TypeVar("Row")
 #: A resource's fields, in the order the API writes them: name -> how it is read from the row.
@@ -83,15 +84,6 @@ def waiting_for(step: Step) -> dict[str, Any] | None:
     if definition.for_each and step.kind == StepKind.ACTION:
         return {"kind": "items"}
     return {"kind": "capacity", "pool": _pool_name(step)}
-
-
-def job_waiting_for(job: Job) -> dict[str, Any] | None:
-    """What a waiting job waits for (`waiting_for`): `{"kind": "concurrency", "key", "limit"}`
-    (scheduler.services.flow), or None when it does not wait."""
-    if job.status != JobStatus.WAITING or not job.concurrency_key:
-        return None
-    concurrency = job.workflow.concurrency or {}
-    return {"kind": "concurrency", "key": job.concurrency_key, "limit": concurrency.get("limit")}
 
 
 def child_job(step: Step) -> str | None:
@@ -217,7 +209,7 @@ JOB_FIELDS: Fields[Job] = {
     "result": attrgetter("result"),
     "paused_at": _time("paused_at"),
     "deadline": _time("deadline"),
-    "waiting_for": job_waiting_for,
+    "waiting_for": job_waiting_for,  # scheduler.services.flow.waiting_for, its one definition
     "callback_url": _or_none("callback_url"),
     "callbacks": lambda job: [render(CALLBACK_FIELDS, d) for d in job.callbacks],
     "reruns": rerun_ids,
