@@ -20,7 +20,7 @@ from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 
 from agents.models import AgentEndpoint, AgentKind, AgentPool
-from agents.services import endpoint_spec_clean, pool_save
+from agents.services import endpoint_spec_clean, pool_save, rate_check
 from sas_project.admin_access import ManagersOnly, SavedByTheService
 from sas_project.errors import InvalidInput
 
@@ -131,10 +131,14 @@ class EndpointInline(ManagersOnly, admin.TabularInline):
 class PoolForm(forms.ModelForm):
     class Meta:
         model = AgentPool
-        fields = ["name", "kind", "alternate", "max_in_flight", "max_per_second"]
+        fields = ["name", "kind", "alternate", "max_in_flight", "max_per_second", "rate"]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        try:
+            data["rate"] = rate_check(data.get("rate"))
+        except InvalidInput as exc:
+            raise ValidationError({"rate": exc.message}) from exc
         alternate = data.get("alternate")
         if alternate is not None:
             if alternate.pk == self.instance.pk or alternate.name == data.get("name"):
@@ -184,6 +188,7 @@ class AgentPoolAdmin(ManagersOnly, SavedByTheService, admin.ModelAdmin):
             actor=request.user,
             max_in_flight=form.cleaned_data.get("max_in_flight"),
             max_per_second=form.cleaned_data.get("max_per_second"),
+            rate=form.cleaned_data.get("rate"),
             moved=endpoints.moved,
         )
         form.instance.pk = pool.pk

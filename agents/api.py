@@ -58,6 +58,7 @@ class PoolsView(NamedResourcesView):
                 actor=request.user,
                 max_in_flight=data.get("max_in_flight"),
                 max_per_second=data.get("max_per_second"),
+                rate=data.get("rate"),
             )
         return self.created(PoolSerializer(selectors.pool_state(pool.name)).data, name=pool.name)
 
@@ -114,5 +115,6 @@ class PoolView(NamedResourceView):
                 actor=request.user,
                 max_in_flight=data.get("max_in_flight", pool.max_in_flight),
                 max_per_second=data.get("max_per_second", pool.max_per_second),
+                rate=data.get("rate", pool.rate),
             )
         return selectors.pool_state(pool.name)

@@ -93,6 +93,19 @@ def endpoint_asked_to_wait(endpoint_id: int, *, until: dt.datetime) -> None:
     )
 
 
+def pool_asked_until(pool: AgentPool, *, now: dt.datetime) -> dt.datetime | None:
+    """When every enabled endpoint of an HTTP or queue pool asked for no calls till some time
+    after `now` (Retry-After), the soonest of those times: no call goes to the pool before it
+    (scheduler.services.capacity parks its calls). None when one of them may be called now (or
+    the pool has none: the call then fails as it would)."""
+    if pool.kind == "python":
+        return None
+    asks = list(pool.endpoints.filter(enabled=True).values_list("wait_asked_until", flat=True))
+    if not asks or any(until is None or until <= now for until in asks):
+        return None
+    return min(until for until in asks if until is not None)
+
+
 def pool_has_healthy_endpoint(pool: AgentPool, now: dt.datetime) -> bool:
     """A python pool has no endpoints and is always healthy; HTTP and queue pools need one."""
     if pool.kind == "python":

@@ -32,6 +32,10 @@ class AgentPool(models.Model):
     max_in_flight = models.PositiveIntegerField(null=True, blank=True)
     #: At most this many calls started per second; None: no limit.
     max_per_second = models.FloatField(null=True, blank=True)
+    #: At most `per_second` calls started per value of `key` (a JMESPath over the call's `input`
+    #: and `results`; absent: one bucket for the pool), `burst` at once:
+    #: {"key", "per_second", "burst"} (scheduler.services.capacity); None: no keyed rate.
+    rate = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -57,7 +61,7 @@ class AgentPool(models.Model):
     @property
     def limited(self) -> bool:
         # Restated for the other apps' database code in `agents/sql/postgresql/sas_agent_pool.sql`.
-        return self.max_in_flight is not None or self.max_per_second is not None
+        return self.max_in_flight is not None or self.max_per_second is not None or self.rate is not None
 
 
 class AgentEndpoint(models.Model):

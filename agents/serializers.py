@@ -38,6 +38,28 @@ class EndpointSerializer(serializers.Serializer):
         return bool(state.endpoint.secret_header_value)
 
 
+class RateSerializer(StrictSerializer):
+    """A keyed rate (scheduler.services.capacity): the calls it counts start at most `per_second`
+    a second per value of `key`, `burst` at once; the others wait, holding no worker. Shared by
+    every cluster (counted in the database)."""
+
+    key = serializers.CharField(
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="An expression over the call's `input` and `results`, written as conditions are "
+        "(`input.merchant`); empty: one bucket for every call. A call whose key reads nothing shares "
+        "the bucket of the empty key.",
+    )
+    per_second = serializers.FloatField(
+        min_value=0.001, max_value=100_000, help_text="Calls started per second per key value."
+    )
+    burst = serializers.IntegerField(
+        min_value=1, max_value=100_000, default=1, help_text="Calls that may start at once (default 1)."
+    )
+
+
 class PoolSerializer(serializers.Serializer):
     name = serializers.CharField(source="pool.name")
     kind = serializers.ChoiceField(source="pool.kind", choices=AgentKind.choices)
@@ -52,6 +74,7 @@ class PoolSerializer(serializers.Serializer):
         allow_null=True,
         help_text="Calls started per second at most (null: no limit).",
     )
+    rate = RateSerializer(source="pool.rate", allow_null=True, help_text="A rate per key value (null: none).")
     endpoints = EndpointSerializer(many=True)
     created_at = serializers.DateTimeField(source="pool.created_at")
     updated_at = serializers.DateTimeField(source="pool.updated_at")
@@ -153,10 +176,21 @@ class PoolWriteSerializer(StrictSerializer):
     max_per_second = _optional_limit(
         serializers.FloatField, 0.001, "At most this many calls started per second (null: no limit)."
     )
+    rate = RateSerializer(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="At most `per_second` calls started per value of `key` (null: no keyed rate).",
+    )
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
 
 
 class PoolReplaceSerializer(ReplaceMixin, PoolWriteSerializer):
-    """Replacing a pool (PUT) needs kind, endpoints and alternate. A different `name` in the body
-    renames the pool."""
+    """Replacing a pool (PUT) needs kind, endpoints and alternate; left out, `rate` is none (PATCH
+    keeps it). A different `name` in the body renames the pool."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["rate"].required = False
+        self.fields["rate"].default = None

@@ -7,9 +7,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import jmespath
 from django.db import IntegrityError, transaction
 from django.db.models import F, ProtectedError
 from django.db.models.functions import Now
+from jmespath.exceptions import JMESPathError
 
 from agents.http import CANARY_POOL
 from agents.models import AgentEndpoint, AgentKind, AgentPool, ReplyDeadLetters
@@ -110,6 +112,55 @@ def _check_limits(max_in_flight: Any, max_per_second: Any) -> None:
         )
 
 
+#: The longest expression a keyed rate may name (as a condition's).
+MAX_KEY_EXPRESSION = 1000
+
+
+def rate_check(value: Any, *, field: str = "rate") -> dict[str, Any] | None:
+    """A keyed rate as stored, or None: `{"key": "<JMESPath>" (optional: absent, one bucket for
+    every call), "per_second": R (0.001 to 100000), "burst": B (1 to 100000, default 1)}`, the
+    calls it counts started at most R a second per value of the key, B at once. InvalidInput
+    names what is wrong (the key's syntax only: what it may read is the caller's to check)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{field} must be an object {{key, per_second, burst}}", field=field)
+    unknown = sorted(set(value) - {"key", "per_second", "burst"})
+    if unknown:
+        raise InvalidInput(f"{field} has unknown members: {', '.join(unknown)}", field=field)
+    key = value.get("key")
+    if key in (None, ""):
+        key = ""
+    elif not isinstance(key, str) or len(key) > MAX_KEY_EXPRESSION:
+        raise InvalidInput(
+            f"{field}.key must be a JMESPath expression of at most {MAX_KEY_EXPRESSION} characters",
+            field=f"{field}.key",
+        )
+    else:
+        try:
+            jmespath.compile(key)
+        except JMESPathError as exc:
+            first = str(exc).splitlines()[0]
+            raise InvalidInput(
+                f"{field}.key: not a JMESPath expression ({first})", field=f"{field}.key"
+            ) from exc
+    per_second = value.get("per_second")
+    if (
+        isinstance(per_second, bool)
+        or not isinstance(per_second, int | float)
+        or not 0.001 <= per_second <= 100_000
+    ):
+        raise InvalidInput(
+            f"{field}.per_second must be a number from 0.001 to 100000", field=f"{field}.per_second"
+        )
+    burst = value.get("burst", 1)
+    if burst is None:
+        burst = 1
+    if isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= 100_000:
+        raise InvalidInput(f"{field}.burst must be a whole number from 1 to 100000", field=f"{field}.burst")
+    return {"key": key, "per_second": float(per_second), "burst": burst}
+
+
 def pool_save(
     *,
     name: str,
@@ -120,6 +171,7 @@ def pool_save(
     actor: Any = None,
     max_in_flight: int | None = None,
     max_per_second: float | None = None,
+    rate: Any = None,
     moved: Mapping[str, str] | None = None,
 ) -> AgentPool:
     """Create a pool (or update `pool`) with exactly the given endpoints and limits.
@@ -141,6 +193,7 @@ def pool_save(
         raise InvalidInput(f"kind must be one of {', '.join(AgentKind.values)}", field="kind")
     specs = _endpoint_specs(kind, endpoints)
     _check_limits(max_in_flight, max_per_second)
+    rate = rate_check(rate)
     return _pool_write(
         name=name,
         kind=kind,
@@ -150,6 +203,7 @@ def pool_save(
         actor=actor,
         max_in_flight=max_in_flight,
         max_per_second=max_per_second,
+        rate=rate,
         moved=dict(moved or {}),
     )
 
@@ -165,6 +219,7 @@ def _pool_write(
     actor: Any,
     max_in_flight: int | None,
     max_per_second: float | None,
+    rate: dict[str, Any] | None,
     moved: dict[str, str],
 ) -> AgentPool:
     other = AgentPool.objects.filter(name=name)
@@ -192,14 +247,17 @@ def _pool_write(
                     alternate=alternate_pool,
                     max_in_flight=max_in_flight,
                     max_per_second=max_per_second,
+                    rate=rate,
                 )
         except IntegrityError as exc:
             raise StaleWrite(f"pool {name!r} was created at the same moment; send yours again") from exc
     else:
         pool.name, pool.kind, pool.alternate = name, kind, alternate_pool
-        pool.max_in_flight, pool.max_per_second = max_in_flight, max_per_second
+        pool.max_in_flight, pool.max_per_second, pool.rate = max_in_flight, max_per_second, rate
         pool.save(
-            update_fields=["name", "kind", "alternate", "max_in_flight", "max_per_second", "updated_at"]
+            update_fields=[
+                *("name", "kind", "alternate", "max_in_flight", "max_per_second", "rate", "updated_at")
+            ]
         )
     existing = {e.url: e for e in pool.endpoints.all()}
     stored = dict(existing)
@@ -250,6 +308,7 @@ def _pool_state(pool: AgentPool) -> dict[str, Any]:
         "alternate": pool.alternate.name if pool.alternate is not None else None,
         "max_in_flight": pool.max_in_flight,
         "max_per_second": pool.max_per_second,
+        "rate": pool.rate,
         "endpoints": sorted(
             [e.url, e.enabled, e.secret_header_name, bool(e.secret_header_value)]
             for e in pool.endpoints.all()

@@ -257,6 +257,7 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "alternate": "payments-dr",
         "max_in_flight": 50,
         "max_per_second": 20,
+        "rate": {"key": "input.merchant", "per_second": 5, "burst": 10},
     },
     "pools_replace": {
         "kind": "http",
@@ -264,6 +265,7 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "alternate": "payments-dr",
         "max_in_flight": 80,
         "max_per_second": None,
+        "rate": None,
     },
     "pools_update": {"max_in_flight": 80},
     "policies_create": {"name": "payments", **_PAYMENTS_POLICY},

@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 
 from agents.models import AgentKind, AgentPool
+from agents.services import rate_check
 from agents.validation import validate_operation_path, validate_python_agent, validate_queue_name
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
@@ -40,7 +41,7 @@ COMMON_KEYS = {"name", "kind", "depends_on", "when", "run_if_skipped"}
 #: Fan-out over items (a call's).
 FAN_OUT_KEYS = {"for_each", "item_key", "max_parallel", "join"}
 CALL_KEYS = COMMON_KEYS | {"pool", "path", "status_path", "compensation_path", "policy", "input", "output"}
-CALL_KEYS |= FAN_OUT_KEYS
+CALL_KEYS |= FAN_OUT_KEYS | {"concurrency", "rate"}
 WORKFLOW_KEYS = COMMON_KEYS | {"workflow", "policy", "input", "output"}
 WAIT_KEYS: dict[str, set[str]] = {
     StepDefinitionKind.SIGNAL: COMMON_KEYS
@@ -123,11 +124,48 @@ def _call_spec(name: str, spec: dict[str, Any], pools: dict[str, AgentPool], pol
         "pool": pool,
         "policy": policy,
         "path": path,
+        "concurrency": step_concurrency_check(spec.get("concurrency"), step=name),
+        "rate": _step_rate(spec.get("rate"), step=name),
         "status_path": _optional_path(spec.get("status_path"), f"step {name!r} status_path", kind=pool.kind),
         "compensation_path": _optional_path(
             spec.get("compensation_path"), f"step {name!r} compensation_path", kind=pool.kind
         ),
     }
+
+
+def step_concurrency_check(value: Any, *, step: str) -> dict[str, Any] | None:
+    """A call step's `concurrency` as stored ({key, limit}), or None: at most `limit` calls of the
+    step in flight at once per value of `key` (scheduler.services.capacity). Calls over the limit
+    wait for their turn: a step's `on_limit` may be `queue` only (refusing or cancelling a call
+    already decided would leave its job half done)."""
+    if value is None:
+        return None
+    field = f"step {step!r} concurrency"
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{field} must be an object {{key, limit}}", field="steps")
+    unknown = sorted(set(value) - {"key", "limit", "on_limit"})
+    if unknown:
+        raise InvalidInput(f"{field} has unknown members: {', '.join(unknown)}", field="steps")
+    key = value.get("key")
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidInput(f"{field}.key must be an expression over input and results", field="steps")
+    limit = value.get("limit")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        raise InvalidInput(f"{field}.limit must be an integer from 1 to 10000", field="steps")
+    if (value.get("on_limit") or "queue") != "queue":
+        raise InvalidInput(
+            f"{field}.on_limit: a step's calls over the limit wait their turn (queue); "
+            "cancel_newest and cancel_in_progress are for a workflow's concurrency",
+            field="steps",
+        )
+    return {"key": key, "limit": limit}
+
+
+def _step_rate(value: Any, *, step: str) -> dict[str, Any] | None:
+    try:
+        return rate_check(value, field=f"step {step!r} rate")
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, field="steps") from exc
 
 
 def _wait_spec(name: str, kind: str, spec: dict[str, Any], groups: set[str], policy: Any) -> dict[str, Any]:
@@ -251,6 +289,14 @@ def _check_expressions(name: str, spec: dict[str, Any], ancestors_of: set[str]) 
             ancestors=ancestors_of,
             roots=(*expressions.ROOTS, *fan_out),
         )
+    for limit in ("concurrency", "rate"):
+        if (spec.get(limit) or {}).get("key"):
+            expressions.check(
+                spec[limit]["key"],
+                where=f"step {name!r} {limit}.key",
+                ancestors=ancestors_of,
+                roots=(*expressions.ROOTS, *fan_out),
+            )
     if spec.get("output_map"):
         expressions.check(
             spec["output_map"],

@@ -58,6 +58,8 @@ STEP_WRITABLE = (
     "status_reason",
     "input_override",
     "operation_id",
+    "concurrency_key",
+    "rate_key",
     "updated_at",
     "finished_at",
 )

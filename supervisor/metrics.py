@@ -352,6 +352,13 @@ SELECT 'outbox_oldest', lane, extract(epoch FROM statement_timestamp() - min(nex
 UNION ALL
 SELECT 'jobs_waiting_for_key', '', count(*)::float FROM scheduler_job WHERE status = 'waiting'
 UNION ALL
+SELECT 'calls_waiting', CASE WHEN s.not_before IS NOT NULL THEN 'backoff'
+                             WHEN s.concurrency_key <> '' THEN 'concurrency'
+                             WHEN s.rate_key <> '' THEN 'rate' ELSE 'capacity' END, count(*)::float
+    FROM scheduler_step s JOIN scheduler_stepdefinition d ON d.id = s.definition_id
+    WHERE s.status = 'waiting' AND d.kind = 'call' AND NOT (d.for_each <> '' AND s.kind = 'action')
+    GROUP BY 2
+UNION ALL
 SELECT 'endpoints_asked_to_wait', '', count(*)::float FROM agents_agentendpoint
     WHERE wait_asked_until > statement_timestamp()
 UNION ALL
@@ -363,6 +370,10 @@ SELECT 'scan_age', '', GREATEST(extract(epoch FROM statement_timestamp() - last_
 UNION ALL
 SELECT 'lease_token', '', token::float FROM supervisor_supervisorlease WHERE name = 'supervisor'
 {_LEASE_FIGURES_SQL}"""  # noqa: S608 - the statuses and figures are constants of the code
+
+
+#: What holds a waiting call (scheduler.services.capacity): a bounded label, never a key.
+CALL_WAIT_REASONS = ("backoff", "capacity", "concurrency", "rate")
 
 
 def _gauge_rows() -> list[tuple[str, str, float]]:
@@ -410,6 +421,17 @@ def _gauge_rows_python() -> list[tuple[str, str, float]]:
         rows.append(("outbox_due", lane, n))
         rows.append(("outbox_oldest", lane, (now - oldest).total_seconds()))
     rows.append(("jobs_waiting_for_key", "", float(Job.objects.filter(status="waiting").count())))
+    calls = Step.objects.filter(status="waiting", definition__kind="call").exclude(
+        ~Q(definition__for_each=""), kind="action"
+    )
+    for reason, query in (
+        ("backoff", calls.filter(not_before__isnull=False)),
+        ("concurrency", calls.filter(not_before__isnull=True).exclude(concurrency_key="")),
+        ("rate", calls.filter(not_before__isnull=True, concurrency_key="").exclude(rate_key="")),
+        ("capacity", calls.filter(not_before__isnull=True, concurrency_key="", rate_key="")),
+    ):
+        if count := query.count():
+            rows.append(("calls_waiting", reason, float(count)))
     asked = AgentEndpoint.objects.filter(wait_asked_until__gt=now).count()
     rows.append(("endpoints_asked_to_wait", "", float(asked)))
     rows.append(("breakers_open", "", float(ReceiverBreaker.objects.filter(open_until__gt=now).count())))
@@ -444,6 +466,16 @@ def gauges() -> Iterator[GaugeMetricFamily]:
         values,
         "jobs_waiting_for_key",
     )
+    waiting = GaugeMetricFamily(
+        "sas_calls_waiting",
+        "Calls waiting for the capacity pump, by what holds them: capacity (a pool's limits), "
+        "concurrency (their step's key), rate (a keyed rate), backoff (their remote asked to wait).",
+        labels=["reason"],
+    )
+    found = dict(values.get("calls_waiting", []))
+    for reason in CALL_WAIT_REASONS:
+        waiting.add_metric([reason], found.get(reason, 0.0))
+    yield waiting
     yield _one(
         "sas_endpoints_asked_to_wait",
         "Endpoints whose remote asked for no calls for now (a 429 or 503 with Retry-After).",

@@ -260,6 +260,12 @@ class StepDefinition(models.Model):
     #: nothing projects it and it settles nothing by itself (scheduler.definitions.outcome_plain),
     #: decided when the version is created. The database's default says no.
     plain_outcome = models.BooleanField(default=False, db_default=False, editable=False)
+    #: call: at most `limit` calls of this step in flight at once per value of `key`
+    #: ({"key", "limit"}; scheduler.services.capacity); None: no limit.
+    concurrency = models.JSONField(null=True, blank=True)
+    #: call: at most `per_second` calls of this step started per value of `key`, `burst` at once
+    #: ({"key", "per_second", "burst"}; scheduler.services.capacity); None: no limit.
+    rate = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["workflow_id", "position"]

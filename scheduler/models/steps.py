@@ -133,6 +133,12 @@ class Step(models.Model):
     )
     item_index = models.PositiveIntegerField(null=True, blank=True)
     item = models.JSONField(null=True, blank=True)
+    #: The step's concurrency key while a call of it waits or is in flight: `<workflow>.<step>:`
+    #: and the value its `concurrency.key` read (scheduler.services.capacity); "" without one.
+    concurrency_key = models.CharField(max_length=300, blank=True, default="", db_default="")
+    #: The rate bucket that last held the waiting step back (scheduler.services.capacity): the
+    #: pump groups steps by it, so that one throttled key's backlog never fills its batch.
+    rate_key = models.CharField(max_length=300, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -173,6 +179,12 @@ class Step(models.Model):
                 fields=["pool", "status"],
                 condition=Q(status__in=["dispatched", "waiting"]),
                 name="step_pool_busy_idx",
+            ),
+            # Step concurrency: the calls of a key in flight (what its limit bounds).
+            models.Index(
+                fields=["concurrency_key", "status"],
+                condition=~Q(concurrency_key=""),
+                name="step_concurrency_key_idx",
             ),
         ]
 

@@ -68,20 +68,36 @@ class WaitingForSerializer(serializers.Serializer):
     """What a waiting step waits for (schema only; `waiting_for` renders it)."""
 
     kind = serializers.ChoiceField(
-        choices=["signal", "approval", "timer", "workflow", "capacity", "items"],
+        choices=[
+            "signal",
+            "approval",
+            "timer",
+            "workflow",
+            "capacity",
+            "concurrency",
+            "rate",
+            "backoff",
+            "items",
+        ],
         help_text="workflow: a sub-workflow step waiting for its child job; capacity: a call whose pool "
-        "is at its limit; items: a fan-out waiting for its items (see `items` and "
+        "is at its limit; concurrency: a call whose step's key is at its limit; rate: a call a keyed "
+        "rate (the step's or the pool's) held back; backoff: a call whose remote asked for no calls "
+        "before `until` (Retry-After); items: a fan-out waiting for its items (see `items` and "
         "GET .../steps/{step_name}/items/).",
     )
     signal = serializers.CharField(required=False, help_text="signal: its name.")
     group = serializers.CharField(
         required=False, allow_null=True, help_text="approval: who decides (null: operators)."
     )
-    until = serializers.DateTimeField(required=False, help_text="timer: when it fires.")
+    until = serializers.DateTimeField(
+        required=False, help_text="timer: when it fires; backoff: the time the remote asked to wait till."
+    )
+    key = serializers.CharField(required=False, help_text="concurrency, rate: the key's value.")
+    limit = serializers.IntegerField(required=False, help_text="concurrency: calls in flight per key value.")
     timeout_at = serializers.DateTimeField(
         required=False, allow_null=True, help_text="signal, approval: when the wait times out (null: never)."
     )
-    pool = serializers.CharField(required=False, help_text="capacity: the pool.")
+    pool = serializers.CharField(required=False, help_text="capacity, rate, backoff: the pool.")
     workflow = serializers.CharField(required=False, help_text="workflow: the child's workflow.")
     child_job = serializers.UUIDField(
         required=False, allow_null=True, help_text="workflow: the child job (null until it has started)."

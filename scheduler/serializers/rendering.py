@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from django.utils import timezone
 
 from scheduler.models import Attempt, Delivery, Job, Step, StepDefinitionKind, StepKind, StepStatus
+from scheduler.services.capacity import key_value, rate_key_value
 from scheduler.services.flow import waiting_for as job_waiting_for
 
 Row = TypeVar("Row")
@@ -68,7 +69,9 @@ def waiting_for(step: Step) -> dict[str, Any] | None:
     """What a waiting step waits for, as the API shows it (`waiting_for`), or None when it does
     not wait: `{"kind": "signal", "signal", "timeout_at"}`, `{"kind": "approval", "group",
     "timeout_at"}`, `{"kind": "timer", "until"}`, `{"kind": "workflow", "workflow", "child_job"}`
-    or `{"kind": "capacity", "pool"}`."""
+    or, for a call waiting its turn, `{"kind": "backoff", "until", "pool"}` (its remote asked to
+    wait), `{"kind": "concurrency", "key", "limit"}` (its step's key), `{"kind": "rate", "key",
+    "pool"}` (a rate held it back) or `{"kind": "capacity", "pool"}`."""
     if step.status != StepStatus.WAITING:
         return None
     definition = step.definition
@@ -83,6 +86,14 @@ def waiting_for(step: Step) -> dict[str, Any] | None:
         return {"kind": "timer", "until": at}
     if definition.for_each and step.kind == StepKind.ACTION:
         return {"kind": "items"}
+    # A call waiting for the pump (scheduler.services.capacity), by what it waits for.
+    if step.not_before is not None:
+        return {"kind": "backoff", "until": drf_datetime(step.not_before), "pool": _pool_name(step)}
+    if step.concurrency_key:
+        limit = (definition.concurrency or {}).get("limit")
+        return {"kind": "concurrency", "key": key_value(step.concurrency_key), "limit": limit}
+    if step.rate_key:
+        return {"kind": "rate", "key": rate_key_value(step.rate_key), "pool": _pool_name(step)}
     return {"kind": "capacity", "pool": _pool_name(step)}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from agents.serializers import RateSerializer
 from sas_project.api import MAX_INT, ReplaceMixin, StrictSerializer
 from scheduler.models import OnTimeout, StepDefinition, StepDefinitionKind
 
@@ -19,6 +20,25 @@ from scheduler.models import OnTimeout, StepDefinition, StepDefinitionKind
 def _optional_text(max_length: int, help_text: str) -> serializers.CharField:
     """A text a step definition may leave out or leave empty (its column defaults to "")."""
     return serializers.CharField(max_length=max_length, required=False, allow_blank=True, help_text=help_text)
+
+
+class StepConcurrencySerializer(StrictSerializer):
+    """A call step's flow control by key (scheduler.services.capacity): at most `limit` calls of
+    the step in flight per value of `key`."""
+
+    key = serializers.CharField(
+        max_length=1000,
+        help_text="An expression over `input` and `results` (and `item` in a fan-out), written as "
+        "conditions are (`input.account`); a call whose key reads nothing is not limited.",
+    )
+    limit = serializers.IntegerField(
+        min_value=1, max_value=10_000, help_text="Calls in flight per key value."
+    )
+    on_limit = serializers.ChoiceField(
+        choices=["queue"],
+        required=False,
+        help_text="queue (the only choice for a step): calls over the limit wait their turn, oldest first.",
+    )
 
 
 class StepDefinitionSerializer(StrictSerializer):
@@ -124,6 +144,18 @@ class StepDefinitionSerializer(StrictSerializer):
         help_text="workflow: the workflow whose latest version runs as a child job; the step waits for it "
         "and its result is the step's output.",
     )
+    concurrency = StepConcurrencySerializer(
+        required=False,
+        allow_null=True,
+        help_text="call: at most `limit` calls of this step in flight at once per value of `key`; the "
+        "others wait (status waiting, waiting_for kind concurrency), holding no worker.",
+    )
+    rate = RateSerializer(
+        required=False,
+        allow_null=True,
+        help_text="call: at most `per_second` calls of this step started per value of `key`, `burst` at "
+        "once; the others wait (waiting_for kind rate), holding no worker.",
+    )
 
     def to_internal_value(self, data: Any) -> Any:
         # A call's pool, path and policy are required, as they were before steps had kinds.
@@ -153,6 +185,8 @@ class StepDefinitionSerializer(StrictSerializer):
             data["join"] = (
                 {"mode": instance.join_mode, "count": instance.join_count} if instance.for_each else None
             )
+            data["concurrency"] = instance.concurrency
+            data["rate"] = instance.rate
         return data
 
     def _kind_fields(self, instance: StepDefinition) -> dict[str, Any]:

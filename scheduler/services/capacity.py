@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import hashlib
 import itertools
+import json
 import logging
 import math
 import time
@@ -42,14 +44,19 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Q, Subquery
-from django.db.models.functions import Now
+from django.db.models import CharField, Count, F, Q, Subquery, Value, Window
+from django.db.models.functions import Cast, Coalesce, Now, NullIf, RowNumber
+from jmespath.exceptions import JMESPathError
 
+from agents.health import pool_asked_until
 from agents.models import AgentPool
 from agents.outcome import AttemptKind
-from scheduler.models import Attempt, Step, StepStatus
-from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
-from scheduler.unit import Unit, unit_of_work
+from sas_project import database
+from sas_project.throttling import RatePolicy, rate_bucket_take
+from scheduler import expressions
+from scheduler.models import Attempt, Step, StepDefinition, StepStatus
+from scheduler.services.locking import JOB_FORWARD, JobState, ancestor_outputs, lock_job, step_input
+from scheduler.unit import Unit, db_now, unit_of_work
 
 logger = logging.getLogger("scheduler.capacity")
 
@@ -61,7 +68,19 @@ LIMITED_CACHE_SECONDS = 5.0
 BATCH = 200
 
 #: A row whose pool has a limit (attempts, steps).
-LIMITED_POOL = Q(pool__max_in_flight__isnull=False) | Q(pool__max_per_second__isnull=False)
+LIMITED_POOL = (
+    Q(pool__max_in_flight__isnull=False) | Q(pool__max_per_second__isnull=False) | Q(pool__rate__isnull=False)
+)
+#: What holds a step's key: its call is in flight, or may be (no answer yet).
+KEY_IN_FLIGHT = (S.DISPATCHED, S.UNKNOWN)
+#: The longest key value kept as it reads (longer ones are kept as their digest).
+MAX_KEY = 200
+#: Waiting steps of one key (concurrency or rate) one pump looks at: a key held back cannot
+#: fill the batch ahead of the others.
+PER_KEY = 10
+#: The key of a call whose key expression cannot be evaluated: such calls share one key (held
+#: to the limit together) rather than escape it.
+UNREADABLE = "<unreadable>"
 
 _limited_at = 0.0
 _limited = False
@@ -77,12 +96,16 @@ class StepDispatcher(Protocol):
 
 
 def any_pool_limited() -> bool:
-    """Whether some pool has a limit (cached for a few seconds per process)."""
+    """Whether some calls wait for the pump: a pool has a limit, or a step definition has a
+    concurrency or a rate (cached for a few seconds per process)."""
     global _limited_at, _limited
     if time.monotonic() - _limited_at > LIMITED_CACHE_SECONDS:
-        _limited = AgentPool.objects.filter(
-            Q(max_in_flight__isnull=False) | Q(max_per_second__isnull=False)
-        ).exists()
+        _limited = (
+            AgentPool.objects.filter(
+                Q(max_in_flight__isnull=False) | Q(max_per_second__isnull=False) | Q(rate__isnull=False)
+            ).exists()
+            or StepDefinition.objects.filter(Q(concurrency__isnull=False) | Q(rate__isnull=False)).exists()
+        )
         _limited_at = time.monotonic()
     return _limited
 
@@ -133,7 +156,9 @@ def pump_after_outcome(step_id: int, *, number: int, dispatch: StepDispatcher) -
     if it is limited (a slot freed), and the pools where the job's steps wait (the steps the
     outcome made ready may have been parked). Other pools are none of its business."""
     freed = (
-        Attempt.objects.filter(LIMITED_POOL, step_id=step_id, number=number)
+        Attempt.objects.filter(
+            LIMITED_POOL | Q(step__definition__concurrency__isnull=False), step_id=step_id, number=number
+        )
         .order_by()
         .values_list("pool_id", flat=True)
     )
@@ -149,10 +174,15 @@ def pump_after_outcome(step_id: int, *, number: int, dispatch: StepDispatcher) -
 
 
 def free_slots(pool: AgentPool) -> tuple[int, float | None]:
-    """How many calls the pool may start now, and, when its rate is what stops it, in how many
-    seconds the next slot frees."""
+    """How many calls the pool may start now, and, when its rate (or its remote's Retry-After)
+    is what stops it, in how many seconds the next slot frees."""
     slots = BATCH
     wait: float | None = None
+    now = db_now()
+    asked = pool_asked_until(pool, now=now)
+    if asked is not None:
+        # Every endpoint asked for no calls before then: none goes out, wherever it comes from.
+        return 0, max((asked - now).total_seconds(), 0.01)
     if pool.max_in_flight is not None:
         in_flight = Step.objects.filter(pool_id=pool.pk, status=S.DISPATCHED).count()
         slots = min(slots, pool.max_in_flight - in_flight)
@@ -250,24 +280,18 @@ def round_robin(
 
 def _pump_pool(pool_id: int, dispatch: StepDispatcher) -> tuple[int, float | None]:
     dispatched = 0
+    soonest: float | None = None
     with transaction.atomic():
         # NO KEY: the pump excludes other pumps only, never a submission or a dispatch inserting
         # a row that refers to the pool (FOR UPDATE would make them wait until the pump commits).
         pool = AgentPool.objects.select_for_update(skip_locked=True, no_key=True).filter(pk=pool_id).first()
         if pool is None:
             return 0, None  # another pump has it (or it is gone)
-        slots, wait = free_slots(pool) if pool.limited else (BATCH, None)
+        slots, wait = free_slots(pool)
         if slots <= 0:
             return 0, wait
-        candidates = round_robin(
-            list(
-                _dispatchable_waiting()
-                .filter(pool_id=pool_id)
-                .order_by("-job__priority", "updated_at", "id")
-                .values_list("pk", "job_id", "job__priority", "job__concurrency_key")[:BATCH]
-            ),
-            served=_recently_served(pool_id),
-        )
+        candidates = round_robin(_candidates(pool_id), served=_recently_served(pool_id))
+        full: set[str] = set()
         for step_id, job_id in candidates:
             if dispatched >= slots:
                 break
@@ -277,6 +301,11 @@ def _pump_pool(pool_id: int, dispatch: StepDispatcher) -> tuple[int, float | Non
                     continue  # its job is being written: that writer pumps again after it commits
                 step = state.step(step_id)
                 if step.status != S.WAITING or not _may_dispatch(state, step):
+                    continue
+                held, retry_in = _held_back(state, step=step, pool=pool, full=full)
+                if held:
+                    if retry_in is not None:
+                        soonest = retry_in if soonest is None else min(soonest, retry_in)
                     continue
                 dispatch(
                     unit,
@@ -293,7 +322,216 @@ def _pump_pool(pool_id: int, dispatch: StepDispatcher) -> tuple[int, float | Non
     # Steps still wait and the rate stopped them: the next slot frees in about one call's share of
     # a second.
     hint = 1.0 / pool.max_per_second if more and pool.max_per_second else None
+    if soonest is not None:
+        hint = soonest if hint is None else min(hint, soonest)
     return dispatched, hint
+
+
+def _candidates(pool_id: int) -> list[tuple[int, Any, int, str]]:
+    """The pool's waiting steps the pump looks at (step, job, job priority, the key it takes
+    turns by), highest priority first, then oldest. Calls of a concurrency key at its limit are
+    left out, and at most PER_KEY steps of any one key (concurrency, rate, the job's key) are
+    looked at, so that one key's backlog never fills the batch ahead of another key's first
+    call. The first read is the plain one (an index range, no sort of every waiting step); the
+    keyed read runs only when keyed steps are among the candidates."""
+    waiting = _dispatchable_waiting().filter(pool_id=pool_id)
+    order = ("-job__priority", "updated_at", "id")
+    columns = ("pk", "job_id", "job__priority", "concurrency_key", "rate_key", "job__concurrency_key")
+    rows = list(waiting.order_by(*order).values_list(*columns)[:BATCH])
+    if any(row[3] or row[4] or row[5] for row in rows):
+        full = _full_keys(pool_id)
+        fair = Coalesce(
+            NullIf(F("concurrency_key"), Value("")),
+            NullIf(F("rate_key"), Value("")),
+            NullIf(F("job__concurrency_key"), Value("")),
+            # Unkeyed: each step its own turn (the window never holds it back).
+            Cast("id", output_field=CharField()),
+        )
+        rows = list(
+            waiting.exclude(concurrency_key__in=full)
+            .annotate(
+                rank=Window(
+                    RowNumber(),
+                    partition_by=[fair],
+                    order_by=[F("job__priority").desc(), F("updated_at").asc(), F("id").asc()],
+                )
+            )
+            .filter(rank__lte=PER_KEY)
+            .order_by(*order)
+            .values_list(*columns)[:BATCH]
+        )
+    return [(pk, job, priority, key or rate or job_key) for pk, job, priority, key, rate, job_key in rows]
+
+
+def _full_keys(pool_id: int) -> list[str]:
+    """The concurrency keys waiting in the pool whose calls in flight are at the limit."""
+    waiting_keys = (
+        _dispatchable_waiting().filter(pool_id=pool_id).exclude(concurrency_key="").values("concurrency_key")
+    )
+    rows = (
+        Step.objects.filter(status__in=KEY_IN_FLIGHT, concurrency_key__in=Subquery(waiting_keys))
+        .exclude(concurrency_key="")
+        .values("concurrency_key", "definition__concurrency")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    in_flight: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    for row in rows:
+        key = row["concurrency_key"]
+        in_flight[key] = in_flight.get(key, 0) + row["n"]
+        limit = (row["definition__concurrency"] or {}).get("limit")
+        if limit is not None:
+            limits[key] = int(limit)
+    return [key for key, n in in_flight.items() if key in limits and n >= limits[key]]
+
+
+# --- keys and rates -------------------------------------------------------------------------------
+
+
+def _context(state: JobState, step: Step) -> dict[str, Any]:
+    """What a call's key expressions read: as its condition and its input mapping do."""
+    data: dict[str, Any] = {
+        "input": step_input(state, step=step),
+        "results": ancestor_outputs(state, step=step),
+    }
+    if step.parent_id is not None:
+        data["item"], data["index"] = step.item, step.item_index
+    return data
+
+
+def _key_text(expression: str, data: dict[str, Any]) -> str:
+    """The value a key expression reads, as text ("" when it reads nothing); a value longer than
+    MAX_KEY is kept as its digest, and an expression that cannot be evaluated reads UNREADABLE."""
+    try:
+        value = expressions.evaluate(expression, data, stored=False)
+    except JMESPathError:
+        return UNREADABLE
+    if value is None or value == "" or value == [] or value == {}:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+    if len(text) > MAX_KEY:
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return text
+
+
+def call_concurrency_key(state: JobState, *, step: Step) -> str:
+    """The concurrency key a forward call of `step` holds: `<workflow>.<step>:<value>`, or ""
+    when its definition has none or the key reads nothing."""
+    spec = step.definition.concurrency if step.forward else None
+    if not spec:
+        return ""
+    text = _key_text(spec["key"], _context(state, step))
+    return f"{state.job.workflow.name}.{step.definition.name}:{text}" if text else ""
+
+
+def key_value(scoped: str) -> str:
+    """The value part of a scoped key (`<scope>:<value>`), as readers show it."""
+    return scoped.split(":", 1)[1] if ":" in scoped else scoped
+
+
+def rate_key_value(bucket: str) -> str:
+    """The key value of a rate bucket's name (`pool:<pool>:<value>`, `step:<scope>:<value>`)."""
+    parts = bucket.split(":", 2)
+    return parts[2] if len(parts) == 3 else bucket
+
+
+def _rate_buckets(state: JobState, *, step: Step, pool: AgentPool) -> list[tuple[str, RatePolicy]]:
+    """The rate buckets a call of `step` into `pool` takes one token from: the pool's keyed rate
+    (every call into it), then the step's own (forward calls)."""
+    specs: list[tuple[str, dict[str, Any]]] = []
+    if pool.rate:
+        specs.append((f"pool:{pool.name}:", pool.rate))
+    if step.forward and step.definition.rate:
+        specs.append((f"step:{state.job.workflow.name}.{step.definition.name}:", step.definition.rate))
+    buckets = []
+    for prefix, spec in specs:
+        text = _key_text(spec["key"], _context(state, step)) if spec.get("key") else ""
+        name = prefix + text
+        if len(name) > 200:  # the bucket table's key
+            name = prefix[:100] + "sha256:" + hashlib.sha256(name.encode()).hexdigest()
+        per_second = float(spec["per_second"])
+        buckets.append((name, RatePolicy(interval=1.0 / per_second, burst=int(spec.get("burst") or 1))))
+    return buckets
+
+
+@dataclass(frozen=True)
+class Park:
+    """Why a call waits for the pump instead of going out where it became ready, and what the
+    step keeps while it waits (its concurrency key; the time its remote asked it to wait till)."""
+
+    reason: str
+    data: dict[str, Any]
+    concurrency_key: str = ""
+    not_before: dt.datetime | None = None
+
+
+def call_parks(state: JobState, *, step: Step, pool: AgentPool) -> Park | None:
+    """Whether a call of `step` into `pool` waits for the pump: the pool has a limit, or the
+    step a concurrency or a rate. None: it goes out now."""
+    reasons = []
+    if pool.limited:
+        reasons.append(f"pool {pool.name} has a limit")
+    key = call_concurrency_key(state, step=step)
+    if key:
+        reasons.append(f"key {key_value(key)} of step {step.definition.name} is limited")
+    if step.forward and step.definition.rate:
+        reasons.append(f"step {step.definition.name} has a rate")
+    if not reasons:
+        return None
+    data: dict[str, Any] = {"pool": pool.name}
+    if key:
+        data["key"] = key_value(key)
+    return Park(reason=", ".join(reasons) + ": waiting for capacity", data=data, concurrency_key=key)
+
+
+def asked_to_wait(state: JobState, *, step: Step, pool: AgentPool, until: dt.datetime) -> Park:
+    """A call whose every endpoint asked for no calls till `until` (Retry-After) waits for the
+    pump, which sends it once that time has passed (free_slots)."""
+    return Park(
+        reason=f"every endpoint of pool {pool.name} asked for no calls before {until.isoformat()}",
+        data={"pool": pool.name, "until": until.isoformat()},
+        concurrency_key=call_concurrency_key(state, step=step),
+        not_before=until,
+    )
+
+
+def _lock_key(key: str) -> None:
+    """Serialize the dispatches of one concurrency key (till the transaction ends): two pumps of
+    different pools, or a pump and an operator's retry, count the key's calls in turn."""
+    if database.is_postgresql():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"sas_step_key:{key}"])
+
+
+def key_in_flight(key: str) -> int:
+    """The calls of a concurrency key in flight (or that may be: no answer yet)."""
+    return (
+        Step.objects.filter(concurrency_key=key, status__in=KEY_IN_FLIGHT).exclude(concurrency_key="").count()
+    )
+
+
+def _held_back(state: JobState, *, step: Step, pool: AgentPool, full: set[str]) -> tuple[bool, float | None]:
+    """Whether the waiting call must wait still, for its concurrency key (at its limit) or a rate
+    (no token: then the seconds until one comes). Takes the rate tokens when it may go."""
+    key = step.concurrency_key
+    spec = step.definition.concurrency if step.forward else None
+    if key and spec:
+        if key in full:
+            return True, None
+        _lock_key(key)
+        if key_in_flight(key) >= int(spec["limit"]):
+            full.add(key)
+            return True, None
+    for bucket, policy in _rate_buckets(state, step=step, pool=pool):
+        decision = rate_bucket_take(key=bucket, policy=policy)
+        if decision is not None and not decision.allowed:
+            if step.rate_key != bucket:
+                # Not a change of state: which bucket holds it back, so that the pump takes its
+                # steps in turn with the others' (and the API says why it waits).
+                Step.objects.filter(pk=step.pk).update(rate_key=bucket)
+            return True, max(decision.retry_after, 0.01)
+    return False, None
 
 
 def _may_dispatch(state: JobState, step: Step) -> bool:

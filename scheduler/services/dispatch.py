@@ -23,7 +23,7 @@ from agents.health import choose_endpoint
 from agents.models import AgentPool
 from agents.outcome import AttemptKind
 from scheduler.models import Attempt, EventKind, Step, StepStatus
-from scheduler.services.capacity import pump_after_commit
+from scheduler.services.capacity import asked_to_wait, call_parks, pump_after_commit
 from scheduler.services.locking import JobState
 from scheduler.transitions import attempt_open, step_transition
 from scheduler.unit import Unit, User
@@ -55,8 +55,18 @@ def step_dispatch(
     """
     policy = step.definition.call_policy
     pool = pool or step.call_pool
-    if kind == AttemptKind.CALL and not capacity_checked and pool.limited:
-        waiting = f"pool {pool.name} has a limit: waiting for capacity"
+    park = (
+        call_parks(state, step=step, pool=pool) if kind == AttemptKind.CALL and not capacity_checked else None
+    )
+    endpoint = None
+    if park is None:
+        endpoint = choose_endpoint(pool, now=unit.now, avoid_id=avoid_endpoint_id, spread=step.pk)
+        asked = endpoint.wait_asked_until if endpoint is not None else None
+        if kind == AttemptKind.CALL and not capacity_checked and asked is not None and asked > unit.now:
+            # Only an endpoint that asked to wait was left (every other one asked too, or is
+            # cooling down): the call waits for the time it asked, holding no worker.
+            park = asked_to_wait(state, step=step, pool=pool, until=asked)
+    if park is not None:
         step_transition(
             unit,
             step,
@@ -64,15 +74,16 @@ def step_dispatch(
             source=source,
             kind=EventKind.STEP_WAITING,
             actor=actor,
-            reason=f"{reason}; {waiting}" if reason else waiting,
-            data={"pool": pool.name},
+            reason=f"{reason}; {park.reason}" if reason else park.reason,
+            data=park.data,
             pool=pool,
             deadline=None,
-            not_before=None,
+            not_before=park.not_before,
+            concurrency_key=park.concurrency_key,
+            rate_key="",
         )
         pump_after_commit(pool.pk, dispatch=step_dispatch)
         return None
-    endpoint = choose_endpoint(pool, now=unit.now, avoid_id=avoid_endpoint_id, spread=step.pk)
     number = step.attempt + 1
     deadline = unit.now + dt.timedelta(seconds=policy.timeout_seconds)
     data = {

@@ -13,7 +13,8 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
 from sas_project.errors import InvalidInput
-from scheduler.models import Job, JobStatus, Step, StepKind
+from scheduler.definitions import ancestors
+from scheduler.models import Job, JobStatus, Step, StepKind, StepStatus
 from scheduler.unit import Unit
 
 J = JobStatus
@@ -124,3 +125,17 @@ def load_locked_jobs(jobs: list[Job]) -> dict[Any, JobState]:
 
 def _steps(query: QuerySet[Step]) -> QuerySet[Step]:
     return query.select_related("definition__policy", "pool")
+
+
+def step_input(state: JobState, *, step: Step) -> Any:
+    """The input a step's call and conditions see: its own (an operator's edit), else the job's."""
+    return step.input_override if step.input_override is not None else state.job.input
+
+
+def ancestor_outputs(state: JobState, *, step: Step) -> dict[str, Any]:
+    """The outputs of the steps `step` depends on, directly or not, that succeeded (what a
+    remote's body carries as `results`)."""
+    by_name = {s.name: s for s in state.actions}
+    graph = {s.name: s.definition.depends_on for s in state.actions}
+    found = ancestors(graph, step.name)
+    return {n: by_name[n].output for n in sorted(found) if by_name[n].status == StepStatus.SUCCEEDED}

@@ -19,7 +19,6 @@ from typing import Any
 from jmespath.exceptions import JMESPathError
 
 from scheduler import expressions
-from scheduler.definitions import ancestors
 from scheduler.models import (
     STEP_SETTLED,
     EventKind,
@@ -39,7 +38,7 @@ from scheduler.services.fanout import (
     fan_out_unwind,
     item_counts,
 )
-from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
+from scheduler.services.locking import JOB_FORWARD, JobState, ancestor_outputs, lock_job, step_input
 from scheduler.services.waits import step_begin_child, step_begin_wait
 from scheduler.transitions import JOB_TRANSITIONS, job_transition, step_note, step_transition
 from scheduler.unit import Unit, User
@@ -189,20 +188,6 @@ def _condition_met(unit: Unit, state: JobState, step: Step, deps: list[Step], *,
 def _skip(unit: Unit, step: Step, why: str, *, source: str, data: dict[str, Any]) -> None:
     """Skip a ready step that does not run, saying why on its event and in its status."""
     step_transition(unit, step, S.SKIPPED, source=source, reason=why, data=data, status_reason=why)
-
-
-def step_input(state: JobState, *, step: Step) -> Any:
-    """The input a step's call and conditions see: its own (an operator's edit), else the job's."""
-    return step.input_override if step.input_override is not None else state.job.input
-
-
-def ancestor_outputs(state: JobState, *, step: Step) -> dict[str, Any]:
-    """The outputs of the steps `step` depends on, directly or not, that succeeded (what a
-    remote's body carries as `results`)."""
-    by_name = {s.name: s for s in state.actions}
-    graph = {s.name: s.definition.depends_on for s in state.actions}
-    found = ancestors(graph, step.name)
-    return {n: by_name[n].output for n in sorted(found) if by_name[n].status == S.SUCCEEDED}
 
 
 def job_fail(unit: Unit, *, state: JobState, source: str, reason: str, actor: User | None = None) -> None:

@@ -411,6 +411,8 @@ def test_creating_a_workflow_makes_version_1_by_its_author(ada: APIClient) -> No
         "item_key": "",
         "max_parallel": None,
         "join": None,
+        "concurrency": None,
+        "rate": None,
     }
     workflow = Workflow.objects.get(name="order")
     assert workflow.created_by.username == "ada"

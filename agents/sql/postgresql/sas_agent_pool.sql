@@ -6,7 +6,8 @@
 CREATE OR REPLACE FUNCTION sas_agent_pool(p_pool bigint)
 RETURNS TABLE (id bigint, kind text, name text, limited boolean)
 LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
-    SELECT ap.id, ap.kind::text, ap.name::text, (ap.max_in_flight IS NOT NULL OR ap.max_per_second IS NOT NULL)
+    SELECT ap.id, ap.kind::text, ap.name::text, (ap.max_in_flight IS NOT NULL OR ap.max_per_second IS NOT NULL
+            OR ap.rate IS NOT NULL)
     FROM agents_agentpool ap
     WHERE ap.id = p_pool
 $fn$;

@@ -62,6 +62,22 @@ BEGIN
         -- The endpoint (HTTP and queue pools), as agents.health.choose_endpoint picks it for a
         -- first dispatch.
         v_endpoint := sas_endpoint_choice(r.pool_id, r.pool_kind, r.id, v_now);
+        -- Only an endpoint that asked for no calls till later is left: the step waits for that
+        -- time, holding no worker (scheduler.services.capacity.asked_to_wait).
+        IF v_endpoint.asked_until IS NOT NULL AND v_endpoint.asked_until > v_now THEN
+            UPDATE scheduler_step SET status = 'waiting', deadline = NULL, not_before = v_endpoint.asked_until,
+                updated_at = v_now
+            WHERE id = r.id AND (status = 'pending' AND attempt = r.attempt) IS TRUE;
+            INSERT INTO scheduler_event (job_id, step_id, kind, from_status, to_status, attempt,
+                                         actor_id, source, reason, data, created_at)
+            VALUES (v_job_id, r.id, sas_event_kind('step', 'waiting'), 'pending', 'waiting', r.attempt, NULL,
+                    p_source,
+                    'every endpoint of pool ' || r.pool_name || ' asked for no calls before '
+                        || sas_drf_time(v_endpoint.asked_until),
+                    jsonb_build_object('pool', r.pool_name, 'until', sas_drf_time(v_endpoint.asked_until)),
+                    v_now);
+            CONTINUE;
+        END IF;
         v_number := r.attempt + 1;
         v_deadline := v_now + make_interval(secs => r.timeout_seconds);
         UPDATE scheduler_step SET status = 'dispatched', attempt = v_number, calls = r.calls + 1,

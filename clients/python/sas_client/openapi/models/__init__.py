@@ -109,6 +109,8 @@ from .pool_replace_request_endpoints_item_type_1 import (
 )
 from .pool_write_request import PoolWriteRequest
 from .pool_write_request_endpoints_item_type_1 import PoolWriteRequestEndpointsItemType1
+from .rate import Rate
+from .rate_request import RateRequest
 from .recorded_enum import RecordedEnum
 from .remediation_debt import RemediationDebt
 from .remote_call import RemoteCall
@@ -125,6 +127,9 @@ from .signal_send_request import SignalSendRequest
 from .step import Step
 from .step_action_result import StepActionResult
 from .step_action_result_items_type_0 import StepActionResultItemsType0
+from .step_concurrency import StepConcurrency
+from .step_concurrency_on_limit_enum import StepConcurrencyOnLimitEnum
+from .step_concurrency_request import StepConcurrencyRequest
 from .step_definition import StepDefinition
 from .step_definition_kind_enum import StepDefinitionKindEnum
 from .step_definition_request import StepDefinitionRequest
@@ -252,6 +257,8 @@ __all__ = (
     "PoolReplaceRequestEndpointsItemType1",
     "PoolWriteRequest",
     "PoolWriteRequestEndpointsItemType1",
+    "Rate",
+    "RateRequest",
     "RecordedEnum",
     "RemediationDebt",
     "RemoteCall",
@@ -268,6 +275,9 @@ __all__ = (
     "Step",
     "StepActionResult",
     "StepActionResultItemsType0",
+    "StepConcurrency",
+    "StepConcurrencyOnLimitEnum",
+    "StepConcurrencyRequest",
     "StepDefinition",
     "StepDefinitionKindEnum",
     "StepDefinitionRequest",

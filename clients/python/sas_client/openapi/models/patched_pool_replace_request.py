@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..models.patched_pool_replace_request_endpoints_item_type_1 import (
         PatchedPoolReplaceRequestEndpointsItemType1,
     )
+    from ..models.rate_request import RateRequest
 
 
 T = TypeVar("T", bound="PatchedPoolReplaceRequest")
@@ -20,8 +21,8 @@ T = TypeVar("T", bound="PatchedPoolReplaceRequest")
 
 @_attrs_define
 class PatchedPoolReplaceRequest:
-    """Replacing a pool (PUT) needs kind, endpoints and alternate. A different `name` in the body
-    renames the pool.
+    """Replacing a pool (PUT) needs kind, endpoints and alternate; left out, `rate` is none (PATCH
+    keeps it). A different `name` in the body renames the pool.
 
         Attributes:
             name (str | Unset):
@@ -33,6 +34,7 @@ class PatchedPoolReplaceRequest:
             max_in_flight (int | None | Unset): At most this many calls in flight; steps beyond it wait for capacity (null:
                 no limit).
             max_per_second (float | None | Unset): At most this many calls started per second (null: no limit).
+            rate (None | RateRequest | Unset): At most `per_second` calls started per value of `key` (null: no keyed rate).
     """
 
     name: str | Unset = UNSET
@@ -41,11 +43,13 @@ class PatchedPoolReplaceRequest:
     endpoints: list[PatchedPoolReplaceRequestEndpointsItemType1 | str] | Unset = UNSET
     max_in_flight: int | None | Unset = UNSET
     max_per_second: float | None | Unset = UNSET
+    rate: None | RateRequest | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.patched_pool_replace_request_endpoints_item_type_1 import (
             PatchedPoolReplaceRequestEndpointsItemType1,
         )
+        from ..models.rate_request import RateRequest
 
         name = self.name
 
@@ -82,6 +86,14 @@ class PatchedPoolReplaceRequest:
         else:
             max_per_second = self.max_per_second
 
+        rate: dict[str, Any] | None | Unset
+        if isinstance(self.rate, Unset):
+            rate = UNSET
+        elif isinstance(self.rate, RateRequest):
+            rate = self.rate.to_dict()
+        else:
+            rate = self.rate
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update({})
@@ -97,6 +109,8 @@ class PatchedPoolReplaceRequest:
             field_dict["max_in_flight"] = max_in_flight
         if max_per_second is not UNSET:
             field_dict["max_per_second"] = max_per_second
+        if rate is not UNSET:
+            field_dict["rate"] = rate
 
         return field_dict
 
@@ -105,6 +119,7 @@ class PatchedPoolReplaceRequest:
         from ..models.patched_pool_replace_request_endpoints_item_type_1 import (
             PatchedPoolReplaceRequestEndpointsItemType1,
         )
+        from ..models.rate_request import RateRequest
 
         d = dict(src_dict)
         name = d.pop("name", UNSET)
@@ -164,6 +179,23 @@ class PatchedPoolReplaceRequest:
 
         max_per_second = _parse_max_per_second(d.pop("max_per_second", UNSET))
 
+        def _parse_rate(data: object) -> None | RateRequest | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                rate_type_0 = RateRequest.from_dict(data)
+
+                return rate_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | RateRequest | Unset, data)
+
+        rate = _parse_rate(d.pop("rate", UNSET))
+
         patched_pool_replace_request = cls(
             name=name,
             kind=kind,
@@ -171,6 +203,7 @@ class PatchedPoolReplaceRequest:
             endpoints=endpoints,
             max_in_flight=max_in_flight,
             max_per_second=max_per_second,
+            rate=rate,
         )
 
         return patched_pool_replace_request

@@ -12,6 +12,7 @@ from ..models.agent_kind_enum import AgentKindEnum
 
 if TYPE_CHECKING:
     from ..models.endpoint import Endpoint
+    from ..models.rate import Rate
 
 
 T = TypeVar("T", bound="Pool")
@@ -28,6 +29,7 @@ class Pool:
         alternate (None | str): Pool a step may be reassigned to.
         max_in_flight (int | None): Calls in flight at most (null: no limit).
         max_per_second (float | None): Calls started per second at most (null: no limit).
+        rate (None | Rate): A rate per key value (null: none).
         endpoints (list[Endpoint]):
         created_at (datetime.datetime):
         updated_at (datetime.datetime):
@@ -38,12 +40,15 @@ class Pool:
     alternate: None | str
     max_in_flight: int | None
     max_per_second: float | None
+    rate: None | Rate
     endpoints: list[Endpoint]
     created_at: datetime.datetime
     updated_at: datetime.datetime
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.rate import Rate
+
         name = self.name
 
         kind = self.kind.value
@@ -56,6 +61,12 @@ class Pool:
 
         max_per_second: float | None
         max_per_second = self.max_per_second
+
+        rate: dict[str, Any] | None
+        if isinstance(self.rate, Rate):
+            rate = self.rate.to_dict()
+        else:
+            rate = self.rate
 
         endpoints = []
         for endpoints_item_data in self.endpoints:
@@ -75,6 +86,7 @@ class Pool:
                 "alternate": alternate,
                 "max_in_flight": max_in_flight,
                 "max_per_second": max_per_second,
+                "rate": rate,
                 "endpoints": endpoints,
                 "created_at": created_at,
                 "updated_at": updated_at,
@@ -86,6 +98,7 @@ class Pool:
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.endpoint import Endpoint
+        from ..models.rate import Rate
 
         d = dict(src_dict)
         name = d.pop("name")
@@ -113,6 +126,21 @@ class Pool:
 
         max_per_second = _parse_max_per_second(d.pop("max_per_second"))
 
+        def _parse_rate(data: object) -> None | Rate:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                rate_type_0 = Rate.from_dict(data)
+
+                return rate_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | Rate, data)
+
+        rate = _parse_rate(d.pop("rate"))
+
         endpoints = []
         _endpoints = d.pop("endpoints")
         for endpoints_item_data in _endpoints:
@@ -130,6 +158,7 @@ class Pool:
             alternate=alternate,
             max_in_flight=max_in_flight,
             max_per_second=max_per_second,
+            rate=rate,
             endpoints=endpoints,
             created_at=created_at,
             updated_at=updated_at,

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..models.pool_replace_request_endpoints_item_type_1 import (
         PoolReplaceRequestEndpointsItemType1,
     )
+    from ..models.rate_request import RateRequest
 
 
 T = TypeVar("T", bound="PoolReplaceRequest")
@@ -20,8 +21,8 @@ T = TypeVar("T", bound="PoolReplaceRequest")
 
 @_attrs_define
 class PoolReplaceRequest:
-    """Replacing a pool (PUT) needs kind, endpoints and alternate. A different `name` in the body
-    renames the pool.
+    """Replacing a pool (PUT) needs kind, endpoints and alternate; left out, `rate` is none (PATCH
+    keeps it). A different `name` in the body renames the pool.
 
         Attributes:
             kind (AgentKindEnum): * `http` - HTTP
@@ -33,6 +34,7 @@ class PoolReplaceRequest:
                 limit).
             max_per_second (float | None): At most this many calls started per second (null: no limit).
             name (str | Unset):
+            rate (None | RateRequest | Unset): At most `per_second` calls started per value of `key` (null: no keyed rate).
     """
 
     kind: AgentKindEnum
@@ -41,11 +43,13 @@ class PoolReplaceRequest:
     max_in_flight: int | None
     max_per_second: float | None
     name: str | Unset = UNSET
+    rate: None | RateRequest | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.pool_replace_request_endpoints_item_type_1 import (
             PoolReplaceRequestEndpointsItemType1,
         )
+        from ..models.rate_request import RateRequest
 
         kind = self.kind.value
 
@@ -69,6 +73,14 @@ class PoolReplaceRequest:
 
         name = self.name
 
+        rate: dict[str, Any] | None | Unset
+        if isinstance(self.rate, Unset):
+            rate = UNSET
+        elif isinstance(self.rate, RateRequest):
+            rate = self.rate.to_dict()
+        else:
+            rate = self.rate
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -82,6 +94,8 @@ class PoolReplaceRequest:
         )
         if name is not UNSET:
             field_dict["name"] = name
+        if rate is not UNSET:
+            field_dict["rate"] = rate
 
         return field_dict
 
@@ -90,6 +104,7 @@ class PoolReplaceRequest:
         from ..models.pool_replace_request_endpoints_item_type_1 import (
             PoolReplaceRequestEndpointsItemType1,
         )
+        from ..models.rate_request import RateRequest
 
         d = dict(src_dict)
         kind = AgentKindEnum(d.pop("kind"))
@@ -136,6 +151,23 @@ class PoolReplaceRequest:
 
         name = d.pop("name", UNSET)
 
+        def _parse_rate(data: object) -> None | RateRequest | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                rate_type_0 = RateRequest.from_dict(data)
+
+                return rate_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | RateRequest | Unset, data)
+
+        rate = _parse_rate(d.pop("rate", UNSET))
+
         pool_replace_request = cls(
             kind=kind,
             alternate=alternate,
@@ -143,6 +175,7 @@ class PoolReplaceRequest:
             max_in_flight=max_in_flight,
             max_per_second=max_per_second,
             name=name,
+            rate=rate,
         )
 
         return pool_replace_request

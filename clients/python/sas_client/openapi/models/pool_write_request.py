@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..models.pool_write_request_endpoints_item_type_1 import (
         PoolWriteRequestEndpointsItemType1,
     )
+    from ..models.rate_request import RateRequest
 
 
 T = TypeVar("T", bound="PoolWriteRequest")
@@ -32,6 +33,7 @@ class PoolWriteRequest:
         max_in_flight (int | None | Unset): At most this many calls in flight; steps beyond it wait for capacity (null:
             no limit).
         max_per_second (float | None | Unset): At most this many calls started per second (null: no limit).
+        rate (None | RateRequest | Unset): At most `per_second` calls started per value of `key` (null: no keyed rate).
     """
 
     name: str
@@ -40,11 +42,13 @@ class PoolWriteRequest:
     endpoints: list[PoolWriteRequestEndpointsItemType1 | str] | Unset = UNSET
     max_in_flight: int | None | Unset = UNSET
     max_per_second: float | None | Unset = UNSET
+    rate: None | RateRequest | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.pool_write_request_endpoints_item_type_1 import (
             PoolWriteRequestEndpointsItemType1,
         )
+        from ..models.rate_request import RateRequest
 
         name = self.name
 
@@ -81,6 +85,14 @@ class PoolWriteRequest:
         else:
             max_per_second = self.max_per_second
 
+        rate: dict[str, Any] | None | Unset
+        if isinstance(self.rate, Unset):
+            rate = UNSET
+        elif isinstance(self.rate, RateRequest):
+            rate = self.rate.to_dict()
+        else:
+            rate = self.rate
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -98,6 +110,8 @@ class PoolWriteRequest:
             field_dict["max_in_flight"] = max_in_flight
         if max_per_second is not UNSET:
             field_dict["max_per_second"] = max_per_second
+        if rate is not UNSET:
+            field_dict["rate"] = rate
 
         return field_dict
 
@@ -106,6 +120,7 @@ class PoolWriteRequest:
         from ..models.pool_write_request_endpoints_item_type_1 import (
             PoolWriteRequestEndpointsItemType1,
         )
+        from ..models.rate_request import RateRequest
 
         d = dict(src_dict)
         name = d.pop("name")
@@ -165,6 +180,23 @@ class PoolWriteRequest:
 
         max_per_second = _parse_max_per_second(d.pop("max_per_second", UNSET))
 
+        def _parse_rate(data: object) -> None | RateRequest | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                rate_type_0 = RateRequest.from_dict(data)
+
+                return rate_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | RateRequest | Unset, data)
+
+        rate = _parse_rate(d.pop("rate", UNSET))
+
         pool_write_request = cls(
             name=name,
             kind=kind,
@@ -172,6 +204,7 @@ class PoolWriteRequest:
             endpoints=endpoints,
             max_in_flight=max_in_flight,
             max_per_second=max_per_second,
+            rate=rate,
         )
 
         return pool_write_request

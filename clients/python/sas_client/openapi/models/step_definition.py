@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
@@ -11,6 +11,11 @@ from ..models.blank_enum import BlankEnum
 from ..models.on_timeout_enum import OnTimeoutEnum
 from ..models.step_definition_kind_enum import StepDefinitionKindEnum
 from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.rate import Rate
+    from ..models.step_concurrency import StepConcurrency
+
 
 T = TypeVar("T", bound="StepDefinition")
 
@@ -66,6 +71,10 @@ class StepDefinition:
                 items must succeed. When that can no longer happen, the items that succeeded are compensated.
             workflow (str | Unset): workflow: the workflow whose latest version runs as a child job; the step waits for it
                 and its result is the step's output.
+            concurrency (None | StepConcurrency | Unset): call: at most `limit` calls of this step in flight at once per
+                value of `key`; the others wait (status waiting, waiting_for kind concurrency), holding no worker.
+            rate (None | Rate | Unset): call: at most `per_second` calls of this step started per value of `key`, `burst` at
+                once; the others wait (waiting_for kind rate), holding no worker.
     """
 
     name: str
@@ -92,9 +101,14 @@ class StepDefinition:
     max_parallel: int | None | Unset = UNSET
     join: Any | Unset = UNSET
     workflow: str | Unset = UNSET
+    concurrency: None | StepConcurrency | Unset = UNSET
+    rate: None | Rate | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.rate import Rate
+        from ..models.step_concurrency import StepConcurrency
+
         name = self.name
 
         kind: str | Unset = UNSET
@@ -165,6 +179,22 @@ class StepDefinition:
 
         workflow = self.workflow
 
+        concurrency: dict[str, Any] | None | Unset
+        if isinstance(self.concurrency, Unset):
+            concurrency = UNSET
+        elif isinstance(self.concurrency, StepConcurrency):
+            concurrency = self.concurrency.to_dict()
+        else:
+            concurrency = self.concurrency
+
+        rate: dict[str, Any] | None | Unset
+        if isinstance(self.rate, Unset):
+            rate = UNSET
+        elif isinstance(self.rate, Rate):
+            rate = self.rate.to_dict()
+        else:
+            rate = self.rate
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -218,11 +248,18 @@ class StepDefinition:
             field_dict["join"] = join
         if workflow is not UNSET:
             field_dict["workflow"] = workflow
+        if concurrency is not UNSET:
+            field_dict["concurrency"] = concurrency
+        if rate is not UNSET:
+            field_dict["rate"] = rate
 
         return field_dict
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.rate import Rate
+        from ..models.step_concurrency import StepConcurrency
+
         d = dict(src_dict)
         name = d.pop("name")
 
@@ -315,6 +352,40 @@ class StepDefinition:
 
         workflow = d.pop("workflow", UNSET)
 
+        def _parse_concurrency(data: object) -> None | StepConcurrency | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                concurrency_type_0 = StepConcurrency.from_dict(data)
+
+                return concurrency_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | StepConcurrency | Unset, data)
+
+        concurrency = _parse_concurrency(d.pop("concurrency", UNSET))
+
+        def _parse_rate(data: object) -> None | Rate | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                rate_type_0 = Rate.from_dict(data)
+
+                return rate_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | Rate | Unset, data)
+
+        rate = _parse_rate(d.pop("rate", UNSET))
+
         step_definition = cls(
             name=name,
             kind=kind,
@@ -340,6 +411,8 @@ class StepDefinition:
             max_parallel=max_parallel,
             join=join,
             workflow=workflow,
+            concurrency=concurrency,
+            rate=rate,
         )
 
         step_definition.additional_properties = d

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from attrs import define as _attrs_define
 
@@ -10,6 +10,11 @@ from ..models.blank_enum import BlankEnum
 from ..models.on_timeout_enum import OnTimeoutEnum
 from ..models.step_definition_kind_enum import StepDefinitionKindEnum
 from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.rate_request import RateRequest
+    from ..models.step_concurrency_request import StepConcurrencyRequest
+
 
 T = TypeVar("T", bound="StepDefinitionRequest")
 
@@ -65,6 +70,10 @@ class StepDefinitionRequest:
                 items must succeed. When that can no longer happen, the items that succeeded are compensated.
             workflow (str | Unset): workflow: the workflow whose latest version runs as a child job; the step waits for it
                 and its result is the step's output.
+            concurrency (None | StepConcurrencyRequest | Unset): call: at most `limit` calls of this step in flight at once
+                per value of `key`; the others wait (status waiting, waiting_for kind concurrency), holding no worker.
+            rate (None | RateRequest | Unset): call: at most `per_second` calls of this step started per value of `key`,
+                `burst` at once; the others wait (waiting_for kind rate), holding no worker.
     """
 
     name: str
@@ -91,8 +100,13 @@ class StepDefinitionRequest:
     max_parallel: int | None | Unset = UNSET
     join: Any | Unset = UNSET
     workflow: str | Unset = UNSET
+    concurrency: None | StepConcurrencyRequest | Unset = UNSET
+    rate: None | RateRequest | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.rate_request import RateRequest
+        from ..models.step_concurrency_request import StepConcurrencyRequest
+
         name = self.name
 
         kind: str | Unset = UNSET
@@ -163,6 +177,22 @@ class StepDefinitionRequest:
 
         workflow = self.workflow
 
+        concurrency: dict[str, Any] | None | Unset
+        if isinstance(self.concurrency, Unset):
+            concurrency = UNSET
+        elif isinstance(self.concurrency, StepConcurrencyRequest):
+            concurrency = self.concurrency.to_dict()
+        else:
+            concurrency = self.concurrency
+
+        rate: dict[str, Any] | None | Unset
+        if isinstance(self.rate, Unset):
+            rate = UNSET
+        elif isinstance(self.rate, RateRequest):
+            rate = self.rate.to_dict()
+        else:
+            rate = self.rate
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -216,11 +246,18 @@ class StepDefinitionRequest:
             field_dict["join"] = join
         if workflow is not UNSET:
             field_dict["workflow"] = workflow
+        if concurrency is not UNSET:
+            field_dict["concurrency"] = concurrency
+        if rate is not UNSET:
+            field_dict["rate"] = rate
 
         return field_dict
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.rate_request import RateRequest
+        from ..models.step_concurrency_request import StepConcurrencyRequest
+
         d = dict(src_dict)
         name = d.pop("name")
 
@@ -313,6 +350,40 @@ class StepDefinitionRequest:
 
         workflow = d.pop("workflow", UNSET)
 
+        def _parse_concurrency(data: object) -> None | StepConcurrencyRequest | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                concurrency_type_0 = StepConcurrencyRequest.from_dict(data)
+
+                return concurrency_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | StepConcurrencyRequest | Unset, data)
+
+        concurrency = _parse_concurrency(d.pop("concurrency", UNSET))
+
+        def _parse_rate(data: object) -> None | RateRequest | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                rate_type_0 = RateRequest.from_dict(data)
+
+                return rate_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | RateRequest | Unset, data)
+
+        rate = _parse_rate(d.pop("rate", UNSET))
+
         step_definition_request = cls(
             name=name,
             kind=kind,
@@ -338,6 +409,8 @@ class StepDefinitionRequest:
             max_parallel=max_parallel,
             join=join,
             workflow=workflow,
+            concurrency=concurrency,
+            rate=rate,
         )
 
         return step_definition_request

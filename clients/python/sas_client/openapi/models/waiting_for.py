@@ -25,12 +25,17 @@ class WaitingFor:
             * `timer` - timer
             * `workflow` - workflow
             * `capacity` - capacity
+            * `concurrency` - concurrency
+            * `rate` - rate
+            * `backoff` - backoff
             * `items` - items
         signal (str | Unset): signal: its name.
         group (None | str | Unset): approval: who decides (null: operators).
-        until (datetime.datetime | Unset): timer: when it fires.
+        until (datetime.datetime | Unset): timer: when it fires; backoff: the time the remote asked to wait till.
+        key (str | Unset): concurrency, rate: the key's value.
+        limit (int | Unset): concurrency: calls in flight per key value.
         timeout_at (datetime.datetime | None | Unset): signal, approval: when the wait times out (null: never).
-        pool (str | Unset): capacity: the pool.
+        pool (str | Unset): capacity, rate, backoff: the pool.
         workflow (str | Unset): workflow: the child's workflow.
         child_job (None | Unset | UUID): workflow: the child job (null until it has started).
     """
@@ -39,6 +44,8 @@ class WaitingFor:
     signal: str | Unset = UNSET
     group: None | str | Unset = UNSET
     until: datetime.datetime | Unset = UNSET
+    key: str | Unset = UNSET
+    limit: int | Unset = UNSET
     timeout_at: datetime.datetime | None | Unset = UNSET
     pool: str | Unset = UNSET
     workflow: str | Unset = UNSET
@@ -59,6 +66,10 @@ class WaitingFor:
         until: str | Unset = UNSET
         if not isinstance(self.until, Unset):
             until = self.until.isoformat()
+
+        key = self.key
+
+        limit = self.limit
 
         timeout_at: None | str | Unset
         if isinstance(self.timeout_at, Unset):
@@ -93,6 +104,10 @@ class WaitingFor:
             field_dict["group"] = group
         if until is not UNSET:
             field_dict["until"] = until
+        if key is not UNSET:
+            field_dict["key"] = key
+        if limit is not UNSET:
+            field_dict["limit"] = limit
         if timeout_at is not UNSET:
             field_dict["timeout_at"] = timeout_at
         if pool is not UNSET:
@@ -126,6 +141,10 @@ class WaitingFor:
             until = UNSET
         else:
             until = datetime.datetime.fromisoformat(_until)
+
+        key = d.pop("key", UNSET)
+
+        limit = d.pop("limit", UNSET)
 
         def _parse_timeout_at(data: object) -> datetime.datetime | None | Unset:
             if data is None:
@@ -170,6 +189,8 @@ class WaitingFor:
             signal=signal,
             group=group,
             until=until,
+            key=key,
+            limit=limit,
             timeout_at=timeout_at,
             pool=pool,
             workflow=workflow,

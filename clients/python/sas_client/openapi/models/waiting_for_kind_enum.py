@@ -4,8 +4,11 @@ from enum import StrEnum
 
 class WaitingForKindEnum(StrEnum):
     APPROVAL = "approval"
+    BACKOFF = "backoff"
     CAPACITY = "capacity"
+    CONCURRENCY = "concurrency"
     ITEMS = "items"
+    RATE = "rate"
     SIGNAL = "signal"
     TIMER = "timer"
     WORKFLOW = "workflow"

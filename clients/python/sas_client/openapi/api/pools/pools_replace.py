@@ -106,9 +106,9 @@ def sync_detailed(
 
     Args:
         name (str):
-        body (PoolReplaceRequest): Replacing a pool (PUT) needs kind, endpoints and alternate. A
-            different `name` in the body
-            renames the pool.
+        body (PoolReplaceRequest): Replacing a pool (PUT) needs kind, endpoints and alternate;
+            left out, `rate` is none (PATCH
+            keeps it). A different `name` in the body renames the pool.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -143,9 +143,9 @@ def sync(
 
     Args:
         name (str):
-        body (PoolReplaceRequest): Replacing a pool (PUT) needs kind, endpoints and alternate. A
-            different `name` in the body
-            renames the pool.
+        body (PoolReplaceRequest): Replacing a pool (PUT) needs kind, endpoints and alternate;
+            left out, `rate` is none (PATCH
+            keeps it). A different `name` in the body renames the pool.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -175,9 +175,9 @@ async def asyncio_detailed(
 
     Args:
         name (str):
-        body (PoolReplaceRequest): Replacing a pool (PUT) needs kind, endpoints and alternate. A
-            different `name` in the body
-            renames the pool.
+        body (PoolReplaceRequest): Replacing a pool (PUT) needs kind, endpoints and alternate;
+            left out, `rate` is none (PATCH
+            keeps it). A different `name` in the body renames the pool.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -210,9 +210,9 @@ async def asyncio(
 
     Args:
         name (str):
-        body (PoolReplaceRequest): Replacing a pool (PUT) needs kind, endpoints and alternate. A
-            different `name` in the body
-            renames the pool.
+        body (PoolReplaceRequest): Replacing a pool (PUT) needs kind, endpoints and alternate;
+            left out, `rate` is none (PATCH
+            keeps it). A different `name` in the body renames the pool.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

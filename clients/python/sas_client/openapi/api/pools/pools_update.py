@@ -107,8 +107,8 @@ def sync_detailed(
     Args:
         name (str):
         body (PatchedPoolReplaceRequest | Unset): Replacing a pool (PUT) needs kind, endpoints and
-            alternate. A different `name` in the body
-            renames the pool.
+            alternate; left out, `rate` is none (PATCH
+            keeps it). A different `name` in the body renames the pool.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -143,8 +143,8 @@ def sync(
     Args:
         name (str):
         body (PatchedPoolReplaceRequest | Unset): Replacing a pool (PUT) needs kind, endpoints and
-            alternate. A different `name` in the body
-            renames the pool.
+            alternate; left out, `rate` is none (PATCH
+            keeps it). A different `name` in the body renames the pool.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -174,8 +174,8 @@ async def asyncio_detailed(
     Args:
         name (str):
         body (PatchedPoolReplaceRequest | Unset): Replacing a pool (PUT) needs kind, endpoints and
-            alternate. A different `name` in the body
-            renames the pool.
+            alternate; left out, `rate` is none (PATCH
+            keeps it). A different `name` in the body renames the pool.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -208,8 +208,8 @@ async def asyncio(
     Args:
         name (str):
         body (PatchedPoolReplaceRequest | Unset): Replacing a pool (PUT) needs kind, endpoints and
-            alternate. A different `name` in the body
-            renames the pool.
+            alternate; left out, `rate` is none (PATCH
+            keeps it). A different `name` in the body renames the pool.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
