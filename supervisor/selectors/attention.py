@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
@@ -80,9 +81,10 @@ class _StepActions:
         # retried one by one, not the fan-out.
         return self.step.status in RETRYABLE_BY_OPERATOR and not self.step.fans_out
 
-    @property
+    @cached_property
     def wait(self) -> Wait | None:
-        """What the step waits for, when it is waiting."""
+        """What the step waits for, when it is waiting (read once per row: a keyed call's costs a
+        query)."""
         return wait_of(self.step)
 
     @property

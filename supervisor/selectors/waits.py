@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from scheduler.models import OnTimeout, Step, StepDefinition, StepDefinitionKind, StepStatus
+from scheduler.services.capacity import KEY_IN_FLIGHT, key_value, rate_key_value
 from scheduler.services.wakeups import may_decide
 from scheduler.unit import User
 
@@ -41,6 +42,8 @@ class Wait:
     until: dt.datetime | None
     #: What the timeout does (signal and approval only).
     on_timeout: str = ""
+    #: A call held by its key: how many of the key's calls are in flight, and behind which jobs.
+    detail: str = ""
 
     @property
     def for_person(self) -> bool:
@@ -55,6 +58,12 @@ class Wait:
             return f"approval: {self.name or 'operators'}"
         if self.kind == K.TIMER:
             return f"timer {_hm(self.until)}" if self.until else "timer"
+        if self.kind == "concurrency":
+            return f"key {self.name}"
+        if self.kind == "rate":
+            return f"rate of {self.name}"
+        if self.kind == "backoff":
+            return f"asked to wait till {_hm(self.until)}" if self.until else "asked to wait"
         return f"capacity of {self.name}"
 
     @property
@@ -64,6 +73,9 @@ class Wait:
             K.SIGNAL: "Waiting for a signal",
             K.APPROVAL: "Waiting for approval",
             K.TIMER: "Waiting for its time",
+            "concurrency": "Waiting for its key",
+            "rate": "Waiting for its rate",
+            "backoff": "Remote asked to wait",
         }
         return labels.get(self.kind, "Waiting for capacity")
 
@@ -76,6 +88,12 @@ class Wait:
             return f"an approval by {self.name or 'an operator'}"
         if self.kind == K.TIMER:
             return "its time"
+        if self.kind == "concurrency":
+            return f"key {self.name}: {self.detail}" if self.detail else f"key {self.name}"
+        if self.kind == "rate":
+            return f"the rate of {self.name} ({self.detail})" if self.detail else f"the rate of {self.name}"
+        if self.kind == "backoff":
+            return f"pool {self.name}, whose every endpoint asked for no calls before then (Retry-After)"
         return f"a free slot of pool {self.name}"
 
     @property
@@ -87,6 +105,10 @@ class Wait:
         """When and how the wait ends by itself."""
         if self.kind == K.TIMER:
             return f"fires at {self.until:%H:%M:%S} UTC" if self.until else "fires when its time comes"
+        if self.kind == "backoff" and self.until is not None:
+            return f"goes out after {self.until:%H:%M:%S} UTC"
+        if self.kind in ("concurrency", "rate"):
+            return "goes out when its turn comes"
         if self.until is None:
             return "no timeout" if self.kind != "capacity" else "until a slot frees"
         then = f", {self.then}" if self.then else ""
@@ -105,7 +127,31 @@ def wait_of(step: Step) -> Wait | None:
         return Wait(K.APPROVAL, definition.group, step.updated_at, step.deadline, definition.on_timeout)
     if definition.kind == K.TIMER:
         return Wait(K.TIMER, "", step.updated_at, step.deadline)
-    return Wait("capacity", step.pool.name if step.pool is not None else "", step.updated_at, None)
+    pool = step.pool.name if step.pool is not None else ""
+    if step.not_before is not None:
+        return Wait("backoff", pool, step.updated_at, step.not_before)
+    if step.concurrency_key:
+        return Wait(
+            "concurrency", key_value(step.concurrency_key), step.updated_at, None, detail=_key_detail(step)
+        )
+    if step.rate_key:
+        scope = step.rate_key.rsplit(":", 1)[0]
+        return Wait("rate", rate_key_value(step.rate_key), step.updated_at, None, detail=scope)
+    return Wait("capacity", pool, step.updated_at, None)
+
+
+def _key_detail(step: Step) -> str:
+    """How many calls of the step's key are in flight, of how many, and behind which jobs."""
+    holders = list(
+        Step.objects.filter(concurrency_key=step.concurrency_key, status__in=KEY_IN_FLIGHT)
+        .exclude(concurrency_key="")
+        .order_by("first_dispatched_at", "id")
+        .values_list("job_id", flat=True)[:100]
+    )
+    limit = (step.definition.concurrency or {}).get("limit")
+    behind = f", behind job {', '.join(str(h) for h in holders[:3])}" if holders else ""
+    more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
+    return f"{len(holders)} of {limit} in flight{behind}{more}"
 
 
 def wait_kind_text(definition: StepDefinition) -> str:

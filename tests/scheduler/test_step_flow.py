@@ -218,3 +218,17 @@ def test_metrics_count_the_waiting_calls_by_what_holds_them(fake_remote: FakeRem
     assert total(found, "sas_calls_waiting", reason="backoff") == 0
     # Bounded: one series per reason, whatever the keys.
     assert len([k for k in found if k[0] == "sas_calls_waiting"]) == 4
+
+
+def test_the_console_says_what_a_waiting_call_waits_for(fake_remote: FakeRemote, client: Any) -> None:
+    make_workflow("pay", keyed_step(concurrency={"key": "input.account", "limit": 1}))
+    make_workflow("rated", keyed_step(rate={"key": "input.merchant", "per_second": 0.01}))
+    holder = submit("pay", account="acct-7")
+    behind = submit("pay", account="acct-7")
+    submit("rated", merchant="m-3")
+    throttled = submit("rated", merchant="m-3")
+    client.force_login(make_user("olga", "operators"))
+    page = client.get(f"/ops/jobs/{behind.pk}/").content.decode()
+    assert f"key acct-7: 1 of 1 in flight, behind job {holder.pk}" in page
+    page = client.get(f"/ops/jobs/{throttled.pk}/").content.decode()
+    assert "Waiting for its rate" in page and "the rate of m-3 (step:rated.charge)" in page
