@@ -17,12 +17,12 @@ input when it is created and kept on its row (`debounce_key`, `throttle_key`); a
 reads nothing leaves the job out of that gate. Its concurrency key is read when it leaves the
 gates (flow.job_admit_waiting): a job at a gate never counts as waiting for its key.
 
-The throttle counts starts in the database: each job that passes it gets its place in its key's
-window (`throttle_slot`, the time it may start): now when the last `limit` places of the key
-(newest first, on job_throttle_slot_idx) leave room, else the `limit`-th newest place plus P;
-never before the newest place, so that places follow arrival. The window is exact by
-construction: any P seconds hold at most L places. A place, once given, counts: a job cancelled
-before its place came leaves it unused.
+The throttle counts starts in the database: each job that passes it keeps the time it did
+(`throttle_slot`), and the newest `limit` of a key (on job_throttle_slot_idx) say whether the
+window has room. A job that finds none waits for its place: the first time the window allows
+after the starts made and the places of the jobs waiting ahead of it, so that the waiting jobs
+start in arrival order. When its place comes it starts only if the window has room then (a start
+ahead of it may have come late): otherwise its place and those behind it move as late.
 
 Every decision is made under an advisory lock of its gate and key (`sas_debounce:<workflow>:<key>`,
 `sas_throttle:<workflow>:<key>`; SQLite has one writer), so two submissions on one key take
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
+from django.db.models import F
 
 from sas_project import database
 from sas_project.errors import StaleWrite
@@ -202,33 +203,68 @@ def _ahead(at: dt.datetime | None, now: dt.datetime) -> bool:
 
 
 def _throttle_gate(unit: Unit, workflow: str, throttle: Throttle, key: str) -> Gate:
-    """The job's place in `key`'s window: now when there is room and nobody waits ahead of it,
-    else the first place the window allows after those given already."""
+    """A job arriving at `key`'s throttle: it passes now when the window has room and nobody
+    waits ahead of it, else it waits for the first place the window allows after the starts
+    made and the places of the jobs waiting ahead."""
     _lock(THROTTLE, workflow, key)
     now = unit.now
-    given = Job.objects.filter(workflow__name=workflow, throttle_key=key, throttle_slot__isnull=False)
-    newest: list[dt.datetime] = [
+    # Read on job_start_gate_idx (the jobs waiting at a gate).
+    planned = [
         at
-        for at in given.order_by("-throttle_slot").values_list("throttle_slot", flat=True)[: throttle.limit]
+        for at in Job.objects.filter(
+            workflow__name=workflow, status=J.WAITING, start_gate=THROTTLE, throttle_key=key
+        )
+        .order_by("-start_at")
+        .values_list("start_at", flat=True)[: throttle.limit]
         if at is not None
     ]
-    slot = max([now, *newest[:1]])
-    if len(newest) >= throttle.limit:
-        slot = max(slot, newest[-1] + dt.timedelta(seconds=throttle.per_seconds))
+    taken = sorted([*_starts(workflow, key, throttle), *planned], reverse=True)[: throttle.limit]
+    slot = max([now, *taken[:1]])
+    if len(taken) >= throttle.limit:
+        slot = max(slot, taken[-1] + dt.timedelta(seconds=throttle.per_seconds))
     window = f"throttle key {key}: {throttle.limit} per {throttle.per_seconds:g}s"
-    # Read on job_start_gate_idx (the jobs waiting at a gate), not on the key's places.
-    queued = Job.objects.filter(
-        status=J.WAITING, start_gate=THROTTLE, throttle_key=key, workflow__name=workflow
-    ).exists()
-    if slot <= now and not queued:
+    if slot <= now and not planned:
         return Gate(throttle_key=key, throttle_slot=now, reason=window)
     return Gate(
         kind=THROTTLE,
         until=slot,
         throttle_key=key,
-        throttle_slot=slot,
         reason=f"{window}: its place in the window is at {slot.isoformat()}",
     )
+
+
+def _starts(workflow: str, key: str, throttle: Throttle) -> list[dt.datetime]:
+    """The newest `limit` starts counted on `key`'s throttle, newest first (on
+    job_throttle_slot_idx)."""
+    rows = (
+        Job.objects.filter(workflow__name=workflow, throttle_key=key, throttle_slot__isnull=False)
+        .order_by("-throttle_slot")
+        .values_list("throttle_slot", flat=True)[: throttle.limit]
+    )
+    return [at for at in rows if at is not None]
+
+
+def _throttle_room(unit: Unit, job: Job, throttle: Throttle) -> bool:
+    """Whether the throttled job whose place came may start now: the window holds fewer than
+    `limit` starts. A start ahead of it that came late (a pass is a fraction of a second after
+    its place) moves its place and those of the jobs waiting behind it as late, in order."""
+    name, key = job.workflow.name, job.throttle_key
+    _lock(THROTTLE, name, key)
+    starts = _starts(name, key, throttle)
+    if len(starts) < throttle.limit or job.start_at is None:
+        return True
+    opens = starts[-1] + dt.timedelta(seconds=throttle.per_seconds)
+    if opens <= unit.now:
+        return True
+    # Not a new wait (no event): the same wait, ending as much later as the start ahead was late.
+    Job.objects.filter(
+        workflow__name=name,
+        status=J.WAITING,
+        start_gate=THROTTLE,
+        throttle_key=key,
+        start_at__gte=job.start_at,
+    ).update(start_at=F("start_at") + (opens - job.start_at))
+    return False
 
 
 def job_gated(unit: Unit, *, job: Job, gate: Gate, source: str, actor: User | None) -> None:
@@ -303,18 +339,17 @@ def job_pass(job_id: Any, *, source: str) -> str:
                 fields["throttle_slot"] = gate.throttle_slot
                 reason = f"{reason}; {gate.reason}"
         else:
+            throttle = Throttle.of(job.workflow)
+            if throttle is not None and not _throttle_room(unit, job, throttle):
+                return ""
+            fields["throttle_slot"] = unit.now
             reason = f"throttle key {job.throttle_key}: its place in the window came"
         return job_admit_waiting(unit, state=state, source=source, reason=reason, fields=fields)
 
 
 def _wait_again(unit: Unit, *, job: Job, gate: Gate, source: str, reason: str) -> None:
     """A debounced job whose quiet period ended waits for its place in the throttle's window."""
-    updates = {
-        "start_gate": gate.kind,
-        "start_at": gate.until,
-        "throttle_slot": gate.throttle_slot,
-        "updated_at": unit.now,
-    }
+    updates = {"start_gate": gate.kind, "start_at": gate.until, "updated_at": unit.now}
     if Job.objects.filter(pk=job.pk, status=J.WAITING, start_gate=DEBOUNCE).update(**updates) != 1:
         raise StaleWrite(f"job {job.pk} changed under us (expected waiting at its debounce)")
     for name, value in updates.items():
