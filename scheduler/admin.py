@@ -206,15 +206,7 @@ WORKFLOW_FIELDS = [
 class WorkflowForm(forms.ModelForm):
     class Meta:
         model = Workflow
-        fields = [
-            "name",
-            "description",
-            "deadline_seconds",
-            "input_schema",
-            "concurrency",
-            "debounce",
-            "throttle",
-        ]
+        fields = WORKFLOW_FIELDS
 
     def clean_concurrency(self) -> Any:
         try:
@@ -274,15 +266,7 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
     list_display = ["name", "version", "step_count", "deadline_seconds", "created_by", "created_at"]
     search_fields = ["name"]
     ordering = ["name", "-version"]
-    fields = [
-        "name",
-        "description",
-        "deadline_seconds",
-        "input_schema",
-        "concurrency",
-        "debounce",
-        "throttle",
-    ]
+    fields = WORKFLOW_FIELDS
     change_form_template = "admin/scheduler/workflow/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Workflow]:
