@@ -192,7 +192,7 @@ class StepDefinitionInline(admin.TabularInline):
 
 
 #: A workflow version's own fields, as the add form shows them (its steps are inline).
-WORKFLOW_FIELDS = [
+WORKFLOW_FIELDS = (
     "name",
     "description",
     "deadline_seconds",
@@ -200,7 +200,7 @@ WORKFLOW_FIELDS = [
     "concurrency",
     "debounce",
     "throttle",
-]
+)
 
 
 class WorkflowForm(forms.ModelForm):
