@@ -28,7 +28,14 @@ from sas_project.admin_access import (
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage
 from scheduler import contracts
-from scheduler.definitions import concurrency_check, validate_steps, workflow_create
+from scheduler.definitions import (
+    concurrency_check,
+    debounce_check,
+    gates_combination_check,
+    throttle_check,
+    validate_steps,
+    workflow_create,
+)
 from scheduler.models import PruneRun, Schedule, StepDefinition, StepDefinitionKind, Workflow
 from scheduler.schedules import (
     SCHEDULE_FIELDS,
@@ -184,16 +191,52 @@ class StepDefinitionInline(admin.TabularInline):
         return can_manage(request.user)
 
 
+#: A workflow version's own fields, as the add form shows them (its steps are inline).
+WORKFLOW_FIELDS = (
+    "name",
+    "description",
+    "deadline_seconds",
+    "input_schema",
+    "concurrency",
+    "debounce",
+    "throttle",
+)
+
+
 class WorkflowForm(forms.ModelForm):
     class Meta:
         model = Workflow
-        fields = ["name", "description", "deadline_seconds", "input_schema", "concurrency"]
+        fields = WORKFLOW_FIELDS
 
     def clean_concurrency(self) -> Any:
         try:
             return concurrency_check(self.cleaned_data.get("concurrency"))
         except InvalidInput as exc:
             raise ValidationError(exc.message) from exc
+
+    def clean_debounce(self) -> Any:
+        try:
+            return debounce_check(self.cleaned_data.get("debounce"))
+        except InvalidInput as exc:
+            raise ValidationError(exc.message) from exc
+
+    def clean_throttle(self) -> Any:
+        try:
+            return throttle_check(self.cleaned_data.get("throttle"))
+        except InvalidInput as exc:
+            raise ValidationError(exc.message) from exc
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        try:
+            gates_combination_check(
+                concurrency=cleaned.get("concurrency"),
+                debounce=cleaned.get("debounce"),
+                throttle=cleaned.get("throttle"),
+            )
+        except InvalidInput as exc:
+            self.add_error("concurrency", exc.message)
+        return cleaned
 
     def clean_input_schema(self) -> Any:
         try:
@@ -223,7 +266,7 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
     list_display = ["name", "version", "step_count", "deadline_seconds", "created_by", "created_at"]
     search_fields = ["name"]
     ordering = ["name", "-version"]
-    fields = ["name", "description", "deadline_seconds", "input_schema", "concurrency"]
+    fields = WORKFLOW_FIELDS
     change_form_template = "admin/scheduler/workflow/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Workflow]:
@@ -256,6 +299,8 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
             "deadline_seconds": source.deadline_seconds,
             "input_schema": source.input_schema,
             "concurrency": source.concurrency,
+            "debounce": source.debounce,
+            "throttle": source.throttle,
         }
 
     def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:
@@ -288,6 +333,8 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
             deadline_seconds=form.cleaned_data.get("deadline_seconds"),
             input_schema=form.cleaned_data.get("input_schema"),
             concurrency=form.cleaned_data.get("concurrency"),
+            debounce=form.cleaned_data.get("debounce"),
+            throttle=form.cleaned_data.get("throttle"),
         )
         form.instance.pk, form.instance.version = workflow.pk, workflow.version
 

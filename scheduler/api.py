@@ -443,6 +443,8 @@ class WorkflowsView(NamedResourcesView):
                 deadline_seconds=data["deadline_seconds"],
                 input_schema=data.get("input_schema"),
                 concurrency=data.get("concurrency"),
+                debounce=data.get("debounce"),
+                throttle=data.get("throttle"),
             )
         return self.created(
             WorkflowSerializer(selectors.workflow_get(name, workflow.version)).data, name=name
@@ -498,6 +500,8 @@ class WorkflowView(NamedResourceView):
                 deadline_seconds=data.get("deadline_seconds", latest.deadline_seconds),
                 input_schema=data.get("input_schema", latest.input_schema),
                 concurrency=data.get("concurrency", latest.concurrency),
+                debounce=data.get("debounce", latest.debounce),
+                throttle=data.get("throttle", latest.throttle),
             )
         return selectors.workflow_get(name, workflow.version)
 

@@ -457,6 +457,90 @@ def concurrency_check(value: Any) -> dict[str, Any] | None:
     return {"key": key, "limit": limit, "on_limit": on_limit}
 
 
+#: The longest quiet period of a debounce and the longest window of a throttle: a day.
+MAX_GATE_SECONDS = 86_400
+#: The longest a debounce may hold back a chain of replacements (its `max_seconds`): a week.
+MAX_DEBOUNCE_SECONDS = 7 * 86_400
+
+
+def _gate_key(value: dict[str, Any], field: str) -> str:
+    key = value.get("key")
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidInput(f"{field}.key must be an expression over the input", field=f"{field}.key")
+    expressions.check(key, where=f"{field}.key", ancestors=set(), roots=("input",))
+    return key
+
+
+def _gate_seconds(value: Any, *, field: str, high: float) -> float | int:
+    # value != value: NaN, which JSON from Python may carry and no comparison refuses.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value != value
+        or not 0 < value <= high
+    ):
+        raise InvalidInput(f"{field} must be a number of seconds above 0, at most {high:g}", field=field)
+    return value
+
+
+def debounce_check(value: Any) -> dict[str, Any] | None:
+    """A workflow's `debounce` as stored, or None; InvalidInput saying what is wrong
+    (scheduler.services.gates applies it)."""
+    if value is None:
+        return None
+    field = "debounce"
+    if not isinstance(value, dict):
+        raise InvalidInput("debounce must be an object {key, seconds, max_seconds}", field=field)
+    unknown = sorted(set(value) - {"key", "seconds", "max_seconds"})
+    if unknown:
+        raise InvalidInput(f"debounce has unknown members: {', '.join(unknown)}", field=field)
+    key = _gate_key(value, field)
+    seconds = _gate_seconds(value.get("seconds"), field=f"{field}.seconds", high=MAX_GATE_SECONDS)
+    stored: dict[str, Any] = {"key": key, "seconds": seconds}
+    if value.get("max_seconds") is not None:
+        bound = _gate_seconds(value["max_seconds"], field=f"{field}.max_seconds", high=MAX_DEBOUNCE_SECONDS)
+        if bound < seconds:
+            # A bound below the quiet period would cut every quiet period short.
+            raise InvalidInput(
+                f"debounce.max_seconds must be at least debounce.seconds ({seconds:g})",
+                field=f"{field}.max_seconds",
+            )
+        stored["max_seconds"] = bound
+    return stored
+
+
+def throttle_check(value: Any) -> dict[str, Any] | None:
+    """A workflow's `throttle` as stored, or None; InvalidInput saying what is wrong
+    (scheduler.services.gates applies it)."""
+    if value is None:
+        return None
+    field = "throttle"
+    if not isinstance(value, dict):
+        raise InvalidInput("throttle must be an object {key, per_seconds, limit}", field=field)
+    unknown = sorted(set(value) - {"key", "per_seconds", "limit"})
+    if unknown:
+        raise InvalidInput(f"throttle has unknown members: {', '.join(unknown)}", field=field)
+    key = _gate_key(value, field)
+    per_seconds = _gate_seconds(value.get("per_seconds"), field=f"{field}.per_seconds", high=MAX_GATE_SECONDS)
+    limit = value.get("limit")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        raise InvalidInput("throttle.limit must be an integer from 1 to 10000", field=f"{field}.limit")
+    return {"key": key, "per_seconds": per_seconds, "limit": limit}
+
+
+def gates_combination_check(
+    *, concurrency: dict[str, Any] | None, debounce: dict[str, Any] | None, throttle: dict[str, Any] | None
+) -> None:
+    """Refuse what a job held at a gate cannot honour: `cancel_newest` answers the submission with
+    a 409, and a job that waited for its debounce or throttle has had its answer already."""
+    if concurrency and concurrency["on_limit"] == "cancel_newest" and (debounce or throttle):
+        raise InvalidInput(
+            "concurrency.on_limit cancel_newest cannot be combined with debounce or throttle: a job that "
+            "waited at them was accepted already (use queue or cancel_in_progress)",
+            field="concurrency.on_limit",
+        )
+
+
 @transaction.atomic
 def workflow_create(
     *,
@@ -467,6 +551,8 @@ def workflow_create(
     deadline_seconds: float | None = None,
     input_schema: Any = None,
     concurrency: Any = None,
+    debounce: Any = None,
+    throttle: Any = None,
     system: bool = False,
 ) -> Workflow:
     """Create the next version of workflow `name` from validated step specs (and its input's
@@ -486,6 +572,9 @@ def workflow_create(
     ordered = validate_steps(steps, workflow=name)
     input_schema = contracts.schema_check(input_schema)
     concurrency = concurrency_check(concurrency)
+    debounce = debounce_check(debounce)
+    throttle = throttle_check(throttle)
+    gates_combination_check(concurrency=concurrency, debounce=debounce, throttle=throttle)
     latest = Workflow.objects.select_for_update().filter(name=name).order_by("-version").first()
     # Two first versions of one name can both pass the lock above (there is no row to lock yet):
     # the unique (name, version) constraint decides, and the loser is told to send again.
@@ -499,6 +588,8 @@ def workflow_create(
                 actor,
                 input_schema,
                 concurrency=concurrency,
+                debounce=debounce,
+                throttle=throttle,
                 plain=workflow_plain(ordered),
             )
     except IntegrityError as exc:
@@ -527,6 +618,8 @@ def _create_version(
     input_schema: dict[str, Any] | None,
     *,
     concurrency: dict[str, Any] | None,
+    debounce: dict[str, Any] | None = None,
+    throttle: dict[str, Any] | None = None,
     plain: bool,
 ) -> Workflow:
     return Workflow.objects.create(
@@ -536,6 +629,8 @@ def _create_version(
         deadline_seconds=deadline_seconds,
         input_schema=input_schema,
         concurrency=concurrency,
+        debounce=debounce,
+        throttle=throttle,
         plain=plain,
         created_by=cast(Any, actor) if actor is not None and actor.is_authenticated else None,
     )

@@ -227,7 +227,8 @@ SELECT j.id AS pk, j.status, j.input, j.result, j.compensation_reason, j.paused_
        j.priority, j.rerun_of_id,
        ARRAY(SELECT r.id FROM scheduler_job r WHERE r.rerun_of_id = j.id ORDER BY r.created_at)
            AS rerun_ids,
-       j.parent_job_id, j.parent_step, j.concurrency_key, w.concurrency AS workflow_concurrency
+       j.parent_job_id, j.parent_step, j.concurrency_key, j.start_gate, j.start_at, j.debounce_key,
+       j.throttle_key, w.concurrency AS workflow_concurrency
 FROM scheduler_job j
 JOIN scheduler_workflow w ON w.id = j.workflow_id
 LEFT JOIN auth_user u ON u.id = j.submitter_id

@@ -37,12 +37,16 @@ from supervisor.canary import canary_tick
 from supervisor.debt import debt_watch
 from supervisor.deliveries import Sender
 from supervisor.lease import LeaseGrant, lease_release
-from supervisor.scan import scan
+from supervisor.scan import gates_tick, scan
 
 logger = logging.getLogger("supervisor")
 
 #: A pass longer than this many intervals is logged as a warning (the lease lasts three).
 SLOW_PASS = 2.0
+#: Between two passes the loop wakes this often (seconds): to hand more deliveries over and, on
+#: the lease holder, to pass the debounce and throttle gates that opened (one read of
+#: job_start_gate_idx when none did).
+TICK = 0.2
 #: How often the lease holder deletes the API's idle rate buckets.
 RATE_PRUNE_SECONDS = 60.0
 
@@ -141,8 +145,10 @@ def _passes(
             )
         remaining = interval - (time.monotonic() - started)
         while remaining > 0 and not should_stop():
-            time.sleep(min(remaining, 0.2))
+            time.sleep(min(remaining, TICK))
             _send_more(holder, sender)
+            if last_grant is not None:
+                last_grant = _gates_tick(holder, last_grant)
             remaining = interval - (time.monotonic() - started)
     if last_grant is not None:
         try:
@@ -161,6 +167,22 @@ def _chore(holder: str, what: str, chore: Callable[[], object]) -> object:
         logger.exception("supervisor %s: %s failed", holder, what)
         connection.close()
         return None
+
+
+def _gates_tick(holder: str, grant: LeaseGrant) -> LeaseGrant | None:
+    """Between passes, on the lease holder: start the debounced and throttled jobs whose time
+    came (supervisor.scan.gates_tick). The grant, or None (no more ticks till the next pass)
+    once the lease was lost or the tick failed."""
+    try:
+        report = gates_tick(grant)
+    except Exception:
+        # Not again before the next pass: a database that is down is logged once per interval.
+        logger.exception("supervisor %s: the gates' tick failed", holder)
+        connection.close()
+        return None
+    if report.remediated:
+        logger.info("supervisor %s: %s", holder, report.decisions, extra={"scan": report.figures()})
+    return None if report.lost_lease else grant
 
 
 def _reactions(should_stop: Callable[[], bool]) -> None:

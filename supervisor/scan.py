@@ -44,6 +44,7 @@ from scheduler.services import (
 )
 from scheduler.services.children import child_advance, children_due
 from scheduler.services.flow import StartFailed, jobs_release, waiting_keys
+from scheduler.services.gates import gates_due, job_pass
 from scheduler.services.quarantine import LoopStopped, Quarantiner, error_text, is_item_fault, not_quarantined
 from scheduler.services.wakeups import waits_due, waits_due_steps, waits_expire
 from scheduler.transitions import attempts_time_out
@@ -174,6 +175,7 @@ def scan(
         _sweep_waits(grant, report, size)
         _sweep_children(grant, report, size)
         _sweep_waiting_keys(grant, report, size)
+        _sweep_gates(grant, report, size)
         _remediate_due(_Due(grant, report, draw, size), max_batches)
     except LoopStopped:
         report.lost_lease = True
@@ -492,6 +494,45 @@ def _sweep_waiting_keys(grant: LeaseGrant, report: ScanReport, size: int) -> Non
         if started:
             report.remediated += len(started)
             report.decisions["key_released"] = report.decisions.get("key_released", 0) + len(started)
+
+
+def _sweep_gates(grant: LeaseGrant, report: ScanReport, size: int) -> None:
+    """Waiting jobs whose debounce or throttle opened pass it (scheduler.services.gates): each job
+    in its own transaction, earliest first; one whose pass raises is quarantined (by the
+    concurrency loop, which starts waiting jobs), and the others go on."""
+    tried: set[Any] = set()
+    quarantine = Quarantiner(QuarantineLoop.CONCURRENCY, source=_source(grant))
+    while True:
+        with unit_of_work() as unit:
+            due = gates_due(unit.now, limit=size, exclude=tried)
+            if due:
+                _fence(grant)
+        for job_id in due:
+            tried.add(job_id)
+            try:
+                what = job_pass(job_id, source=_source(grant))
+            except Exception as exc:
+                if not is_item_fault(exc):
+                    raise
+                quarantine.job(job_id, exc)
+                _quarantined(report)
+                continue
+            if what:
+                report.remediated += 1
+                _count(report, f"gate_{what}")
+        if len(due) < size:
+            return
+
+
+def gates_tick(grant: LeaseGrant) -> ScanReport:
+    """The gates' sweep alone, for the lease holder's loop between two scans: a debounced or
+    throttled job starts a fraction of a second after its time, not at the next scan."""
+    report = ScanReport(acted=True, holder=grant.holder, token=grant.token)
+    try:
+        _sweep_gates(grant, report, sas_settings.scan_batch_size)
+    except LoopStopped:
+        report.lost_lease = True
+    return report
 
 
 def _source(grant: LeaseGrant) -> str:

@@ -28,6 +28,13 @@ class Workflow(models.Model):
     #: Optional flow control by key: {"key": "<expression over the input>", "limit": N,
     #: "on_limit": "queue" | "cancel_newest" | "cancel_in_progress"} (scheduler.services.flow).
     concurrency = models.JSONField(null=True, blank=True)
+    #: Optional debounce of starts by key: {"key": "<expression over the input>", "seconds": S,
+    #: "max_seconds": M or absent}: a job not started yet is replaced by a newer one of its key
+    #: (scheduler.services.gates).
+    debounce = models.JSONField(null=True, blank=True)
+    #: Optional throttle of starts by key: {"key": "<expression over the input>", "per_seconds":
+    #: P, "limit": L}: at most L starts per P seconds per key value (scheduler.services.gates).
+    throttle = models.JSONField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -144,6 +144,21 @@ class Job(models.Model):
     #: The value of the workflow's concurrency key read from the input (scheduler.services.flow);
     #: empty for a workflow without one, or when the key reads nothing.
     concurrency_key = models.CharField(max_length=200, blank=True, default="", db_default="")
+    #: The gate a waiting job waits at before its concurrency key (scheduler.services.gates):
+    #: "debounce" or "throttle"; empty when it waits for its key, or does not wait.
+    start_gate = models.CharField(max_length=16, blank=True, default="", db_default="")
+    #: When the gate opens for it (its quiet period's end, or its place in the throttle's window).
+    start_at = models.DateTimeField(null=True, blank=True)
+    #: The value of the workflow's debounce key read from the input; empty without one.
+    debounce_key = models.CharField(max_length=200, blank=True, default="", db_default="")
+    #: The submission of the first job of the chain this one replaced (itself when it replaced
+    #: none): the debounce's max_seconds counts from it.
+    debounce_since = models.DateTimeField(null=True, blank=True)
+    #: The value of the workflow's throttle key read from the input; empty without one.
+    throttle_key = models.CharField(max_length=200, blank=True, default="", db_default="")
+    #: The start the throttle counted for this job in its key's window (set when it passed the
+    #: throttle, whether at once or after waiting for its place).
+    throttle_slot = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -189,6 +204,25 @@ class Job(models.Model):
                 fields=["concurrency_key", "status"],
                 condition=~Q(concurrency_key=""),
                 name="job_concurrency_key_idx",
+            ),
+            # The waiting jobs whose start gate opens first (scheduler.services.gates.gates_due,
+            # the scan's sweep and the supervisor loop's tick).
+            models.Index(
+                fields=["start_at"],
+                condition=Q(status="waiting") & ~Q(start_gate=""),
+                name="job_start_gate_idx",
+            ),
+            # The job a newer one of its debounce key replaces (scheduler.services.gates).
+            models.Index(
+                fields=["debounce_key"],
+                condition=Q(status="waiting", start_gate="debounce"),
+                name="job_debounce_key_idx",
+            ),
+            # The latest starts of a throttle key, newest first (scheduler.services.gates).
+            models.Index(
+                fields=["throttle_key", "-throttle_slot"],
+                condition=Q(throttle_slot__isnull=False),
+                name="job_throttle_slot_idx",
             ),
             # A job's reruns.
             models.Index(fields=["rerun_of"], condition=Q(rerun_of__isnull=False), name="job_rerun_of_idx"),

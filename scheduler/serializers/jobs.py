@@ -108,12 +108,16 @@ class JobWaitingForSerializer(serializers.Serializer):
     """What a waiting job waits for (schema only; `job_waiting_for` renders it)."""
 
     kind = serializers.ChoiceField(
-        choices=["concurrency"],
+        choices=["concurrency", "debounce", "throttle"],
         help_text="concurrency: its workflow's concurrency key is at its limit; it starts when a job "
-        "holding the key settles.",
+        "holding the key settles. debounce: it starts at `until` unless a newer job of its key "
+        "replaces it. throttle: its key's starts are at their limit; it starts at `until`.",
     )
     key = serializers.CharField(help_text="The key's value, read from the job's input.")
-    limit = serializers.IntegerField(help_text="Jobs that may hold the key at once.")
+    limit = serializers.IntegerField(
+        required=False, help_text="concurrency: jobs that may hold the key at once."
+    )
+    until = serializers.DateTimeField(required=False, help_text="debounce, throttle: when it starts.")
 
 
 class StepItemSerializer(serializers.ModelSerializer):
@@ -267,7 +271,8 @@ class JobSerializer(JobSummarySerializer):
     callbacks = CallbackSerializer(many=True, read_only=True)
     reruns = serializers.SerializerMethodField(help_text="The jobs that rerun this one, oldest first.")
     waiting_for = serializers.SerializerMethodField(
-        help_text="While the job is waiting for its concurrency key: which (null otherwise)."
+        help_text="While the job is waiting at its debounce or throttle or for its concurrency key: "
+        "which (null otherwise)."
     )
     steps = StepSerializer(many=True, read_only=True)
 

@@ -249,6 +249,42 @@ class ConcurrencySerializer(StrictSerializer):
     )
 
 
+class DebounceSerializer(StrictSerializer):
+    """Debounce of starts by key (scheduler.services.gates): a job waits `seconds` after its
+    submission; a newer job of its key submitted meanwhile replaces it."""
+
+    key = serializers.CharField(
+        max_length=1000,
+        help_text="An expression over the input (`input.document`); a job whose key reads nothing is "
+        "not debounced.",
+    )
+    seconds = serializers.FloatField(
+        help_text="The quiet period: how long after its submission a job starts unless replaced "
+        "(above 0, at most 86400)."
+    )
+    max_seconds = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="The longest a chain of replacements waits, from its first submission (at least "
+        "`seconds`, at most 604800; absent: no bound).",
+    )
+
+
+class ThrottleSerializer(StrictSerializer):
+    """Throttle of starts by key (scheduler.services.gates): at most `limit` starts per
+    `per_seconds` per key value; the others wait, in arrival order."""
+
+    key = serializers.CharField(
+        max_length=1000,
+        help_text="An expression over the input (`input.account`); a job whose key reads nothing is "
+        "not throttled.",
+    )
+    per_seconds = serializers.FloatField(help_text="The window, in seconds (above 0, at most 86400).")
+    limit = serializers.IntegerField(
+        min_value=1, max_value=10_000, help_text="Starts per window and key value."
+    )
+
+
 class WorkflowSerializer(StrictSerializer):
     """A workflow version as read, and as written to create one (POST): `name` and `steps` are
     required."""
@@ -267,6 +303,8 @@ class WorkflowSerializer(StrictSerializer):
         "its JSON pointer). It may refer ($ref) only inside itself.",
     )
     concurrency = ConcurrencySerializer(required=False, allow_null=True, default=None)
+    debounce = DebounceSerializer(required=False, allow_null=True, default=None)
+    throttle = ThrottleSerializer(required=False, allow_null=True, default=None)
     steps = StepDefinitionSerializer(many=True)
     created_by = serializers.CharField(source="created_by.username", allow_null=True, read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
@@ -274,12 +312,12 @@ class WorkflowSerializer(StrictSerializer):
 
 class WorkflowReplaceSerializer(ReplaceMixin, WorkflowSerializer):
     """The next version (PUT) states description, deadline_seconds and steps; left out,
-    input_schema and concurrency are none (PATCH keeps the latest version's). A workflow cannot
-    be renamed."""
+    input_schema, concurrency, debounce and throttle are none (PATCH keeps the latest version's).
+    A workflow cannot be renamed."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name in ("input_schema", "concurrency"):
+        for name in ("input_schema", "concurrency", "debounce", "throttle"):
             self.fields[name].required = False
             self.fields[name].default = None
 

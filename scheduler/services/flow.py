@@ -34,9 +34,10 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, Min, Q
+from django.utils import timezone
 
 from sas_project import database
-from sas_project.errors import InvalidInput, KeyBusy
+from sas_project.errors import InvalidInput, KeyBusy, StaleWrite
 from scheduler import expressions
 from scheduler.models import EventKind, Job, JobStatus, QuarantineLoop, Workflow
 from scheduler.services.locking import JobState, lock_job
@@ -71,20 +72,48 @@ class Concurrency:
 
 def key_value(concurrency: Concurrency, *, payload: Any) -> str:
     """The key a job with input `payload` holds: "" when the expression reads nothing."""
-    value = expressions.evaluate(concurrency.key, {"input": payload}, stored=False)
+    return expression_key(concurrency.key, payload=payload, what="concurrency")
+
+
+def expression_key(expression: str, *, payload: Any, what: str) -> str:
+    """The value of the `what` key (concurrency, debounce, throttle) read by `expression` from
+    the input `payload`: "" when it reads nothing; a list or an object as its compact JSON."""
+    value = expressions.evaluate(expression, {"input": payload}, stored=False)
     if value is None or value == "" or value == [] or value == {}:
         return ""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
     if len(text) > MAX_KEY:
         raise InvalidInput(
-            f"the concurrency key read from the input is longer than {MAX_KEY} characters", field="input"
+            f"the {what} key read from the input is longer than {MAX_KEY} characters", field="input"
         )
     return text
 
 
+#: The gates a waiting job may wait at before its concurrency key (scheduler.services.gates).
+DEBOUNCE = "debounce"
+THROTTLE = "throttle"
+
+
+def _api_time(value: dt.datetime | None) -> str | None:
+    """A time as the API writes one (scheduler.serializers.rendering.drf_datetime, which imports
+    this module; sas_drf_time in SQL)."""
+    if value is None:
+        return None
+    text = value.astimezone(timezone.get_current_timezone()).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
 def waiting_for(job: Job) -> dict[str, Any] | None:
-    """Why a waiting job waits, for its readers: {"kind": "concurrency", "key", "limit"}."""
-    if job.status != J.WAITING or not job.concurrency_key:
+    """Why a waiting job waits, for its readers: {"kind": "debounce" | "throttle", "key",
+    "until"} at a start gate (scheduler.services.gates), or {"kind": "concurrency", "key",
+    "limit"}. Restated in `scheduler/sql/postgresql/sas_job_document.sql`."""
+    if job.status != J.WAITING:
+        return None
+    if job.start_gate == DEBOUNCE:
+        return {"kind": DEBOUNCE, "key": job.debounce_key, "until": _api_time(job.start_at)}
+    if job.start_gate == THROTTLE:
+        return {"kind": THROTTLE, "key": job.throttle_key, "until": _api_time(job.start_at)}
+    if not job.concurrency_key:
         return None
     concurrency = Concurrency.of(job.workflow)
     return {
@@ -252,19 +281,58 @@ def jobs_release(workflow: str, *, key: str) -> list[Any]:
         started.append(job_id)
 
 
-def _start(unit: Unit, state: JobState, *, reason: str) -> None:
-    """A waiting job starts: running, its deadline counted from now, its first steps dispatched."""
+def _start(unit: Unit, state: JobState, *, reason: str, source: str = SOURCE, **fields: Any) -> None:
+    """A waiting job starts: running, its deadline counted from now, its first steps dispatched
+    (`fields` written with the move)."""
     job = state.job
     seconds = job.workflow.deadline_seconds
     job_transition(
         unit,
         job,
         J.RUNNING,
-        source=SOURCE,
+        source=source,
         reason=reason,
         deadline=unit.now + dt.timedelta(seconds=seconds) if seconds else None,
+        **fields,
     )
-    job_advance(unit, state=state, source=SOURCE)
+    job_advance(unit, state=state, source=source)
+
+
+def job_admit_waiting(
+    unit: Unit, *, state: JobState, source: str, reason: str, fields: dict[str, Any] | None = None
+) -> str:
+    """A waiting job that passed its start gates (scheduler.services.gates; the caller holds its
+    lock) meets its concurrency key, read from its input now, as a new job would at submission:
+    it starts ("started"), or waits for its key ("waiting_for_key"). `fields` are written with
+    it. `cancel_newest` never gets here: a workflow with gates cannot have it
+    (scheduler.definitions.gates_combination_check); were it there, the job would queue."""
+    job = state.job
+    fields = {**(fields or {}), "start_gate": "", "start_at": None}
+    concurrency = Concurrency.of(job.workflow)
+    key = key_value(concurrency, payload=job.input) if concurrency else ""
+    if concurrency is not None and key:
+        name = job.workflow.name
+        _lock_key(name, key)
+        holders = _holders(name, key)
+        if len(holders) >= concurrency.limit or _waiting(name, key).exists():
+            busy = f"key {key}: {len(holders)} of {concurrency.limit} running"
+            if concurrency.on_limit == "cancel_in_progress":
+                _cancel_holders(unit, holders, limit=concurrency.limit, key=key, actor=None, source=source)
+            updates = {**fields, "concurrency_key": key, "updated_at": unit.now}
+            if Job.objects.filter(pk=job.pk, status=J.WAITING).update(**updates) != 1:
+                raise StaleWrite(f"job {job.pk} changed under us (expected waiting)")
+            for name_, value in updates.items():
+                setattr(job, name_, value)
+            job_wait(
+                unit,
+                job=job,
+                admission=Admission(key=key, start=False, reason=f"{reason}; {busy}: waiting for the key"),
+                source=source,
+                actor=None,
+            )
+            return "waiting_for_key"
+    _start(unit, state, reason=reason, source=source, concurrency_key=key, **fields)
+    return "started"
 
 
 def on_key_freed(*, workflow: str, key: str, **_: Any) -> None:

@@ -29,7 +29,8 @@ from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, St
 from scheduler.services import hotpath
 from scheduler.services.capacity import any_pool_limited, pump_job_after_commit
 from scheduler.services.dispatch import step_dispatch
-from scheduler.services.flow import job_admission, job_wait
+from scheduler.services.flow import Admission, Concurrency, job_admission, job_wait, key_value
+from scheduler.services.gates import job_gate, job_gated
 from scheduler.services.locking import JobState
 from scheduler.services.saga import job_advance
 from scheduler.services.waits import timers_check_input
@@ -403,8 +404,18 @@ def _create_job(
     definition = definitions[0].workflow
     actor = actor if actor is not None else user
     # A job is created running (its first steps are dispatched in this same transaction), or
-    # waiting for its concurrency key (scheduler.services.flow): then its deadline starts with it.
-    admission = job_admission(unit, workflow=definition, payload=payload, actor=actor, source=source)
+    # waiting at its debounce or throttle (scheduler.services.gates) or for its concurrency key
+    # (scheduler.services.flow): then its deadline starts with it.
+    gate = job_gate(unit, workflow=definition, payload=payload)
+    if gate.kind:
+        # Its concurrency key is read when it leaves the gate; one it could never hold is
+        # refused now, while the submitter is there to be told.
+        concurrency = Concurrency.of(definition)
+        if concurrency is not None:
+            key_value(concurrency, payload=payload)
+        admission = Admission(start=False)
+    else:
+        admission = job_admission(unit, workflow=definition, payload=payload, actor=actor, source=source)
     status = J.RUNNING if admission.start else J.WAITING
     job = Job.objects.create(
         status=status,
@@ -421,6 +432,7 @@ def _create_job(
         parent_job_id=parent.job_id if parent is not None else None,
         parent_step=parent.name if parent is not None else "",
         concurrency_key=admission.key,
+        **gate.columns(),
         deadline=(
             now + dt.timedelta(seconds=definition.deadline_seconds)
             if definition.deadline_seconds and admission.start
@@ -463,7 +475,9 @@ def _create_job(
         if step.reused_from is not None:
             step_reuse(unit, step, source=source, actor=actor)
     state = JobState(job=job, steps=list(steps))
-    if admission.start:
+    if gate.kind:
+        job_gated(unit, job=job, gate=gate, source=source, actor=actor)
+    elif admission.start:
         job_advance(unit, state=state, source=source, actor=actor)
     else:
         job_wait(unit, job=job, admission=admission, source=source, actor=actor)

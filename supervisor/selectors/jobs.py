@@ -31,6 +31,7 @@ from scheduler.models import (
 )
 from scheduler.selectors import item_summaries
 from scheduler.services.flow import KeyWait, key_wait
+from scheduler.services.gates import GateWait, gate_wait
 from supervisor.selectors.attention import _StepActions
 from supervisor.selectors.overview import signature
 from supervisor.services import input_edit_refusal
@@ -94,6 +95,8 @@ class JobDetail:
     reruns: list[Job] = field(default_factory=list)
     #: A job waiting for its concurrency key: the key, its holders, how many wait ahead.
     key_wait: KeyWait | None = None
+    #: A job waiting at its debounce or throttle: which, its key, when it starts.
+    gate_wait: GateWait | None = None
 
     @property
     def waits(self) -> list[StepRow]:
@@ -191,6 +194,7 @@ def job_detail(job_id: Any) -> JobDetail | None:
         callbacks=job.callbacks if job.callback_url else [],
         reruns=list(Job.objects.filter(rerun_of=job.pk).order_by("created_at", "pk")[:RERUNS_SHOWN]),
         key_wait=key_wait(job),
+        gate_wait=gate_wait(job),
     )
 
 

@@ -1,4 +1,4 @@
--- Mirrors: scheduler.serializers, scheduler.selectors.
+-- Mirrors: scheduler.serializers, scheduler.selectors, scheduler.services.flow.
 -- The job as the API shows it (scheduler.serializers.job_data: its steps, their attempts, its
 -- callbacks), as JSON text built in one statement: NULL when there is no such job or the reader
 -- may not see it (p_everyone: they read every job; else only those p_owner submitted). The API
@@ -30,8 +30,16 @@ RETURN (SELECT json_build_object(
     'result', j.result,
     'paused_at', sas_drf_time(j.paused_at),
     'deadline', sas_drf_time(j.deadline),
-    'waiting_for', CASE WHEN j.status = 'waiting' AND j.concurrency_key <> '' THEN json_build_object(
-        'kind', 'concurrency', 'key', j.concurrency_key, 'limit', (w.concurrency ->> 'limit')::integer) END,
+    -- scheduler.services.flow.waiting_for
+    'waiting_for', CASE
+        WHEN j.status <> 'waiting' THEN NULL
+        WHEN j.start_gate = 'debounce' THEN json_build_object(
+            'kind', 'debounce', 'key', j.debounce_key, 'until', sas_drf_time(j.start_at))
+        WHEN j.start_gate = 'throttle' THEN json_build_object(
+            'kind', 'throttle', 'key', j.throttle_key, 'until', sas_drf_time(j.start_at))
+        WHEN j.concurrency_key <> '' THEN json_build_object(
+            'kind', 'concurrency', 'key', j.concurrency_key, 'limit', (w.concurrency ->> 'limit')::integer)
+    END,
     'callback_url', NULLIF(j.callback_url, ''),
     -- Only a job given a callback URL has callbacks (as scheduler.selectors.job_for_reading).
     'callbacks', COALESCE((

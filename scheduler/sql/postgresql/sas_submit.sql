@@ -1,4 +1,4 @@
--- Mirrors: scheduler.services.submission, scheduler.services.flow, scheduler.services.hotpath, scheduler.definitions, scheduler.services.waits, scheduler.services.saga, scheduler.contracts.
+-- Mirrors: scheduler.services.submission, scheduler.services.flow, scheduler.services.gates, scheduler.services.hotpath, scheduler.definitions, scheduler.services.waits, scheduler.services.saga, scheduler.contracts.
 -- A job of a workflow's latest version, its steps and its event, then the dispatch of its first
 -- steps, as job_submit makes them (hotpath.submit calls it by name).
 CREATE OR REPLACE FUNCTION sas_submit(
@@ -14,14 +14,16 @@ DECLARE
     v_value jsonb;
     v_concurrency_key text := '';
 BEGIN
-    SELECT id, name, version, deadline_seconds, input_schema, concurrency, plain INTO v_wf
+    SELECT id, name, version, deadline_seconds, input_schema, concurrency, debounce, throttle, plain INTO v_wf
     FROM scheduler_workflow WHERE name = p_workflow ORDER BY version DESC LIMIT 1;
     -- NULL for an unknown workflow, for one with an input schema (the general path,
-    -- scheduler.services.submission, checks the input) and for a version that is not plain
+    -- scheduler.services.submission, checks the input), for a version that is not plain
     -- (scheduler.definitions.step_plain: waits, sub-workflows, conditions, fan-outs, projections),
     -- whose jobs the general path creates, starting their waits and children, evaluating their
-    -- conditions and making their items.
-    IF NOT FOUND OR v_wf.input_schema IS NOT NULL OR NOT v_wf.plain THEN
+    -- conditions and making their items, and for one with a debounce or a throttle
+    -- (scheduler.services.gates), whose jobs the general path holds at their gates.
+    IF NOT FOUND OR v_wf.input_schema IS NOT NULL OR NOT v_wf.plain
+       OR v_wf.debounce IS NOT NULL OR v_wf.throttle IS NOT NULL THEN
         RETURN NULL;
     END IF;
     -- A concurrency key (scheduler.services.flow): admitted here when it is an input field
