@@ -22,6 +22,14 @@ Reply (JSON, on `reply_to`):
 (with the operation's output) or `not_happened`. The remote de-duplicates on `operation_id`:
 every retry of a step carries the same one.
 
+Cancel (JSON, on the step's request queue, when its job is cancelled or compensated while the
+call is in flight and the step names a `cancel_path`; scheduler.services.cancels):
+
+    {"type": "cancel", "kind": "cancel", "operation_id", "job_id", "step", "attempt"}
+
+It asks for no reply; `attempt` is the call's it cancels. The remote stops the operation if it
+still can; the call's own reply, if one comes, is recorded as ever.
+
 Heartbeat (JSON, on `reply_to`, as often as the remote likes while it works):
 
     {"operation_id", "attempt", "heartbeat": true, ["details"]}
@@ -147,7 +155,16 @@ def credentials_of(spec: CallSpec) -> tuple[str, str]:
 
 
 def message_of(spec: CallSpec) -> dict[str, Any]:
-    """The request message of one attempt."""
+    """The request message of one attempt, or of a cancel (see "Cancel" above)."""
+    if spec.is_cancel:
+        return {
+            "type": "cancel",
+            "kind": "cancel",
+            "operation_id": spec.operation_id,
+            "job_id": spec.job_id,
+            "step": spec.payload.get("step"),
+            "attempt": spec.attempt,
+        }
     message = {
         "operation_id": spec.operation_id,
         "job_id": spec.job_id,
@@ -205,6 +222,11 @@ def call_queue(spec: CallSpec) -> CallResult:
             Outcome.TRANSIENT_FAILURE,
             latency_ms=elapsed_ms(),
             error=f"broker refused the message: {type(exc).__name__}: {exc}"[:1000],
+        )
+    if spec.is_cancel:
+        # A cancel asks for no reply: the broker taking it is all there is to know.
+        return CallResult(
+            Outcome.SUCCEEDED, latency_ms=elapsed_ms(), excerpt=json.dumps({"queue": queue_name})
         )
     return CallResult(
         ACCEPTED,

@@ -42,6 +42,7 @@ from scheduler.services import (
     step_time_out,
     steps_still_queued,
 )
+from scheduler.services.cancels import cancels_resend
 from scheduler.services.children import child_advance, children_due
 from scheduler.services.flow import StartFailed, jobs_release, waiting_keys
 from scheduler.services.quarantine import LoopStopped, Quarantiner, error_text, is_item_fault, not_quarantined
@@ -174,6 +175,7 @@ def scan(
         _sweep_waits(grant, report, size)
         _sweep_children(grant, report, size)
         _sweep_waiting_keys(grant, report, size)
+        _sweep_cancels(grant, report, size)
         _remediate_due(_Due(grant, report, draw, size), max_batches)
     except LoopStopped:
         report.lost_lease = True
@@ -492,6 +494,16 @@ def _sweep_waiting_keys(grant: LeaseGrant, report: ScanReport, size: int) -> Non
         if started:
             report.remediated += len(started)
             report.decisions["key_released"] = report.decisions.get("key_released", 0) + len(started)
+
+
+def _sweep_cancels(grant: LeaseGrant, report: ScanReport, size: int) -> None:
+    """Cancels sent to remotes whose next try is due (a retry's time came, or a try's task was
+    lost with its worker): their task again, or given up once their tries are spent."""
+    done = cancels_resend(source=_source(grant), limit=size)
+    for what, count in done.items():
+        if count:
+            report.remediated += count
+            report.decisions[what] = report.decisions.get(what, 0) + count
 
 
 def _source(grant: LeaseGrant) -> str:
