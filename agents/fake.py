@@ -29,14 +29,13 @@ class FakeRemote:
 
     def __call__(self, spec: CallSpec) -> CallResult:
         self.calls.append(spec)
-        queue = self.scripts.get(
-            spec.payload["step"]
-            if not spec.payload.get("compensates")
-            else f"{spec.payload['step']}.compensate"
-        )
-        result = (
-            queue.popleft() if queue else CallResult(Outcome.SUCCEEDED, output={"ok": spec.payload["step"]})
-        )
+        step = spec.payload["step"]
+        if spec.is_cancel:
+            # A cancel has its own script (`<step>.cancel`) and makes no effect of its operation.
+            queue = self.scripts.get(f"{step}.cancel")
+            return queue.popleft() if queue else CallResult(Outcome.SUCCEEDED, output={"cancelled": step})
+        queue = self.scripts.get(step if not spec.payload.get("compensates") else f"{step}.compensate")
+        result = queue.popleft() if queue else CallResult(Outcome.SUCCEEDED, output={"ok": step})
         if result.outcome == Outcome.SUCCEEDED and not spec.is_reconcile:
             self.effects[spec.operation_id] += 0 if self.effects.get(spec.operation_id) else 1
         return result
@@ -47,8 +46,13 @@ class FakeRemote:
             for c in self.calls
             if c.payload["step"] == step
             and not c.payload.get("compensates")
+            and not c.is_cancel
             and (kind is None or c.kind == kind)
         ]
+
+    def cancels(self) -> list[CallSpec]:
+        """The cancels sent, in order."""
+        return [c for c in self.calls if c.is_cancel]
 
     def compensations(self) -> list[str]:
         """Names of the steps whose compensation was called, in call order."""

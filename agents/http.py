@@ -4,7 +4,9 @@ Contract (docs/architecture.md, "How one step runs"): 2xx = success with the JSO
 Accepted: the remote took the call and will POST the result to the `X-SAS-Callback-URL` every
 call carries (the attempt stays in flight, its deadline still applies); 4xx other than 408/429 =
 business failure; 408, 429, 5xx and refused connections = transient failure; a
-request sent with no answer before the deadline = no answer (it may have happened). No retries
+request sent with no answer before the deadline = no answer (it may have happened). A cancel
+(`AttemptKind.CANCEL`: a POST to the step's `cancel_path` with the call's operation ID, no
+callback URL) reads its answer the same way, except that a 202 is a success. No retries
 here (the supervisor owns them), no redirects followed, and every connection made only to an
 address the outbound-URL guard checked (agents.egress). The whole call, connecting included,
 ends by the step's deadline whatever pace the remote answers at (`agents.egress.deadline`), and
@@ -93,8 +95,9 @@ def _classify(spec: CallSpec, status: int, body: bytes, location: str) -> tuple[
         if status == 404:
             return Outcome.NOT_HAPPENED, None, "the remote has no record of this operation"
         return Outcome.TRANSIENT_FAILURE, None, f"status query answered HTTP {status}"
-    if status == 202:
+    if status == 202 and not spec.is_cancel:
         # Accepted: the remote reports the result later, to the callback URL the call carried.
+        # A cancel carries none: the remote taking it is all it asks for.
         return ACCEPTED, None, ""
     if 200 <= status < 300:
         return Outcome.SUCCEEDED, output, note

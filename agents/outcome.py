@@ -46,6 +46,10 @@ class AttemptKind(models.TextChoices):
     CALL = "call", "Call"
     #: A status query: did operation `operation_id` happen?
     RECONCILE = "reconcile", "Reconcile"
+    #: A cancel of operation `operation_id`, sent to the step's `cancel_path` (HTTP) or request
+    #: queue (queue) while its call was in flight and its job stopped; never a dispatch of the
+    #: step (scheduler.services.cancels).
+    CANCEL = "cancel", "Cancel"
 
 
 class BusinessFailure(Exception):
@@ -88,6 +92,10 @@ class CallSpec:
     @property
     def is_reconcile(self) -> bool:
         return self.kind == AttemptKind.RECONCILE
+
+    @property
+    def is_cancel(self) -> bool:
+        return self.kind == AttemptKind.CANCEL
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,10 @@ Reply (JSON, on `reply_to`):
 (with the operation's output) or `not_happened`. The remote de-duplicates on `operation_id`:
 every retry of a step carries the same one.
 
+Cancel (on the step's request queue when its job stops while a call is out and the step names a
+`cancel_path`; no reply asked; scheduler.services.cancels): `{"type": "cancel", "kind": "cancel",
+"operation_id", "job_id", "step", "attempt"}`, `attempt` being the call's.
+
 Heartbeat (JSON, on `reply_to`, as often as the remote likes while it works):
 
     {"operation_id", "attempt", "heartbeat": true, ["details"]}
@@ -147,7 +151,9 @@ def credentials_of(spec: CallSpec) -> tuple[str, str]:
 
 
 def message_of(spec: CallSpec) -> dict[str, Any]:
-    """The request message of one attempt."""
+    """The request message of one attempt, or of a cancel (see "Cancel" above)."""
+    if spec.is_cancel:  # its payload is the message (scheduler.services.cancels.cancel_claim)
+        return {**spec.payload, "kind": "cancel"}
     message = {
         "operation_id": spec.operation_id,
         "job_id": spec.job_id,
@@ -207,9 +213,9 @@ def call_queue(spec: CallSpec) -> CallResult:
             error=f"broker refused the message: {type(exc).__name__}: {exc}"[:1000],
         )
     return CallResult(
-        ACCEPTED,
+        Outcome.SUCCEEDED if spec.is_cancel else ACCEPTED,  # a cancel asks for no reply
         latency_ms=elapsed_ms(),
-        excerpt=json.dumps({"queue": queue_name, "reply_to": body["reply_to"]}),
+        excerpt=json.dumps({"queue": queue_name, "reply_to": body.get("reply_to")}),
     )
 
 

@@ -13,6 +13,7 @@ class SchedulerConfig(AppConfig):
         from sas_project import dbcode
         from scheduler.outbox import CHILD_SETTLED_TASK, CHILD_START_TASK
         from scheduler.selectors import endpoint_recent_outcomes
+        from scheduler.services.cancels import CANCEL_TASK
         from scheduler.services.dispatch import AGENT_TASK
         from scheduler.services.flow import on_key_freed
         from scheduler.transitions import key_freed
@@ -22,6 +23,7 @@ class SchedulerConfig(AppConfig):
         register_compact_task(AGENT_TASK, "step-{0}-attempt-{1}")
         register_compact_task(CHILD_START_TASK, "step-{0}-child-start")
         register_compact_task(CHILD_SETTLED_TASK, "step-{0}-child-settled")
+        register_compact_task(CANCEL_TASK, "cancel-{0}-try-{1}")
         # Endpoint health judges an endpoint by the calls made through it: the attempts are ours.
         register_outcome_reader(endpoint_recent_outcomes)
         # A job that settles starts what waits for its concurrency key.

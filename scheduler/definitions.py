@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, cast
+from urllib.parse import unquote
 
 from django.conf import settings
 from django.contrib.auth.models import Group
@@ -41,7 +42,7 @@ COMMON_KEYS = {"name", "kind", "depends_on", "when", "run_if_skipped"}
 #: Fan-out over items (a call's).
 FAN_OUT_KEYS = {"for_each", "item_key", "max_parallel", "join"}
 CALL_KEYS = COMMON_KEYS | {"pool", "path", "status_path", "compensation_path", "policy", "input", "output"}
-CALL_KEYS |= FAN_OUT_KEYS | {"concurrency", "rate"}
+CALL_KEYS |= FAN_OUT_KEYS | {"concurrency", "rate", "cancel_path"}
 WORKFLOW_KEYS = COMMON_KEYS | {"workflow", "policy", "input", "output"}
 WAIT_KEYS: dict[str, set[str]] = {
     StepDefinitionKind.SIGNAL: COMMON_KEYS
@@ -130,6 +131,7 @@ def _call_spec(name: str, spec: dict[str, Any], pools: dict[str, AgentPool], pol
         "compensation_path": _optional_path(
             spec.get("compensation_path"), f"step {name!r} compensation_path", kind=pool.kind
         ),
+        "cancel_path": cancel_path_check(spec.get("cancel_path"), step=name, pool=pool),
     }
 
 
@@ -166,6 +168,39 @@ def _step_rate(value: Any, *, step: str) -> dict[str, Any] | None:
         return rate_check(value, field=f"step {step!r} rate")
     except InvalidInput as exc:
         raise InvalidInput(exc.message, field="steps") from exc
+
+
+#: The longest `cancel_path`, as for the step's other paths.
+CANCEL_PATH_MAX = 300
+
+
+def cancel_path_check(value: Any, *, step: str, pool: AgentPool) -> str:
+    """A call step's `cancel_path` as stored ("" for none), or InvalidInput naming the field.
+
+    A path only, appended to the endpoint's base URL (already vetted by the outbound-URL guard),
+    so it may not move the request elsewhere: it starts with one "/", names no scheme or host, no
+    query or fragment, no ".." segment (encoded or not), no space or control character, at most
+    CANCEL_PATH_MAX characters. A python pool's calls run in the worker and cannot be cancelled;
+    a queue step's cancel goes to its own request queue, the path only saying that the remote
+    takes cancels (scheduler.services.cancels)."""
+    if value in (None, ""):
+        return ""
+    where = f"step {step!r} cancel_path"
+    if pool.kind == AgentKind.PYTHON:
+        raise InvalidInput(f"{where}: a python pool's calls cannot be cancelled", field="steps")
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where} must be a string", field="steps")
+    if len(value) > CANCEL_PATH_MAX:
+        raise InvalidInput(f"{where} is longer than {CANCEL_PATH_MAX} characters", field="steps")
+    if not value.startswith("/") or value.startswith("//") or "://" in value:
+        raise InvalidInput(
+            f"{where} must be a path starting with a single '/' (no scheme or host)", field="steps"
+        )
+    if any(ch.isspace() or not ch.isprintable() or ch in "\\?#" for ch in value):
+        raise InvalidInput(f"{where} must be a path only (no spaces, '\\', query or fragment)", field="steps")
+    if ".." in unquote(value).split("/"):
+        raise InvalidInput(f"{where} may not contain a '..' segment", field="steps")
+    return value
 
 
 def _wait_spec(name: str, kind: str, spec: dict[str, Any], groups: set[str], policy: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import time
 
 from agents import calls
@@ -17,6 +18,7 @@ from agents.models import AgentKind
 from agents.outcome import CallResult, CallSpec
 from sas_project import tracing
 from scheduler.services import attempt_accepted, attempt_claim, hotpath, step_record_outcome
+from scheduler.services.cancels import cancel_claim, cancel_record
 from scheduler.services.children import child_advance
 
 logger = logging.getLogger("scheduler.attempts")
@@ -112,3 +114,34 @@ def settle_child(step_id: int) -> str:
     """Settle sub-workflow step `step_id` from its child job, which settled (once: a redelivery
     finds the step settled)."""
     return child_advance(step_id)
+
+
+def run_cancel(cancel_id: int, number: int) -> str:
+    """Send try `number` of a cancel to its remote and record the answer
+    (scheduler.services.cancels). A duplicate or stale delivery takes no try and sends nothing."""
+    spec = cancel_claim(cancel_id, number=number)
+    if spec is None:
+        return "ignored"
+    with tracing.call_span(spec.trace_parent, **_attributes(spec)) as trace_headers:
+        if trace_headers and spec.agent_kind != AgentKind.QUEUE:
+            spec = dataclasses.replace(spec, headers={**spec.headers, **trace_headers})
+        result = calls.run_call(spec)
+    recorded = cancel_record(cancel_id, number=number, result=result, draw=random.random())
+    logger.info(
+        "cancel answered",
+        extra={
+            "job_id": spec.job_id,
+            "step_id": spec.step_id,
+            "step": spec.payload.get("step"),
+            "operation_id": spec.operation_id,
+            "attempt": spec.attempt,
+            "kind": spec.kind,
+            "try": number,
+            "pool": spec.pool,
+            "endpoint": spec.base_url,
+            "outcome": result.outcome,
+            "status_code": result.status_code,
+            "recorded": recorded,
+        },
+    )
+    return result.outcome

@@ -42,6 +42,7 @@ from scheduler.services import (
     step_time_out,
     steps_still_queued,
 )
+from scheduler.services.cancels import cancels_resend
 from scheduler.services.children import child_advance, children_due
 from scheduler.services.flow import StartFailed, jobs_release, waiting_keys
 from scheduler.services.gates import gates_due, job_pass
@@ -176,6 +177,7 @@ def scan(
         _sweep_children(grant, report, size)
         _sweep_waiting_keys(grant, report, size)
         _sweep_gates(grant, report, size)
+        _sweep_cancels(grant, report, size)
         _remediate_due(_Due(grant, report, draw, size), max_batches)
     except LoopStopped:
         report.lost_lease = True
@@ -533,6 +535,16 @@ def gates_tick(grant: LeaseGrant) -> ScanReport:
     except LoopStopped:
         report.lost_lease = True
     return report
+
+
+def _sweep_cancels(grant: LeaseGrant, report: ScanReport, size: int) -> None:
+    """Cancels sent to remotes whose next try is due (a retry's time came, or a try's task was
+    lost with its worker): their task again, or given up once their tries are spent."""
+    done = cancels_resend(source=_source(grant), limit=size)
+    for what, count in done.items():
+        if count:
+            report.remediated += count
+            report.decisions[what] = report.decisions.get(what, 0) + count
 
 
 def _source(grant: LeaseGrant) -> str:

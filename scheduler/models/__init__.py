@@ -52,11 +52,13 @@ from scheduler.models.outbox import (
 from scheduler.models.quarantine import Quarantine, QuarantineLoop
 from scheduler.models.schedules import CatchUp, Schedule
 from scheduler.models.steps import (
+    CANCEL_ATTEMPT_NUMBER,
     STEP_FINAL,
     STEP_LIVE,
     STEP_SCANNED,
     STEP_SETTLED,
     Attempt,
+    RemoteCancel,
     Signal,
     Step,
     StepKind,
@@ -65,6 +67,7 @@ from scheduler.models.steps import (
 
 __all__ = [
     "CANARY_WORKFLOW",
+    "CANCEL_ATTEMPT_NUMBER",
     "EVENT_KINDS",
     "JOB_FINAL",
     "JOB_LIVE",
@@ -101,6 +104,7 @@ __all__ = [
     "Quarantine",
     "QuarantineLoop",
     "RemediationPolicy",
+    "RemoteCancel",
     "Schedule",
     "Signal",
     "SigningSecrets",

@@ -219,6 +219,9 @@ class StepDefinition(models.Model):
     status_path = models.CharField(max_length=300, blank=True, default="")
     #: Optional: the action that undoes this one. Empty means nothing to undo.
     compensation_path = models.CharField(max_length=300, blank=True, default="")
+    #: Optional (HTTP and queue pools): where a cancel of a call in flight is POSTed when its job is
+    #: cancelled or compensated (a queue step's cancel goes to its request queue). Empty: none.
+    cancel_path = models.CharField(max_length=300, blank=True, default="", db_default="")
     depends_on = models.JSONField(default=list, blank=True, help_text="Names of earlier steps.")
     #: A call's remediation policy; a wait's (optional) says what its failure does to the job.
     policy = models.ForeignKey(

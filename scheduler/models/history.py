@@ -78,6 +78,12 @@ class EventKind(models.TextChoices):
     STEP_FAILED = "step_failed", "Step failed"
     #: A forward step awaiting a decision when its job stopped running: no more attempts.
     STEP_ABANDONED = "step_abandoned", "Step abandoned"
+    #: Its job stopped while the step's call was in flight: a cancel of the operation is due to
+    #: the remote (scheduler.services.cancels).
+    STEP_CANCEL_REQUESTED = "step_cancel_requested", "Cancel requested"
+    #: The remote answered the cancel of the step's operation, or it was given up; its attempt
+    #: (kind `cancel`) holds the answer.
+    STEP_CANCEL_SENT = "step_cancel_sent", "Cancel sent"
     #: A forward step never started because its job stopped first.
     STEP_SKIPPED = "step_skipped", "Step skipped"
     #: The step's compensation succeeded: its effect is undone.

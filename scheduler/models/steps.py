@@ -278,6 +278,52 @@ class Attempt(models.Model):
         return f"{self.step_id}#{self.number} {self.outcome or 'in flight'}"
 
 
+#: The number of a cancel's attempt row: a cancel is not a dispatch of its step (whose numbers,
+#: the fencing of its calls, count from 1), and a step has at most one cancel.
+CANCEL_ATTEMPT_NUMBER = 0
+
+
+class RemoteCancel(models.Model):
+    """The durable intent to cancel a step's operation at its remote: written with the decision
+    that stopped the job (cancel or compensation) while the step's call was in flight, in the same
+    transaction, with the task that sends it (scheduler.services.cancels). One per step at most.
+
+    `tries` fences the deliveries of that task: a try is taken by raising it from n - 1 to n, so a
+    duplicate delivery takes nothing. `due_at` is when the cancel needs a task again: the next
+    try's time after a failed one, or, for a try taken, when its task counts as lost (the scan
+    enqueues it again). Finished when the remote answered or the tries ran out; the answer is the
+    step's attempt of kind `cancel`.
+    """
+
+    step = models.OneToOneField(Step, on_delete=models.CASCADE, related_name="remote_cancel")
+    #: The endpoint the call in flight went to: the cancel goes there too.
+    endpoint = models.ForeignKey(
+        "agents.AgentEndpoint", null=True, on_delete=models.SET_NULL, related_name="+", **OPTIONAL_POINTER
+    )
+    endpoint_url = models.CharField(max_length=500, blank=True, default="")
+    #: The number of the call attempt in flight when the job stopped (sent as the cancel's attempt).
+    call_attempt = models.PositiveIntegerField()
+    tries = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    #: When the last try was taken by its task.
+    tried_at = models.DateTimeField(null=True, blank=True)
+    due_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            # The scan's sweep of cancels whose task is due again
+            # (scheduler.services.cancels.cancels_resend): the unfinished ones only, few at a time.
+            models.Index(
+                fields=["due_at"], condition=Q(finished_at__isnull=True), name="remotecancel_due_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"cancel of step {self.step_id} ({'finished' if self.finished_at else 'due'})"
+
+
 class Signal(models.Model):
     """A message sent to a running job (POST /api/v1/jobs/{id}/signals/), kept until a step
     waiting for its name consumes it: a signal that comes before its step waits is buffered.

@@ -62,6 +62,15 @@ class StepDefinitionSerializer(StrictSerializer):
         300, "call: where to ask whether operation {operation_id} happened (GET: 200 yes, 404 no)."
     )
     compensation_path = _optional_text(300, "call: the action that undoes this one.")
+    cancel_path = serializers.CharField(
+        max_length=300,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="call (HTTP or queue pool): where a cancel of a call in flight is POSTed when the job is "
+        "cancelled or compensated, with the call's operation ID (a queue step's cancel goes to its request "
+        "queue). A path starting with '/'; null: none.",
+    )
     depends_on = serializers.ListField(
         child=serializers.CharField(max_length=100), required=False, max_length=100
     )
@@ -198,6 +207,7 @@ class StepDefinitionSerializer(StrictSerializer):
                 "path": instance.path,
                 "status_path": instance.status_path,
                 "compensation_path": instance.compensation_path,
+                "cancel_path": instance.cancel_path or None,
                 "depends_on": list(instance.depends_on or []),
                 "policy": instance.call_policy.name,
             }

@@ -7,7 +7,8 @@
 - `outcomes`: record an attempt's outcome and move the job on;
 - `heartbeats`: a call that answers later reports it is alive, and its deadline moves;
 - `remediation`: the moves the supervisor's decisions are applied through;
-- `saga`: the job's way forward (the DAG advance) and back (compensation).
+- `saga`: the job's way forward (the DAG advance) and back (compensation);
+- `cancels`: a call still running at its remote when its job stops is cancelled there.
 
 Transaction boundaries (docs/architecture.md, "How one step runs"): every service that changes a
 job takes the job's row lock first, then reads its steps; dispatch writes the intent and the task

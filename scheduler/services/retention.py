@@ -73,6 +73,7 @@ from scheduler.models import (
     Job,
     PruneRun,
     QuarantineLoop,
+    RemoteCancel,
     Schedule,
     Signal,
     Step,
@@ -511,6 +512,9 @@ WITH schedules AS (
 ), attempts AS (
     DELETE FROM scheduler_attempt a USING scheduler_step s
     WHERE a.step_id = s.id AND s.job_id = ANY(%(ids)s::uuid[]) RETURNING 1
+), cancels AS (
+    DELETE FROM scheduler_remotecancel c USING scheduler_step s
+    WHERE c.step_id = s.id AND s.job_id = ANY(%(ids)s::uuid[]) RETURNING 1
 ), deliveries AS (
     DELETE FROM scheduler_delivery WHERE job_id = ANY(%(ids)s::uuid[]) RETURNING 1
 ), signals AS (
@@ -545,6 +549,8 @@ def _delete(ids: list[uuid.UUID]) -> dict[str, int]:
         }
     using = "default"
     Schedule.objects.filter(last_job_id__in=ids).update(last_job=None)
+    # The cancels sent for the jobs' steps go with them (not counted: their answers are attempts).
+    RemoteCancel.objects.filter(step__job_id__in=ids)._raw_delete(using)
     return {
         "event": Event.objects.filter(job_id__in=ids)._raw_delete(using),
         "attempt": Attempt.objects.filter(step__job_id__in=ids)._raw_delete(using),

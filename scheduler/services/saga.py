@@ -28,6 +28,7 @@ from scheduler.models import (
     StepDefinitionKind,
     StepStatus,
 )
+from scheduler.services.cancels import cancels_request
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.effects import compensation_dispatch, needs_compensation, sent_steps
 from scheduler.services.fanout import (
@@ -215,7 +216,9 @@ def job_start_compensation(
     reason: str = "",
     actor: User | None = None,
 ) -> None:
-    """Stop the job's forward work and undo, in reverse dependency order, what may have happened."""
+    """Stop the job's forward work and undo, in reverse dependency order, what may have happened.
+    A call still running at its remote is told to stop, when its step names a cancel_path (read
+    before the forward work is stopped, which abandons the steps whose outcome is unknown)."""
     job_transition(
         unit,
         state.job,
@@ -225,6 +228,8 @@ def job_start_compensation(
         actor=actor,
         compensation_reason=reason_code,
     )
+    why = "job cancelled" if reason_code == "cancel" else "job compensating"
+    cancels_request(unit, state=state, source=source, reason=why, actor=actor)
     _advance_compensation(unit, state, source=source)
 
 

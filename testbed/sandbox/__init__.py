@@ -25,7 +25,10 @@ Routes (JSON in and out; every service POST needs an `Idempotency-Key` header):
     GET /health   GET /stats   GET /config   POST /config (merge)   POST /reset ({"config": true})
 
 and the asynchronous variant of every service POST, `POST /async/<route>` (202 now, the result
-POSTed to `X-SAS-Callback-URL` later), and a queue consumer with `--broker`.
+POSTed to `X-SAS-Callback-URL` later), a queue consumer with `--broker`, and a cancel of any
+operation, `POST /cancel/<route>` (a step's `cancel_path`): recorded by its `Idempotency-Key`, the
+operation's ID, and answered 200 `{"cancelled": <id>, "known": <whether it was processed>}`;
+`GET /stats` lists them (`cancels`: operation ID, path, attempt, in arrival order).
 
 A compensation (release, refund, cancel) names the operation it undoes in `compensates`; if that
 operation never happened at this service it answers `{"noop": true, ...}` and changes nothing.

@@ -1,5 +1,6 @@
 """The sandbox's HTTP server: the services' routes, the status queries, and `/health`, `/stats`,
-`/config`, `/reset`; `POST /async/<route>` hands the work to testbed.sandbox.async_.
+`/config`, `/reset`; `POST /async/<route>` hands the work to testbed.sandbox.async_, and
+`POST /cancel/<route>` records a cancel of an operation.
 
 Connections are opened per request because sqlite3 connections must not be shared between the
 server's threads.
@@ -244,8 +245,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._post_operation(ROUTES[path], path, raw)
         elif path.startswith("/async/") and path.removeprefix("/async") in ROUTES:
             self._post_operation(ROUTES[path.removeprefix("/async")], path, raw, later=True)
+        elif path.startswith("/cancel/") and path.removeprefix("/cancel") in ROUTES:
+            self._post_cancel(path)
         else:
             self._send_json(404, {"error": "not found"})
+
+    def _post_cancel(self, path: str) -> None:
+        """A cancel of the operation its `Idempotency-Key` names: recorded, every one, while any
+        call of that operation goes on (its work is not stopped: the sandbox only keeps count)."""
+        key = self.headers.get("Idempotency-Key", "").strip()
+        if not key or len(key) > MAX_KEY_LENGTH:
+            self._send_json(400, {"error": "Idempotency-Key header required (the operation's ID)"})
+            return
+        known = self.remote.store.record_cancel(key, path, _int_or_none(self.headers.get("X-SAS-Attempt")))
+        self._send_json(200, {"cancelled": key, "known": known})
 
     def _post_config(self, raw: bytes) -> None:
         try:

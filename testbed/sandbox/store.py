@@ -67,13 +67,20 @@ CREATE TABLE IF NOT EXISTS counters (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS cancels (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    op_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    attempt INTEGER,
+    at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS voids (
     op_id TEXT PRIMARY KEY,
     by_op_id TEXT NOT NULL,
     at REAL NOT NULL
 );
 """
-_TABLES = ("requests", "effects", "deliveries", "counters", "voids")
+_TABLES = ("requests", "effects", "deliveries", "counters", "voids", "cancels")
 #: Columns added to `deliveries` since its first version: a store file made before gains them.
 _DELIVERY_CALLER_COLUMNS = (
     ("job_id", "TEXT"),
@@ -171,6 +178,17 @@ class SandboxStore:
                 ),
             )
 
+    def record_cancel(self, op_id: str, path: str, attempt: int | None) -> bool:
+        """Record a cancel of operation `op_id` (every one, repeats included: a caller's duplicate
+        must show); whether that operation was processed here."""
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO cancels (op_id, path, attempt, at) VALUES (?, ?, ?, ?)",
+                (op_id, path, attempt, time.time()),
+            )
+            known = conn.execute("SELECT 1 FROM requests WHERE key = ?", (op_id,)).fetchone()
+        return known is not None
+
     def counter(self, name: str) -> int:
         """A counter's value."""
         with self.transaction("DEFERRED") as conn:
@@ -244,6 +262,8 @@ class SandboxStore:
                 conn.execute("SELECT method, COUNT(*) FROM deliveries GROUP BY method").fetchall()
             )
             counters = dict(conn.execute("SELECT name, value FROM counters").fetchall())
+            cancel_rows = conn.execute("SELECT op_id, path, attempt FROM cancels ORDER BY id").fetchall()
+            cancels = [list(row) for row in cancel_rows]
             callers = [
                 list(row)
                 for row in conn.execute(
@@ -270,6 +290,8 @@ class SandboxStore:
             "slow_jobs": {name: counters.get(name, 0) for name in SLOW_JOB_COUNTERS},
             # Who called under which key: [job, step, item index, an undo, key, deliveries].
             "callers": callers,
+            # The cancels received (POST /cancel/<route>): [operation ID, path, attempt], in order.
+            "cancels": cancels,
         }
 
 

@@ -401,6 +401,7 @@ def test_creating_a_workflow_makes_version_1_by_its_author(ada: APIClient) -> No
         "path": "agents.builtin.noop",
         "status_path": "",
         "compensation_path": "agents.builtin.noop",
+        "cancel_path": None,
         "depends_on": ["reserve"],
         "policy": "default",
         "when": "",

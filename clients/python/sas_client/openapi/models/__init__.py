@@ -44,6 +44,8 @@ from .completion_callback import CompletionCallback
 from .completion_callback_status import CompletionCallbackStatus
 from .concurrency import Concurrency
 from .concurrency_request import ConcurrencyRequest
+from .debounce import Debounce
+from .debounce_request import DebounceRequest
 from .endpoint import Endpoint
 from .endpoint_health import EndpointHealth
 from .error import Error
@@ -143,6 +145,8 @@ from .step_retry_request_input_type_0 import StepRetryRequestInputType0
 from .step_status_enum import StepStatusEnum
 from .supervisor_status import SupervisorStatus
 from .supervisor_status_last_scan import SupervisorStatusLastScan
+from .throttle import Throttle
+from .throttle_request import ThrottleRequest
 from .token import Token
 from .token_create_request import TokenCreateRequest
 from .token_created import TokenCreated
@@ -198,6 +202,8 @@ __all__ = (
     "CompletionCallbackStatus",
     "Concurrency",
     "ConcurrencyRequest",
+    "Debounce",
+    "DebounceRequest",
     "Endpoint",
     "EndpointHealth",
     "Error",
@@ -291,6 +297,8 @@ __all__ = (
     "StepStatusEnum",
     "SupervisorStatus",
     "SupervisorStatusLastScan",
+    "Throttle",
+    "ThrottleRequest",
     "Token",
     "TokenCreateRequest",
     "TokenCreated",

@@ -22,6 +22,7 @@ class Attempt:
         number (int):
         kind (AttemptKindEnum): * `call` - Call
             * `reconcile` - Reconcile
+            * `cancel` - Cancel
         endpoint (str): The endpoint's URL (empty: python).
         pool (str):
         policy_version (int):

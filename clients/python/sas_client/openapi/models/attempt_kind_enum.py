@@ -4,6 +4,7 @@ from enum import StrEnum
 
 class AttemptKindEnum(StrEnum):
     CALL = "call"
+    CANCEL = "cancel"
     RECONCILE = "reconcile"
 
     def __str__(self) -> str:

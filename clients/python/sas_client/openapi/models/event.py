@@ -48,6 +48,8 @@ class Event:
             * `step_held` - Step held
             * `step_failed` - Step failed
             * `step_abandoned` - Step abandoned
+            * `step_cancel_requested` - Cancel requested
+            * `step_cancel_sent` - Cancel sent
             * `step_skipped` - Step skipped
             * `step_compensated` - Step compensated
             * `call_accepted` - Call accepted

@@ -40,6 +40,8 @@ class EventKindEnum(StrEnum):
     STEP_ABANDONED = "step_abandoned"
     STEP_APPROVED = "step_approved"
     STEP_BUSINESS_FAILURE = "step_business_failure"
+    STEP_CANCEL_REQUESTED = "step_cancel_requested"
+    STEP_CANCEL_SENT = "step_cancel_sent"
     STEP_COMPENSATED = "step_compensated"
     STEP_DISPATCHED = "step_dispatched"
     STEP_FAILED = "step_failed"

@@ -52,7 +52,8 @@ class Job:
         result (Any):
         paused_at (datetime.datetime | None):
         deadline (datetime.datetime | None):
-        waiting_for (JobWaitingFor | None): While the job is waiting for its concurrency key: which (null otherwise).
+        waiting_for (JobWaitingFor | None): While the job is waiting at its debounce or throttle or for its concurrency
+            key: which (null otherwise).
         callback_url (None | str): Where the job's completion callbacks go, or null.
         callbacks (list[Callback]):
         reruns (list[str]): The jobs that rerun this one, oldest first.

@@ -4,6 +4,8 @@ from enum import StrEnum
 
 class JobWaitingForKindEnum(StrEnum):
     CONCURRENCY = "concurrency"
+    DEBOUNCE = "debounce"
+    THROTTLE = "throttle"
 
     def __str__(self) -> str:
         return str(self.value)

@@ -10,7 +10,9 @@ from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.concurrency_request import ConcurrencyRequest
+    from ..models.debounce_request import DebounceRequest
     from ..models.step_definition_request import StepDefinitionRequest
+    from ..models.throttle_request import ThrottleRequest
 
 
 T = TypeVar("T", bound="PatchedWorkflowReplaceRequest")
@@ -19,8 +21,8 @@ T = TypeVar("T", bound="PatchedWorkflowReplaceRequest")
 @_attrs_define
 class PatchedWorkflowReplaceRequest:
     """The next version (PUT) states description, deadline_seconds and steps; left out,
-    input_schema and concurrency are none (PATCH keeps the latest version's). A workflow cannot
-    be renamed.
+    input_schema, concurrency, debounce and throttle are none (PATCH keeps the latest version's).
+    A workflow cannot be renamed.
 
         Attributes:
             name (str | Unset):
@@ -29,6 +31,8 @@ class PatchedWorkflowReplaceRequest:
             input_schema (Any | Unset): A JSON Schema (2020-12) every job's input must match (a 400 lists each error with
                 its JSON pointer). It may refer ($ref) only inside itself.
             concurrency (ConcurrencyRequest | None | Unset):
+            debounce (DebounceRequest | None | Unset):
+            throttle (None | ThrottleRequest | Unset):
             steps (list[StepDefinitionRequest] | Unset):
     """
 
@@ -37,10 +41,14 @@ class PatchedWorkflowReplaceRequest:
     deadline_seconds: float | None | Unset = UNSET
     input_schema: Any | Unset = UNSET
     concurrency: ConcurrencyRequest | None | Unset = UNSET
+    debounce: DebounceRequest | None | Unset = UNSET
+    throttle: None | ThrottleRequest | Unset = UNSET
     steps: list[StepDefinitionRequest] | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.concurrency_request import ConcurrencyRequest
+        from ..models.debounce_request import DebounceRequest
+        from ..models.throttle_request import ThrottleRequest
 
         name = self.name
 
@@ -62,6 +70,22 @@ class PatchedWorkflowReplaceRequest:
         else:
             concurrency = self.concurrency
 
+        debounce: dict[str, Any] | None | Unset
+        if isinstance(self.debounce, Unset):
+            debounce = UNSET
+        elif isinstance(self.debounce, DebounceRequest):
+            debounce = self.debounce.to_dict()
+        else:
+            debounce = self.debounce
+
+        throttle: dict[str, Any] | None | Unset
+        if isinstance(self.throttle, Unset):
+            throttle = UNSET
+        elif isinstance(self.throttle, ThrottleRequest):
+            throttle = self.throttle.to_dict()
+        else:
+            throttle = self.throttle
+
         steps: list[dict[str, Any]] | Unset = UNSET
         if not isinstance(self.steps, Unset):
             steps = []
@@ -82,6 +106,10 @@ class PatchedWorkflowReplaceRequest:
             field_dict["input_schema"] = input_schema
         if concurrency is not UNSET:
             field_dict["concurrency"] = concurrency
+        if debounce is not UNSET:
+            field_dict["debounce"] = debounce
+        if throttle is not UNSET:
+            field_dict["throttle"] = throttle
         if steps is not UNSET:
             field_dict["steps"] = steps
 
@@ -90,7 +118,9 @@ class PatchedWorkflowReplaceRequest:
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.concurrency_request import ConcurrencyRequest
+        from ..models.debounce_request import DebounceRequest
         from ..models.step_definition_request import StepDefinitionRequest
+        from ..models.throttle_request import ThrottleRequest
 
         d = dict(src_dict)
         name = d.pop("name", UNSET)
@@ -125,6 +155,40 @@ class PatchedWorkflowReplaceRequest:
 
         concurrency = _parse_concurrency(d.pop("concurrency", UNSET))
 
+        def _parse_debounce(data: object) -> DebounceRequest | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                debounce_type_0 = DebounceRequest.from_dict(data)
+
+                return debounce_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(DebounceRequest | None | Unset, data)
+
+        debounce = _parse_debounce(d.pop("debounce", UNSET))
+
+        def _parse_throttle(data: object) -> None | ThrottleRequest | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                throttle_type_0 = ThrottleRequest.from_dict(data)
+
+                return throttle_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | ThrottleRequest | Unset, data)
+
+        throttle = _parse_throttle(d.pop("throttle", UNSET))
+
         _steps = d.pop("steps", UNSET)
         steps: list[StepDefinitionRequest] | Unset = UNSET
         if _steps is not UNSET:
@@ -140,6 +204,8 @@ class PatchedWorkflowReplaceRequest:
             deadline_seconds=deadline_seconds,
             input_schema=input_schema,
             concurrency=concurrency,
+            debounce=debounce,
+            throttle=throttle,
             steps=steps,
         )
 

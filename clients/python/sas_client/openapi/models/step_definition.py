@@ -36,6 +36,9 @@ class StepDefinition:
             path (str | Unset): call: the path POSTed under the endpoint (HTTP), a queue name, or a registered callable.
             status_path (str | Unset): call: where to ask whether operation {operation_id} happened (GET: 200 yes, 404 no).
             compensation_path (str | Unset): call: the action that undoes this one.
+            cancel_path (None | str | Unset): call (HTTP or queue pool): where a cancel of a call in flight is POSTed when
+                the job is cancelled or compensated, with the call's operation ID (a queue step's cancel goes to its request
+                queue). A path starting with '/'; null: none.
             depends_on (list[str] | Unset):
             policy (str | Unset): Remediation policy name (required for a call; for a signal or approval, its on_exhausted
                 decides what a rejection or a failing timeout does to the job).
@@ -83,6 +86,7 @@ class StepDefinition:
     path: str | Unset = UNSET
     status_path: str | Unset = UNSET
     compensation_path: str | Unset = UNSET
+    cancel_path: None | str | Unset = UNSET
     depends_on: list[str] | Unset = UNSET
     policy: str | Unset = UNSET
     signal: str | Unset = UNSET
@@ -122,6 +126,12 @@ class StepDefinition:
         status_path = self.status_path
 
         compensation_path = self.compensation_path
+
+        cancel_path: None | str | Unset
+        if isinstance(self.cancel_path, Unset):
+            cancel_path = UNSET
+        else:
+            cancel_path = self.cancel_path
 
         depends_on: list[str] | Unset = UNSET
         if not isinstance(self.depends_on, Unset):
@@ -212,6 +222,8 @@ class StepDefinition:
             field_dict["status_path"] = status_path
         if compensation_path is not UNSET:
             field_dict["compensation_path"] = compensation_path
+        if cancel_path is not UNSET:
+            field_dict["cancel_path"] = cancel_path
         if depends_on is not UNSET:
             field_dict["depends_on"] = depends_on
         if policy is not UNSET:
@@ -277,6 +289,15 @@ class StepDefinition:
         status_path = d.pop("status_path", UNSET)
 
         compensation_path = d.pop("compensation_path", UNSET)
+
+        def _parse_cancel_path(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        cancel_path = _parse_cancel_path(d.pop("cancel_path", UNSET))
 
         depends_on = cast(list[str], d.pop("depends_on", UNSET))
 
@@ -393,6 +414,7 @@ class StepDefinition:
             path=path,
             status_path=status_path,
             compensation_path=compensation_path,
+            cancel_path=cancel_path,
             depends_on=depends_on,
             policy=policy,
             signal=signal,

@@ -12,7 +12,9 @@ from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.concurrency import Concurrency
+    from ..models.debounce import Debounce
     from ..models.step_definition import StepDefinition
+    from ..models.throttle import Throttle
 
 
 T = TypeVar("T", bound="Workflow")
@@ -34,6 +36,8 @@ class Workflow:
             input_schema (Any | Unset): A JSON Schema (2020-12) every job's input must match (a 400 lists each error with
                 its JSON pointer). It may refer ($ref) only inside itself.
             concurrency (Concurrency | None | Unset):
+            debounce (Debounce | None | Unset):
+            throttle (None | Throttle | Unset):
     """
 
     name: str
@@ -45,10 +49,14 @@ class Workflow:
     deadline_seconds: float | None | Unset = UNSET
     input_schema: Any | Unset = UNSET
     concurrency: Concurrency | None | Unset = UNSET
+    debounce: Debounce | None | Unset = UNSET
+    throttle: None | Throttle | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.concurrency import Concurrency
+        from ..models.debounce import Debounce
+        from ..models.throttle import Throttle
 
         name = self.name
 
@@ -82,6 +90,22 @@ class Workflow:
         else:
             concurrency = self.concurrency
 
+        debounce: dict[str, Any] | None | Unset
+        if isinstance(self.debounce, Unset):
+            debounce = UNSET
+        elif isinstance(self.debounce, Debounce):
+            debounce = self.debounce.to_dict()
+        else:
+            debounce = self.debounce
+
+        throttle: dict[str, Any] | None | Unset
+        if isinstance(self.throttle, Unset):
+            throttle = UNSET
+        elif isinstance(self.throttle, Throttle):
+            throttle = self.throttle.to_dict()
+        else:
+            throttle = self.throttle
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -101,13 +125,19 @@ class Workflow:
             field_dict["input_schema"] = input_schema
         if concurrency is not UNSET:
             field_dict["concurrency"] = concurrency
+        if debounce is not UNSET:
+            field_dict["debounce"] = debounce
+        if throttle is not UNSET:
+            field_dict["throttle"] = throttle
 
         return field_dict
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.concurrency import Concurrency
+        from ..models.debounce import Debounce
         from ..models.step_definition import StepDefinition
+        from ..models.throttle import Throttle
 
         d = dict(src_dict)
         name = d.pop("name")
@@ -160,6 +190,40 @@ class Workflow:
 
         concurrency = _parse_concurrency(d.pop("concurrency", UNSET))
 
+        def _parse_debounce(data: object) -> Debounce | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                debounce_type_0 = Debounce.from_dict(data)
+
+                return debounce_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(Debounce | None | Unset, data)
+
+        debounce = _parse_debounce(d.pop("debounce", UNSET))
+
+        def _parse_throttle(data: object) -> None | Throttle | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                throttle_type_0 = Throttle.from_dict(data)
+
+                return throttle_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | Throttle | Unset, data)
+
+        throttle = _parse_throttle(d.pop("throttle", UNSET))
+
         workflow = cls(
             name=name,
             version=version,
@@ -170,6 +234,8 @@ class Workflow:
             deadline_seconds=deadline_seconds,
             input_schema=input_schema,
             concurrency=concurrency,
+            debounce=debounce,
+            throttle=throttle,
         )
 
         workflow.additional_properties = d

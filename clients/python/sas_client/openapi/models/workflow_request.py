@@ -10,7 +10,9 @@ from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.concurrency_request import ConcurrencyRequest
+    from ..models.debounce_request import DebounceRequest
     from ..models.step_definition_request import StepDefinitionRequest
+    from ..models.throttle_request import ThrottleRequest
 
 
 T = TypeVar("T", bound="WorkflowRequest")
@@ -29,6 +31,8 @@ class WorkflowRequest:
             input_schema (Any | Unset): A JSON Schema (2020-12) every job's input must match (a 400 lists each error with
                 its JSON pointer). It may refer ($ref) only inside itself.
             concurrency (ConcurrencyRequest | None | Unset):
+            debounce (DebounceRequest | None | Unset):
+            throttle (None | ThrottleRequest | Unset):
     """
 
     name: str
@@ -37,9 +41,13 @@ class WorkflowRequest:
     deadline_seconds: float | None | Unset = UNSET
     input_schema: Any | Unset = UNSET
     concurrency: ConcurrencyRequest | None | Unset = UNSET
+    debounce: DebounceRequest | None | Unset = UNSET
+    throttle: None | ThrottleRequest | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.concurrency_request import ConcurrencyRequest
+        from ..models.debounce_request import DebounceRequest
+        from ..models.throttle_request import ThrottleRequest
 
         name = self.name
 
@@ -66,6 +74,22 @@ class WorkflowRequest:
         else:
             concurrency = self.concurrency
 
+        debounce: dict[str, Any] | None | Unset
+        if isinstance(self.debounce, Unset):
+            debounce = UNSET
+        elif isinstance(self.debounce, DebounceRequest):
+            debounce = self.debounce.to_dict()
+        else:
+            debounce = self.debounce
+
+        throttle: dict[str, Any] | None | Unset
+        if isinstance(self.throttle, Unset):
+            throttle = UNSET
+        elif isinstance(self.throttle, ThrottleRequest):
+            throttle = self.throttle.to_dict()
+        else:
+            throttle = self.throttle
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -82,13 +106,19 @@ class WorkflowRequest:
             field_dict["input_schema"] = input_schema
         if concurrency is not UNSET:
             field_dict["concurrency"] = concurrency
+        if debounce is not UNSET:
+            field_dict["debounce"] = debounce
+        if throttle is not UNSET:
+            field_dict["throttle"] = throttle
 
         return field_dict
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.concurrency_request import ConcurrencyRequest
+        from ..models.debounce_request import DebounceRequest
         from ..models.step_definition_request import StepDefinitionRequest
+        from ..models.throttle_request import ThrottleRequest
 
         d = dict(src_dict)
         name = d.pop("name")
@@ -130,6 +160,40 @@ class WorkflowRequest:
 
         concurrency = _parse_concurrency(d.pop("concurrency", UNSET))
 
+        def _parse_debounce(data: object) -> DebounceRequest | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                debounce_type_0 = DebounceRequest.from_dict(data)
+
+                return debounce_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(DebounceRequest | None | Unset, data)
+
+        debounce = _parse_debounce(d.pop("debounce", UNSET))
+
+        def _parse_throttle(data: object) -> None | ThrottleRequest | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                throttle_type_0 = ThrottleRequest.from_dict(data)
+
+                return throttle_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | ThrottleRequest | Unset, data)
+
+        throttle = _parse_throttle(d.pop("throttle", UNSET))
+
         workflow_request = cls(
             name=name,
             steps=steps,
@@ -137,6 +201,8 @@ class WorkflowRequest:
             deadline_seconds=deadline_seconds,
             input_schema=input_schema,
             concurrency=concurrency,
+            debounce=debounce,
+            throttle=throttle,
         )
 
         return workflow_request
