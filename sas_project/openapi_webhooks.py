@@ -442,11 +442,56 @@ REMOTE_STATUS_QUERY = _remote_webhook(
     },
 )
 
+REMOTE_CANCEL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "Stop an operation a call started: its job was cancelled or compensated while the call "
+        "may still be running. The same `operation_id` as the call (also the `Idempotency-Key` "
+        "header): a repeat is the same cancel."
+    ),
+    "properties": {
+        "type": {"type": "string", "enum": ["cancel"]},
+        "job_id": _UUID,
+        "step": {"type": "string", "description": "The step's name in its workflow."},
+        "operation_id": {"type": "string", "description": "The operation to stop: the call's."},
+        "attempt": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "The call's attempt number (X-SAS-Attempt).",
+        },
+        "index": {"type": "integer", "minimum": 0, "description": "A fan-out item: its position."},
+    },
+    "required": ["type", "job_id", "step", "operation_id", "attempt"],
+}
+
+REMOTE_CANCEL = _remote_webhook(
+    "remoteCancel",
+    "post",
+    "remote_cancel",
+    summary="Stop an operation (the step's cancel_path)",
+    description=(
+        "POSTed to `<the endpoint the call went to><cancel_path>` when the step's job is "
+        "cancelled or compensated while its call may still be running (dispatched, no answer "
+        "yet, heartbeating); tried again by the step's policy. The cancel asks; it proves "
+        "nothing: a step whose call may have had an effect is still compensated." + _ENDPOINT_HEADER_NOTE
+    ),
+    parameters=_parameters(
+        {name: spec for name, spec in REMOTE_CALL_HEADERS.items() if name != "X-SAS-Callback-URL"}
+    ),
+    requestBody=_json_body("RemoteCancel", "The cancel."),
+    responses={
+        "2XX": {"description": "Taken (stopped, or nothing left to stop): the cancel ends."},
+        "4XX": {"description": "Refused: the cancel ends (408 and 429 are tried again)."},
+        "5XX": {"description": "A transient failure: tried again by the step's policy."},
+    },
+)
+
 #: The schemas the webhooks name, by component name.
 WEBHOOK_SCHEMAS: dict[str, dict[str, Any]] = {
     "CompletionCallback": COMPLETION_CALLBACK_SCHEMA,
     "AlertWebhook": ALERT_WEBHOOK_SCHEMA,
     "RemoteCall": REMOTE_CALL_SCHEMA,
+    "RemoteCancel": REMOTE_CANCEL_SCHEMA,
 }
 
 #: The service's own operations a remote that answered 202 calls later, by the callback's name

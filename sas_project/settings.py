@@ -360,6 +360,7 @@ SPECTACULAR_SETTINGS = {
         "sas_project.openapi.ALERT_WEBHOOK",
         "sas_project.openapi.REMOTE_CALL",
         "sas_project.openapi.REMOTE_STATUS_QUERY",
+        "sas_project.openapi.REMOTE_CANCEL",
     ],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

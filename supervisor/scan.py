@@ -42,7 +42,7 @@ from scheduler.services import (
     step_time_out,
     steps_still_queued,
 )
-from scheduler.services.cancels import cancels_resend
+from scheduler.services.cancels import cancel_resend, cancels_due
 from scheduler.services.children import child_advance, children_due
 from scheduler.services.flow import StartFailed, jobs_release, waiting_keys
 from scheduler.services.gates import gates_due, job_pass
@@ -539,12 +539,32 @@ def gates_tick(grant: LeaseGrant) -> ScanReport:
 
 def _sweep_cancels(grant: LeaseGrant, report: ScanReport, size: int) -> None:
     """Cancels sent to remotes whose next try is due (a retry's time came, or a try's task was
-    lost with its worker): their task again, or given up once their tries are spent."""
-    done = cancels_resend(source=_source(grant), limit=size)
-    for what, count in done.items():
-        if count:
-            report.remediated += count
-            report.decisions[what] = report.decisions.get(what, 0) + count
+    lost with its worker): their task again, or given up once their tries are spent. Each in its
+    own transaction; one whose handling raises for its own sake is quarantined (by the remediation
+    loop: it is left alone for a while, its job untouched) and the others go on."""
+    with unit_of_work() as unit:
+        # A cancel quarantined lately is left alone until its due time moves or the retry
+        # interval passes.
+        keep = not_quarantined(
+            QuarantineLoop.REMEDIATION, now=unit.now, field="step__job_id", touched="due_at"
+        )
+        due = cancels_due(limit=size, keep=keep)
+        if not due:
+            return
+        _fence(grant)
+    quarantine = Quarantiner(QuarantineLoop.REMEDIATION, source=_source(grant))
+    for cancel_id, job_id in due:
+        try:
+            what = cancel_resend(cancel_id, job_id=job_id, source=_source(grant))
+        except Exception as exc:
+            if not is_item_fault(exc):
+                raise
+            quarantine.other(f"cancel {cancel_id}", exc, action="skipped", job_id=job_id)
+            _quarantined(report)
+            continue
+        if what:
+            report.remediated += 1
+            _count(report, what)
 
 
 def _source(grant: LeaseGrant) -> str:

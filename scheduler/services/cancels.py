@@ -13,7 +13,7 @@ the transaction that stops the job, so the cancel exists if and only if the deci
 dispatch's attempt and task do (scheduler.services.dispatch). Each try is taken by one delivery
 (`tries` raised from n - 1 to n, under the row's lock), and its answer is recorded only while that
 try is the last one taken: a duplicate delivery sends nothing, and a task lost with its worker is
-sent again by the supervisor's scan once `due_at` has passed (`cancels_resend`). The remote
+sent again by the supervisor's scan once `due_at` has passed (`cancels_due`, `cancel_resend`). The remote
 de-duplicates on the operation ID anyway, so a try sent twice in a crash is one cancel to it.
 
 Retried by the step's policy, as its compensation is (the same `call_policy`): a try answered with
@@ -341,33 +341,33 @@ def _finish(unit: Unit, cancel: RemoteCancel, *, result: CallResult, decided_by:
     )
 
 
-def cancels_resend(*, source: str, limit: int) -> dict[str, int]:
-    """The scan's sweep: every unfinished cancel whose `due_at` has passed (a retry's time came, or
-    a try's task was lost with its worker, or never ran) gets its next try's task, or, its tries
-    spent, ends given up (`no_answer`). Each cancel in its own transaction, under its job's lock;
-    one another transaction holds is left for the next pass. Returns the counts by what was done."""
-    done = {"cancel_sent_again": 0, "cancel_given_up": 0}
-    due = list(
-        RemoteCancel.objects.filter(finished_at__isnull=True, due_at__lte=db_now())
-        .order_by("due_at")
-        .values_list("pk", "step__job_id")[:limit]
-    )
-    for cancel_id, job_id in due:
-        with unit_of_work() as unit:
-            if lock_job(unit, job_id=job_id, skip_locked=True) is None:
-                continue
-            cancel = _locked(cancel_id)
-            if cancel is None or cancel.due_at is None or cancel.due_at > unit.now:
-                continue
-            policy = cancel.step.definition.call_policy
-            if cancel.tries >= policy.max_attempts:
-                lost = CallResult(Outcome.NO_ANSWER, error=f"no answer after {cancel.tries} tries: given up")
-                _try_event(unit, cancel, result=lost, retry_in=None, source=source)
-                _finish(unit, cancel, result=lost, decided_by=source)
-                done["cancel_given_up"] += 1
-                continue
-            cancel.due_at = unit.now + _task_room(policy)
-            cancel.save(update_fields=["due_at"])
-            _enqueue(cancel.pk, number=cancel.tries + 1, policy=policy)
-            done["cancel_sent_again"] += 1
-    return done
+def cancels_due(*, limit: int, keep: Q | None = None) -> list[tuple[int, Any]]:
+    """The scan's sweep reads these: the unfinished cancels whose `due_at` has passed (a retry's
+    time came, or a try's task was lost with its worker, or never ran), oldest first, as (cancel,
+    job); `keep` filters them further (the scan's leaves out those it quarantined lately)."""
+    query = RemoteCancel.objects.filter(finished_at__isnull=True, due_at__lte=db_now())
+    if keep is not None:
+        query = query.filter(keep)
+    return list(query.order_by("due_at").values_list("pk", "step__job_id")[:limit])
+
+
+def cancel_resend(cancel_id: int, *, job_id: Any, source: str) -> str:
+    """One due cancel (cancels_due), in its own transaction under its job's lock: its next try's
+    task (`cancel_sent_again`), or, its tries spent, given up (`no_answer`, `cancel_given_up`);
+    "" when it is no longer due, or another transaction holds its job (the next pass)."""
+    with unit_of_work() as unit:
+        if lock_job(unit, job_id=job_id, skip_locked=True) is None:
+            return ""
+        cancel = _locked(cancel_id)
+        if cancel is None or cancel.due_at is None or cancel.due_at > unit.now:
+            return ""
+        policy = cancel.step.definition.call_policy
+        if cancel.tries >= policy.max_attempts:
+            lost = CallResult(Outcome.NO_ANSWER, error=f"no answer after {cancel.tries} tries: given up")
+            _try_event(unit, cancel, result=lost, retry_in=None, source=source)
+            _finish(unit, cancel, result=lost, decided_by=source)
+            return "cancel_given_up"
+        cancel.due_at = unit.now + _task_room(policy)
+        cancel.save(update_fields=["due_at"])
+        _enqueue(cancel.pk, number=cancel.tries + 1, policy=policy)
+        return "cancel_sent_again"

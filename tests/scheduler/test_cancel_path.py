@@ -354,6 +354,42 @@ def test_a_cancel_whose_task_was_lost_is_sent_by_the_scan(
     assert [c.operation_id for c in fake_remote.cancels()] == [charge.operation_id]
 
 
+def test_a_cancel_that_cannot_be_handled_is_quarantined_and_the_others_are_sent(
+    drain: Drain, fake_remote: FakeRemote, supervise: Supervise, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scheduler.models import Quarantine, QuarantineLoop
+    from scheduler.services import cancels
+
+    charge_workflow()
+    jobs = [job_submit(workflow="order", input={"n": n}).job for n in range(3)]
+    charges = [in_flight(job) for job in jobs]
+    operator = olga()
+    for job in jobs:
+        job_cancel(actor=operator, job_id=job.pk)
+    OrmQ.objects.all().delete()  # every task lost: the scan sends them again
+    RemoteCancel.objects.update(due_at=dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
+    poisoned = RemoteCancel.objects.get(step=charges[0])
+    enqueue = cancels._enqueue
+
+    def raising(cancel_id: int, **kwargs: Any) -> None:
+        if cancel_id == poisoned.pk:
+            raise ValueError("an impossible value in this cancel")
+        enqueue(cancel_id, **kwargs)
+
+    monkeypatch.setattr(cancels, "_enqueue", raising)
+    report = supervise()
+    assert report.quarantined == 1 and report.decisions.get("cancel_sent_again") == 2
+    quarantined = Quarantine.objects.get(job_id=jobs[0].pk)
+    assert quarantined.loop == QuarantineLoop.REMEDIATION and "impossible value" in quarantined.error
+    assert Job.objects.get(pk=jobs[0].pk).status != JobStatus.NEEDS_ATTENTION  # its job untouched
+    drain()
+    assert sorted(c.operation_id for c in fake_remote.cancels()) == sorted(
+        s.operation_id for s in charges[1:]
+    )
+    # The next pass leaves the quarantined cancel alone, and runs.
+    assert supervise().quarantined == 0
+
+
 # --- queue steps ----------------------------------------------------------------------------------
 
 

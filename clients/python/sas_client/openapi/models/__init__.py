@@ -117,6 +117,8 @@ from .recorded_enum import RecordedEnum
 from .remediation_debt import RemediationDebt
 from .remote_call import RemoteCall
 from .remote_call_results import RemoteCallResults
+from .remote_cancel import RemoteCancel
+from .remote_cancel_type import RemoteCancelType
 from .retry_on_enum import RetryOnEnum
 from .revoke_request import RevokeRequest
 from .schedule import Schedule
@@ -269,6 +271,8 @@ __all__ = (
     "RemediationDebt",
     "RemoteCall",
     "RemoteCallResults",
+    "RemoteCancel",
+    "RemoteCancelType",
     "RetryOnEnum",
     "RevokeRequest",
     "Schedule",
