@@ -348,7 +348,7 @@ SPECTACULAR_SETTINGS = {
         "OutcomeEnum": "agents.outcome.Outcome",
         "AgentKindEnum": "agents.models.AgentKind",
         "OnExhaustedEnum": "scheduler.models.OnExhausted",
-        "OnLimitEnum": "scheduler.definitions.ON_LIMIT",
+        "OnLimitEnum": "scheduler.flow_definitions.ON_LIMIT",
         "TokenStatusEnum": "sas_project.tokens.models.TokenStatus",
     },
     # --- Beyond the views' declarations (sas_project.openapi): request examples, the 429 and the

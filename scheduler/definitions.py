@@ -10,7 +10,6 @@ import re
 from collections.abc import Iterable, Mapping
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, cast
-from urllib.parse import unquote
 
 from django.conf import settings
 from django.contrib.auth.models import Group
@@ -18,12 +17,20 @@ from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 
 from agents.models import AgentKind, AgentPool
-from agents.services import rate_check
 from agents.validation import validate_operation_path, validate_python_agent, validate_queue_name
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
 from sas_project.validation import json_storable, valid_name
 from scheduler import contracts, expressions
+from scheduler.flow_definitions import (
+    cancel_path_check,
+    concurrency_check,
+    debounce_check,
+    gates_combination_check,
+    step_concurrency_check,
+    step_rate_check,
+    throttle_check,
+)
 from scheduler.models import (
     CANARY_WORKFLOW,
     Job,
@@ -126,81 +133,13 @@ def _call_spec(name: str, spec: dict[str, Any], pools: dict[str, AgentPool], pol
         "policy": policy,
         "path": path,
         "concurrency": step_concurrency_check(spec.get("concurrency"), step=name),
-        "rate": _step_rate(spec.get("rate"), step=name),
+        "rate": step_rate_check(spec.get("rate"), step=name),
         "status_path": _optional_path(spec.get("status_path"), f"step {name!r} status_path", kind=pool.kind),
         "compensation_path": _optional_path(
             spec.get("compensation_path"), f"step {name!r} compensation_path", kind=pool.kind
         ),
         "cancel_path": cancel_path_check(spec.get("cancel_path"), step=name, pool=pool),
     }
-
-
-def step_concurrency_check(value: Any, *, step: str) -> dict[str, Any] | None:
-    """A call step's `concurrency` as stored ({key, limit}), or None: at most `limit` calls of the
-    step in flight at once per value of `key` (scheduler.services.capacity). Calls over the limit
-    wait for their turn: a step's `on_limit` may be `queue` only (refusing or cancelling a call
-    already decided would leave its job half done)."""
-    if value is None:
-        return None
-    field = f"step {step!r} concurrency"
-    if not isinstance(value, dict):
-        raise InvalidInput(f"{field} must be an object {{key, limit}}", field="steps")
-    unknown = sorted(set(value) - {"key", "limit", "on_limit"})
-    if unknown:
-        raise InvalidInput(f"{field} has unknown members: {', '.join(unknown)}", field="steps")
-    key = value.get("key")
-    if not isinstance(key, str) or not key.strip():
-        raise InvalidInput(f"{field}.key must be an expression over input and results", field="steps")
-    limit = value.get("limit")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-        raise InvalidInput(f"{field}.limit must be an integer from 1 to 10000", field="steps")
-    if (value.get("on_limit") or "queue") != "queue":
-        raise InvalidInput(
-            f"{field}.on_limit: a step's calls over the limit wait their turn (queue); "
-            "cancel_newest and cancel_in_progress are for a workflow's concurrency",
-            field="steps",
-        )
-    return {"key": key, "limit": limit}
-
-
-def _step_rate(value: Any, *, step: str) -> dict[str, Any] | None:
-    try:
-        return rate_check(value, field=f"step {step!r} rate")
-    except InvalidInput as exc:
-        raise InvalidInput(exc.message, field="steps") from exc
-
-
-#: The longest `cancel_path`, as for the step's other paths.
-CANCEL_PATH_MAX = 300
-
-
-def cancel_path_check(value: Any, *, step: str, pool: AgentPool) -> str:
-    """A call step's `cancel_path` as stored ("" for none), or InvalidInput naming the field.
-
-    A path only, appended to the endpoint's base URL (already vetted by the outbound-URL guard),
-    so it may not move the request elsewhere: it starts with one "/", names no scheme or host, no
-    query or fragment, no ".." segment (encoded or not), no space or control character, at most
-    CANCEL_PATH_MAX characters. A python pool's calls run in the worker and cannot be cancelled;
-    a queue step's cancel goes to its own request queue, the path only saying that the remote
-    takes cancels (scheduler.services.cancels)."""
-    if value in (None, ""):
-        return ""
-    where = f"step {step!r} cancel_path"
-    if pool.kind == AgentKind.PYTHON:
-        raise InvalidInput(f"{where}: a python pool's calls cannot be cancelled", field="steps")
-    if not isinstance(value, str):
-        raise InvalidInput(f"{where} must be a string", field="steps")
-    if len(value) > CANCEL_PATH_MAX:
-        raise InvalidInput(f"{where} is longer than {CANCEL_PATH_MAX} characters", field="steps")
-    if not value.startswith("/") or value.startswith("//") or "://" in value:
-        raise InvalidInput(
-            f"{where} must be a path starting with a single '/' (no scheme or host)", field="steps"
-        )
-    if any(ch.isspace() or not ch.isprintable() or ch in "\\?#" for ch in value):
-        raise InvalidInput(f"{where} must be a path only (no spaces, '\\', query or fragment)", field="steps")
-    if ".." in unquote(value).split("/"):
-        raise InvalidInput(f"{where} may not contain a '..' segment", field="steps")
-    return value
 
 
 def _wait_spec(name: str, kind: str, spec: dict[str, Any], groups: set[str], policy: Any) -> dict[str, Any]:
@@ -460,120 +399,6 @@ def step_plain(spec: Mapping[str, Any]) -> bool:
 def workflow_plain(specs: Iterable[Mapping[str, Any]]) -> bool:
     """The SQL fast path submits and advances this version's jobs: every step is plain."""
     return all(step_plain(spec) for spec in specs)
-
-
-#: What a workflow's concurrency does with a job over its key's limit (scheduler.services.flow).
-ON_LIMIT = ("queue", "cancel_newest", "cancel_in_progress")
-
-
-def concurrency_check(value: Any) -> dict[str, Any] | None:
-    """A workflow's `concurrency` as stored, or None; InvalidInput saying what is wrong
-    (scheduler.services.flow applies it)."""
-    if value is None:
-        return None
-    field = "concurrency"
-    if not isinstance(value, dict):
-        raise InvalidInput("concurrency must be an object {key, limit, on_limit}", field=field)
-    unknown = sorted(set(value) - {"key", "limit", "on_limit"})
-    if unknown:
-        raise InvalidInput(f"concurrency has unknown members: {', '.join(unknown)}", field=field)
-    key = value.get("key")
-    if not isinstance(key, str) or not key.strip():
-        raise InvalidInput("concurrency.key must be an expression over the input", field=f"{field}.key")
-    expressions.check(key, where=f"{field}.key", ancestors=set(), roots=("input",))
-    limit = value.get("limit")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-        raise InvalidInput("concurrency.limit must be an integer from 1 to 10000", field=f"{field}.limit")
-    on_limit = value.get("on_limit") or "queue"
-    if on_limit not in ON_LIMIT:
-        raise InvalidInput(
-            f"concurrency.on_limit must be one of {', '.join(ON_LIMIT)}", field=f"{field}.on_limit"
-        )
-    return {"key": key, "limit": limit, "on_limit": on_limit}
-
-
-#: The longest quiet period of a debounce and the longest window of a throttle: a day.
-MAX_GATE_SECONDS = 86_400
-#: The longest a debounce may hold back a chain of replacements (its `max_seconds`): a week.
-MAX_DEBOUNCE_SECONDS = 7 * 86_400
-
-
-def _gate_key(value: dict[str, Any], field: str) -> str:
-    key = value.get("key")
-    if not isinstance(key, str) or not key.strip():
-        raise InvalidInput(f"{field}.key must be an expression over the input", field=f"{field}.key")
-    expressions.check(key, where=f"{field}.key", ancestors=set(), roots=("input",))
-    return key
-
-
-def _gate_seconds(value: Any, *, field: str, high: float) -> float | int:
-    # value != value: NaN, which JSON from Python may carry and no comparison refuses.
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or value != value
-        or not 0 < value <= high
-    ):
-        raise InvalidInput(f"{field} must be a number of seconds above 0, at most {high:g}", field=field)
-    return value
-
-
-def debounce_check(value: Any) -> dict[str, Any] | None:
-    """A workflow's `debounce` as stored, or None; InvalidInput saying what is wrong
-    (scheduler.services.gates applies it)."""
-    if value is None:
-        return None
-    field = "debounce"
-    if not isinstance(value, dict):
-        raise InvalidInput("debounce must be an object {key, seconds, max_seconds}", field=field)
-    unknown = sorted(set(value) - {"key", "seconds", "max_seconds"})
-    if unknown:
-        raise InvalidInput(f"debounce has unknown members: {', '.join(unknown)}", field=field)
-    key = _gate_key(value, field)
-    seconds = _gate_seconds(value.get("seconds"), field=f"{field}.seconds", high=MAX_GATE_SECONDS)
-    stored: dict[str, Any] = {"key": key, "seconds": seconds}
-    if value.get("max_seconds") is not None:
-        bound = _gate_seconds(value["max_seconds"], field=f"{field}.max_seconds", high=MAX_DEBOUNCE_SECONDS)
-        if bound < seconds:
-            # A bound below the quiet period would cut every quiet period short.
-            raise InvalidInput(
-                f"debounce.max_seconds must be at least debounce.seconds ({seconds:g})",
-                field=f"{field}.max_seconds",
-            )
-        stored["max_seconds"] = bound
-    return stored
-
-
-def throttle_check(value: Any) -> dict[str, Any] | None:
-    """A workflow's `throttle` as stored, or None; InvalidInput saying what is wrong
-    (scheduler.services.gates applies it)."""
-    if value is None:
-        return None
-    field = "throttle"
-    if not isinstance(value, dict):
-        raise InvalidInput("throttle must be an object {key, per_seconds, limit}", field=field)
-    unknown = sorted(set(value) - {"key", "per_seconds", "limit"})
-    if unknown:
-        raise InvalidInput(f"throttle has unknown members: {', '.join(unknown)}", field=field)
-    key = _gate_key(value, field)
-    per_seconds = _gate_seconds(value.get("per_seconds"), field=f"{field}.per_seconds", high=MAX_GATE_SECONDS)
-    limit = value.get("limit")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-        raise InvalidInput("throttle.limit must be an integer from 1 to 10000", field=f"{field}.limit")
-    return {"key": key, "per_seconds": per_seconds, "limit": limit}
-
-
-def gates_combination_check(
-    *, concurrency: dict[str, Any] | None, debounce: dict[str, Any] | None, throttle: dict[str, Any] | None
-) -> None:
-    """Refuse what a job held at a gate cannot honour: `cancel_newest` answers the submission with
-    a 409, and a job that waited for its debounce or throttle has had its answer already."""
-    if concurrency and concurrency["on_limit"] == "cancel_newest" and (debounce or throttle):
-        raise InvalidInput(
-            "concurrency.on_limit cancel_newest cannot be combined with debounce or throttle: a job that "
-            "waited at them was accepted already (use queue or cancel_in_progress)",
-            field="concurrency.on_limit",
-        )
 
 
 @transaction.atomic

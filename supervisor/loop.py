@@ -37,7 +37,8 @@ from supervisor.canary import canary_tick
 from supervisor.debt import debt_watch
 from supervisor.deliveries import Sender
 from supervisor.lease import LeaseGrant, lease_release
-from supervisor.scan import gates_tick, scan
+from supervisor.scan import scan
+from supervisor.sweeps import gates_tick
 
 logger = logging.getLogger("supervisor")
 
@@ -171,7 +172,7 @@ def _chore(holder: str, what: str, chore: Callable[[], object]) -> object:
 
 def _gates_tick(holder: str, grant: LeaseGrant) -> LeaseGrant | None:
     """Between passes, on the lease holder: start the debounced and throttled jobs whose time
-    came (supervisor.scan.gates_tick). The grant, or None (no more ticks till the next pass)
+    came (supervisor.sweeps.gates_tick). The grant, or None (no more ticks till the next pass)
     once the lease was lost or the tick failed."""
     try:
         report = gates_tick(grant)

@@ -10,12 +10,11 @@ instead of being waited for.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Q
@@ -30,9 +29,7 @@ from scheduler.services import (
     JOB_FORWARD,
     JobState,
     heartbeats_missed,
-    job_start_compensation,
     load_locked_jobs,
-    lock_job,
     step_abandon,
     step_dispatch,
     step_give_up,
@@ -42,58 +39,19 @@ from scheduler.services import (
     step_time_out,
     steps_still_queued,
 )
-from scheduler.services.cancels import cancel_resend, cancels_due
-from scheduler.services.children import child_advance, children_due
-from scheduler.services.flow import StartFailed, jobs_release, waiting_keys
-from scheduler.services.gates import gates_due, job_pass
-from scheduler.services.quarantine import LoopStopped, Quarantiner, error_text, is_item_fault, not_quarantined
-from scheduler.services.wakeups import waits_due, waits_due_steps, waits_expire
+from scheduler.services.quarantine import LoopStopped, Quarantiner, error_text, is_item_fault
 from scheduler.transitions import attempts_time_out
-from scheduler.unit import Unit, db_now, unit_of_work
-from supervisor import setwise
+from scheduler.unit import Unit, unit_of_work
+from supervisor import setwise, sweeps
 from supervisor.alerts import endpoint_assess_and_alert
-from supervisor.lease import LeaseGrant, lease_acquire, lease_fence, lease_progressed, lease_record_scan
+from supervisor.lease import LeaseGrant, lease_acquire, lease_progressed, lease_record_scan
 from supervisor.policies import GiveUp, PolicySnapshot, Reconcile, Retry, StepFacts, decide
+from supervisor.report import ScanReport, fence, quarantined, source_of, tally
 
 logger = logging.getLogger(__name__)
 
 S = StepStatus
 J = JobStatus
-
-
-@dataclass
-class ScanReport:
-    acted: bool
-    holder: str
-    token: int | None = None
-    examined: int = 0
-    remediated: int = 0
-    timed_out: int = 0
-    batches: int = 0
-    lag_ms: int = 0
-    duration_ms: int = 0
-    lost_lease: bool = False
-    decisions: dict[str, int] = field(default_factory=dict)
-    #: The scanning loop's previous pass, all its work included, and its longest since it started.
-    pass_ms: int = 0
-    longest_pass_ms: int = 0
-    #: Items set aside this scan because handling them raised (scheduler.services.quarantine).
-    quarantined: int = 0
-
-    def figures(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("acted")
-        return data
-
-    def snapshot(self) -> dict[str, Any]:
-        """The counters now, to undo what a batch that rolled back had counted."""
-        data = asdict(self)
-        data["decisions"] = dict(self.decisions)
-        return data
-
-    def restore(self, snapshot: dict[str, Any]) -> None:
-        for name, value in snapshot.items():
-            setattr(self, name, dict(value) if name == "decisions" else value)
 
 
 def due_condition(now: Any) -> Q:
@@ -172,12 +130,12 @@ def scan(
     report.acted, report.token = True, grant.token
     size = batch_size or sas_settings.scan_batch_size
     try:
-        _sweep_job_deadlines(grant, report, size)
-        _sweep_waits(grant, report, size)
-        _sweep_children(grant, report, size)
-        _sweep_waiting_keys(grant, report, size)
-        _sweep_gates(grant, report, size)
-        _sweep_cancels(grant, report, size)
+        sweeps.sweep_job_deadlines(grant, report, size)
+        sweeps.sweep_waits(grant, report, size)
+        sweeps.sweep_children(grant, report, size)
+        sweeps.sweep_waiting_keys(grant, report, size)
+        sweeps.sweep_gates(grant, report, size)
+        sweeps.sweep_cancels(grant, report, size)
         _remediate_due(_Due(grant, report, draw, size), max_batches)
     except LoopStopped:
         report.lost_lease = True
@@ -192,13 +150,13 @@ def _remediate_due(due: _Due, max_batches: int | None) -> None:
     fault of an item's is rolled back and its steps are remediated one by one, each in its own
     transaction; a step that raises again is quarantined (scheduler.services.quarantine)."""
     grant, report = due.grant, due.report
-    quarantine = Quarantiner(QuarantineLoop.REMEDIATION, source=_source(grant))
+    quarantine = Quarantiner(QuarantineLoop.REMEDIATION, source=source_of(grant))
     while max_batches is None or report.batches < max_batches:
         claimed: list[int] = []
         before = report.snapshot()
         try:
             with unit_of_work() as unit:
-                _fence(grant)
+                fence(grant)
                 fail_remediation()
                 report.batches += 1
                 if setwise.enabled():
@@ -233,7 +191,7 @@ def _remediate_alone(due: _Due, step_id: int, quarantine: Quarantiner) -> None:
     before = report.snapshot()
     try:
         with unit_of_work() as unit:
-            _fence(grant)
+            fence(grant)
             steps = due_steps(unit.now, limit=1, exclude=set(), only=step_id)
             if steps:
                 states = load_locked_jobs([steps[0].job])
@@ -245,13 +203,7 @@ def _remediate_alone(due: _Due, step_id: int, quarantine: Quarantiner) -> None:
         report.restore(before)
         report.examined += 1
         quarantine.step(step_id, exc)
-        _quarantined(report)
-
-
-def _fence(grant: LeaseGrant) -> None:
-    """Inside a transaction: renew the lease, or stop the scan (LoopStopped) when it was lost."""
-    if not lease_fence(grant):
-        raise LoopStopped("the lease was lost")
+        quarantined(report)
 
 
 def _setwise_batch(unit: Unit, due: _Due, claimed: list[int]) -> None:
@@ -265,11 +217,11 @@ def _setwise_batch(unit: Unit, due: _Due, claimed: list[int]) -> None:
     plan = setwise.plan(
         batch, unit.now, draw=due.draw, pool_healthy=cache.pool_healthy, assessed=cache.assessed
     )
-    setwise.apply(plan, unit.now, source=_source(due.grant))
+    setwise.apply(plan, unit.now, source=source_of(due.grant))
     for row in plan.keep_waiting:
         due.seen.add(row.step_id)
         report.examined += 1
-        _count(report, "still_queued")
+        tally(report, "still_queued")
     for row, decision in plan.retry_later:
         due.seen.add(row.step_id)
         report.examined += 1
@@ -277,8 +229,8 @@ def _setwise_batch(unit: Unit, due: _Due, claimed: list[int]) -> None:
             report.lag_ms = max(report.lag_ms, int((unit.now - row.deadline).total_seconds() * 1000))
         report.timed_out += 1
         report.remediated += 1
-        _count(report, "timed_out")
-        _count(report, "reassigned" if decision.reassign and row.alternate_id is not None else "retry")
+        tally(report, "timed_out")
+        tally(report, "reassigned" if decision.reassign and row.alternate_id is not None else "retry")
     if plan.per_step:
         jobs = list(Job.objects.filter(pk__in={d.job_id for d in plan.per_step}).select_related("workflow"))
         states = load_locked_jobs(jobs)
@@ -302,14 +254,14 @@ def _per_step(unit: Unit, due: _Due, states: dict[Any, JobState], step_ids: list
     overdue = [s for s in overdue if s.pk not in queued]
     overdue_ids = {s.pk for s in overdue}
     missed = heartbeats_missed(overdue)
-    attempts_time_out(unit, overdue, decided_by=_source(grant))
+    attempts_time_out(unit, overdue, decided_by=source_of(grant))
     cache.last_attempts = _last_attempts(steps)
     for step in steps:
         due.seen.add(step.pk)
         report.examined += 1
         if step.pk in queued:
-            step_keep_waiting(unit, state=states[step.job_id], step=step, source=_source(grant))
-            _count(report, "still_queued")
+            step_keep_waiting(unit, state=states[step.job_id], step=step, source=source_of(grant))
+            tally(report, "still_queued")
             continue
         if remediate(
             unit,
@@ -341,245 +293,6 @@ def _last_attempts(steps: list[Step]) -> dict[int, dict[str, Any]]:
     return latest
 
 
-def _sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> None:
-    """Jobs past their whole-job deadline stop and compensate what ran: in one transaction, or,
-    when that raises, one job at a time, quarantining the job that raises again."""
-    jobs: list[Any] = []
-    before = report.snapshot()
-    try:
-        with unit_of_work() as unit:
-            _fence(grant)
-            jobs += _deadlines_due(unit.now, size)
-            for job_id in jobs:
-                _deadline_pass(unit, job_id, grant, report)
-            if jobs:
-                lease_progressed(grant)
-        return
-    except Exception as exc:
-        if not jobs or not is_item_fault(exc):
-            raise
-        report.restore(before)
-    quarantine = Quarantiner(QuarantineLoop.JOB_DEADLINES, source=_source(grant))
-    for job_id in jobs:
-        item = report.snapshot()
-        try:
-            with unit_of_work() as unit:
-                _fence(grant)
-                if lock_job(unit, job_id=job_id, skip_locked=True) is not None:
-                    _deadline_pass(unit, job_id, grant, report)
-        except Exception as exc:
-            if not is_item_fault(exc):
-                raise
-            report.restore(item)
-            quarantine.job(job_id, exc)
-            _quarantined(report)
-
-
-def _deadlines_due(now: Any, size: int) -> list[Any]:
-    return list(
-        Job.objects.filter(status__in=sorted(JOB_FORWARD), deadline__lte=now)
-        .filter(not_quarantined(QuarantineLoop.JOB_DEADLINES, now=now))
-        .select_for_update(skip_locked=True)
-        .values_list("pk", flat=True)[:size]
-    )
-
-
-def _deadline_pass(unit: Unit, job_id: Any, grant: LeaseGrant, report: ScanReport) -> None:
-    state = lock_job(unit, job_id=job_id)
-    if state.job.status not in JOB_FORWARD or state.job.deadline is None or state.job.deadline > unit.now:
-        return
-    job_start_compensation(
-        unit,
-        state=state,
-        reason_code="deadline",
-        source=_source(grant),
-        reason="the job's deadline passed",
-    )
-    report.remediated += 1
-    _count(report, "job_deadline")
-
-
-def _sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
-    """Waits whose time came: timers fire, timeouts apply their on_timeout. In batches of jobs
-    locked together (skipping those another transaction holds: the next scan takes them); a batch
-    that raises is done again one job at a time, quarantining the job that raises again."""
-    tried: set[Any] = set()
-    quarantine = Quarantiner(QuarantineLoop.WAITS, source=_source(grant))
-    while True:
-        job_ids: list[Any] = []
-        try:
-            with unit_of_work() as unit:
-                # The fence only when there is something to do: no transaction of its own per scan.
-                job_ids += waits_due(unit.now, limit=size, exclude=tried)
-                if not job_ids:
-                    return
-                _fence(grant)
-                done = waits_expire(unit, job_ids=job_ids, source=_source(grant))
-                lease_progressed(grant)
-        except Exception as exc:
-            if not job_ids or not is_item_fault(exc):
-                raise
-            done = {}
-            for job_id in job_ids:
-                try:
-                    with unit_of_work() as unit:
-                        _fence(grant)
-                        ended = waits_expire(unit, job_ids=[job_id], source=_source(grant))
-                    for what, count in ended.items():
-                        done[what] = done.get(what, 0) + count
-                except Exception as item_exc:
-                    if not is_item_fault(item_exc):
-                        raise
-                    quarantine.job(job_id, item_exc, steps=waits_due_steps(job_id, now=db_now()))
-                    _quarantined(report)
-        tried.update(job_ids)
-        for what, count in done.items():
-            report.examined += count
-            report.remediated += count
-            report.decisions[what] = report.decisions.get(what, 0) + count
-        if len(job_ids) < size:
-            return
-
-
-def _sweep_children(grant: LeaseGrant, report: ScanReport, size: int) -> None:
-    """Sub-workflow steps whose task was lost with its worker: start the child they lack, settle
-    them from the child that settled, or let a compensating parent read its child's compensation
-    (ended, or held). A step another transaction holds is left for the
-    next scan; the grace (one interval) leaves the tasks the time to do it themselves. Each step
-    is its own transaction: one that raises is quarantined, and the rest go on."""
-    with unit_of_work() as unit:
-        due = children_due(unit.now, grace=dt.timedelta(seconds=sas_settings.supervisor_interval), limit=size)
-        if due:
-            _fence(grant)
-    quarantine = Quarantiner(QuarantineLoop.CHILDREN, source=_source(grant))
-    for step_id in due:
-        try:
-            what = child_advance(step_id, source=_source(grant), skip_locked=True)
-        except Exception as exc:
-            if not is_item_fault(exc):
-                raise
-            quarantine.step(step_id, exc)
-            _quarantined(report)
-            continue
-        report.examined += 1
-        if what in ("started", "succeeded", "failed", "refused", "held", "compensated", "undoing"):
-            report.remediated += 1
-            _count(report, f"child_{what}")
-    if due:
-        with unit_of_work():
-            _fence(grant)
-            lease_progressed(grant)
-
-
-def _sweep_waiting_keys(grant: LeaseGrant, report: ScanReport, size: int) -> None:
-    """Jobs waiting for a concurrency key that has room start (a release lost with the process
-    that settled the key's holder): each key on its own, each job in its own transaction; a job
-    whose start raises is quarantined, and the key's next waiting job goes on."""
-    quarantine = Quarantiner(QuarantineLoop.CONCURRENCY, source=_source(grant))
-    for workflow, key in waiting_keys(limit=size):
-        started: list[Any] = []
-        failed_jobs: set[Any] = set()
-        while True:
-            try:
-                started += jobs_release(workflow, key=key)
-            except StartFailed as failed:
-                cause = failed.__cause__ or failed
-                if not is_item_fault(cause):
-                    raise cause from None
-                if failed.job_id in failed_jobs:
-                    break  # not recorded (over the pass's budget): the next pass tries again
-                failed_jobs.add(failed.job_id)
-                quarantine.job(failed.job_id, cause)
-                _quarantined(report)
-                continue
-            break
-        if started:
-            report.remediated += len(started)
-            report.decisions["key_released"] = report.decisions.get("key_released", 0) + len(started)
-
-
-def _sweep_gates(grant: LeaseGrant, report: ScanReport, size: int) -> None:
-    """Waiting jobs whose debounce or throttle opened pass it (scheduler.services.gates): each job
-    in its own transaction, earliest first; one whose pass raises is quarantined (by the
-    concurrency loop, which starts waiting jobs), and the others go on."""
-    tried: set[Any] = set()
-    quarantine = Quarantiner(QuarantineLoop.CONCURRENCY, source=_source(grant))
-    while True:
-        with unit_of_work() as unit:
-            due = gates_due(unit.now, limit=size, exclude=tried)
-            if due:
-                _fence(grant)
-        for job_id in due:
-            tried.add(job_id)
-            try:
-                what = job_pass(job_id, source=_source(grant))
-            except Exception as exc:
-                if not is_item_fault(exc):
-                    raise
-                quarantine.job(job_id, exc)
-                _quarantined(report)
-                continue
-            if what:
-                report.remediated += 1
-                _count(report, f"gate_{what}")
-        if len(due) < size:
-            return
-
-
-def gates_tick(grant: LeaseGrant) -> ScanReport:
-    """The gates' sweep alone, for the lease holder's loop between two scans: a debounced or
-    throttled job starts a fraction of a second after its time, not at the next scan."""
-    report = ScanReport(acted=True, holder=grant.holder, token=grant.token)
-    try:
-        _sweep_gates(grant, report, sas_settings.scan_batch_size)
-    except LoopStopped:
-        report.lost_lease = True
-    return report
-
-
-def _sweep_cancels(grant: LeaseGrant, report: ScanReport, size: int) -> None:
-    """Cancels sent to remotes whose next try is due (a retry's time came, or a try's task was
-    lost with its worker): their task again, or given up once their tries are spent. Each in its
-    own transaction; one whose handling raises for its own sake is quarantined (by the remediation
-    loop: it is left alone for a while, its job untouched) and the others go on."""
-    with unit_of_work() as unit:
-        # A cancel quarantined lately is left alone until its due time moves or the retry
-        # interval passes.
-        keep = not_quarantined(
-            QuarantineLoop.REMEDIATION, now=unit.now, field="step__job_id", touched="due_at"
-        )
-        due = cancels_due(limit=size, keep=keep)
-        if not due:
-            return
-        _fence(grant)
-    quarantine = Quarantiner(QuarantineLoop.REMEDIATION, source=_source(grant))
-    for cancel_id, job_id in due:
-        try:
-            what = cancel_resend(cancel_id, job_id=job_id, source=_source(grant))
-        except Exception as exc:
-            if not is_item_fault(exc):
-                raise
-            quarantine.other(f"cancel {cancel_id}", exc, action="skipped", job_id=job_id)
-            _quarantined(report)
-            continue
-        if what:
-            report.remediated += 1
-            _count(report, what)
-
-
-def _source(grant: LeaseGrant) -> str:
-    return f"supervisor:{grant.holder}"
-
-
-def _quarantined(report: ScanReport) -> None:
-    report.quarantined += 1
-    _count(report, "quarantined")
-
-
-def _count(report: ScanReport, what: str) -> None:
-    report.decisions[what] = report.decisions.get(what, 0) + 1
-
-
 def remediate(
     unit: Unit,
     state: JobState,
@@ -594,7 +307,7 @@ def remediate(
 ) -> bool:
     """Apply the step's policy to one due step. Returns whether anything changed.
     `missed_heartbeat`: an overdue call held to heartbeats this often (its event says so)."""
-    source = _source(grant)
+    source = source_of(grant)
     job = state.job
     if step.status not in STEP_SCANNED:
         return False  # settled earlier in this batch (another step of its job moved it)
@@ -612,10 +325,10 @@ def remediate(
             missed_heartbeat=missed_heartbeat,
         )
         report.timed_out += 1
-        _count(report, "timed_out")
+        tally(report, "timed_out")
     if step.forward and job.status not in JOB_FORWARD:
         step_abandon(unit, state=state, step=step, source=source)
-        _count(report, "abandoned")
+        tally(report, "abandoned")
         return True
     if step.status == S.RETRY_WAIT:
         if step.not_before is not None and step.not_before > unit.now:
@@ -630,7 +343,7 @@ def remediate(
             avoid_endpoint_id=step.endpoint_id,
             reason="backoff elapsed",
         )
-        _count(report, "retried")
+        tally(report, "retried")
         return True
     if step.status not in (S.ATTEMPT_FAILED, S.UNKNOWN):
         return False
@@ -639,7 +352,7 @@ def remediate(
     decision = decide(facts, policy, unit.now, draw())
     if isinstance(decision, Reconcile):
         step_reconcile(unit, state=state, step=step, source=source, reason=decision.reason)
-        _count(report, "reconcile")
+        tally(report, "reconcile")
     elif isinstance(decision, Retry):
         pool = step.call_pool.alternate if decision.reassign else None
         step_retry_later(
@@ -652,12 +365,12 @@ def remediate(
             pool=pool,
             data={"policy_version": policy.version, "reassigned_to": pool.name if pool else None},
         )
-        _count(report, "reassigned" if decision.reassign else "retry")
+        tally(report, "reassigned" if decision.reassign else "retry")
     elif isinstance(decision, GiveUp):
         step_give_up(
             unit, state=state, step=step, action=decision.action, source=source, reason=decision.reason
         )
-        _count(report, f"give_up_{decision.action}")
+        tally(report, f"give_up_{decision.action}")
     return True
 
 

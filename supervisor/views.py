@@ -41,6 +41,7 @@ from sas_project.permissions import can_operate, can_view
 from scheduler.models import StepStatus
 from scheduler.schedules import schedule_set_paused
 from scheduler.selectors import archived_job
+from scheduler.services.capacity import busiest_call_keys
 from scheduler.services.flow import busiest_keys
 from scheduler.services.wakeups import NotPermitted, approval_decide
 from supervisor import selectors, services
@@ -515,7 +516,8 @@ def job_rerun(request: HttpRequest, job_id: Any) -> HttpResponse:
 @viewer_required
 def keys(request: HttpRequest) -> HttpResponse:
     """The concurrency keys held or waited for now (docs/flow-control.md)."""
-    return render(request, "ops/keys.html", {"section": "keys", "rows": busiest_keys()})
+    context = {"section": "keys", "rows": busiest_keys(), "calls": busiest_call_keys()}
+    return render(request, "ops/keys.html", context)
 
 
 @require_GET

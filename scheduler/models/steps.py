@@ -314,7 +314,7 @@ class RemoteCancel(models.Model):
         ordering = ["id"]
         indexes = [
             # The scan's sweep of cancels whose task is due again
-            # (scheduler.services.cancels.cancels_resend): the unfinished ones only, few at a time.
+            # (scheduler.services.cancels.cancels_due): the unfinished ones only, few at a time.
             models.Index(
                 fields=["due_at"], condition=Q(finished_at__isnull=True), name="remotecancel_due_idx"
             ),

@@ -346,6 +346,8 @@ def cancels_due(*, limit: int, keep: Q | None = None) -> list[tuple[int, Any]]:
     time came, or a try's task was lost with its worker, or never ran), oldest first, as (cancel,
     job); `keep` filters them further (the scan's leaves out those it quarantined lately)."""
     query = RemoteCancel.objects.filter(finished_at__isnull=True, due_at__lte=db_now())
+    if not query.exists():
+        return []  # the common case, one read of remotecancel_due_idx and nothing else
     if keep is not None:
         query = query.filter(keep)
     return list(query.order_by("due_at").values_list("pk", "step__job_id")[:limit])

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django.db import close_old_connections, connection, transaction
-from django.db.models import CharField, Count, F, Q, Subquery, Value, Window
+from django.db.models import CharField, Count, F, Min, Q, Subquery, Value, Window
 from django.db.models.functions import Cast, Coalesce, Now, NullIf, RowNumber
 from jmespath.exceptions import JMESPathError
 
@@ -566,3 +566,67 @@ def run_capacity(should_stop: Callable[[], bool], *, dispatch: StepDispatcher, i
         while not should_stop() and time.monotonic() < until:
             time.sleep(min(0.05, max(until - time.monotonic(), 0)))
     return total
+
+
+@dataclass(frozen=True)
+class CallKeyRow:
+    """One busy key of calls, for the console's keys page: a step's concurrency key (`limit`
+    set) or a rate bucket holding calls back (`limit` None)."""
+
+    scope: str
+    key: str
+    pool: str
+    limit: int | None
+    in_flight: int
+    waiting: int
+    oldest_waiting: dt.datetime | None
+
+
+def busiest_call_keys(*, limit: int = 100) -> list[CallKeyRow]:
+    """The calls' keys in use now, most waiting first: the steps' concurrency keys with calls in
+    flight or waiting (one grouped read on step_concurrency_key_idx), then the rate buckets that
+    hold waiting calls back."""
+    live = [*KEY_IN_FLIGHT, S.WAITING]
+    keyed = (
+        Step.objects.exclude(concurrency_key="")
+        .filter(status__in=live)
+        .values("concurrency_key", "pool__name", "definition__concurrency")
+        .annotate(
+            in_flight=Count("pk", filter=Q(status__in=KEY_IN_FLIGHT)),
+            waiting=Count("pk", filter=Q(status=S.WAITING)),
+            oldest=Min("updated_at", filter=Q(status=S.WAITING)),
+        )
+        .order_by("-waiting", "-in_flight", "concurrency_key")[:limit]
+    )
+    rows = [
+        CallKeyRow(
+            scope=r["concurrency_key"].split(":", 1)[0],
+            key=key_value(r["concurrency_key"]),
+            pool=r["pool__name"] or "",
+            limit=(r["definition__concurrency"] or {}).get("limit"),
+            in_flight=r["in_flight"],
+            waiting=r["waiting"],
+            oldest_waiting=r["oldest"],
+        )
+        for r in keyed
+    ]
+    rated = (
+        Step.objects.filter(status=S.WAITING, concurrency_key="")
+        .exclude(rate_key="")
+        .values("rate_key", "pool__name")
+        .annotate(waiting=Count("pk"), oldest=Min("updated_at"))
+        .order_by("-waiting", "rate_key")[:limit]
+    )
+    rows += [
+        CallKeyRow(
+            scope=r["rate_key"].rsplit(":", 1)[0],
+            key=rate_key_value(r["rate_key"]),
+            pool=r["pool__name"] or "",
+            limit=None,
+            in_flight=0,
+            waiting=r["waiting"],
+            oldest_waiting=r["oldest"],
+        )
+        for r in rated
+    ]
+    return rows

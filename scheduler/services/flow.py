@@ -305,7 +305,7 @@ def job_admit_waiting(
     lock) meets its concurrency key, read from its input now, as a new job would at submission:
     it starts ("started"), or waits for its key ("waiting_for_key"). `fields` are written with
     it. `cancel_newest` never gets here: a workflow with gates cannot have it
-    (scheduler.definitions.gates_combination_check); were it there, the job would queue."""
+    (scheduler.flow_definitions.gates_combination_check); were it there, the job would queue."""
     job = state.job
     fields = {**(fields or {}), "start_gate": "", "start_at": None}
     concurrency = Concurrency.of(job.workflow)

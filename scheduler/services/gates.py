@@ -1,7 +1,7 @@
 """Debounce and throttle of job starts by key: the gates a new job passes before its concurrency
 key (scheduler.services.flow), in this order: debounce, throttle, concurrency.
 
-A workflow may declare (scheduler.definitions.debounce_check, throttle_check):
+A workflow may declare (scheduler.flow_definitions.debounce_check, throttle_check):
 - `debounce: {"key": "<expression over the input>", "seconds": S, "max_seconds": M}`: a job
   waits S seconds after its submission before it starts; a newer job of the same key value
   submitted meanwhile replaces it (the newest input wins): the older ends `cancelled`, its event

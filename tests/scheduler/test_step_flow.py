@@ -232,3 +232,20 @@ def test_the_console_says_what_a_waiting_call_waits_for(fake_remote: FakeRemote,
     assert f"key acct-7: 1 of 1 in flight, behind job {holder.pk}" in page
     page = client.get(f"/ops/jobs/{throttled.pk}/").content.decode()
     assert "Waiting for its rate" in page and "the rate of m-3 (step:rated.charge)" in page
+
+
+def test_the_keys_page_lists_the_calls_keys_and_the_rates_holding_calls(
+    fake_remote: FakeRemote, client: Any
+) -> None:
+    make_workflow("pay", keyed_step(concurrency={"key": "input.account", "limit": 1}))
+    make_workflow("rated", keyed_step(rate={"key": "input.merchant", "per_second": 0.01}))
+    for _ in range(3):
+        submit("pay", account="acct-7")
+    for _ in range(2):
+        submit("rated", merchant="m-3")
+    client.force_login(make_user("olga", "operators"))
+    page = client.get("/ops/keys/").content.decode()
+    section = page[page.index('id="call-keys"') :]
+    assert 'data-scope="pay.charge" data-key="acct-7"' in section
+    assert "1 / 1" in section
+    assert 'data-scope="step:rated.charge" data-key="m-3"' in section

@@ -392,9 +392,9 @@ def test_a_supervisor_that_loses_its_lease_mid_scan_takes_no_further_action(
     for _ in range(3):
         job_submit(workflow="chain", input={})
     lose_in_flight_calls()
-    from supervisor import scan as scan_module
+    from supervisor import report as report_module
 
-    real_fence = scan_module.lease_fence
+    real_fence = report_module.lease_fence
     calls = {"n": 0}
 
     def fence_then_lose(grant: object) -> bool:
@@ -403,7 +403,7 @@ def test_a_supervisor_that_loses_its_lease_mid_scan_takes_no_further_action(
             SupervisorLease.objects.update(holder="usurper", token=F("token") + 1)
         return real_fence(grant)
 
-    monkeypatch.setattr(scan_module, "lease_fence", fence_then_lose)
+    monkeypatch.setattr(report_module, "lease_fence", fence_then_lose)
     report = supervise(holder="one", batch_size=1)
     assert report.lost_lease
     assert report.remediated == 1
