@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from http import HTTPStatus
 from typing import Any, ClassVar
 
 from django.conf import settings
@@ -50,6 +49,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage, can_operate, can_submit, can_view
+from sas_project.problems import PROBLEM_JSON, pointer, problem, sas_field_errors
 from sas_project.validation import unstorable
 
 # --- serializers every app's API builds on ---------------------------------------------------
@@ -111,8 +111,12 @@ class ReplaceMixin(serializers.Serializer):
 class FieldErrorSerializer(serializers.Serializer):
     detail = serializers.CharField(help_text="What is wrong with it, readable.")
     pointer = serializers.CharField(
-        help_text="Where: a JSON pointer (RFC 6901) into the request body (`#/jobs/2/input`), or into "
-        "the job's input for the errors of an input contract (`/amount`)."
+        help_text="Where: a JSON pointer (RFC 6901) into the request body, as a URI fragment "
+        "(`#/jobs/2/input/amount`)."
+    )
+    input_pointer = serializers.CharField(
+        required=False,
+        help_text="An input contract's error: where in the job's input, a JSON pointer (`/amount`).",
     )
     field = serializers.CharField(
         required=False, help_text="Where, as a field path (`jobs[2].input`); absent for input contracts."
@@ -126,7 +130,8 @@ class ErrorSerializer(serializers.Serializer):
     errors DRF's `{field: [message, ...]}` entries beside them."""
 
     type = serializers.CharField(
-        help_text="The problem type, a URI per code: `urn:sas:problem:<code>` (docs/api.md lists them)."
+        help_text="The problem type, a URI reference per code: `/problems/<code>/`, a page saying what it "
+        "means and what to do (docs/api.md lists them)."
     )
     title = serializers.CharField(help_text="A short summary of the problem type (the HTTP status's phrase).")
     status = serializers.IntegerField(help_text="The HTTP status code, repeated.")
@@ -213,9 +218,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     request = context.get("request")
     if isinstance(exc, SasError):
         set_rollback()
-        return problem(
-            Response(_sas_error_body(exc), status=exc.http_status), request, _sas_field_errors(exc)
-        )
+        return problem(Response(_sas_error_body(exc), status=exc.http_status), request, sas_field_errors(exc))
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         exc = PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes.")
@@ -236,59 +239,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
-#: The media type of every error answer (RFC 9457).
-PROBLEM_JSON = "application/problem+json"
-
-
-def problem(response: Response, request: Any, errors: list[dict[str, Any]]) -> Response:
-    """The error body made an RFC 9457 problem detail: `type` (a URN per code), `title`, `status`,
-    `instance` and, for field errors, `errors` (each with a JSON pointer), served as
-    `application/problem+json` to a client that takes JSON. The fields v1 clients read (`detail`,
-    `code`, `field`, DRF's field entries) are kept, except a field entry named like a member of
-    the problem (`status`, `type`...): the member wins, and the field is in `errors`."""
-    body = response.data
-    code = str(body.get("code") or "error")
-    members = {
-        "type": f"urn:sas:problem:{code}",
-        "title": _title(response.status_code),
-        "status": response.status_code,
-        "detail": body.get("detail", ""),
-        "instance": getattr(request, "path", "") or "",
-    }
-    response.data = {**members, **{k: v for k, v in body.items() if k not in members}}
-    if errors:
-        response.data["errors"] = errors
-    else:
-        response.data.pop("errors", None)
-    renderer = getattr(request, "accepted_renderer", None)
-    if renderer is None or getattr(renderer, "format", "json") == "json":
-        response.content_type = PROBLEM_JSON
-    return response
-
-
-def _sas_field_errors(exc: SasError) -> list[dict[str, Any]]:
-    """A service error's `errors`: an input contract's own (scheduler.contracts: each with the
-    `pointer` into the input and its `message`, given a `detail` too), or the one field it names."""
-    listed = exc.detail.get("errors")
-    if isinstance(listed, list):
-        return [{**e, "detail": e.get("message", "")} if isinstance(e, dict) else e for e in listed]
-    field = exc.detail.get("field")
-    if isinstance(field, str) and field:
-        return [{"field": field, "pointer": _pointer((field,)), "detail": exc.message, "code": exc.code}]
-    return []
-
-
-def _pointer(path: tuple[Any, ...]) -> str:
-    return "#/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
-
-
-def _title(status_code: int) -> str:
-    try:
-        return HTTPStatus(status_code).phrase
-    except ValueError:
-        return "Error"
-
-
 def _field_errors(data: Any) -> list[dict[str, Any]]:
     """DRF's `{field: [message]}` errors (nested for lists and objects) as RFC 9457's `errors`."""
     found: list[dict[str, Any]] = []
@@ -303,7 +253,7 @@ def _field_errors(data: Any) -> list[dict[str, Any]]:
                 found.append(
                     {
                         **({"field": _error_path(path)} if top else {}),
-                        "pointer": _pointer(path) if top else "#",
+                        "pointer": pointer(path) if top else "#",
                         "detail": force_str(message),
                         "code": getattr(message, "code", None) or "invalid",
                     }

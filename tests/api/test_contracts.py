@@ -56,11 +56,11 @@ def test_a_submission_that_breaks_the_contract_is_a_400_with_each_pointer_and_cr
     assert response.status_code == 400
     body = response.json()
     assert body["field"] == "input" and "does not match the workflow's input_schema" in body["detail"]
-    pointers = {e["pointer"] for e in body["errors"]}
+    pointers = {e["input_pointer"] for e in body["errors"]}
     assert pointers == {"/order", "/amount", "/lines/1"}
     assert not Job.objects.exists()
     missing = submit(sam, "order", {})
-    assert {e["pointer"] for e in missing.json()["errors"]} == {""}
+    assert {e["input_pointer"] for e in missing.json()["errors"]} == {""}
     good = submit(sam, "order", {"order": 1001, "amount": 25, "lines": [{"sku": "A"}]})
     assert good.status_code == 201, good.json()
     drain()
@@ -107,7 +107,7 @@ def test_a_schedule_whose_input_breaks_the_contract_is_refused(admin: APIClient,
     body = {"name": "nightly", "workflow": "order", "cron": "0 3 * * *", "input": {"order": 1}}
     response = sam.post(f"{V1}/schedules/", body, format="json")
     assert response.status_code == 400
-    assert [e["pointer"] for e in response.json()["errors"]] == [""]
+    assert [e["input_pointer"] for e in response.json()["errors"]] == [""]
     assert not Schedule.objects.exists()
     body["input"] = {"order": 1, "amount": 3}
     assert sam.post(f"{V1}/schedules/", body, format="json").status_code == 201
@@ -131,7 +131,7 @@ def test_an_edited_retry_and_a_rerun_are_held_to_the_contract(
     refused = olga.post(
         f"{V1}/steps/{charge.pk}/retry/", {"input": {"order": 1, "amount": "three"}}, format="json"
     )
-    assert refused.status_code == 400 and refused.json()["errors"][0]["pointer"] == "/amount"
+    assert refused.status_code == 400 and refused.json()["errors"][0]["input_pointer"] == "/amount"
     charge.refresh_from_db()
     assert charge.status == StepStatus.HELD and charge.input_override is None
     olga.post(f"{V1}/jobs/{job_id}/compensate/", {"reason": "x"}, format="json")
@@ -186,7 +186,7 @@ def test_a_recursive_schema_that_consumes_input_is_accepted_and_checks(
     assert define(admin, tree).status_code == 201
     bad = submit(sam, "order", {"children": [{"children": [{"children": 5}]}]})
     assert bad.status_code == 400
-    assert [e["pointer"] for e in bad.json()["errors"]] == ["/children/0/children/0/children"]
+    assert [e["input_pointer"] for e in bad.json()["errors"]] == ["/children/0/children/0/children"]
 
 
 def test_a_backtracking_pattern_runs_in_linear_time_on_any_submitters_input(
@@ -205,7 +205,7 @@ def test_a_backtracking_pattern_runs_in_linear_time_on_any_submitters_input(
     response = submit(sam, "order", {"name": evil, evil: "x", "aaa": "y"})
     assert response.status_code == 400
     # "aaa" matches the pattern (so must be an integer), the long key does not (so a boolean).
-    assert [e["pointer"] for e in response.json()["errors"]] == ["/aaa", f"/{evil}", "/name"]
+    assert [e["input_pointer"] for e in response.json()["errors"]] == ["/aaa", f"/{evil}", "/name"]
     assert submit(sam, "order", {"name": "aaaa", "aa": 1, "other": True}).status_code == 201
 
 
@@ -231,7 +231,7 @@ def test_unique_items_compares_canonical_forms_once_each_never_every_pair(
     twin = {"lines": [3999, {"q": 3999.0}], "sku": "S3999"}
     refused = lines(*items, twin)
     assert refused.status_code == 400 and "items 3999 and 4000 are equal" in refused.json()["detail"]
-    assert refused.json()["errors"][0]["pointer"] == "/lines"
+    assert refused.json()["errors"][0]["input_pointer"] == "/lines"
     assert lines(1, True, "1", [1], {"1": 1}).status_code == 201
     assert lines(0, False).status_code == 201
     assert lines(1, 1.0).status_code == 400

@@ -134,7 +134,7 @@ def test_a_body_over_the_limit_is_a_413_and_changes_nothing(
     assert response.status_code == 413
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     assert response.json() == {
-        "type": "urn:sas:problem:too_large",
+        "type": "/problems/too_large/",
         "title": "Request Entity Too Large",
         "status": 413,
         "detail": f"The request body is larger than the limit of {limit} bytes.",
@@ -220,7 +220,7 @@ def test_an_unknown_url_under_the_api_is_a_json_404(ada: APIClient, path: str) -
         assert response.status_code == 404
         assert response["Content-Type"] == "application/problem+json"
         assert response.json() == {
-            "type": "urn:sas:problem:not_found",
+            "type": "/problems/not_found/",
             "title": "Not Found",
             "status": 404,
             "detail": "Not found.",

@@ -23,7 +23,8 @@ class Error:
     errors DRF's `{field: [message, ...]}` entries beside them.
 
         Attributes:
-            type_ (str): The problem type, a URI per code: `urn:sas:problem:<code>` (docs/api.md lists them).
+            type_ (str): The problem type, a URI reference per code: `/problems/<code>/`, a page saying what it means and
+                what to do (docs/api.md lists them).
             title (str): A short summary of the problem type (the HTTP status's phrase).
             status (int): The HTTP status code, repeated.
             detail (str): What went wrong this time, readable.

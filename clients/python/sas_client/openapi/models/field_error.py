@@ -17,14 +17,16 @@ class FieldError:
     """
     Attributes:
         detail (str): What is wrong with it, readable.
-        pointer (str): Where: a JSON pointer (RFC 6901) into the request body (`#/jobs/2/input`), or into the job's
-            input for the errors of an input contract (`/amount`).
+        pointer (str): Where: a JSON pointer (RFC 6901) into the request body, as a URI fragment
+            (`#/jobs/2/input/amount`).
+        input_pointer (str | Unset): An input contract's error: where in the job's input, a JSON pointer (`/amount`).
         field (str | Unset): Where, as a field path (`jobs[2].input`); absent for input contracts.
         code (str | Unset): A machine-readable code (required, invalid...).
     """
 
     detail: str
     pointer: str
+    input_pointer: str | Unset = UNSET
     field: str | Unset = UNSET
     code: str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -33,6 +35,8 @@ class FieldError:
         detail = self.detail
 
         pointer = self.pointer
+
+        input_pointer = self.input_pointer
 
         field = self.field
 
@@ -46,6 +50,8 @@ class FieldError:
                 "pointer": pointer,
             }
         )
+        if input_pointer is not UNSET:
+            field_dict["input_pointer"] = input_pointer
         if field is not UNSET:
             field_dict["field"] = field
         if code is not UNSET:
@@ -60,6 +66,8 @@ class FieldError:
 
         pointer = d.pop("pointer")
 
+        input_pointer = d.pop("input_pointer", UNSET)
+
         field = d.pop("field", UNSET)
 
         code = d.pop("code", UNSET)
@@ -67,6 +75,7 @@ class FieldError:
         field_error = cls(
             detail=detail,
             pointer=pointer,
+            input_pointer=input_pointer,
             field=field,
             code=code,
         )
