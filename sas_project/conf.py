@@ -250,6 +250,10 @@ class SasSettings:
     #: How long the answer to a rerun or bulk action sent with an Idempotency-Key is kept.
     idempotency_key_hours = _Setting(float, 24)
 
+    #: How long a signal sent by business key that reached no live job is kept for a job with that
+    #: key that starts (scheduler.services.correlation).
+    signal_lookback_seconds = _Setting(float, 3600)
+
     #: How long an API token lives (the longest a user may choose); 0: tokens never expire.
     token_lifetime_days = _Setting(float, 90)
 

@@ -209,6 +209,12 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "version": "current",
     },
     "jobs_signals_send": {"name": "shipped", "payload": {"carrier": "DHL", "tracking": "JD014600003SE"}},
+    "signals_send_by_key": {
+        "business_key": "order-1001",
+        "workflow": "order-fulfilment",
+        "name": "payment",
+        "payload": {"amount": 120, "currency": "EUR"},
+    },
     "jobs_steps_approve": {"comment": "amount checked against the customer's credit limit"},
     "jobs_steps_reject": {"comment": "amount above the customer's credit limit"},
     "steps_retry": {"pool": "payments-dr", "reason": "the primary payment gateway is down (INC-2231)"},

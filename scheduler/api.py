@@ -66,6 +66,8 @@ from scheduler.serializers import (
     JobSerializer,
     JobSubmitSerializer,
     JobSummarySerializer,
+    KeyedSignalAnswerSerializer,
+    KeyedSignalSendSerializer,
     ScheduleReplaceSerializer,
     ScheduleSerializer,
     ScheduleWriteSerializer,
@@ -80,6 +82,7 @@ from scheduler.serializers import (
     step_data,
 )
 from scheduler.services import job_submit
+from scheduler.services.correlation import signals_by_key
 from scheduler.services.submission import jobs_submit_batch, submission_prepare
 from scheduler.services.wakeups import NotPermitted, approval_decide, signal_send
 
@@ -136,8 +139,17 @@ class JobsView(ApiView):
         # inside it, the bucket's row lock would last the whole submission, and one client's
         # requests would run one at a time.
         with transaction.atomic():
-            submission = job_submit(**submission_fields(body), submitter=request.user, idempotency_key=key)
+            submission = job_submit(
+                **submission_fields(body),
+                signal=body.get("signal"),
+                submitter=request.user,
+                idempotency_key=key,
+            )
             answer = job_answer(request, submission.job_id)
+        if submission.signalled and not submission.created:
+            # Signal-with-start found the business key's live job: it took the signal.
+            answer["Content-Location"] = location("api-job", job_id=submission.job_id)["Location"]
+            return answer
         if not submission.created:
             return replayed(answer)
         answer.status_code = status.HTTP_201_CREATED
@@ -336,6 +348,46 @@ class JobSignalsView(ApiView):
         if not receipt.created:
             return replayed(Response(SignalSerializer(signal).data))
         return Response(SignalSerializer(signal).data, status=status.HTTP_202_ACCEPTED)
+
+
+class KeyedSignalsView(ApiView):
+    permission_classes = [SubmitterAccess]
+
+    @operation(
+        "signals",
+        "signals_send_by_key",
+        "Send a signal to the jobs of a business key",
+        description=(
+            "Every live job with the business key (of `workflow`, when named) whose workflow has a "
+            "signal step taking the name receives the signal, as `POST /jobs/{id}/signals/` gives it; "
+            "submitters reach their own jobs only. With none, the signal is kept for "
+            "SAS_SIGNAL_LOOKBACK_SECONDS (an hour) and the first job with the key that starts "
+            "meanwhile takes it (`buffered: true`). 400: no workflow takes the name. 422: the "
+            "Idempotency-Key was used for another signal."
+        ),
+        parameters=[idempotency_key_parameter("is the same signal (200, the first answer)")],
+        request=KeyedSignalSendSerializer,
+        responses={
+            202: KeyedSignalAnswerSerializer,
+            200: OpenApiResponse(KeyedSignalAnswerSerializer, description="A replay: the first answer."),
+            **WRITE_ERRORS,
+            **errors(422),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        body = validated(KeyedSignalSendSerializer, request.data)
+        receipt = signals_by_key(
+            business_key=body["business_key"],
+            workflow=body.get("workflow"),
+            name=body["name"],
+            payload=body.get("payload"),
+            sender=request.user,
+            idempotency_key=idempotency_key(request),
+        )
+        data = KeyedSignalAnswerSerializer(receipt.signal).data
+        if not receipt.created:
+            return replayed(Response(data))
+        return Response(data, status=status.HTTP_202_ACCEPTED)
 
 
 STEP_NAME = OpenApiParameter("step_name", str, OpenApiParameter.PATH, description="The step's name.")

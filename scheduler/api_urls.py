@@ -28,6 +28,7 @@ urlpatterns: list[URLPattern] = [
         api.StepRejectView.as_view(),
         name="api-job-step-reject",
     ),
+    path("signals/", api.KeyedSignalsView.as_view(), name="api-signals"),
     path("workflows/", api.WorkflowsView.as_view(), name="api-workflows"),
     path("workflows/<slug:name>/", api.WorkflowView.as_view(), name="api-workflow"),
     path("callbacks/<str:token>/", callback_api.AttemptCallbackView.as_view(), name="api-attempt-callback"),

@@ -67,6 +67,50 @@ class SignalSendSerializer(StrictSerializer):
     )
 
 
+class KeyedSignalSendSerializer(StrictSerializer):
+    """A signal sent by business key: every live job with that key (of `workflow`, when named)
+    that has a step taking its name receives it; with none, it is kept for a job with that key
+    that starts within SAS_SIGNAL_LOOKBACK_SECONDS."""
+
+    business_key = serializers.CharField(max_length=200, help_text="The jobs' business key.")
+    workflow = serializers.RegexField(
+        NAME_PATTERN,
+        max_length=100,
+        required=False,
+        allow_null=True,
+        help_text="Only the jobs of this workflow (default: any workflow whose signal step takes the name).",
+    )
+    name = serializers.RegexField(NAME_PATTERN, max_length=100, help_text="The signal's name.")
+    payload = serializers.JSONField(
+        required=False, allow_null=True, help_text="Any JSON: the output of the step that consumes it."
+    )
+
+
+class KeyedSignalAnswerSerializer(serializers.Serializer):
+    """What a signal by business key did."""
+
+    jobs = serializers.ListField(child=serializers.UUIDField(), help_text="The live jobs it reached.")
+    buffered = serializers.BooleanField(
+        help_text="True: it reached no job and is kept for a job with the key that starts within the "
+        "lookback (`expires_at`)."
+    )
+    expires_at = serializers.DateTimeField(allow_null=True, help_text="When a kept signal expires.")
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return {
+            "jobs": [str(j) for j in instance.reached],
+            "buffered": instance.buffered,
+            "expires_at": drf_datetime(instance.expires_at),
+        }
+
+
+class SignalWithStartSerializer(StrictSerializer):
+    """A submission's signal (signal-with-start)."""
+
+    name = serializers.RegexField(NAME_PATTERN, max_length=100, help_text="The signal's name.")
+    payload = serializers.JSONField(required=False, allow_null=True, help_text="Any JSON.")
+
+
 class SignalSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()

@@ -13,6 +13,7 @@ from rest_framework import serializers
 
 from sas_project.api import StrictSerializer
 from scheduler.models import JobStatus
+from scheduler.serializers.messages import SignalWithStartSerializer
 
 
 class JobSubmitSerializer(StrictSerializer):
@@ -44,9 +45,18 @@ class JobSubmitSerializer(StrictSerializer):
         max_value=1000,
         help_text="Among steps waiting for a limited pool, higher goes first (default 0).",
     )
+    signal = SignalWithStartSerializer(
+        required=False,
+        allow_null=True,
+        help_text="Signal-with-start (needs `business_key`): when a live job of the workflow has the "
+        "business key, the signal goes to it and no job is made (200, that job); otherwise the job "
+        "is made with the signal (201). One request: two at once make one job.",
+    )
 
 
 class JobBatchItemSerializer(JobSubmitSerializer):
+    # A batch's jobs are made; signal-with-start is a single submission's.
+    signal = None  # type: ignore[assignment]
     idempotency_key = serializers.CharField(
         min_length=1,
         max_length=255,

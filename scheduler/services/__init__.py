@@ -16,6 +16,7 @@ in one transaction; no remote is ever called inside a transaction.
 """
 
 from scheduler.services.claims import NOT_CALLED, attempt_claim
+from scheduler.services.correlation import valid_business_key
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.effects import needs_compensation
 from scheduler.services.heartbeats import attempt_heartbeat, heartbeats_missed
@@ -37,13 +38,7 @@ from scheduler.services.remediation import (
     steps_still_queued,
 )
 from scheduler.services.saga import job_advance, job_fail, job_start_compensation, step_hold
-from scheduler.services.submission import (
-    Submission,
-    job_submit,
-    rerun_create,
-    valid_business_key,
-    valid_priority,
-)
+from scheduler.services.submission import Submission, job_submit, rerun_create, valid_priority
 
 __all__ = [
     "JOB_FORWARD",

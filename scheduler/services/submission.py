@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
+from django.contrib.auth.models import AnonymousUser
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Subquery
 from django.db.models.functions import Now
@@ -22,12 +23,18 @@ from django.db.models.functions import Now
 from agents.validation import validate_callback_url
 from sas_project import tracing
 from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInput, SasError, StaleWrite
-from sas_project.validation import json_storable
+from sas_project.validation import json_storable, valid_name
 from scheduler import contracts
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, StepStatus, Workflow
 from scheduler.services import hotpath
 from scheduler.services.capacity import any_pool_limited, pump_job_after_commit
+from scheduler.services.correlation import (
+    keyed_signals_claim,
+    live_jobs,
+    lock_business_key,
+    valid_business_key,
+)
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.flow import Admission, Concurrency, job_admission, job_wait, key_value
 from scheduler.services.gates import job_gate, job_gated
@@ -53,23 +60,15 @@ class Submission:
     job_id: Any
     created: bool
     loaded: Job | None = None
+    #: A submission with a signal: the signal went to a live job of its business key (`created`
+    #: False), or to the job it started.
+    signalled: bool = False
 
     @property
     def job(self) -> Job:
         if self.loaded is None:
             self.loaded = Job.objects.select_related("workflow").get(pk=self.job_id)
         return self.loaded
-
-
-def valid_business_key(value: Any) -> str:
-    """A job's business key (a schedule's, for the jobs it submits): text of at most 200
-    characters that PostgreSQL can store (no NUL)."""
-    if not isinstance(value, str) or len(value) > 200 or "\x00" in value:
-        raise InvalidInput(
-            "business_key must be a string of at most 200 characters, without NUL characters",
-            field="business_key",
-        )
-    return value
 
 
 def valid_priority(value: Any) -> int:
@@ -166,13 +165,31 @@ def job_submit(
     callback_url: str = "",
     business_key: str = "",
     priority: int = 0,
+    signal: Any = None,
 ) -> Submission:
     """Create a job of the latest version of `workflow` and dispatch its first steps.
 
     With an idempotency key, the same submitter sending the same body again gets the same job
     back (created=False); a different body raises IdempotencyConflict. Two concurrent requests
     with one key make one job: the database's unique constraint decides, not a prior read.
+
+    With `signal` ({"name", "payload"}: signal-with-start), the submission needs a business key:
+    when a live job of the workflow has it (one the submitter may signal), the signal goes to that
+    job and no job is made (created=False, signalled); otherwise the job is made and receives the
+    signal. One transaction under the business key's lock: two such submissions at once make one
+    job, and the second signals it.
     """
+    if signal is not None:
+        return _submit_with_signal(
+            workflow=workflow,
+            input=input,
+            submitter=submitter,
+            idempotency_key=idempotency_key,
+            callback_url=callback_url,
+            business_key=business_key,
+            priority=priority,
+            signal=signal,
+        )
     prepared = submission_prepare(
         workflow=workflow,
         input=input,
@@ -193,6 +210,61 @@ def job_submit(
             raise
         return replay
     return submission
+
+
+def _submit_with_signal(
+    *,
+    workflow: str,
+    input: object,
+    submitter: User | None,
+    idempotency_key: str | None,
+    callback_url: str,
+    business_key: str,
+    priority: int,
+    signal: Any,
+) -> Submission:
+    """Signal-with-start (job_submit's `signal`)."""
+    from scheduler.services.wakeups import signal_send
+
+    if not isinstance(signal, dict):
+        raise InvalidInput("signal must be an object {name, payload}", field="signal")
+    name = valid_name(signal.get("name"), "signal.name", "signal")
+    payload = signal.get("payload")
+    json_storable(payload, "signal.payload")
+    if not business_key:
+        raise InvalidInput("a submission with a signal needs a business_key", field="business_key")
+    prepared = submission_prepare(
+        workflow=workflow,
+        input=input,
+        idempotency_key=idempotency_key,
+        callback_url=callback_url,
+        business_key=business_key,
+        priority=priority,
+    )
+    sender = submitter if submitter is not None else AnonymousUser()
+    # The signal's own key: the same request sent again is the same signal, wherever it went.
+    signal_key = f"with-start:{idempotency_key}" if idempotency_key else None
+    with transaction.atomic():
+        lock_business_key(prepared.business_key)
+        if idempotency_key:
+            replay = _replay(
+                submitter if submitter and submitter.is_authenticated else None,
+                idempotency_key,
+                prepared.request_hash,
+            )
+            if replay is not None:
+                return replay
+        live = live_jobs(business_key=prepared.business_key, workflow=workflow, name=name, user=sender)
+        if live:
+            signal_send(job_id=live[0], name=name, payload=payload, sender=sender, idempotency_key=signal_key)
+            return Submission(job_id=live[0], created=False, signalled=True)
+        user = submitter if submitter is not None and submitter.is_authenticated else None
+        submission = _submit_prepared(prepared, user)
+        signal_send(
+            job_id=submission.job_id, name=name, payload=payload, sender=sender, idempotency_key=signal_key
+        )
+        submission.signalled = True
+        return submission
 
 
 def jobs_submit_batch(items: Sequence[Prepared], *, submitter: User | None) -> list[Submission]:
@@ -474,6 +546,8 @@ def _create_job(
         step.job = job
         if step.reused_from is not None:
             step_reuse(unit, step, source=source, actor=actor)
+    # Signals sent by business key before the job existed, that its workflow takes: its own now.
+    keyed_signals_claim(unit, job=job, definitions=list(definitions), source=source)
     state = JobState(job=job, steps=list(steps))
     if gate.kind:
         job_gated(unit, job=job, gate=gate, source=source, actor=actor)

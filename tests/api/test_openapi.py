@@ -341,7 +341,7 @@ def webhook(name: str, method: str = "post") -> dict[str, Any]:
 
 def test_the_schema_describes_what_the_service_sends() -> None:
     hooks = schema()["webhooks"]
-    assert set(hooks) == {"jobSettled", "alert", "remoteCall", "remoteStatusQuery"}
+    assert set(hooks) == {"jobSettled", "alert", "remoteCall", "remoteStatusQuery", "remoteCancel"}
     callbacks = hooks["remoteCall"]["post"]["callbacks"]
     by_id = {op["operationId"]: op for _p, _m, op in operations()}
     result = callbacks["result"]["{$request.header.X-SAS-Callback-URL}"]["post"]
@@ -602,6 +602,28 @@ def test_the_calls_of_a_fan_out_with_an_input_mapping_match_the_remote_contract(
     assert sorted(p["index"] for p in items) == [0, 1] and all("results" not in p for p in items)
     for payload in [c.payload for c in fake_remote.calls]:
         assert errors_of(check, payload) == [], payload
+
+
+@pytest.mark.django_db
+def test_the_cancel_sent_to_a_remote_matches_the_remote_contract(
+    drain: Callable[[], int], fake_remote: FakeRemote
+) -> None:
+    from scheduler.services import attempt_claim
+    from supervisor.services import job_cancel
+    from tests.api.support import make_user
+
+    make_pool("web", kind="http", endpoints=["http://a.example:1"])
+    make_workflow(
+        "order",
+        {**step("charge", pool="web", path="/charge", compensation="/refund"), "cancel_path": "/cancel"},
+    )
+    job = job_submit(workflow="order", input={}).job
+    charge = Step.objects.get(job=job, name="charge")
+    attempt_claim(charge.pk, number=1)
+    job_cancel(actor=make_user("olga", "operators"), job_id=job.pk)
+    drain()
+    (sent,) = fake_remote.cancels()
+    assert errors_of(validator("#/components/schemas/RemoteCancel"), sent.payload) == [], sent.payload
 
 
 def test_the_answers_the_contract_documents_are_the_ones_the_agent_tells_apart() -> None:

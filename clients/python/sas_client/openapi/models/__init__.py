@@ -67,6 +67,8 @@ from .job_summary import JobSummary
 from .job_waiting_for import JobWaitingFor
 from .job_waiting_for_kind_enum import JobWaitingForKindEnum
 from .jobs_list_status import JobsListStatus
+from .keyed_signal_answer import KeyedSignalAnswer
+from .keyed_signal_send_request import KeyedSignalSendRequest
 from .kinds_enum import KindsEnum
 from .last_event import LastEvent
 from .lease import Lease
@@ -128,6 +130,7 @@ from .schedule_write_request import ScheduleWriteRequest
 from .schedule_write_request_input import ScheduleWriteRequestInput
 from .signal import Signal
 from .signal_send_request import SignalSendRequest
+from .signal_with_start_request import SignalWithStartRequest
 from .step import Step
 from .step_action_result import StepActionResult
 from .step_action_result_items_type_0 import StepActionResultItemsType0
@@ -227,6 +230,8 @@ __all__ = (
     "JobWaitingFor",
     "JobWaitingForKindEnum",
     "JobsListStatus",
+    "KeyedSignalAnswer",
+    "KeyedSignalSendRequest",
     "KindsEnum",
     "LastEvent",
     "Lease",
@@ -282,6 +287,7 @@ __all__ = (
     "ScheduleWriteRequestInput",
     "Signal",
     "SignalSendRequest",
+    "SignalWithStartRequest",
     "Step",
     "StepActionResult",
     "StepActionResultItemsType0",

@@ -10,6 +10,7 @@ from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.job_submit_request_input import JobSubmitRequestInput
+    from ..models.signal_with_start_request import SignalWithStartRequest
 
 
 T = TypeVar("T", bound="JobSubmitRequest")
@@ -34,6 +35,9 @@ class JobSubmitRequest:
             business_key (None | str | Unset): Your own name for what the job is about ("order 1001"): searchable, not
                 unique.
             priority (int | None | Unset): Among steps waiting for a limited pool, higher goes first (default 0).
+            signal (None | SignalWithStartRequest | Unset): Signal-with-start (needs `business_key`): when a live job of the
+                workflow has the business key, the signal goes to it and no job is made (200, that job); otherwise the job is
+                made with the signal (201). One request: two at once make one job.
     """
 
     workflow: str
@@ -41,8 +45,11 @@ class JobSubmitRequest:
     callback_url: None | str | Unset = UNSET
     business_key: None | str | Unset = UNSET
     priority: int | None | Unset = UNSET
+    signal: None | SignalWithStartRequest | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.signal_with_start_request import SignalWithStartRequest
+
         workflow = self.workflow
 
         input_ = self.input_.to_dict()
@@ -65,6 +72,14 @@ class JobSubmitRequest:
         else:
             priority = self.priority
 
+        signal: dict[str, Any] | None | Unset
+        if isinstance(self.signal, Unset):
+            signal = UNSET
+        elif isinstance(self.signal, SignalWithStartRequest):
+            signal = self.signal.to_dict()
+        else:
+            signal = self.signal
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -79,12 +94,15 @@ class JobSubmitRequest:
             field_dict["business_key"] = business_key
         if priority is not UNSET:
             field_dict["priority"] = priority
+        if signal is not UNSET:
+            field_dict["signal"] = signal
 
         return field_dict
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.job_submit_request_input import JobSubmitRequestInput
+        from ..models.signal_with_start_request import SignalWithStartRequest
 
         d = dict(src_dict)
         workflow = d.pop("workflow")
@@ -118,12 +136,30 @@ class JobSubmitRequest:
 
         priority = _parse_priority(d.pop("priority", UNSET))
 
+        def _parse_signal(data: object) -> None | SignalWithStartRequest | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                signal_type_0 = SignalWithStartRequest.from_dict(data)
+
+                return signal_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | SignalWithStartRequest | Unset, data)
+
+        signal = _parse_signal(d.pop("signal", UNSET))
+
         job_submit_request = cls(
             workflow=workflow,
             input_=input_,
             callback_url=callback_url,
             business_key=business_key,
             priority=priority,
+            signal=signal,
         )
 
         return job_submit_request

@@ -1,0 +1,70 @@
+"""Signals addressed by business key (scheduler.services.correlation): one row per request to
+`POST /api/v1/signals/`, with the jobs it reached, or, when it reached none, kept for a job with
+that key that starts within SAS_SIGNAL_LOOKBACK_SECONDS."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from scheduler.models.jobs import Job
+
+
+class KeyedSignal(models.Model):
+    """A signal sent by business key. `reached` lists the live jobs it was delivered to when it
+    came (each got a `Signal` row of its own, with its event). When it reached none it is
+    `buffered`: the first job with its business key (and workflow, when named) whose workflow
+    takes the name and that is created before `expires_at` claims it (`consumed_job`, a guarded
+    write: at most one job), and gets it as a buffered signal; past `expires_at` the supervisor
+    marks it `expired_at`."""
+
+    business_key = models.CharField(max_length=200)
+    #: The workflow it is for ("" for any workflow that takes the name).
+    workflow = models.CharField(max_length=100, blank=True, default="")
+    name = models.CharField(max_length=100)
+    payload = models.JSONField(null=True, blank=True)
+    sender = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # NULL, not "": the unique constraint binds only the requests that were given a key.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    request_hash = models.CharField(max_length=64, blank=True, default="")
+    #: The ids of the jobs it was delivered to when it came (as text).
+    reached = models.JSONField(default=list, blank=True)
+    buffered = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    consumed_job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    consumed_at = models.DateTimeField(null=True, blank=True)
+    expired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["sender", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="keyedsignal_unique_idempotency_key",
+            ),
+        ]
+        indexes = [
+            # What a new job with a business key claims, and what the sweep expires: the buffered
+            # signals still waiting, only.
+            models.Index(
+                fields=["business_key", "name", "id"],
+                condition=Q(buffered=True, consumed_at__isnull=True, expired_at__isnull=True),
+                name="keyedsignal_waiting_idx",
+            ),
+            models.Index(
+                fields=["expires_at"],
+                condition=Q(buffered=True, consumed_at__isnull=True, expired_at__isnull=True),
+                name="keyedsignal_expiry_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} -> key {self.business_key}"
