@@ -72,7 +72,7 @@ from supervisor.deliveries import claim_seconds
 from supervisor.lease import LEASE_NAME
 from supervisor.models import LeaseTerm, SupervisorLease
 from supervisor.services import step_retry
-from testbed import campaign_bombs, campaign_hostile, campaign_language, campaign_poison
+from testbed import campaign_bombs, campaign_flow, campaign_hostile, campaign_language, campaign_poison
 from testbed.campaign_language import AMOUNT_LIMIT, QUANTITY_LIMIT, LanguagePlanner, check_language
 from testbed.campaign_waits import (
     WORKFLOW_WAITS,
@@ -202,6 +202,9 @@ class CampaignConfig:
     bomb_rate: float = 4.0
     #: Accounts the keyed order's jobs spread over, KEY_LIMIT at once each (0: no keyed jobs).
     keys: int = 4
+    #: Flow control by key beside the other jobs (testbed.campaign_flow): a call step's
+    #: concurrency and rate, a debounce, a throttle, and cancels sent to the remote.
+    flow: bool = True
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -563,7 +566,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     if cfg.pg_restart and not os.environ.get("SAS_PG_DATADIR"):
         raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")
     own = [WORKFLOW, WORKFLOW_ASYNC, WORKFLOW_KEYED, WORKFLOW_WAITS, *campaign_language.ALL_WORKFLOWS]
-    own += [*campaign_poison.ALL_WORKFLOWS, *campaign_bombs.ALL_WORKFLOWS]
+    own += [*campaign_poison.ALL_WORKFLOWS, *campaign_bombs.ALL_WORKFLOWS, *campaign_flow.ALL_WORKFLOWS]
     bombing = cfg.hostile and cfg.bombs
     # The bombs' flood is measured against the ordinary submissions, which go through the API.
     api_webs = max(cfg.webs, 1) if bombing else cfg.webs
@@ -596,7 +599,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         sandbox.start(seed=cfg.seed)
     # The web processes: the API jobs are submitted through, and where the remote's callbacks
     # arrive and the wait jobs are signalled and decided (the first one).
-    for i in range(max(api_webs, 1 if cfg.async_agents or cfg.wait_share > 0 or cfg.poison else 0)):
+    for i in range(
+        max(api_webs, 1 if cfg.async_agents or cfg.wait_share > 0 or cfg.poison or cfg.flow else 0)
+    ):
         webs.append(
             WebProcess(
                 port=free_port(),
@@ -612,7 +617,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             ).start()
         )
     web = webs[0] if webs else None
-    client_token = api_token() if api_webs or cfg.wait_share > 0 or cfg.poison else ""
+    client_token = api_token() if api_webs or cfg.wait_share > 0 or cfg.poison or cfg.flow else ""
     if api_webs:
         submitter = ApiSubmitter([w.url for w in webs[:api_webs]], client_token)
     ensure_definitions(sandbox.url, cfg, redis.url if redis else "")
@@ -641,6 +646,12 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         campaign_language.ensure_language_definitions()
     if cfg.poison:
         campaign_poison.ensure_poison_definitions()
+    flow: campaign_flow.FlowDriver | None = None
+    flow_submitter: ApiSubmitter | None = None
+    flow_log: campaign_flow.FlowLog | None = None
+    if cfg.flow and web is not None:
+        campaign_flow.ensure_flow_definitions(timeout_seconds=cfg.timeout_seconds)
+        flow_submitter = ApiSubmitter([web.url], client_token)
     # The language jobs' share of the jobs that do not wait, so that they are `language_share`
     # of all.
     waiting = cfg.wait_share if driver is not None else 0.0
@@ -695,6 +706,17 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     started = time.monotonic()
     if driver is not None:
         driver.start()
+    if flow_submitter is not None and web is not None:
+        # The flow jobs' rounds, from 15 % of the faults on and spread up to 75 %.
+        rounds = campaign_flow.rounds_for(cfg.jobs)
+        flow = campaign_flow.FlowDriver(
+            submit=flow_submitter.submit,
+            url=web.url,
+            operator_token=approver_token(),
+            rounds_at=[started + cfg.duration * (0.15 + 0.6 * r / rounds) for r in range(rounds)],
+            run_id=run_id,
+            seed=cfg.seed + 3,
+        ).start()
     started_at = timezone.now()
     holes: campaign_poison.BlackHoles | None = None
     poisoner: campaign_poison.PoisonDriver | None = None
@@ -943,6 +965,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         if flood is not None:
             bomb_log = flood.stop()
             flood = None
+        if flow is not None:
+            # The cancels still due are sent while the faults go on.
+            flow_log = flow.finish(timeout=campaign_flow.WATCH_SECONDS + 10)
+            flow = None
         log("faults off; draining")
         # Faults off: the remote behaves, the clusters restart without injected commit errors.
         with contextlib.suppress(httpx.HTTPError):
@@ -964,9 +990,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
 
         poison_ids = [*poison_log.jobs, *poison_log.callback_jobs] if poison_log is not None else []
         bomb_ids = list(bomb_log.jobs) if bomb_log is not None else []
+        flow_ids = flow_log.all_jobs() if flow_log is not None else []
 
         def settled() -> bool:
-            family = [*job_ids, *poison_ids, *bomb_ids]
+            family = [*job_ids, *poison_ids, *bomb_ids, *flow_ids]
             return Job.objects.filter(pk__in=family).exclude(status__in=SETTLED).count() == 0
 
         while time.monotonic() - drain_started < cfg.drain and not _db_retry(settled):
@@ -975,6 +1002,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         if driver is not None:
             # The signals due once the jobs ended (late ones, replays), then the driver stops.
             driver.finish(timeout=max(10.0, cfg.drain - drain_seconds))
+        if flow_ids:
+            campaign_flow.wait_for_cancels(flow_ids, timeout=15.0)
         # Let in-flight compensations of settled jobs and late answers land.
         time.sleep(min(3.0, cfg.supervisor_interval * 3))
         stats = sandbox.stats()
@@ -1025,6 +1054,14 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             report["bombs"]["invariants"] = bomb_check["figures"]
             report["bombs"]["invariant_examples"] = bomb_check["examples"]
             report["violations"] |= {f"bomb_{k}": v for k, v in bomb_check["violations"].items()}
+        if flow_log is not None:
+            report["flow"] = campaign_flow.check_flow(flow_log, stats, since=started_at)
+            report["violations"] |= report["flow"]["violations"]
+            # The flow jobs are held to every invariant too, apart.
+            flow_check = check(report["flow"]["job_ids"], stats, first_event, 0)
+            report["flow"]["invariants"] = flow_check["figures"]
+            report["flow"]["invariant_examples"] = flow_check["examples"]
+            report["violations"] |= {f"flow_{k}": v for k, v in flow_check["violations"].items()}
         window = stuck.window
         healthy = [*job_ids, *report_language["child_job_ids"]]
         report["lag"] = campaign_poison.remediation_lag(
@@ -1058,6 +1095,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     finally:
         if flood is not None:
             flood.stop()
+        if flow is not None:
+            flow.close()
+        if flow_submitter is not None:
+            flow_submitter.close()
         if holes is not None:
             holes.close()
         if sampler is not None:
@@ -1381,6 +1422,22 @@ def table(report: dict[str, Any]) -> str:
     poison = report.get("poison")
     if poison is not None:
         rows += campaign_poison.table_rows(poison)
+    flow = report.get("flow")
+    if flow is not None:
+        rows += campaign_flow.table_rows(flow)
+        rows += [
+            (f"flow jobs: {name.replace('_', ' ')} (must be 0)", flow["invariants"][name])
+            for name in (
+                "jobs_missing",
+                "jobs_not_settled",
+                "duplicate_effects",
+                "succeeded_steps_without_one_effect",
+                "compensations_for_succeeded_jobs",
+                "effects_left_after_compensation",
+                "backward_moves",
+                "missing_events",
+            )
+        ]
     lease = report.get("lease")
     if lease is not None:
         rows += [

@@ -29,6 +29,9 @@ POSTed to `X-SAS-Callback-URL` later), a queue consumer with `--broker`, and a c
 operation, `POST /cancel/<route>` (a step's `cancel_path`): recorded by its `Idempotency-Key`, the
 operation's ID, and answered 200 `{"cancelled": <id>, "known": <whether it was processed>}`;
 `GET /stats` lists them (`cancels`: operation ID, path, attempt, in arrival order).
+A synchronous call whose input names `hold_ms` is held that long at the remote; `GET /stats`
+counts the calls in flight at once per path, per `input.account`, and per path and account
+(`max_concurrent`, `max_concurrent_by_account`, `max_concurrent_by_route_account`).
 
 A compensation (release, refund, cancel) names the operation it undoes in `compensates`; if that
 operation never happened at this service it answers `{"noop": true, ...}` and changes nothing.

@@ -393,6 +393,8 @@ class OperationRequest:
     heartbeat_details: Any = None
     #: The poison its success answer carries (POISON_ANSWERS), from `input.answer_with`.
     answer_with: str = ""
+    #: How long a synchronous call takes at the remote (`input.hold_ms`), counted in flight.
+    hold_ms: int = 0
 
 
 def read_operation_request(route: Route, path: str, key: str, body: object) -> OperationRequest:
@@ -420,6 +422,9 @@ def read_operation_request(route: Route, path: str, key: str, body: object) -> O
     answer_with = job_input.get("answer_with", "")
     if answer_with not in ("", *POISON_ANSWERS):
         raise BadRequest(f"input.answer_with must be one of {', '.join(POISON_ANSWERS)}")
+    hold_ms = job_input.get("hold_ms", 0)
+    if not isinstance(hold_ms, int) or isinstance(hold_ms, bool) or not 0 <= hold_ms <= MAX_DELAY_MS:
+        raise BadRequest(f"input.hold_ms must be milliseconds between 0 and {MAX_DELAY_MS}")
     return OperationRequest(
         route=route,
         path=path,
@@ -432,6 +437,7 @@ def read_operation_request(route: Route, path: str, key: str, body: object) -> O
         slow=slow,
         heartbeat_details=body.get("heartbeat_details"),
         answer_with=answer_with,
+        hold_ms=hold_ms,
     )
 
 

@@ -209,12 +209,14 @@ class _Handler(BaseHTTPRequestHandler):
             with self.remote._lock:
                 most = dict(self.remote.max_concurrent)
                 by_account = dict(self.remote.max_concurrent_by_account)
+                by_route = {p: dict(a) for p, a in self.remote.max_concurrent_by_route_account.items()}
             self._send_json(
                 200,
                 {
                     **self.remote.store.stats(),
                     "max_concurrent": most,
                     "max_concurrent_by_account": by_account,
+                    "max_concurrent_by_route_account": by_route,
                 },
             )
         elif path == "/config":
@@ -323,6 +325,8 @@ class _Handler(BaseHTTPRequestHandler):
             if plan.delay_ms:
                 self.remote.store.bump("fault_slow")
                 time.sleep(plan.delay_ms / 1000)
+            if request.hold_ms:
+                time.sleep(request.hold_ms / 1000)
             answer = self.remote.store.execute(request, config, force_decline=plan.decline)
         if plan.drop:
             self.remote.store.bump("fault_drop")

@@ -53,6 +53,10 @@ class SandboxState:
         #: workflow's concurrency key on `input.account` must hold.
         self._concurrent_by_account: dict[str, int] = {}
         self.max_concurrent_by_account: dict[str, int] = {}
+        #: The same per path and account: what a step's concurrency key on `input.account` must
+        #: hold, counting only that step's path.
+        self._concurrent_by_route_account: dict[tuple[str, str], int] = {}
+        self.max_concurrent_by_route_account: dict[str, dict[str, int]] = {}
         self.store.initialise(wipe=reset)
 
     @property
@@ -74,8 +78,9 @@ class SandboxState:
 
     @contextlib.contextmanager
     def concurrent(self, path: str, *, account: str | None = None) -> Iterator[None]:
-        """Count the requests to `path` being processed at once (GET /stats: max_concurrent), and
-        those of `account` (max_concurrent_by_account)."""
+        """Count the requests to `path` being processed at once (GET /stats: max_concurrent), those
+        of `account` (max_concurrent_by_account), and those of `account` to `path`
+        (max_concurrent_by_route_account)."""
         with self._lock:
             self._concurrent[path] = self._concurrent.get(path, 0) + 1
             self.max_concurrent[path] = max(self.max_concurrent.get(path, 0), self._concurrent[path])
@@ -85,6 +90,10 @@ class SandboxState:
                 self.max_concurrent_by_account[account] = max(
                     self.max_concurrent_by_account.get(account, 0), now
                 )
+                on_route = self._concurrent_by_route_account.get((path, account), 0) + 1
+                self._concurrent_by_route_account[(path, account)] = on_route
+                route = self.max_concurrent_by_route_account.setdefault(path, {})
+                route[account] = max(route.get(account, 0), on_route)
         try:
             yield
         finally:
@@ -92,6 +101,7 @@ class SandboxState:
                 self._concurrent[path] -= 1
                 if account is not None:
                     self._concurrent_by_account[account] -= 1
+                    self._concurrent_by_route_account[(path, account)] -= 1
 
     def is_in_progress(self, key: str) -> bool:
         with self._lock:
@@ -124,6 +134,7 @@ class SandboxState:
             self._rng.seed(self.seed)
             self.max_concurrent.clear()
             self.max_concurrent_by_account.clear()
+            self.max_concurrent_by_route_account.clear()
             if config:
                 self._config = self.initial_config
         self.store.wipe()

@@ -1,12 +1,13 @@
-"""A small run of the fault campaign, every fault on: the invariants must hold, the waits' and
-the workflow language's (conditions, fan-outs, sub-workflows) too; with hostile counterparts and
-contract and expression bombs, and with poison."""
+"""A small run of the fault campaign, every fault on: the invariants must hold, the waits', the
+workflow language's (conditions, fan-outs, sub-workflows) and flow control's (a step's
+concurrency key, debounce, throttle, cancels sent to the remote) too; with hostile counterparts
+and contract and expression bombs, and with poison."""
 
 from __future__ import annotations
 
 import pytest
 
-from testbed import campaign_bombs, campaign_language, campaign_poison
+from testbed import campaign_bombs, campaign_flow, campaign_language, campaign_poison
 from testbed.campaign_waits import MUST_BE_ZERO
 from testbed.sandbox.core import POISON_ANSWERS
 from tests.processes import assert_no_job_lost_and_no_effect_doubled, run_fault_campaign
@@ -72,6 +73,18 @@ def test_a_small_campaign_with_every_fault_on_loses_no_job_and_doubles_no_effect
     assert language["children_started"] >= 1
     assert language["child_jobs_by_status"].get("compensated", 0) >= 1
     assert report["figures"]["child_jobs"] == language["children_started"]
+    # Flow control: one round of its jobs, held to every invariant apart, and each of its limits
+    # met: a step's key at the remote, a debounced burst, a throttled one, cancels in flight.
+    flow = report["flow"]["figures"]
+    assert {n: flow[n] for n in campaign_flow.MUST_BE_ZERO if flow[n]} == {}
+    assert report["flow"]["invariants"]["jobs_not_settled"] == 0
+    assert flow["flow_rounds"] == 1
+    assert 1 <= max(flow["step_key_max_in_flight"].values()) <= campaign_flow.STEP_KEY_LIMIT
+    assert flow["debounced_jobs_by_status"].get("cancelled", 0) >= 1
+    assert flow["debounce_chains"] >= campaign_flow.DEBOUNCE_DOCUMENTS
+    assert flow["throttle_starts"] == campaign_flow.THROTTLE_BURST
+    assert flow["jobs_cancelled_by_the_campaign"] >= 1
+    assert flow["cancelled_in_flight"] >= 1 and flow["remote_cancels"] >= 1
 
 
 def test_a_hostile_campaign_loses_no_result_and_never_stalls_the_supervisor() -> None:
@@ -79,12 +92,12 @@ def test_a_hostile_campaign_loses_no_result_and_never_stalls_the_supervisor() ->
     # receivers that black-hole, trickle, fail or answer 50 MB, poison on the reply queue each
     # second, the broker restarted, contract and expression bombs flooded over the API (4 a
     # second, from a quarter of the faults on), the usual faults besides; no waits or language
-    # jobs (the campaign above runs them).
+    # jobs, and no flow control jobs (the campaign above runs them).
     report = run_fault_campaign(
         "fault-campaign-hostile",
         *("--hostile", "--hostile-rate", "0.15", "--poison-every", "1"),
         *("--jobs", "40", "--duration", "20", "--drain", "90"),
-        *("--wait-share", "0", "--language-share", "0", "--blackout-seconds", "0"),
+        *("--wait-share", "0", "--language-share", "0", "--blackout-seconds", "0", "--no-flow"),
     )
     assert_no_job_lost_and_no_effect_doubled(report, jobs=40)
     hostile = report["hostile"]["figures"]
@@ -129,13 +142,14 @@ def test_a_poisoned_campaign_keeps_remediating_the_healthy_jobs_in_time() -> Non
     # strings on the reply queue, 40 callbacks to black holes, and a supervisor that renews its
     # lease while its remediation fails. No kills (a killed holder's steps wait for its lease to
     # expire, by design: that lag is not what is measured here); a PostgreSQL restart under
-    # make test.
+    # make test. No flow control jobs: their slow calls are not what is measured here.
     report = run_fault_campaign(
         "fault-campaign-poison",
         *("--poison", "--poison-jobs", "16", "--blackholes", "40"),
         *("--jobs", "40", "--duration", "24", "--drain", "90"),
         *("--drop-rate", "0.25", "--latency-rate", "0.05"),
         *("--wait-share", "0", "--language-share", "0", "--blackout-seconds", "0", "--kill-every", "1000"),
+        "--no-flow",
     )
     assert_no_job_lost_and_no_effect_doubled(report, jobs=40)
     poison = report["poison"]["figures"]

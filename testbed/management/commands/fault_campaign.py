@@ -211,6 +211,12 @@ class Command(BaseCommand):
             default=d.keys,
             help="Accounts the keyed order's jobs spread over, two at once each (0: no keyed jobs).",
         )
+        parser.add_argument(
+            "--no-flow",
+            action="store_true",
+            help="Leave out the flow control jobs (a step's concurrency and rate, debounce, throttle, "
+            "cancels sent to the remote: testbed.campaign_flow).",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
             "--scratch",
@@ -263,6 +269,7 @@ class Command(BaseCommand):
             bombs=not options["no_bombs"],
             bomb_rate=options["bomb_rate"],
             keys=options["keys"],
+            flow=not options["no_flow"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))
