@@ -50,7 +50,7 @@ from jmespath.exceptions import JMESPathError
 
 from agents.health import pool_asked_until
 from agents.models import AgentPool
-from agents.outcome import AttemptKind
+from agents.outcome import AttemptKind, Outcome
 from sas_project import database
 from sas_project.throttling import RatePolicy, rate_bucket_take
 from scheduler import expressions
@@ -71,8 +71,18 @@ BATCH = 200
 LIMITED_POOL = (
     Q(pool__max_in_flight__isnull=False) | Q(pool__max_per_second__isnull=False) | Q(pool__rate__isnull=False)
 )
-#: What holds a step's key: its call is in flight, or may be (no answer yet).
-KEY_IN_FLIGHT = (S.DISPATCHED, S.UNKNOWN)
+#: What holds a step's key: its call is in flight, or may still be: no answer yet (`unknown`),
+#: or none ever (its last outcome `no_answer`) while it waits to be retried, decided, or for an
+#: operator. A call that timed out may still be running at its remote: until its step settles or
+#: calls again, it keeps its place.
+KEY_IN_FLIGHT = Q(status__in=(S.DISPATCHED, S.UNKNOWN)) | Q(
+    last_outcome=Outcome.NO_ANSWER, status__in=(S.ATTEMPT_FAILED, S.RETRY_WAIT, S.HELD, S.WAITING)
+)
+#: The same, less the calls waiting for the pump themselves: what makes a key full for every
+#: waiting call (a waiting retry holds the key against the others, never against itself).
+KEY_HELD_OUTSIDE = KEY_IN_FLIGHT & ~Q(status=S.WAITING)
+#: The statuses of a step with a key in use (holding it, or waiting for it).
+LIVE_STEP_KEY_STATUSES = (S.DISPATCHED, S.UNKNOWN, S.ATTEMPT_FAILED, S.RETRY_WAIT, S.HELD, S.WAITING)
 #: The longest key value kept as it reads (longer ones are kept as their digest).
 MAX_KEY = 200
 #: Waiting steps of one key (concurrency or rate) one pump looks at: a key held back cannot
@@ -369,7 +379,7 @@ def _full_keys(pool_id: int) -> list[str]:
         _dispatchable_waiting().filter(pool_id=pool_id).exclude(concurrency_key="").values("concurrency_key")
     )
     rows = (
-        Step.objects.filter(status__in=KEY_IN_FLIGHT, concurrency_key__in=Subquery(waiting_keys))
+        Step.objects.filter(KEY_HELD_OUTSIDE, concurrency_key__in=Subquery(waiting_keys))
         .exclude(concurrency_key="")
         .values("concurrency_key", "definition__concurrency")
         .annotate(n=Count("pk"))
@@ -504,10 +514,14 @@ def _lock_key(key: str) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"sas_step_key:{key}"])
 
 
-def key_in_flight(key: str) -> int:
-    """The calls of a concurrency key in flight (or that may be: no answer yet)."""
+def key_in_flight(key: str, *, besides: int | None = None) -> int:
+    """The calls of a concurrency key in flight, or that may be (KEY_IN_FLIGHT), but step
+    `besides`'s own: its retry takes the place of its earlier call."""
     return (
-        Step.objects.filter(concurrency_key=key, status__in=KEY_IN_FLIGHT).exclude(concurrency_key="").count()
+        Step.objects.filter(KEY_IN_FLIGHT, concurrency_key=key)
+        .exclude(concurrency_key="")
+        .exclude(pk=besides)
+        .count()
     )
 
 
@@ -520,8 +534,12 @@ def _held_back(state: JobState, *, step: Step, pool: AgentPool, full: set[str]) 
         if key in full:
             return True, None
         _lock_key(key)
-        if key_in_flight(key) >= int(spec["limit"]):
-            full.add(key)
+        limit = int(spec["limit"])
+        if key_in_flight(key, besides=step.pk) >= limit:
+            # Full for every waiting call when what holds it is outside the pump's reach (a call
+            # in flight); a waiting retry holds it against the others only.
+            if Step.objects.filter(KEY_HELD_OUTSIDE, concurrency_key=key).count() >= limit:
+                full.add(key)
             return True, None
     for bucket, policy in _rate_buckets(state, step=step, pool=pool):
         decision = rate_bucket_take(key=bucket, policy=policy)
@@ -586,13 +604,13 @@ def busiest_call_keys(*, limit: int = 100) -> list[CallKeyRow]:
     """The calls' keys in use now, most waiting first: the steps' concurrency keys with calls in
     flight or waiting (one grouped read on step_concurrency_key_idx), then the rate buckets that
     hold waiting calls back."""
-    live = [*KEY_IN_FLIGHT, S.WAITING]
+    live = [*LIVE_STEP_KEY_STATUSES]
     keyed = (
         Step.objects.exclude(concurrency_key="")
         .filter(status__in=live)
         .values("concurrency_key", "pool__name", "definition__concurrency")
         .annotate(
-            in_flight=Count("pk", filter=Q(status__in=KEY_IN_FLIGHT)),
+            in_flight=Count("pk", filter=KEY_HELD_OUTSIDE),
             waiting=Count("pk", filter=Q(status=S.WAITING)),
             oldest=Min("updated_at", filter=Q(status=S.WAITING)),
         )

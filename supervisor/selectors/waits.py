@@ -143,7 +143,8 @@ def wait_of(step: Step) -> Wait | None:
 def _key_detail(step: Step) -> str:
     """How many calls of the step's key are in flight, of how many, and behind which jobs."""
     holders = list(
-        Step.objects.filter(concurrency_key=step.concurrency_key, status__in=KEY_IN_FLIGHT)
+        Step.objects.filter(KEY_IN_FLIGHT, concurrency_key=step.concurrency_key)
+        .exclude(pk=step.pk)
         .exclude(concurrency_key="")
         .order_by("first_dispatched_at", "id")
         .values_list("job_id", flat=True)[:100]

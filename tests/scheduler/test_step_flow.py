@@ -249,3 +249,28 @@ def test_the_keys_page_lists_the_calls_keys_and_the_rates_holding_calls(
     assert 'data-scope="pay.charge" data-key="acct-7"' in section
     assert "1 / 1" in section
     assert 'data-scope="step:rated.charge" data-key="m-3"' in section
+
+
+def test_a_call_that_got_no_answer_keeps_its_keys_place_until_it_calls_again(
+    fake_remote: FakeRemote, supervise: Any
+) -> None:
+    from agents.outcome import Outcome
+
+    make_workflow("pay", keyed_step(concurrency={"key": "input.account", "limit": 1}))
+    fake_remote.script("charge", Outcome.NO_ANSWER)
+    first = submit("pay", account="a")
+    second = submit("pay", account="a")
+    assert [calls_of(j).status for j in (first, second)] == [D, W]
+    run_queued_tasks()  # the first call: no answer (it may still be running at the remote)
+    assert calls_of(first).last_outcome == Outcome.NO_ANSWER
+    for _ in range(3):
+        supervise()  # the retry is decided (and parked: the step's key is limited)
+        pump(dispatch=step_dispatch)
+        # Whatever the first step's status on the way, the second's call never goes beside it.
+        assert calls_of(second).status == W
+        if calls_of(first).status == D:
+            break
+    assert calls_of(first).status == D  # its own retry takes its earlier call's place
+    run_queued_tasks()
+    pump(dispatch=step_dispatch)
+    assert calls_of(first).status == StepStatus.SUCCEEDED and calls_of(second).status == D
