@@ -3,7 +3,10 @@ pause and resume), and `sas apply -f FILE`, which makes the service hold what a 
 
 `apply` reads JSON, or YAML when PyYAML is installed (`pip install sas-client[yaml]`): one
 definition, a list of them, or YAML documents, each with its `kind` (workflow, pool, policy,
-schedule) and `name`. Each is compared with what the service holds: a new one is created (POST),
+schedule) and `name` beside the definition's fields, or with them under `spec` (`{"kind": "pool",
+"spec": {"name": ..., "kind": "queue"}}`: a pool's own `kind` can only be given so).
+
+Each is compared with what the service holds: a new one is created (POST),
 one whose stated fields differ is changed (PATCH with the file's fields: a field the file leaves
 out keeps the service's value), and one that matches is left alone, so applying a file twice
 changes nothing the second time. `--dry-run` prints the same plan and sends no change.
@@ -118,8 +121,9 @@ class Step:
         return lines
 
 
-def load_definitions(path: str) -> list[Json]:
-    """The definitions of the file at `path` (`-`: stdin): JSON, or YAML when PyYAML is here."""
+def load_definitions(path: str) -> list[tuple[str, Json]]:
+    """The definitions of the file at `path` (`-`: stdin), each as its kind and its body: JSON,
+    or YAML when PyYAML is here."""
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
     except OSError as exc:
@@ -135,19 +139,23 @@ def load_definitions(path: str) -> list[Json]:
             documents = [d for d in yaml.safe_load_all(text) if d is not None]
         except yaml.YAMLError as exc:
             raise UsageError(f"{path}: neither JSON nor YAML: {exc}") from None
-    found = [item for doc in documents for item in (doc if isinstance(doc, list) else [doc])]
-    for n, item in enumerate(found):
-        if not isinstance(item, dict) or item.get("kind") not in KINDS or not item.get("name"):
-            raise UsageError(f"{path}: definition {n + 1} needs a kind ({', '.join(KINDS)}) and a name")
+    found = []
+    for n, item in enumerate(item for doc in documents for item in (doc if isinstance(doc, list) else [doc])):
+        if not isinstance(item, dict) or item.get("kind") not in KINDS:
+            raise UsageError(f"{path}: definition {n + 1} needs a kind ({', '.join(KINDS)})")
+        spec = item.get("spec")
+        body = dict(spec) if isinstance(spec, dict) else {k: v for k, v in item.items() if k != "kind"}
+        body.setdefault("name", item.get("name"))
+        if not body["name"]:
+            raise UsageError(f"{path}: definition {n + 1} needs a name")
+        found.append((item["kind"], body))
     return found
 
 
-def plan(client: Client, definitions: list[Json]) -> list[Step]:
+def plan(client: Client, definitions: list[tuple[str, Json]]) -> list[Step]:
     """What applying `definitions` does, compared with what the service holds now."""
-    ordered = sorted(definitions, key=lambda d: APPLY_ORDER.index(d["kind"]))
     steps = []
-    for item in ordered:
-        kind, body = item["kind"], {k: v for k, v in item.items() if k != "kind"}
+    for kind, body in sorted(definitions, key=lambda d: APPLY_ORDER.index(d[0])):
         held = client.definition(kind, body["name"])
         if held is None:
             steps.append(Step(kind, body["name"], "create", body))
