@@ -170,7 +170,7 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO, err: TextI
 
 def cmd_submit_batch(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     result: BatchResult = client.submit_batch(
-        batch_items(args.file), chunk_size=args.chunk_size, progress=batch_progress(args.status)
+        batch_items(args.file), chunk_size=args.chunk_size, progress=batch_progress(args.stderr_area)
     )
     rows: list[dict[str, Any]] = [
         {
@@ -227,7 +227,7 @@ def cmd_list(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO)
 
 def _wait(client: Client, job_id: str, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
-        job = client.wait(job_id, timeout=args.timeout, progress=job_progress(args.status))
+        job = client.wait(job_id, timeout=args.timeout, progress=job_progress(args.stderr_area))
     except SasWaitTimeout as timeout:
         err.write(f"sas: {timeout}\n")
         if args.json:
@@ -337,7 +337,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     if args.group == "completion":
         out.write(cli_completion.script(top, args.shell))
         return EXIT_OK
-    args.status = Status(err)
+    args.stderr_area = Status(err)
     # The shared options are suppressed when absent (so that one given before the command
     # survives the command's parser): their defaults are set here, once.
     for name, default in (("url", None), ("token", None), ("token_file", None), ("json", False)):
@@ -352,7 +352,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", SasInsecureURLWarning)
             client = Client(
-                args.url, args.token, token_file=args.token_file, on_retry=retry_notice(args.status)
+                args.url, args.token, token_file=args.token_file, on_retry=retry_notice(args.stderr_area)
             )
         for warning in caught:
             err.write(f"sas: warning: {warning.message}\n")
