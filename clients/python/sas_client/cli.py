@@ -1,4 +1,6 @@
-"""`sas`, the service's command line: jobs, steps and tokens through `sas_client.Client`.
+"""`sas`, the service's command line through `sas_client.Client`: jobs and tokens here; steps,
+attention, bulk actions and the supervisor in `cli_ops`; definitions and `apply` in `cli_defs`;
+progress and retries on stderr in `cli_progress`; shell completion in `cli_completion`.
 
 Tables for people, `--json` for programs. Exit status: 0 done; 1 the API refused or could not be
 reached (its `detail` on stderr); 2 bad usage; for `jobs wait` (and `jobs submit --wait`), 3 when
@@ -12,14 +14,31 @@ bad usage.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
-from pathlib import Path
 from typing import Any, TextIO
 
+from sas_client import cli_completion, cli_defs, cli_ops
+from sas_client.cli_common import (
+    EXIT_API,
+    EXIT_NOT_SUCCEEDED,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    JOB_COLUMNS,
+    UsageError,
+    batch_items,
+    emit_json,
+    error_json,
+    job_row,
+    json_argument,
+    json_object,
+    show_job,
+    table,
+)
+from sas_client.cli_progress import Status, batch_progress, job_progress, retry_notice
 from sas_client.client import (
     TOKEN_ENV,
     TOKEN_FILE_ENV,
@@ -32,117 +51,9 @@ from sas_client.client import (
 )
 from sas_client.errors import SasApiError, SasError
 
-EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_NOT_SUCCEEDED, EXIT_TIMEOUT = 0, 1, 2, 3, 4
+__all__ = ["EXIT_API", "EXIT_NOT_SUCCEEDED", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "main", "parser", "run"]
 
-
-class UsageError(Exception):
-    """Arguments argparse accepted but that say nothing usable (a bad JSON value, a missing file)."""
-
-
-# --- output --------------------------------------------------------------------------------------
-
-
-def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], out: TextIO) -> None:
-    """Plain columns, aligned to their widest cell, one header line."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[n]) for r in cells]) for n, h in enumerate(headers)]
-    for row in [list(headers), *cells]:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":"))
-    return str(value).replace("\n", " ")
-
-
-def emit_json(value: Any, out: TextIO) -> None:
-    out.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
-
-
-def show_job(job: Json, out: TextIO) -> None:
-    fields = ["id", "workflow", "workflow_version", "status", "business_key", "created_at", "finished_at"]
-    table([(name, job.get(name)) for name in fields], ("FIELD", "VALUE"), out)
-    if job.get("result") is not None:
-        out.write(f"result  {_cell(job['result'])}\n")
-    steps = job.get("steps") or []
-    if steps:
-        out.write("\n")
-        table(
-            [(s["id"], s["name"], s["status"], s.get("attempt_count"), s.get("last_outcome")) for s in steps],
-            ("STEP ID", "NAME", "STATUS", "ATTEMPTS", "LAST OUTCOME"),
-            out,
-        )
-
-
-JOB_COLUMNS = ("ID", "WORKFLOW", "STATUS", "CREATED", "BUSINESS KEY")
-
-
-def job_row(job: Json) -> tuple[Any, ...]:
-    return (job["id"], job["workflow"], job["status"], job.get("created_at"), job.get("business_key"))
-
-
-def progress_line(err: TextIO) -> Callable[[Json], None]:
-    """A line on stderr whenever the job's status or its steps' statuses change."""
-    last: list[str] = []
-
-    def report(job: Json) -> None:
-        steps = " ".join(f"{s['name']}={s['status']}" for s in job.get("steps") or [])
-        line = f"{job['id']} {job['status']} {steps}".rstrip()
-        if [line] != last:
-            last[:] = [line]
-            err.write(line + "\n")
-            err.flush()
-
-    return report
-
-
-# --- arguments -------------------------------------------------------------------------------------
-
-
-def json_argument(value: str) -> Any:
-    """A JSON value given inline, or `@path` to read it from a file (`@-`: stdin)."""
-    text = value
-    if value.startswith("@"):
-        name = value[1:]
-        try:
-            text = sys.stdin.read() if name == "-" else Path(name).read_text()
-        except OSError as exc:
-            raise UsageError(f"cannot read {name}: {exc.strerror}") from exc
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"not JSON: {exc}") from exc
-
-
-def json_object(value: str) -> dict[str, Any]:
-    parsed = json_argument(value)
-    if not isinstance(parsed, dict):
-        raise UsageError("the input must be a JSON object")
-    return parsed
-
-
-def batch_items(path: str) -> list[dict[str, Any]]:
-    """A batch file: a JSON list of submissions, or one JSON object per line (`-`: stdin)."""
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
-    stripped = text.strip()
-    try:
-        if stripped.startswith("["):
-            items = json.loads(stripped)
-        else:
-            items = [json.loads(line) for line in stripped.splitlines() if line.strip()]
-    except ValueError as exc:
-        raise UsageError(f"{path}: not a JSON list nor JSON lines: {exc}") from exc
-    if not items or not all(isinstance(i, dict) and "workflow" in i for i in items):
-        raise UsageError(f"{path}: every item must be an object with a workflow")
-    return list(items)
+GROUPS = "jobs,steps,attention,supervisor,workflows,pools,policies,schedules,apply,tokens,completion"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -166,7 +77,7 @@ def parser() -> argparse.ArgumentParser:
         description="The Scheduler Agent Supervisor's API from the command line.",
         parents=[common],
     )
-    groups = top.add_subparsers(dest="group", required=True, metavar="{jobs,steps,tokens}")
+    groups = top.add_subparsers(dest="group", required=True, metavar="{" + GROUPS + "}")
 
     def command(sub: Any, name: str, run: Callable[..., int], help_text: str) -> argparse.ArgumentParser:
         found: argparse.ArgumentParser = sub.add_parser(name, parents=[common], help=help_text)
@@ -209,24 +120,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("name")
     p.add_argument("--payload", help="JSON, or @file")
-    p = command(jobs, "cancel", cmd_cancel, "cancel a job")
-    p.add_argument("id")
-    p.add_argument("--reason")
-
-    steps = groups.add_parser("steps", help="operator actions on steps").add_subparsers(
-        dest="command", required=True
-    )
-    p = command(steps, "retry", cmd_retry, "dispatch a held or failed step again")
-    p.add_argument("step_id", type=int)
-    p.add_argument("--reason")
-    p.add_argument("--pool")
-    p.add_argument("--input", help="call the step with this input: a JSON object, or @file")
-    for decision in ("approve", "reject"):
-        p = command(steps, decision, cmd_decide, f"{decision} a step waiting for an approval")
-        p.add_argument("job")
-        p.add_argument("step")
-        p.add_argument("--comment")
-        p.set_defaults(decision=decision)
+    cli_ops.add_commands(groups, jobs, command)
+    cli_defs.add_commands(groups, command)
 
     tokens = groups.add_parser("tokens", help="your API tokens").add_subparsers(dest="command", required=True)
     p = command(tokens, "list", cmd_tokens, "your tokens (keys are never shown again)")
@@ -236,6 +131,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lifetime-days", type=float, help="days until it expires (default: the longest)")
     p = command(tokens, "revoke", cmd_token_revoke, "revoke a token")
     p.add_argument("id", type=int)
+    p = groups.add_parser("completion", help="print a shell completion script")
+    p.add_argument("shell", choices=cli_completion.SHELLS)
+    p.set_defaults(run=None)
     return top
 
 
@@ -271,14 +169,16 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO, err: TextI
 
 
 def cmd_submit_batch(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    result: BatchResult = client.submit_batch(batch_items(args.file), chunk_size=args.chunk_size)
+    result: BatchResult = client.submit_batch(
+        batch_items(args.file), chunk_size=args.chunk_size, progress=batch_progress(args.stderr_area)
+    )
     rows: list[dict[str, Any]] = [
         {
             "index": item.index,
             "id": item.id,
             "created": item.created,
             "idempotency_key": item.idempotency_key,
-            "error": None if item.error is None else {**_error_json(item.error), "at_fault": item.at_fault},
+            "error": None if item.error is None else {**error_json(item.error), "at_fault": item.at_fault},
         }
         for item in result.items
     ]
@@ -327,7 +227,7 @@ def cmd_list(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO)
 
 def _wait(client: Client, job_id: str, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
-        job = client.wait(job_id, timeout=args.timeout, progress=progress_line(err))
+        job = client.wait(job_id, timeout=args.timeout, progress=job_progress(args.stderr_area))
     except SasWaitTimeout as timeout:
         err.write(f"sas: {timeout}\n")
         if args.json:
@@ -393,36 +293,6 @@ def cmd_signal(client: Client, args: argparse.Namespace, out: TextIO, err: TextI
     return EXIT_OK
 
 
-def cmd_cancel(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    answer = client.cancel(args.id, reason=args.reason)
-    emit_json(answer, out) if args.json else show_job(answer, out)
-    return EXIT_OK
-
-
-def _show_step(step: Json, args: argparse.Namespace, out: TextIO) -> None:
-    if args.json:
-        emit_json(step, out)
-    else:
-        table([(step.get("id"), step["name"], step["status"])], ("STEP ID", "NAME", "STATUS"), out)
-
-
-def cmd_retry(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    step = client.retry_step(
-        args.step_id,
-        reason=args.reason,
-        pool=args.pool,
-        input=json_object(args.input) if args.input else None,
-    )
-    _show_step(step, args, out)
-    return EXIT_OK
-
-
-def cmd_decide(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    decide = client.approve if args.decision == "approve" else client.reject
-    _show_step(decide(args.job, args.step, comment=args.comment), args, out)
-    return EXIT_OK
-
-
 TOKEN_COLUMNS = ("ID", "NAME", "PREFIX", "STATUS", "EXPIRES", "LAST USED")
 
 
@@ -460,13 +330,14 @@ def cmd_token_revoke(client: Client, args: argparse.Namespace, out: TextIO, err:
     return EXIT_OK
 
 
-def _error_json(error: SasApiError) -> dict[str, Any]:
-    return {"status": error.status, "code": error.code, "detail": error.detail, "field": error.field}
-
-
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
-    args = parser().parse_args(argv)
+    top = parser()
+    args = top.parse_args(argv)
+    if args.group == "completion":
+        out.write(cli_completion.script(top, args.shell))
+        return EXIT_OK
+    args.stderr_area = Status(err)
     # The shared options are suppressed when absent (so that one given before the command
     # survives the command's parser): their defaults are set here, once.
     for name, default in (("url", None), ("token", None), ("token_file", None), ("json", False)):
@@ -480,7 +351,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", SasInsecureURLWarning)
-            client = Client(args.url, args.token, token_file=args.token_file)
+            client = Client(
+                args.url, args.token, token_file=args.token_file, on_retry=retry_notice(args.stderr_area)
+            )
         for warning in caught:
             err.write(f"sas: warning: {warning.message}\n")
         with client:
@@ -494,7 +367,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         for problem in exc.errors:
             err.write(f"sas:   {problem.field or '-'}: {problem.detail}\n")
         if args.json:
-            emit_json({"error": _error_json(exc), "body": exc.body}, out)
+            emit_json({"error": error_json(exc), "body": exc.body}, out)
         return EXIT_API
     except SasError as exc:
         err.write(f"sas: {exc}\n")

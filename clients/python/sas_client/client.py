@@ -22,18 +22,30 @@ import ipaddress
 import json
 import os
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from sas_client import calls
+from sas_client.calls import (
+    MAX_BATCH,
+    SETTLED,
+    BatchItem,
+    BatchProgress,
+    BatchResult,
+    Call,
+    Json,
+    new_key,
+)
 from sas_client.errors import SasApiError, SasConnectionError, SasError
 from sas_client.openapi import AuthenticatedClient
 from sas_client.transport import IDEMPOTENT, RetryHook, RetryPolicy, RetryTransport
+
+__all__ = ["MAX_BATCH", "SETTLED", "BatchItem", "BatchResult", "Client", "Json", "SasWaitTimeout", "new_key"]
 
 #: The environment variables a Client reads when it is given no URL or token.
 URL_ENV = "SAS_URL"
@@ -43,12 +55,6 @@ TOKEN_ENV = "SAS_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 TOKEN_FILE_ENV = "SAS_TOKEN_FILE"  # noqa: S105 - the name of a variable, not a secret
 #: What `make run` serves.
 DEFAULT_URL = "http://127.0.0.1:8000"
-#: The statuses a job ends in; it changes no more after one of them.
-SETTLED = frozenset({"succeeded", "failed", "compensated", "cancelled"})
-#: The most jobs the service takes in one batch request by default (SAS_MAX_BATCH_JOBS).
-MAX_BATCH = 100
-
-Json = dict[str, Any]
 
 
 class SasWaitTimeout(SasError):
@@ -58,44 +64,6 @@ class SasWaitTimeout(SasError):
         super().__init__(f"job {job.get('id')} is still {job.get('status')} after {timeout:g}s")
         self.job = job
         self.timeout = timeout
-
-
-@dataclass
-class BatchItem:
-    """One job of a batch: made (or found again, `created` False) or refused with `error`.
-
-    `idempotency_key` is the key it was sent with: sending the same items again with the same
-    keys is safe, whatever happened to the first request."""
-
-    index: int
-    idempotency_key: str
-    id: str | None = None
-    created: bool | None = None
-    url: str | None = None
-    error: SasApiError | None = None
-    #: In a refused chunk: whether the service named this item as the one at fault.
-    at_fault: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.id is not None
-
-
-@dataclass
-class BatchResult:
-    """Every item of a batch in the order given. The service takes each request (chunk) whole or
-    not at all: every item of a refused chunk carries its chunk's error, and the one the service
-    named is `at_fault`."""
-
-    items: list[BatchItem] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(item.ok for item in self.items)
-
-    @property
-    def failed(self) -> list[BatchItem]:
-        return [item for item in self.items if not item.ok]
 
 
 class SasInsecureURLWarning(UserWarning):
@@ -121,6 +89,81 @@ def read_token(path: str) -> str:
     return lines[0].strip() if lines else ""
 
 
+@dataclass(frozen=True)
+class Connection:
+    """Where and as whom a client talks, resolved once from its arguments and the environment:
+    the same for `Client` and `AsyncClient`."""
+
+    url: str
+    origin: httpx.URL
+    token: str | None
+    headers: dict[str, str]
+
+    @classmethod
+    def resolve(cls, url: str | None, token: str | None, token_file: str | None) -> Connection:
+        """`url`, else `$SAS_URL`, else http://127.0.0.1:8000; `token`, else the first line of
+        `token_file`, else `$SAS_TOKEN`, else the first line of the file `$SAS_TOKEN_FILE` names.
+        Warns (`SasInsecureURLWarning`) of plain HTTP to another host than this one."""
+        base = (url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
+        origin = httpx.URL(base)
+        if origin.scheme == "http" and not _loopback(origin.host):
+            warnings.warn(
+                f"{base} is plain HTTP to another host: the token crosses the network in clear (use https://)",
+                SasInsecureURLWarning,
+                stacklevel=3,
+            )
+        # What the caller names first (the token, then its file), then the environment's.
+        if token is None and token_file:
+            token = read_token(token_file)
+        if token is None:
+            token = os.environ.get(TOKEN_ENV)
+        if token is None and os.environ.get(TOKEN_FILE_ENV):
+            token = read_token(os.environ[TOKEN_FILE_ENV])
+        headers = {"Accept": "application/json, application/problem+json", "User-Agent": "sas-client"}
+        if token:
+            headers["Authorization"] = f"Token {token}"
+        return cls(url=base, origin=origin, token=token, headers=headers)
+
+    def same_origin(self, link: str) -> str:
+        """`link` as an absolute URL on the service, refused when it names another origin: the
+        client sends its token with every request, and a page's links are data it did not choose."""
+        target = self.origin.join(link)
+        if (target.scheme, target.host, target.port) != (
+            self.origin.scheme,
+            self.origin.host,
+            self.origin.port,
+        ):
+            raise SasError(
+                f"the service's next page is on another origin ({target.scheme}://{target.host}): "
+                "not followed"
+            )
+        return str(target)
+
+    def send_options(self, call: Call) -> dict[str, Any]:
+        """The keyword arguments of httpx's `request` for `call`."""
+        query = {k: v for k, v in (call.params or {}).items() if v is not None}
+        return {
+            "json": call.body,
+            "params": query or None,
+            "headers": dict(call.headers),
+            "extensions": {IDEMPOTENT: True} if call.idempotent else None,
+        }
+
+    @staticmethod
+    def answer(response: httpx.Response) -> httpx.Response:
+        """`response`, or the `SasApiError` its error status says."""
+        if response.status_code >= 400:
+            raise SasApiError.from_response(response)
+        return response
+
+    def unreachable(self, call: Call, exc: httpx.TransportError) -> SasConnectionError:
+        return SasConnectionError(f"{call.method} {self.url}{call.path}: {type(exc).__name__}: {exc}")
+
+
+def read_json(response: httpx.Response) -> Any:
+    return json.loads(response.content) if response.content else None
+
+
 class Client:
     """The service at `url` (default `$SAS_URL`, else http://127.0.0.1:8000) as the user of
     `token`, else the first line of the file `token_file` names, else `$SAS_TOKEN`, else the
@@ -142,30 +185,12 @@ class Client:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.url = (url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
-        self.origin = httpx.URL(self.url)
-        if self.origin.scheme == "http" and not _loopback(self.origin.host):
-            warnings.warn(
-                f"{self.url} is plain HTTP to another host: the token crosses the network in clear "
-                "(use https://)",
-                SasInsecureURLWarning,
-                stacklevel=2,
-            )
-        # What the caller names first (the token, then its file), then the environment's.
-        if token is None and token_file:
-            token = read_token(token_file)
-        if token is None:
-            token = os.environ.get(TOKEN_ENV)
-        if token is None and os.environ.get(TOKEN_FILE_ENV):
-            token = read_token(os.environ[TOKEN_FILE_ENV])
-        self.token = token
+        self.connection = Connection.resolve(url, token, token_file)
+        self.url, self.origin, self.token = self.connection.url, self.connection.origin, self.connection.token
         self.sleep = sleep
-        headers = {"Accept": "application/json, application/problem+json", "User-Agent": "sas-client"}
-        if self.token:
-            headers["Authorization"] = f"Token {self.token}"
         self.transport = RetryTransport(transport, policy=retry, sleep=sleep, on_retry=on_retry)
         self.http = httpx.Client(
-            base_url=self.url, headers=headers, timeout=timeout, transport=self.transport
+            base_url=self.url, headers=self.connection.headers, timeout=timeout, transport=self.transport
         )
         self._api: AuthenticatedClient | None = None
 
@@ -185,10 +210,13 @@ class Client:
 
             from sas_client.openapi.api.jobs import jobs_read
             job = jobs_read.sync(client=client.api, job_id=job_id)
-        """
+
+        Its `asyncio` calls belong to `AsyncClient(...).api`: here they raise `SasError` rather
+        than go out on a connection without the retries."""
         if self._api is None:
             self._api = AuthenticatedClient(base_url=self.url, token=self.token or "", prefix="Token")
             self._api.set_httpx_client(self.http)
+            self._api.set_async_httpx_client(httpx.AsyncClient(base_url=self.url, transport=_SyncOnly()))
         return self._api
 
     # --- the plumbing --------------------------------------------------------------------------
@@ -206,51 +234,37 @@ class Client:
         """One call to the API; an error status raises `SasApiError`, no answer
         `SasConnectionError`. `idempotent` lets a POST without a key be retried (a batch whose
         every item has a key)."""
-        query = {k: v for k, v in (params or {}).items() if v is not None}
+        return self.send(Call(method, path, json_body, params, dict(headers or {}), idempotent))
+
+    def send(self, call: Call) -> httpx.Response:
+        """`call` sent (sas_client.calls); its answer, or the error it is."""
         try:
-            response = self.http.request(
-                method,
-                path,
-                json=json_body,
-                params=query or None,
-                headers=dict(headers or {}),
-                extensions={IDEMPOTENT: True} if idempotent else None,
-            )
+            response = self.http.request(call.method, call.path, **self.connection.send_options(call))
         except httpx.TransportError as exc:
-            raise SasConnectionError(f"{method} {self.url}{path}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            raise SasApiError.from_response(response)
-        return response
+            raise self.connection.unreachable(call, exc) from exc
+        return self.connection.answer(response)
+
+    def call(self, call: Call) -> Any:
+        """`call`'s answer as JSON (None when empty)."""
+        return read_json(self.send(call))
 
     def _json(self, method: str, path: str, **options: Any) -> Any:
-        response = self.request(method, path, **options)
-        return json.loads(response.content) if response.content else None
+        return read_json(self.request(method, path, **options))
 
     def pages(self, path: str, params: Mapping[str, Any] | None = None) -> Iterator[Json]:
         """Every item of a list, page after page: the first page from `path` with `params`, then
         the page each answer's `next` names, until there is none. The paging parameters live in
         `next` (page numbers today, cursors tomorrow), so nothing here depends on them."""
-        page = self._json("GET", path, params=params)
+        return self.each(Call("GET", path, params=params))
+
+    def each(self, call: Call) -> Iterator[Json]:
+        """Every item of the list `call` reads, following each page's `next` (pages)."""
+        page = self.call(call)
         while True:
             yield from page["results"]
             if not page.get("next"):
                 return
-            page = self._json("GET", self._same_origin(page["next"]))
-
-    def _same_origin(self, link: str) -> str:
-        """`link` as an absolute URL on the service, refused when it names another origin: the client
-        sends its token with every request, and a page's links are data it did not choose."""
-        target = self.origin.join(link)
-        if (target.scheme, target.host, target.port) != (
-            self.origin.scheme,
-            self.origin.host,
-            self.origin.port,
-        ):
-            raise SasError(
-                f"the service's next page is on another origin ({target.scheme}://{target.host}): "
-                "not followed"
-            )
-        return str(target)
+            page = self.call(Call("GET", self.connection.same_origin(page["next"])))
 
     # --- jobs ----------------------------------------------------------------------------------
 
@@ -267,41 +281,43 @@ class Client:
         """Submit one job; its representation. With a key made for this call unless given, so a
         retried request (timeout, 5xx, 429) finds its job instead of making another: pass your
         own key to make a submission safe across restarts of your program too."""
-        body = _submission(workflow, input, business_key, priority, callback_url)
-        key = idempotency_key or new_key()
-        job: Json = self._json("POST", "/api/v1/jobs/", json_body=body, headers={"Idempotency-Key": key})
+        job: Json = self.call(
+            calls.submit(
+                workflow,
+                input,
+                idempotency_key=idempotency_key,
+                business_key=business_key,
+                priority=priority,
+                callback_url=callback_url,
+            )
+        )
         return job
 
-    def submit_batch(self, jobs: Iterable[Mapping[str, Any]], *, chunk_size: int = MAX_BATCH) -> BatchResult:
+    def submit_batch(
+        self,
+        jobs: Iterable[Mapping[str, Any]],
+        *,
+        chunk_size: int = MAX_BATCH,
+        progress: BatchProgress | None = None,
+    ) -> BatchResult:
         """Submit many jobs through `POST /api/v1/jobs/batch/`, `chunk_size` a request (the
         service's SAS_MAX_BATCH_JOBS at most). Each job is a single submission's body
         (`workflow`, `input`, `business_key`, ...) with its `idempotency_key` (made here when
         absent). A refused chunk does not stop the others: the result says what happened to
-        every item."""
-        if chunk_size < 1:
-            raise ValueError("chunk_size must be at least 1")
-        items = [{**job, "idempotency_key": job.get("idempotency_key") or new_key()} for job in jobs]
-        result = BatchResult(
-            items=[
-                BatchItem(index=n, idempotency_key=item["idempotency_key"]) for n, item in enumerate(items)
-            ]
-        )
-        for start in range(0, len(items), chunk_size):
-            chunk = items[start : start + chunk_size]
+        every item. `progress(done, total)` is called after each chunk."""
+        batch = calls.Batch(jobs, chunk_size)
+        for start, chunk in batch.chunks():
             try:
-                # Every item has a key, so the request may be sent again: it finds its jobs.
-                answer = self._json("POST", "/api/v1/jobs/batch/", json_body={"jobs": chunk}, idempotent=True)
+                batch.record(start, self.call(calls.batch_chunk(chunk)))
             except SasApiError as error:
-                _refuse_chunk(result.items[start : start + len(chunk)], error)
-                continue
-            for made in answer["jobs"]:
-                item = result.items[start + made["index"]]
-                item.id, item.created, item.url = made["id"], made["created"], made["url"]
-        return result
+                batch.refuse(start, len(chunk), error)
+            if progress is not None:
+                progress(start + len(chunk), len(batch.items))
+        return batch.result
 
     def get(self, job_id: str) -> Json:
         """A job with its steps and their attempts."""
-        job: Json = self._json("GET", f"/api/v1/jobs/{job_id}/")
+        job: Json = self.call(calls.get(job_id))
         return job
 
     def jobs(
@@ -328,11 +344,11 @@ class Client:
             "page_size": page_size,
             **filters,
         }
-        return self.pages("/api/v1/jobs/", params)
+        return self.each(calls.jobs(params))
 
     def events(self, job_id: str, *, page_size: int | None = None) -> Iterator[Json]:
         """A job's history, oldest first, across every page."""
-        return self.pages(f"/api/v1/jobs/{job_id}/events/", {"page_size": page_size})
+        return self.each(calls.events(job_id, page_size))
 
     def wait(
         self,
@@ -347,19 +363,17 @@ class Client:
         state. The interval starts at `interval` and grows by half each poll up to
         `max_interval`; `progress` sees every state read. `SasWaitTimeout` when `timeout`
         seconds pass first (None: no limit). A job needing an operator has not settled."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        polling = calls.Polling(timeout, interval, max_interval)
         while True:
             job = self.get(job_id)
             if progress is not None:
                 progress(job)
             if job["status"] in SETTLED:
                 return job
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
+            pause = polling.pause()
+            if pause is None:
                 raise SasWaitTimeout(job, timeout or 0.0)
-            pause = interval if deadline is None else min(interval, max(0.0, deadline - now))
             self.sleep(pause)
-            interval = min(max_interval, interval * 1.5)
 
     def rerun(
         self,
@@ -373,50 +387,48 @@ class Client:
         """A new job running `job_id`'s workflow again from `from_step` (that step and every step
         after it run anew; the outputs before it are reused); the new job. Keyed like a
         submission (the service accepts the key from this release on; an older one ignores it)."""
-        body = {"from_step": from_step, "input": input, "reason": reason}
-        job: Json = self._json(
-            "POST",
-            f"/api/v1/jobs/{job_id}/rerun/",
-            json_body={k: v for k, v in body.items() if v is not None},
-            headers={"Idempotency-Key": idempotency_key or new_key()},
+        job: Json = self.call(
+            calls.rerun(
+                job_id, from_step=from_step, input=input, reason=reason, idempotency_key=idempotency_key
+            )
         )
         return job
 
     def cancel(self, job_id: str, *, reason: str | None = None) -> Json:
         """Cancel a job (operators). Sent once: not retried."""
-        answer: Json = self._json("POST", f"/api/v1/jobs/{job_id}/cancel/", json_body=_reason(reason))
-        return answer
+        return self.job_action("cancel", job_id, reason=reason)
+
+    def job_action(self, verb: str, job_id: str, *, reason: str | None = None) -> Json:
+        """`cancel`, `compensate`, `pause` or `resume` a job (operators); the job. Sent once."""
+        job: Json = self.call(calls.job_action(verb, job_id, reason))
+        return job
 
     def signal(
         self, job_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
     ) -> Json:
         """Send the signal `name` to a job; the signal (`consumed_by` names the step that took
         it). Keyed like a submission, so a retry sends it once."""
-        answer: Json = self._json(
-            "POST",
-            f"/api/v1/jobs/{job_id}/signals/",
-            json_body={"name": name, "payload": payload},
-            headers={"Idempotency-Key": idempotency_key or new_key()},
-        )
+        answer: Json = self.call(calls.signal(job_id, name, payload, idempotency_key))
         return answer
 
     def signals(self, job_id: str) -> Iterator[Json]:
-        return self.pages(f"/api/v1/jobs/{job_id}/signals/")
+        return self.each(calls.signals(job_id))
 
     def approve(self, job_id: str, step: str, *, comment: str | None = None) -> Json:
         """Approve a step waiting for an approval; the step. Sent once: not retried."""
-        return self._decide(job_id, step, "approve", comment)
+        answer: Json = self.call(calls.decide(job_id, step, "approve", comment))
+        return answer
 
     def reject(self, job_id: str, step: str, *, comment: str | None = None) -> Json:
         """Reject a step waiting for an approval; the step. Sent once: not retried."""
-        return self._decide(job_id, step, "reject", comment)
-
-    def _decide(self, job_id: str, step: str, decision: str, comment: str | None) -> Json:
-        body = {"comment": comment} if comment is not None else {}
-        answer: Json = self._json("POST", f"/api/v1/jobs/{job_id}/steps/{step}/{decision}/", json_body=body)
+        answer: Json = self.call(calls.decide(job_id, step, "reject", comment))
         return answer
 
-    # --- steps ---------------------------------------------------------------------------------
+    # --- steps and the operator's lists -----------------------------------------------------------
+
+    def step(self, job_id: str, step: str | int) -> Json:
+        """The step of a job named `step` (or whose id it is): `SasError` when none or several."""
+        return calls.find_step(self.get(job_id), step)
 
     def retry_step(
         self,
@@ -427,62 +439,100 @@ class Client:
         input: Mapping[str, Any] | None = None,
     ) -> Json:
         """Dispatch a held or failed step again (operators); the step. Sent once: not retried."""
-        body = {"reason": reason, "pool": pool, "input": input}
-        answer: Json = self._json(
-            "POST",
-            f"/api/v1/steps/{step_id}/retry/",
-            json_body={k: v for k, v in body.items() if v is not None},
+        answer: Json = self.call(calls.retry_step(step_id, reason=reason, pool=pool, input=input))
+        return answer
+
+    def resolve_step(
+        self, step_id: int, *, output: Mapping[str, Any] | None, reason: str | None = None
+    ) -> Json:
+        """Complete a step by hand with `output` (operators); the step. Sent once: not retried."""
+        answer: Json = self.call(calls.resolve_step(step_id, output=output, reason=reason))
+        return answer
+
+    def attention(self, **filters: Any) -> Iterator[Json]:
+        """The steps that need an operator (`workflow`, `step`, `pool`, `older_than_minutes`)."""
+        return self.each(calls.attention(filters))
+
+    def bulk(
+        self,
+        action: str,
+        step_ids: Iterable[int],
+        *,
+        reason: str | None = None,
+        dry_run: bool = False,
+        idempotency_key: str | None = None,
+    ) -> Json:
+        """`retry`, `compensate` or `cancel` many steps (their jobs for the last two); with
+        `dry_run`, what would happen to each. Per-item results. Keyed, so it may be sent again."""
+        answer: Json = self.call(
+            calls.bulk(action, step_ids, reason=reason, dry_run=dry_run, idempotency_key=idempotency_key)
         )
         return answer
+
+    def supervisor(self) -> Json:
+        """The lease's holder, the last scan, the remediation debt and every endpoint's health."""
+        answer: Json = self.call(calls.supervisor())
+        return answer
+
+    # --- definitions ---------------------------------------------------------------------------
+
+    def definitions(self, kind: str) -> Iterator[Json]:
+        """Every `kind` (workflow, pool, policy, schedule) the service holds."""
+        return self.each(calls.definitions(kind))
+
+    def definition(self, kind: str, name: str) -> Json | None:
+        """The `kind` named `name`, None when there is none."""
+        try:
+            found: Json = self.call(calls.definition(kind, name))
+        except SasApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        return found
+
+    def create_definition(self, kind: str, body: Mapping[str, Any]) -> Json:
+        made: Json = self.call(calls.create_definition(kind, body))
+        return made
+
+    def change_definition(
+        self, kind: str, name: str, body: Mapping[str, Any], *, replace: bool = False
+    ) -> Json:
+        """PATCH (the fields in `body`) or, with `replace`, PUT (every field)."""
+        changed: Json = self.call(calls.change_definition(kind, name, body, replace=replace))
+        return changed
+
+    def delete_definition(self, kind: str, name: str) -> None:
+        """Delete it (409 while a job or workflow uses it)."""
+        self.call(calls.delete_definition(kind, name))
+
+    def pause_schedule(self, name: str, *, paused: bool = True) -> Json:
+        schedule: Json = self.call(calls.schedule_pause(name, paused))
+        return schedule
 
     # --- tokens --------------------------------------------------------------------------------
 
     def tokens(self, *, user: str | None = None) -> Iterator[Json]:
         """Your API tokens (an administrator: `user`'s). Keys are never listed."""
-        return self.pages("/api/v1/tokens/", {"user": user})
+        return self.each(calls.tokens(user))
 
     def create_token(self, name: str, *, lifetime_days: float | None = None) -> Json:
         """A new token acting as you, expiring after `lifetime_days` (the service's longest when
         None); the answer holds its `key`, shown this once. Sent once: a retry could make a
         second key nobody saw."""
-        body: Json = {"name": name}
-        if lifetime_days is not None:
-            body["lifetime_days"] = lifetime_days
-        answer: Json = self._json("POST", "/api/v1/tokens/", json_body=body)
+        answer: Json = self.call(calls.create_token(name, lifetime_days))
         return answer
 
     def revoke_token(self, token_id: int) -> Json:
         """Revoke a token (idempotent on the service: revoking it again answers it as it is)."""
-        answer: Json = self._json("POST", f"/api/v1/tokens/{token_id}/revoke/", json_body={}, idempotent=True)
+        answer: Json = self.call(calls.revoke_token(token_id))
         return answer
 
 
-def new_key() -> str:
-    """A fresh idempotency key."""
-    return str(uuid.uuid4())
+class _SyncOnly(httpx.AsyncBaseTransport):
+    """The async side of a sync `Client.api`: refuses, so that no async call goes out without
+    the retries (AsyncClient's `api` has them)."""
 
-
-def _submission(
-    workflow: str,
-    input: Mapping[str, Any] | None,
-    business_key: str | None,
-    priority: int | None,
-    callback_url: str | None,
-) -> Json:
-    body: Json = {"workflow": workflow, "input": dict(input or {})}
-    optional = {"business_key": business_key, "priority": priority, "callback_url": callback_url}
-    body.update({k: v for k, v in optional.items() if v is not None})
-    return body
-
-
-def _reason(reason: str | None) -> Json:
-    return {"reason": reason} if reason is not None else {}
-
-
-def _refuse_chunk(items: list[BatchItem], error: SasApiError) -> None:
-    """Every item of a refused chunk carries the error; the service names the item at fault by
-    its `index` in the chunk (`"detail": "jobs[2]: ..."`)."""
-    at_fault = error.body.get("index") if isinstance(error.body, dict) else None
-    for n, item in enumerate(items):
-        item.error = error
-        item.at_fault = n == at_fault
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        raise SasError(
+            "the generated client's asyncio calls run on AsyncClient(...).api, not Client(...).api"
+        )

@@ -8,13 +8,17 @@ every item carries its own key). Those are retried on 429, on 5xx and when no an
 connection failed or timed out), after `Retry-After` when the answer gave one, else after an
 exponential backoff, with a random part added so that many clients do not all come back at the
 same instant. Any other request is sent once: its 429 or 5xx is the caller's to handle.
+
+`RetryTransport` (httpx.Client) and `AsyncRetryTransport` (httpx.AsyncClient) differ only in how
+they send and sleep: whether to retry, and after how long, is `RetryPolicy.decide`'s.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import httpx
@@ -47,6 +51,32 @@ class RetryPolicy:
         base = retry_after if retry_after is not None else self.backoff(retry)
         return base + random.uniform(0, base * self.jitter)
 
+    def decide(
+        self, retry: int, response: httpx.Response | None, error: Exception | None = None
+    ) -> Retry | None:
+        """Whether try number `retry` + 1 (0: the first) of an idempotent request, which got
+        `response` or raised `error` (a `httpx.TransportError`: no answer), is sent again: the
+        retry to make, or None when the answer (or the error) goes to the caller."""
+        if retry + 1 >= self.attempts:
+            return None
+        if response is None:
+            return Retry(self.delay(retry, None), type(error).__name__, None)
+        if response.status_code not in RETRIED_STATUSES:
+            return None
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
+        if retry_after is not None and retry_after > self.retry_after_max:
+            return None
+        return Retry(self.delay(retry, retry_after), str(response.status_code), retry_after)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A decision to send a request again: after `wait` seconds, because of `reason`."""
+
+    wait: float
+    reason: str
+    retry_after: float | None
+
 
 @dataclass(frozen=True)
 class RetryEvent:
@@ -61,6 +91,12 @@ class RetryEvent:
     reason: str
     #: The answer's `Retry-After` in seconds, when it named one.
     retry_after: float | None
+    #: The most tries the policy allows, the first included.
+    attempts: int = RetryPolicy.attempts
+
+    def describe(self) -> str:
+        """`retrying in 2.1 s (attempt 2 of 5): 503`: one line for a person."""
+        return f"retrying in {self.wait:.1f} s (attempt {self.number + 1} of {self.attempts}): {self.reason}"
 
 
 RetryHook = Callable[[RetryEvent], None]
@@ -95,26 +131,73 @@ class RetryTransport(httpx.BaseTransport):
             return self.wrapped.handle_request(request)
         retry = 0
         while True:
-            last_try = retry + 1 >= self.policy.attempts
+            response, error = None, None
             try:
                 response = self.wrapped.handle_request(request)
             except httpx.TransportError as exc:  # no answer (timeouts included)
-                if last_try:
-                    raise
-                reason, retry_after = type(exc).__name__, None
-            else:
-                if response.status_code not in RETRIED_STATUSES or last_try:
-                    return response
-                retry_after = parse_retry_after(response.headers.get("retry-after"))
-                if retry_after is not None and retry_after > self.policy.retry_after_max:
-                    return response
-                reason = str(response.status_code)
+                error = exc
+            decision = self.policy.decide(retry, response, error)
+            if decision is None:
+                return _answer(response, error)
+            if response is not None:
                 response.close()
-            wait = self.policy.delay(retry, retry_after)
             retry += 1
-            if self.on_retry is not None:
-                self.on_retry(RetryEvent(request, retry, wait, reason, retry_after))
-            self.sleep(wait)
+            _announce(self.on_retry, request, retry, decision, self.policy)
+            self.sleep(decision.wait)
 
     def close(self) -> None:
         self.wrapped.close()
+
+
+class AsyncRetryTransport(httpx.AsyncBaseTransport):
+    """`RetryTransport` for `httpx.AsyncClient`: the same decisions (`RetryPolicy.decide`), an
+    awaited sleep (`asyncio.sleep` unless given)."""
+
+    def __init__(
+        self,
+        wrapped: httpx.AsyncBaseTransport | None = None,
+        *,
+        policy: RetryPolicy | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        on_retry: RetryHook | None = None,
+    ) -> None:
+        self.wrapped = wrapped if wrapped is not None else httpx.AsyncHTTPTransport()
+        self.policy = policy or RetryPolicy()
+        self.sleep = sleep
+        self.on_retry = on_retry
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if not is_idempotent(request):
+            return await self.wrapped.handle_async_request(request)
+        retry = 0
+        while True:
+            response, error = None, None
+            try:
+                response = await self.wrapped.handle_async_request(request)
+            except httpx.TransportError as exc:  # no answer (timeouts included)
+                error = exc
+            decision = self.policy.decide(retry, response, error)
+            if decision is None:
+                return _answer(response, error)
+            if response is not None:
+                await response.aclose()
+            retry += 1
+            _announce(self.on_retry, request, retry, decision, self.policy)
+            await self.sleep(decision.wait)
+
+    async def aclose(self) -> None:
+        await self.wrapped.aclose()
+
+
+def _answer(response: httpx.Response | None, error: Exception | None) -> httpx.Response:
+    """The answer that goes to the caller: the response, or the error raised when none came."""
+    if response is None:
+        raise error or httpx.TransportError("no answer")
+    return response
+
+
+def _announce(
+    hook: RetryHook | None, request: httpx.Request, number: int, retry: Retry, policy: RetryPolicy
+) -> None:
+    if hook is not None:
+        hook(RetryEvent(request, number, retry.wait, retry.reason, retry.retry_after, policy.attempts))
