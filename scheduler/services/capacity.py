@@ -517,12 +517,10 @@ def _lock_key(key: str) -> None:
 def key_in_flight(key: str, *, besides: int | None = None) -> int:
     """The calls of a concurrency key in flight, or that may be (KEY_IN_FLIGHT), but step
     `besides`'s own: its retry takes the place of its earlier call."""
-    return (
-        Step.objects.filter(KEY_IN_FLIGHT, concurrency_key=key)
-        .exclude(concurrency_key="")
-        .exclude(pk=besides)
-        .count()
-    )
+    holding = Step.objects.filter(KEY_IN_FLIGHT, concurrency_key=key).exclude(concurrency_key="")
+    if besides is not None:
+        holding = holding.exclude(pk=besides)
+    return holding.count()
 
 
 def _held_back(state: JobState, *, step: Step, pool: AgentPool, full: set[str]) -> tuple[bool, float | None]:
