@@ -1,0 +1,131 @@
+"""The console's job page and job list: a job's input and result come first (pretty, collapsed
+when long, cut when huge), and progress is drawn by how each step ended, so a job whose steps
+were undone never reads as a full green bar."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from html import unescape
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from agents.fake import FakeRemote
+from sas_project.permissions import role_groups_ensure
+from scheduler.models import Job, JobStatus, Outcome
+from scheduler.services import job_submit
+from supervisor.selectors.jobs import JSON_SHOWN_CHARS
+from tests.factories import chain, make_policy, make_workflow, step
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def ops(client: Client) -> Client:
+    role_groups_ensure()
+    user = User.objects.create_user("olga")
+    user.groups.add(Group.objects.get(name="operators"))
+    client.force_login(user)
+    return client
+
+
+def compensated_job(drain: Callable, fake_remote: FakeRemote, supervise: Callable) -> Job:
+    """s1 succeeds and is undone, s2 is refused (no retry: compensate), s3 never runs."""
+    make_policy("once-then-undo", max_attempts=1, on_exhausted="compensate")
+    make_workflow("undone", step("s1"), step("s2", "s1", policy="once-then-undo"), step("s3", "s2"))
+    fake_remote.script("s2", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="undone", input={"order": 7}).job
+    for _ in range(3):
+        drain()
+        supervise()
+    drain()
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPENSATED
+    return job
+
+
+def document(html: str, name: str) -> str:
+    """The text of the input's or the result's document as the page shows it."""
+    found = re.search(rf'id="json-{name}".*?<pre class="json">(.*?)</pre>', html, re.S)
+    assert found, name
+    return unescape(found.group(1))
+
+
+def segments(html: str) -> dict[str, int]:
+    bar = re.search(r'<svg class="segbar job" id="job-progress".*?</svg>', html, re.S)
+    assert bar, "the job's progress bar"
+    return {s: int(n) for s, n in re.findall(r'data-status="(\w+)" data-count="(\d+)"', bar.group(0))}
+
+
+def test_the_job_page_shows_input_and_result_before_the_dag(
+    ops: Client, drain: Callable, fake_remote: FakeRemote
+) -> None:
+    chain(n=1)
+    job = job_submit(workflow="chain", input={"order": "<b>A-1</b>", "lines": [1, 2]}).job
+    drain()
+    Job.objects.filter(pk=job.pk).update(result={"shipped": True})
+    html = ops.get(f"/ops/jobs/{job.pk}/").content.decode()
+    assert html.index('id="job-input"') < html.index('id="job-result"') < html.index('id="job-dag"')
+    assert "&lt;b&gt;A-1&lt;/b&gt;" in html and "<b>A-1" not in html  # escaped
+    assert '"lines": [\n    1,\n    2\n  ]' in document(html, "input")  # pretty
+    assert '"shipped": true' in document(html, "result")
+    assert re.search(r'<details class="json-doc" id="json-input"[^>]* open', html)
+
+
+def test_a_large_input_is_collapsed_and_a_huge_one_cut_with_a_link_to_the_api(
+    ops: Client, drain: Callable, fake_remote: FakeRemote
+) -> None:
+    chain(n=1)
+    job = job_submit(workflow="chain", input={f"k{i:04d}": "x" * 400 for i in range(2000)}).job
+    Job.objects.filter(pk=job.pk).update(result={f"r{i}": i for i in range(60)})
+    html = ops.get(f"/ops/jobs/{job.pk}/").content.decode()
+    assert len(html) < 200_000, "a page never carries the whole megabyte"
+    assert not re.search(r'id="json-input"[^>]* open', html)
+    assert 'id="json-input-truncated"' in html and f"/api/v1/jobs/{job.pk}/" in html
+    assert "k1999" not in html and "k0000" in html
+    assert html.count("x" * 400) <= JSON_SHOWN_CHARS // 400 + 1
+    # A long result starts collapsed, but is whole.
+    assert not re.search(r'id="json-result"[^>]* open', html)
+    assert '"r59": 59' in document(html, "result") and 'id="json-result-truncated"' not in html
+
+
+def test_a_compensated_job_shows_its_steps_by_outcome_not_a_full_green_bar(
+    ops: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    job = compensated_job(drain, fake_remote, supervise)
+    html = ops.get(f"/ops/jobs/{job.pk}/").content.decode()
+    by_status = segments(html)
+    assert "succeeded" not in by_status
+    assert by_status == {"compensated": 1, "failed": 1, "skipped": 1}
+    assert "0 succeeded" not in html
+    text = re.search(r'id="job-progress-text">(.*?)</span>', html, re.S)
+    assert text and "1 compensated, 1 failed, 1 skipped" in text.group(1)
+    assert "No result: the job ended compensated." in html
+
+
+def test_the_job_list_marks_jobs_that_did_not_succeed(
+    ops: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    bad = compensated_job(drain, fake_remote, supervise)
+    chain(n=2)
+    good = job_submit(workflow="chain", input={}).job
+    drain()
+    html = ops.get("/ops/jobs/").content.decode()
+    bad_row = re.search(rf'<tr data-job="{bad.pk}"([^>]*)>(.*?)</tr>', html, re.S)
+    good_row = re.search(rf'<tr data-job="{good.pk}"([^>]*)>(.*?)</tr>', html, re.S)
+    assert bad_row and good_row
+    assert 'class="ended ended-compensated"' in bad_row.group(1)
+    assert "ended" not in good_row.group(1)
+    assert 'data-status="compensated"' in bad_row.group(2) and 'data-status="succeeded"' not in bad_row.group(
+        2
+    )
+    assert "1 compensated, 1 failed, 1 skipped" in bad_row.group(2)
+    assert 'data-status="succeeded" data-count="2"' in good_row.group(2)
