@@ -80,7 +80,13 @@ JOB_SERVICES: dict[str, Callable[..., Any]] = {
     "compensate": services.job_compensate,
     "cancel": services.job_cancel,
 }
-JOB_DONE = {"pause": "paused", "resume": "resumed", "compensate": "compensating", "cancel": "cancelling"}
+#: What a job action did, said to the operator ({job}: the job's short id).
+JOB_DONE = {
+    "pause": "Paused job {job}: nothing new is dispatched until it is resumed; calls in flight finish.",
+    "resume": "Resumed job {job}: its pending dispatches go out now.",
+    "compensate": "Compensating job {job}: it stopped, and what its steps did is being undone.",
+    "cancel": "Cancelling job {job}: it stopped, what ran is being undone, and it ends cancelled.",
+}
 
 
 def operator_required(view: View) -> View:
@@ -428,7 +434,7 @@ def job_action(request: HttpRequest, job_id: Any) -> HttpResponse:
     )
     if isinstance(done, HttpResponse):
         return done
-    message = f"Job {str(job_id)[:8]} {JOB_DONE[form.cleaned_data['action']]}."
+    message = JOB_DONE[form.cleaned_data["action"]].format(job=str(job_id)[:8])
     return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=job_id)
 
 

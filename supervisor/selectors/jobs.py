@@ -16,7 +16,6 @@ from agents.models import AgentPool
 from scheduler.models import (
     CANARY_WORKFLOW,
     JOB_LIVE,
-    JOB_SETTLED,
     STEP_SETTLED,
     Attempt,
     Delivery,
@@ -33,6 +32,7 @@ from scheduler.models import (
 from scheduler.selectors import item_summaries
 from scheduler.services.flow import KeyWait, key_wait
 from scheduler.services.gates import GateWait, gate_wait
+from supervisor.selectors.actions import job_actions
 from supervisor.selectors.attention import _StepActions
 from supervisor.selectors.overview import signature
 from supervisor.services import input_edit_refusal
@@ -213,9 +213,14 @@ class JobDetail:
         """The wait steps waiting now (for a signal, an approval or a time), in step order."""
         return [r for r in self.actions if r.wait is not None and r.wait_kind]
 
+    @cached_property
+    def job_actions(self) -> frozenset[str]:
+        """The job actions the services accept now (pause, resume, compensate, cancel, rerun)."""
+        return job_actions(self.job)
+
     @property
     def can_rerun(self) -> bool:
-        return self.job.status in JOB_SETTLED
+        return "rerun" in self.job_actions
 
     @property
     def live(self) -> bool:

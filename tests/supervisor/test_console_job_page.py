@@ -129,3 +129,97 @@ def test_the_job_list_marks_jobs_that_did_not_succeed(
     )
     assert "1 compensated, 1 failed, 1 skipped" in bad_row.group(2)
     assert 'data-status="succeeded" data-count="2"' in good_row.group(2)
+
+
+# --- actions offered by the services' rules -------------------------------------------------------
+
+STEP_ACTIONS = ("Retry</button>", "Retry on…", "Retry with input…", "Resolve…")
+
+
+def held_job(drain: Callable, fake_remote: FakeRemote, supervise: Callable) -> Job:
+    """s1 refused once and held for an operator (its policy holds when exhausted)."""
+    make_policy("holding", on_exhausted="hold", max_attempts=1)
+    make_workflow("h", step("s1", policy="holding"), step("s2", "s1"))
+    fake_remote.script("s1", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="h", input={}).job
+    drain()
+    supervise()
+    job.refresh_from_db()
+    assert job.status == JobStatus.NEEDS_ATTENTION
+    return job
+
+
+def step_block(html: str, name: str) -> str:
+    found = re.search(rf'<div class="step-block" id="step-\d+" data-step="{name}".*?</table>', html, re.S)
+    assert found, name
+    return found.group(0)
+
+
+def test_steps_of_a_settled_job_are_offered_no_retry_or_resolve(
+    ops: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    job = compensated_job(drain, fake_remote, supervise)
+    failed = job.steps.get(name="s2")
+    assert failed.status == "failed"
+    html = ops.get(f"/ops/jobs/{job.pk}/").content.decode()
+    for label in STEP_ACTIONS:
+        assert label not in html, label
+    assert 'id="job-actions"' not in html  # nothing to pause, compensate or cancel
+    assert 'id="job-rerun"' in html
+    # The service agrees: a retry is refused.
+    refused = ops.post(f"/ops/steps/{failed.pk}/retry/", {"fragment": "job"}, HTTP_HX_REQUEST="true")
+    assert refused.status_code == 409 and "cannot be retried now" in refused.content.decode()
+
+
+def test_a_paused_job_offers_resume_and_no_retry(
+    ops: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    job = held_job(drain, fake_remote, supervise)
+    before = step_block(ops.get(f"/ops/jobs/{job.pk}/").content.decode(), "s1")
+    assert "Retry</button>" in before and "Resolve…" in before
+    paused = ops.post(
+        f"/ops/jobs/{job.pk}/act/", {"action": "pause", "fragment": "job"}, HTTP_HX_REQUEST="true"
+    )
+    html = paused.content.decode()
+    assert "Paused job" in html and "nothing new is dispatched until it is resumed" in html
+    block = step_block(html, "s1")
+    assert "Retry</button>" not in block and "Retry with input…" not in block
+    assert 'value="resume"' in html and 'value="pause"' not in html
+    refused = ops.post(
+        f"/ops/steps/{job.steps.get(name='s1').pk}/retry/", {"fragment": "job"}, HTTP_HX_REQUEST="true"
+    )
+    assert refused.status_code == 409 and "resume it before you retry" in refused.content.decode()
+
+
+def test_a_failed_job_offers_retry_and_compensate_but_not_cancel(
+    ops: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    make_policy("once", max_attempts=1, on_exhausted="fail")
+    make_workflow("three", step("s1"), step("s2", "s1", policy="once"))
+    fake_remote.script("s2", Outcome.BUSINESS_FAILURE)
+    job = job_submit(workflow="three", input={}).job
+    for _ in range(2):
+        drain()
+        supervise()
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+    html = ops.get(f"/ops/jobs/{job.pk}/").content.decode()
+    assert "Retry</button>" in step_block(html, "s2")
+    assert 'value="compensate"' in html and 'value="cancel"' not in html and 'value="pause"' not in html
+    done = ops.post(
+        f"/ops/jobs/{job.pk}/act/", {"action": "compensate", "fragment": "job"}, HTTP_HX_REQUEST="true"
+    )
+    assert done.status_code == 200 and "what its steps did is being undone" in done.content.decode()
+
+
+def test_the_needs_attention_row_of_a_paused_job_offers_no_retry(
+    ops: Client, drain: Callable, fake_remote: FakeRemote, supervise: Callable
+) -> None:
+    job = held_job(drain, fake_remote, supervise)
+    held = job.steps.get(name="s1")
+    row = re.compile(rf'<tbody id="attention-{held.pk}".*?</tbody>', re.S)
+    listed = row.search(ops.get("/ops/attention/").content.decode())
+    assert listed and "Retry</button>" in listed.group(0)
+    ops.post(f"/ops/jobs/{job.pk}/act/", {"action": "pause", "fragment": "job"}, HTTP_HX_REQUEST="true")
+    listed = row.search(ops.get("/ops/attention/").content.decode())
+    assert listed and "Retry</button>" not in listed.group(0) and "Compensate job" in listed.group(0)
