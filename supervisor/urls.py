@@ -24,4 +24,9 @@ urlpatterns = [
     path("keys/", views.keys, name="keys"),
     path("schedules/<slug:name>/act/", views.schedule_action, name="schedule_action"),
     path("calibration/", views.calibration, name="calibration"),
+    path("workflows/", views.workflows, name="workflows"),
+    path("workflows/<slug:name>/", views.workflow, name="workflow"),
+    path("pools/", views.pools, name="pools"),
+    path("policies/", views.policies, name="policies"),
+    path("policies/<slug:name>/", views.policy, name="policy"),
 ]

@@ -45,7 +45,7 @@ from scheduler.services.capacity import busiest_call_keys
 from scheduler.services.flow import busiest_keys
 from scheduler.services.wakeups import NotPermitted, approval_decide
 from supervisor import selectors, services
-from supervisor.dag import job_dag
+from supervisor.dag import definition_dag, job_dag
 from supervisor.forms import (
     ApprovalForm,
     AttentionFilterForm,
@@ -548,3 +548,47 @@ def schedule_action(request: HttpRequest, name: str) -> HttpResponse:
         return redirect("ops:schedules")
     messages.success(request, f"Schedule {name} {'paused' if action == 'pause' else 'resumed'}.")
     return redirect("ops:schedules")
+
+
+# --- definitions (read-only: the admin edits them) -----------------------------------------------
+
+
+@require_GET
+@viewer_required
+def workflows(request: HttpRequest) -> HttpResponse:
+    return render(request, "ops/workflows.html", {"section": "workflows", "rows": selectors.workflow_list()})
+
+
+@require_GET
+@viewer_required
+def workflow(request: HttpRequest, name: str) -> HttpResponse:
+    detail = selectors.workflow_detail(name)
+    if detail is None:
+        raise Http404("no such workflow")
+    context = {
+        "section": "workflows",
+        "w": detail,
+        "dag": definition_dag(detail.steps, title=f"{name} v{detail.latest.version}"),
+    }
+    return render(request, "ops/workflow.html", context)
+
+
+@require_GET
+@viewer_required
+def pools(request: HttpRequest) -> HttpResponse:
+    return render(request, "ops/pools.html", {"section": "pools", "rows": selectors.pool_list()})
+
+
+@require_GET
+@viewer_required
+def policies(request: HttpRequest) -> HttpResponse:
+    return render(request, "ops/policies.html", {"section": "policies", "rows": selectors.policy_rows()})
+
+
+@require_GET
+@viewer_required
+def policy(request: HttpRequest, name: str) -> HttpResponse:
+    detail = selectors.policy_detail(name)
+    if detail is None:
+        raise Http404("no such policy")
+    return render(request, "ops/policy.html", {"section": "policies", "p": detail})

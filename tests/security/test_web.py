@@ -104,6 +104,11 @@ def console_posts(job: Job) -> list[str]:
         f"/ops/jobs/{job.pk}/steps/s1/items/",
         "/ops/calibration/",
         "/ops/keys/",
+        "/ops/workflows/",
+        f"/ops/workflows/{job.workflow.name}/",
+        "/ops/pools/",
+        "/ops/policies/",
+        "/ops/policies/default/",
         "/accounts/logout/",
         "/accounts/login/",
     ]
