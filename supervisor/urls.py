@@ -20,6 +20,7 @@ urlpatterns = [
     path("jobs/<uuid:job_id>/act/", views.job_action, name="job_action"),
     path("jobs/<uuid:job_id>/steps/<slug:step_name>/items/", views.job_items, name="job_items"),
     path("jobs/<uuid:job_id>/rerun/", views.job_rerun, name="job_rerun"),
+    path("jobs/<uuid:job_id>/signal/", views.job_signal, name="job_signal"),
     path("schedules/", views.schedules, name="schedules"),
     path("keys/", views.keys, name="keys"),
     path("schedules/<slug:name>/act/", views.schedule_action, name="schedule_action"),

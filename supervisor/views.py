@@ -43,7 +43,7 @@ from scheduler.schedules import schedule_set_paused
 from scheduler.selectors import archived_job
 from scheduler.services.capacity import busiest_call_keys
 from scheduler.services.flow import busiest_keys
-from scheduler.services.wakeups import NotPermitted, approval_decide
+from scheduler.services.wakeups import NotPermitted, approval_decide, signal_send
 from supervisor import selectors, services
 from supervisor.dag import definition_dag, job_dag
 from supervisor.forms import (
@@ -56,6 +56,7 @@ from supervisor.forms import (
     ResolveForm,
     RetryForm,
     ScheduleActionForm,
+    SignalForm,
 )
 
 View = Callable[..., HttpResponse]
@@ -436,6 +437,31 @@ def job_action(request: HttpRequest, job_id: Any) -> HttpResponse:
         return done
     message = JOB_DONE[form.cleaned_data["action"]].format(job=str(job_id)[:8])
     return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=job_id)
+
+
+@require_POST
+@operator_required
+def job_signal(request: HttpRequest, job_id: Any) -> HttpResponse:
+    """Send a signal to a job from its page, as `POST /api/v1/jobs/{id}/signals/` does (the same
+    service, with the operator as sender)."""
+    form = SignalForm(request.POST)
+    receipt = _performed(
+        request,
+        form,
+        lambda data: signal_send(
+            job_id=job_id, name=data["name"], payload=data["payload"], sender=request.user
+        ),
+        job_id=job_id,
+    )
+    if isinstance(receipt, HttpResponse):
+        return receipt
+    name = receipt.signal.name
+    taker = selectors.signal_taker(receipt.signal.pk)
+    if taker:
+        message = f"Sent signal {name} to job {str(job_id)[:8]}: step {taker} took it and the job moves on."
+    else:
+        message = f"Sent signal {name} to job {str(job_id)[:8]}: kept until a step waits for it."
+    return _answer(request, ok=True, message=message, status=200, job_id=job_id)
 
 
 def _int_or_none(value: str | None) -> int | None:

@@ -44,6 +44,7 @@ from supervisor.selectors.jobs import (
     job_detail,
     job_items,
     jobs_search,
+    signal_taker,
     step_progress,
     workflow_names,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "policy_rows",
     "pool_list",
     "schedule_rows",
+    "signal_taker",
     "signature",
     "step_job_and_name",
     "step_job_id",

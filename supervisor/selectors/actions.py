@@ -48,8 +48,8 @@ def step_resolvable(step: Step) -> bool:
 
 
 def job_actions(job: Job) -> frozenset[str]:
-    """The job actions `job_pause`, `job_resume`, `job_compensate`, `job_cancel` and `job_rerun`
-    accept now."""
+    """The job actions `job_pause`, `job_resume`, `job_compensate`, `job_cancel`, `job_rerun`
+    and `signal_send` accept now."""
     allowed: set[str] = set()
     if job.paused_at is not None:
         allowed.add("resume")
@@ -60,6 +60,9 @@ def job_actions(job: Job) -> frozenset[str]:
             allowed.add(action)
     if job.status in JOB_SETTLED:
         allowed.add("rerun")
+    # As scheduler.services.wakeups.signal_send decides (it states the rule inline).
+    if job.status in JOB_FORWARD and not job.compensation_reason:
+        allowed.add("signal")
     return frozenset(allowed)
 
 

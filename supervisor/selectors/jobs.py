@@ -23,6 +23,7 @@ from scheduler.models import (
     Event,
     Job,
     JobStatus,
+    Signal,
     Step,
     StepDefinitionKind,
     StepKind,
@@ -391,6 +392,11 @@ def step_progress(job_ids: Iterable[Any]) -> dict[Any, Progress]:
     for job_id, status, n in rows:
         counts[job_id][status] = n
     return {job_id: _progress(by_status) for job_id, by_status in counts.items()}
+
+
+def signal_taker(signal_id: int) -> str | None:
+    """The name of the step that took a signal, or None while it is kept."""
+    return Signal.objects.filter(pk=signal_id).values_list("consumed_by__name", flat=True).first()
 
 
 def workflow_names() -> list[str]:

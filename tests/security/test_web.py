@@ -94,6 +94,7 @@ def console_posts(job: Job) -> list[str]:
         f"/ops/steps/{step.pk}/decide/",
         f"/ops/jobs/{job.pk}/act/",
         f"/ops/jobs/{job.pk}/rerun/",
+        f"/ops/jobs/{job.pk}/signal/",
         "/ops/schedules/nightly/act/",
         "/ops/schedules/",
         "/ops/attention/bulk/",

@@ -15,9 +15,10 @@ from django.test import Client
 
 from agents.fake import FakeRemote
 from sas_project.permissions import role_groups_ensure
-from scheduler.models import Job, JobStatus, Outcome
+from scheduler.models import Event, Job, JobStatus, Outcome, Signal, StepStatus
 from scheduler.services import job_submit
 from supervisor.selectors.jobs import JSON_SHOWN_CHARS
+from tests.api.support import make_user
 from tests.factories import chain, make_policy, make_workflow, step
 
 pytestmark = pytest.mark.django_db
@@ -223,3 +224,81 @@ def test_the_needs_attention_row_of_a_paused_job_offers_no_retry(
     ops.post(f"/ops/jobs/{job.pk}/act/", {"action": "pause", "fragment": "job"}, HTTP_HX_REQUEST="true")
     listed = row.search(ops.get("/ops/attention/").content.decode())
     assert listed and "Retry</button>" not in listed.group(0) and "Compensate job" in listed.group(0)
+
+
+# --- sending a signal -----------------------------------------------------------------------------
+
+
+def signal_job() -> Job:
+    make_workflow(
+        "waits-for-shipping",
+        {"name": "shipped", "kind": "signal", "signal": "shipped", "timeout_seconds": 3600},
+        step("bill", "shipped"),
+    )
+    job = job_submit(workflow="waits-for-shipping", input={}).job
+    assert job.steps.get(name="shipped").status == StepStatus.WAITING
+    return job
+
+
+def test_a_step_waiting_for_a_signal_offers_the_form_to_operators_only(ops: Client) -> None:
+    job = signal_job()
+    html = ops.get(f"/ops/jobs/{job.pk}/").content.decode()
+    form = re.search(r'<form class="signal-form" method="post" action="([^"]+)".*?</form>', html, re.S)
+    assert form and form.group(1) == f"/ops/jobs/{job.pk}/signal/"
+    assert 'name="name" value="shipped"' in form.group(0) and "csrfmiddlewaretoken" in form.group(0)
+    viewer = Client()
+    viewer.force_login(make_user("vera", "viewers"))
+    assert "signal-form" not in viewer.get(f"/ops/jobs/{job.pk}/").content.decode()
+    refused = viewer.post(f"/ops/jobs/{job.pk}/signal/", {"name": "shipped"})
+    assert refused.status_code == 403 and not Signal.objects.exists()
+
+
+def test_an_operator_sends_a_signal_and_the_waiting_step_takes_it(ops: Client, drain: Callable) -> None:
+    job = signal_job()
+    response = ops.post(
+        f"/ops/jobs/{job.pk}/signal/",
+        {"name": "shipped", "payload": '{"tracking": "T-1"}', "fragment": "job"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 200
+    assert (
+        "Sent signal shipped" in response.content.decode()
+        and "step shipped took it" in response.content.decode()
+    )
+    shipped = job.steps.get(name="shipped")
+    assert shipped.status == StepStatus.SUCCEEDED and shipped.output == {"tracking": "T-1"}
+    signal = Signal.objects.get(job=job)
+    assert signal.sender is not None and signal.sender.get_username() == "olga"
+    assert Event.objects.get(job=job, kind="signal_received").actor == signal.sender
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"name": "shipped", "payload": "{not json"}, "payload is not valid JSON"),
+        ({"name": "", "payload": "1"}, "name: This field is required."),
+        ({"name": "delivered"}, "waits for signal &#x27;delivered&#x27;"),
+        ({"name": "bad name!"}, "name"),
+    ],
+)
+def test_a_bad_signal_is_a_clear_400_and_changes_nothing(ops: Client, data: dict, said: str) -> None:
+    job = signal_job()
+    response = ops.post(f"/ops/jobs/{job.pk}/signal/", {**data, "fragment": "job"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 400 and said in response.content.decode()
+    assert not Signal.objects.exists()
+    assert job.steps.get(name="shipped").status == StepStatus.WAITING
+
+
+def test_a_signal_to_a_settled_job_is_refused_with_the_reason(ops: Client) -> None:
+    job = signal_job()
+    ops.post(f"/ops/jobs/{job.pk}/act/", {"action": "cancel", "fragment": "job"})
+    job.refresh_from_db()
+    assert job.status in (JobStatus.CANCELLED, JobStatus.COMPENSATING)
+    assert "signal-form" not in ops.get(f"/ops/jobs/{job.pk}/").content.decode()
+    response = ops.post(
+        f"/ops/jobs/{job.pk}/signal/", {"name": "shipped", "fragment": "job"}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 409 and "it takes no more signals" in response.content.decode()
+    # Without htmx: back to the job page with the message.
+    plain = ops.post(f"/ops/jobs/{job.pk}/signal/", {"name": "shipped"})
+    assert plain.status_code == 302 and plain["Location"] == f"/ops/jobs/{job.pk}/"
