@@ -23,6 +23,7 @@ from scheduler.models import StepDefinitionKind
 from supervisor.selectors.waits import wait_kind_text, wait_of
 
 if TYPE_CHECKING:
+    from scheduler.models import StepDefinition
     from supervisor.selectors import StepRow
 
 NODE_W = 168
@@ -67,6 +68,8 @@ class DagNode:
     workflow: bool = False
     #: A fan-out step: it runs once per item (drawn as a stack of cards).
     fan_out: bool = False
+    #: The second line, instead of the status (a definition's kind: it has no status).
+    caption: str = ""
 
 
 def _depths(nodes: Sequence[DagNode]) -> dict[str, int]:
@@ -119,7 +122,7 @@ def _label(status: str) -> str:
     return status.replace("_", " ")
 
 
-def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow") -> SafeString:
+def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow", legend: bool = True) -> SafeString:
     """The graph as an <svg> element (safe to insert in a template as is)."""
     if not nodes:
         return mark_safe('<p class="muted">This workflow has no steps.</p>')
@@ -130,7 +133,7 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow") -> SafeStri
     statuses = sorted(
         {n.status for n in nodes} | {n.compensation_status for n in nodes if n.compensation_status}
     )
-    legend, legend_w = _legend(statuses, height - LEGEND_H + 8)
+    key, legend_w = _legend(statuses, height - LEGEND_H + 8) if legend else ("", 0)
     width = max(PAD * 2 + len(columns) * NODE_W + (len(columns) - 1) * COL_GAP, PAD * 2 + legend_w)
     where: dict[str, tuple[int, int]] = {}
     for c, column in enumerate(columns):
@@ -165,7 +168,8 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow") -> SafeStri
     for node in nodes:
         x, y = where[node.name]
         fill, stroke, ink = COLOURS.get(node.status, FALLBACK)
-        label = f"{node.name}: {_label(node.status)}"
+        second = node.caption or _label(node.status)
+        label = f"{node.name}: {second}"
         if node.wait and node.detail:
             label += f" ({node.detail})"
         if node.compensation_status:
@@ -178,8 +182,7 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow") -> SafeStri
             f'stroke="{stroke}" stroke-width="2"{dashed}/>',
             f'<text x="{x + 12}" y="{y + 21}" font-size="14" font-weight="600" fill="{ink}">'
             f"{escape(_short(node.name, NAME_CHARS))}</text>",
-            f'<text x="{x + 12}" y="{y + 37}" font-size="12" fill="{ink}">'
-            f"{escape(_label(node.status))}</text>",
+            f'<text x="{x + 12}" y="{y + 37}" font-size="12" fill="{ink}">{escape(second)}</text>',
         ]
         if node.detail:
             body.append(
@@ -223,7 +226,7 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow") -> SafeStri
             f'<g class="dag-node" data-step="{escape(node.name)}" data-status="{escape(node.status)}"{wait}>'
             f"{inner}</g>"
         )
-    parts.append(legend)
+    parts.append(key)
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every interpolated text is escaped above
 
@@ -276,3 +279,32 @@ def job_dag(actions: Sequence[StepRow], *, title: str = "Workflow") -> SafeStrin
             )
         )
     return render_dag(nodes, title=title)
+
+
+def definition_dag(definitions: Sequence[StepDefinition], *, title: str = "Workflow") -> SafeString:
+    """The DAG of a workflow version's step definitions: no status, so each node names its kind
+    and what it calls or waits for (its pool and policy, the signal, the approval's group, the
+    child workflow)."""
+    nodes = []
+    for d in definitions:
+        if d.waits:
+            detail = wait_kind_text(d)
+        elif d.kind == StepDefinitionKind.WORKFLOW:
+            detail = f"workflow {d.child_workflow}"
+        else:
+            detail = " \u00b7 ".join(
+                x for x in (d.pool.name if d.pool else "", d.policy.name if d.policy else "") if x
+            )
+        nodes.append(
+            DagNode(
+                name=d.name,
+                status="definition",
+                depends_on=tuple(d.depends_on or ()),
+                detail=detail,
+                wait=str(d.kind) if d.waits else "",
+                workflow=d.kind == StepDefinitionKind.WORKFLOW,
+                fan_out=bool(d.for_each),
+                caption=f"{d.kind} step" + (" \u00b7 for each item" if d.for_each else ""),
+            )
+        )
+    return render_dag(nodes, title=title, legend=False)

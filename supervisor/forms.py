@@ -110,6 +110,25 @@ class ApprovalForm(forms.Form):
     comment = forms.CharField(required=False, max_length=2000, strip=True)
 
 
+class SignalForm(forms.Form):
+    """A signal sent to a job from its page: its name, and its payload (any JSON; empty: none),
+    which becomes the output of the step that takes it."""
+
+    name = forms.CharField(max_length=100, strip=True)
+    payload = forms.CharField(required=False, max_length=100_000, widget=forms.Textarea)
+
+    def clean_payload(self) -> Any:
+        text = (self.cleaned_data.get("payload") or "").strip()
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"payload is not valid JSON: {exc.msg} (line {exc.lineno})") from exc
+        except RecursionError as exc:
+            raise forms.ValidationError("payload nests too deeply") from exc
+
+
 class RerunForm(forms.Form):
     from_step = forms.CharField(max_length=120, strip=True)
     #: A new input for the whole job (JSON object); empty: the original input.

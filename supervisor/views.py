@@ -43,9 +43,9 @@ from scheduler.schedules import schedule_set_paused
 from scheduler.selectors import archived_job
 from scheduler.services.capacity import busiest_call_keys
 from scheduler.services.flow import busiest_keys
-from scheduler.services.wakeups import NotPermitted, approval_decide
+from scheduler.services.wakeups import NotPermitted, approval_decide, signal_send
 from supervisor import selectors, services
-from supervisor.dag import job_dag
+from supervisor.dag import definition_dag, job_dag
 from supervisor.forms import (
     ApprovalForm,
     AttentionFilterForm,
@@ -56,6 +56,7 @@ from supervisor.forms import (
     ResolveForm,
     RetryForm,
     ScheduleActionForm,
+    SignalForm,
 )
 
 View = Callable[..., HttpResponse]
@@ -80,7 +81,13 @@ JOB_SERVICES: dict[str, Callable[..., Any]] = {
     "compensate": services.job_compensate,
     "cancel": services.job_cancel,
 }
-JOB_DONE = {"pause": "paused", "resume": "resumed", "compensate": "compensating", "cancel": "cancelling"}
+#: What a job action did, said to the operator ({job}: the job's short id).
+JOB_DONE = {
+    "pause": "Paused job {job}: nothing new is dispatched until it is resumed; calls in flight finish.",
+    "resume": "Resumed job {job}: its pending dispatches go out now.",
+    "compensate": "Compensating job {job}: it stopped, and what its steps did is being undone.",
+    "cancel": "Cancelling job {job}: it stopped, what ran is being undone, and it ends cancelled.",
+}
 
 
 def operator_required(view: View) -> View:
@@ -428,8 +435,33 @@ def job_action(request: HttpRequest, job_id: Any) -> HttpResponse:
     )
     if isinstance(done, HttpResponse):
         return done
-    message = f"Job {str(job_id)[:8]} {JOB_DONE[form.cleaned_data['action']]}."
+    message = JOB_DONE[form.cleaned_data["action"]].format(job=str(job_id)[:8])
     return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=job_id)
+
+
+@require_POST
+@operator_required
+def job_signal(request: HttpRequest, job_id: Any) -> HttpResponse:
+    """Send a signal to a job from its page, as `POST /api/v1/jobs/{id}/signals/` does (the same
+    service, with the operator as sender)."""
+    form = SignalForm(request.POST)
+    receipt = _performed(
+        request,
+        form,
+        lambda data: signal_send(
+            job_id=job_id, name=data["name"], payload=data["payload"], sender=request.user
+        ),
+        job_id=job_id,
+    )
+    if isinstance(receipt, HttpResponse):
+        return receipt
+    name = receipt.signal.name
+    taker = selectors.signal_taker(receipt.signal.pk)
+    if taker:
+        message = f"Sent signal {name} to job {str(job_id)[:8]}: step {taker} took it and the job moves on."
+    else:
+        message = f"Sent signal {name} to job {str(job_id)[:8]}: kept until a step waits for it."
+    return _answer(request, ok=True, message=message, status=200, job_id=job_id)
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -542,3 +574,47 @@ def schedule_action(request: HttpRequest, name: str) -> HttpResponse:
         return redirect("ops:schedules")
     messages.success(request, f"Schedule {name} {'paused' if action == 'pause' else 'resumed'}.")
     return redirect("ops:schedules")
+
+
+# --- definitions (read-only: the admin edits them) -----------------------------------------------
+
+
+@require_GET
+@viewer_required
+def workflows(request: HttpRequest) -> HttpResponse:
+    return render(request, "ops/workflows.html", {"section": "workflows", "rows": selectors.workflow_list()})
+
+
+@require_GET
+@viewer_required
+def workflow(request: HttpRequest, name: str) -> HttpResponse:
+    detail = selectors.workflow_detail(name)
+    if detail is None:
+        raise Http404("no such workflow")
+    context = {
+        "section": "workflows",
+        "w": detail,
+        "dag": definition_dag(detail.steps, title=f"{name} v{detail.latest.version}"),
+    }
+    return render(request, "ops/workflow.html", context)
+
+
+@require_GET
+@viewer_required
+def pools(request: HttpRequest) -> HttpResponse:
+    return render(request, "ops/pools.html", {"section": "pools", "rows": selectors.pool_list()})
+
+
+@require_GET
+@viewer_required
+def policies(request: HttpRequest) -> HttpResponse:
+    return render(request, "ops/policies.html", {"section": "policies", "rows": selectors.policy_rows()})
+
+
+@require_GET
+@viewer_required
+def policy(request: HttpRequest, name: str) -> HttpResponse:
+    detail = selectors.policy_detail(name)
+    if detail is None:
+        raise Http404("no such policy")
+    return render(request, "ops/policy.html", {"section": "policies", "p": detail})

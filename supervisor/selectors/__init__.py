@@ -8,6 +8,7 @@ reads hot tables only through the indexes designed for them (docs/database-code.
 - jobs by status through `job_status_created_idx` / `job_created_idx`: live jobs (all of them)
   and the jobs created in the last 24 hours;
 - throughput through `event_kind_created_idx` (kind, created_at), bounded to the last hour;
+- definitions (workflows, pools, policies) in a few queries per page, whatever their number;
 - timeout calibration over the most recent attempts only (a primary-key range), never all history.
 """
 
@@ -22,6 +23,17 @@ from supervisor.selectors.attention import (
     step_job_id,
 )
 from supervisor.selectors.calibration import Calibration, CalibrationRow, calibration
+from supervisor.selectors.definitions import (
+    PolicyDetail,
+    PoolRow,
+    WorkflowDetail,
+    WorkflowRow,
+    policy_detail,
+    policy_rows,
+    pool_list,
+    workflow_detail,
+    workflow_list,
+)
 from supervisor.selectors.jobs import (
     ITEMS_PER_PAGE,
     ItemsPage,
@@ -32,6 +44,7 @@ from supervisor.selectors.jobs import (
     job_detail,
     job_items,
     jobs_search,
+    signal_taker,
     step_progress,
     workflow_names,
 )
@@ -51,10 +64,14 @@ __all__ = [
     "JobDetail",
     "JobFilters",
     "Overview",
+    "PolicyDetail",
+    "PoolRow",
     "Progress",
     "ScheduleRow",
     "StepRow",
     "Wait",
+    "WorkflowDetail",
+    "WorkflowRow",
     "attention_item",
     "attention_step_ids",
     "calibration",
@@ -64,15 +81,21 @@ __all__ = [
     "jobs_search",
     "needs_attention",
     "overview",
+    "policy_detail",
     "policy_get",
     "policy_list",
     "policy_revisions",
+    "policy_rows",
+    "pool_list",
     "schedule_rows",
+    "signal_taker",
     "signature",
     "step_job_and_name",
     "step_job_id",
     "step_progress",
     "wait_kind_text",
     "wait_of",
+    "workflow_detail",
+    "workflow_list",
     "workflow_names",
 ]

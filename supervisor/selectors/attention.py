@@ -24,9 +24,10 @@ from scheduler.models import (
     Workflow,
 )
 from scheduler.unit import db_now
+from supervisor.selectors.actions import job_actions, step_resolvable, step_retryable
 from supervisor.selectors.overview import signature
 from supervisor.selectors.waits import Wait, wait_kind_text, wait_of
-from supervisor.services import BULK_LIMIT, RESOLVABLE_BY_OPERATOR, RETRYABLE_BY_OPERATOR
+from supervisor.services import BULK_LIMIT
 
 S = StepStatus
 
@@ -78,8 +79,8 @@ class _StepActions:
     @property
     def can_retry(self) -> bool:
         # A retried wait waits again (supervisor.services.step_retry); a fan-out's items are
-        # retried one by one, not the fan-out.
-        return self.step.status in RETRYABLE_BY_OPERATOR and not self.step.fans_out
+        # retried one by one, not the fan-out; a step of a settled or paused job not at all.
+        return step_retryable(self.step)
 
     @cached_property
     def wait(self) -> Wait | None:
@@ -99,7 +100,12 @@ class _StepActions:
 
     @property
     def can_resolve(self) -> bool:
-        return self.step.status in RESOLVABLE_BY_OPERATOR
+        return step_resolvable(self.step)
+
+    @cached_property
+    def job_actions(self) -> frozenset[str]:
+        """What the services accept now on the step's job (pause, compensate, cancel...)."""
+        return job_actions(self.step.job)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ class CalibrationRow:
     p50_ms: float | None
     p90_ms: float | None
     p99_ms: float | None
+    #: Calls that got no answer: cut off at their deadline, or the remote never answered.
+    timeouts: int = 0
 
     @property
     def timeout_ms(self) -> float:
@@ -66,8 +68,14 @@ class CalibrationRow:
         return self.p99_ms is not None and self.p99_ms > self.timeout_ms
 
     @property
+    def timing_out_without_success(self) -> bool:
+        """Calls time out and none succeeded: there is no latency to judge the timeout by (the
+        percentiles are over successes), and nothing gets done."""
+        return self.timeouts > 0 and self.successes == 0
+
+    @property
     def flagged(self) -> bool:
-        return self.timeout_below_p99 or self.late_successes > 0
+        return self.timeout_below_p99 or self.late_successes > 0 or self.timing_out_without_success
 
     @property
     def suggested_timeout_seconds(self) -> float | None:
@@ -97,7 +105,8 @@ def _percentile(values: list[int], fraction: float) -> float | None:
 
 def calibration(now: dt.datetime | None = None) -> Calibration:
     """Per action (workflow step, action or compensation, pool): latency percentiles of the
-    successful calls against the policy's timeout, and the late successes.
+    successful calls against the policy's timeout, the late successes, and the calls that got
+    no answer (timed out).
 
     Bounded: the last CALIBRATION_ATTEMPTS attempts (a primary-key range) dispatched in the
     last 24 hours. On PostgreSQL the percentiles are computed by percentile_cont in the same
@@ -127,6 +136,7 @@ def calibration(now: dt.datetime | None = None) -> Calibration:
         "calls": Count("pk"),
         "successes": Count("pk", filter=succeeded),
         "late": Count("pk", filter=Q(late_outcome=Outcome.SUCCEEDED)),
+        "timeouts": Count("pk", filter=Q(outcome=Outcome.NO_ANSWER)),
     }
     in_database = supports_percentiles()
     if in_database:
@@ -165,6 +175,7 @@ def calibration(now: dt.datetime | None = None) -> Calibration:
                 p50_ms=percentiles[0],
                 p90_ms=percentiles[1],
                 p99_ms=percentiles[2],
+                timeouts=r["timeouts"],
             )
         )
     return Calibration(rows=result, since=since, max_attempts=CALIBRATION_ATTEMPTS)

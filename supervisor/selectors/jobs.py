@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
@@ -15,7 +16,6 @@ from agents.models import AgentPool
 from scheduler.models import (
     CANARY_WORKFLOW,
     JOB_LIVE,
-    JOB_SETTLED,
     STEP_SETTLED,
     Attempt,
     Delivery,
@@ -23,6 +23,7 @@ from scheduler.models import (
     Event,
     Job,
     JobStatus,
+    Signal,
     Step,
     StepDefinitionKind,
     StepKind,
@@ -32,6 +33,7 @@ from scheduler.models import (
 from scheduler.selectors import item_summaries
 from scheduler.services.flow import KeyWait, key_wait
 from scheduler.services.gates import GateWait, gate_wait
+from supervisor.selectors.actions import job_actions
 from supervisor.selectors.attention import _StepActions
 from supervisor.selectors.overview import signature
 from supervisor.services import input_edit_refusal
@@ -70,15 +72,116 @@ class StepRow(_StepActions):
         return json.dumps(value, indent=2, sort_keys=True)
 
 
+#: The order in which a progress bar draws its steps by status: how they ended first (succeeded,
+#: then undone or failed, then never run), then the live ones; pending steps are the empty track.
+SEGMENT_ORDER = (
+    S.SUCCEEDED,
+    S.COMPENSATED,
+    S.FAILED,
+    S.SKIPPED,
+    S.HELD,
+    S.UNKNOWN,
+    S.ATTEMPT_FAILED,
+    S.RETRY_WAIT,
+    S.DISPATCHED,
+    S.WAITING,
+)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of a progress bar: the steps of one status, and where it sits on a 0-100 scale."""
+
+    status: str
+    label: str
+    count: int
+    x: float
+    width: float
+
+
 @dataclass(frozen=True)
 class Progress:
     done: int
     succeeded: int
     total: int
+    #: Action steps by status.
+    counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def percent(self) -> int:
         return int(100 * self.done / self.total) if self.total else 0
+
+    @property
+    def segments(self) -> list[Segment]:
+        """The bar by status, so that a job whose steps failed or were undone does not read as
+        a full green bar."""
+        result, x = [], 0.0
+        for status in SEGMENT_ORDER:
+            count = self.counts.get(status, 0)
+            if not count or not self.total:
+                continue
+            width = round(100 * count / self.total, 2)
+            result.append(Segment(str(status), S(status).label.lower(), count, round(x, 2), width))
+            x += width
+        return result
+
+    @property
+    def settled_text(self) -> str:
+        """How the settled steps ended ("2 succeeded, 1 compensated, 1 skipped"), or ""."""
+        return ", ".join(
+            f"{self.counts[s]} {S(s).label.lower()}"
+            for s in sorted(STEP_SETTLED, key=SEGMENT_ORDER.index)
+            if self.counts.get(s)
+        )
+
+    @property
+    def ended_badly(self) -> bool:
+        """Some step failed or was undone: the bar is not all success."""
+        return any(self.counts.get(s) for s in (S.FAILED, S.COMPENSATED))
+
+
+def _progress(counts: dict[str, int]) -> Progress:
+    return Progress(
+        done=sum(n for s, n in counts.items() if s in STEP_SETTLED),
+        succeeded=counts.get(S.SUCCEEDED, 0),
+        total=sum(counts.values()),
+        counts=counts,
+    )
+
+
+#: The most of a job's input or result its page renders (pretty-printed characters); the whole
+#: document is the API's.
+JSON_SHOWN_CHARS = 20_000
+#: A document of more lines than this starts collapsed.
+JSON_OPEN_LINES = 40
+
+
+@dataclass(frozen=True)
+class JsonShown:
+    """A JSON document as the job page shows it: pretty, and cut at JSON_SHOWN_CHARS."""
+
+    text: str
+    #: Characters of the whole pretty-printed document.
+    chars: int
+    truncated: bool
+
+    @property
+    def lines(self) -> int:
+        return self.text.count("\n") + 1
+
+    @property
+    def collapsed(self) -> bool:
+        return self.truncated or self.lines > JSON_OPEN_LINES
+
+
+def json_shown(value: Any) -> JsonShown | None:
+    """`value` pretty-printed for a page, at most JSON_SHOWN_CHARS of it; None for no value."""
+    if value is None:
+        return None
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    if len(text) <= JSON_SHOWN_CHARS:
+        return JsonShown(text, len(text), truncated=False)
+    return JsonShown(text[:JSON_SHOWN_CHARS], len(text), truncated=True)
 
 
 @dataclass(frozen=True)
@@ -98,14 +201,27 @@ class JobDetail:
     #: A job waiting at its debounce or throttle: which, its key, when it starts.
     gate_wait: GateWait | None = None
 
+    @cached_property
+    def input_shown(self) -> JsonShown | None:
+        return json_shown(self.job.input)
+
+    @cached_property
+    def result_shown(self) -> JsonShown | None:
+        return json_shown(self.job.result)
+
     @property
     def waits(self) -> list[StepRow]:
         """The wait steps waiting now (for a signal, an approval or a time), in step order."""
         return [r for r in self.actions if r.wait is not None and r.wait_kind]
 
+    @cached_property
+    def job_actions(self) -> frozenset[str]:
+        """The job actions the services accept now (pause, resume, compensate, cancel, rerun)."""
+        return job_actions(self.job)
+
     @property
     def can_rerun(self) -> bool:
-        return self.job.status in JOB_SETTLED
+        return "rerun" in self.job_actions
 
     @property
     def live(self) -> bool:
@@ -186,11 +302,7 @@ def job_detail(job_id: Any) -> JobDetail | None:
         compensations=[r for r in rows if r.step.kind == StepKind.COMPENSATION],
         events=list(reversed(recent[:TIMELINE_EVENTS])),
         events_truncated=len(recent) > TIMELINE_EVENTS,
-        progress=Progress(
-            done=sum(1 for r in actions if r.step.status in STEP_SETTLED),
-            succeeded=sum(1 for r in actions if r.step.status == S.SUCCEEDED),
-            total=len(actions),
-        ),
+        progress=_progress(dict(Counter(str(r.step.status) for r in actions))),
         callbacks=job.callbacks if job.callback_url else [],
         reruns=list(Job.objects.filter(rerun_of=job.pk).order_by("created_at", "pk")[:RERUNS_SHOWN]),
         key_wait=key_wait(job),
@@ -270,17 +382,21 @@ def jobs_search(filters: JobFilters) -> QuerySet[Job]:
 
 def step_progress(job_ids: Iterable[Any]) -> dict[Any, Progress]:
     """Progress of each listed job from its action steps, in one query."""
+    counts: dict[Any, dict[str, int]] = defaultdict(dict)
     rows = (
         Step.objects.filter(job_id__in=list(job_ids), kind=StepKind.ACTION)
-        .values("job_id")
-        .annotate(
-            total=Count("pk"),
-            done=Count("pk", filter=Q(status__in=sorted(STEP_SETTLED))),
-            succeeded=Count("pk", filter=Q(status=S.SUCCEEDED)),
-        )
+        .values_list("job_id", "status")
+        .annotate(n=Count("pk"))
         .order_by()
     )
-    return {r["job_id"]: Progress(done=r["done"], succeeded=r["succeeded"], total=r["total"]) for r in rows}
+    for job_id, status, n in rows:
+        counts[job_id][status] = n
+    return {job_id: _progress(by_status) for job_id, by_status in counts.items()}
+
+
+def signal_taker(signal_id: int) -> str | None:
+    """The name of the step that took a signal, or None while it is kept."""
+    return Signal.objects.filter(pk=signal_id).values_list("consumed_by__name", flat=True).first()
 
 
 def workflow_names() -> list[str]:

@@ -26,6 +26,8 @@ from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, e
 
 from agents.fake import FakeRemote
 from agents.models import AgentEndpoint, AgentPool
+from agents.outcome import CallResult
+from agents.services import pool_save
 from sas_project.permissions import role_groups_ensure
 from scheduler.models import Job, JobStatus, Outcome, RemediationPolicy, Step, StepStatus, Workflow
 from scheduler.services import job_submit
@@ -60,9 +62,10 @@ def no_csp_violation() -> Iterator[list[str]]:
     assert not CSP_VIOLATIONS, f"Content-Security-Policy violations: {CSP_VIOLATIONS}"
 
 
-def watched_context(browser: Browser) -> BrowserContext:
-    """A browser context whose pages report every CSP violation to CSP_VIOLATIONS."""
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
+def watched_context(browser: Browser, **options: Any) -> BrowserContext:
+    """A browser context whose pages report every CSP violation to CSP_VIOLATIONS (`options`:
+    Playwright's, such as viewport, color_scheme or storage_state)."""
+    context = browser.new_context(**{"viewport": {"width": 1440, "height": 900}, **options})
     context.set_default_timeout(TIMEOUT)
     # expect() waits 5 s unless told otherwise: a bound a busy machine can miss. Wait as long as
     # the actions do for what the page must come to show.
@@ -593,3 +596,89 @@ def test_an_operator_follows_a_fan_out_from_its_dag_to_its_items_and_filters_the
     expect(page.locator("table.items tbody tr")).to_have_count(1)
     expect(page.locator("#item-0")).to_contain_text("scripted business_failure")
     shot(page, "fan-out-items-failed")
+
+
+#: The controls of a page that lie outside the viewport horizontally: each, unless it sits in a
+#: box that scrolls sideways (a table in its card, the DAG), then that box. Controls not drawn
+#: (hidden inputs, the insides of closed pop-ups) have no box and are skipped.
+CONTROLS_OUTSIDE = """() => {
+    const width = document.documentElement.clientWidth;
+    const outside = [];
+    for (const control of document.querySelectorAll("a, button, input, select, textarea, summary")) {
+        const own = control.getBoundingClientRect();
+        if (own.width === 0 && own.height === 0) continue;
+        let box = control.parentElement, scroller = null;
+        while (box && box !== document.body) {
+            const overflow = getComputedStyle(box).overflowX;
+            if ((overflow === "auto" || overflow === "scroll") && box.scrollWidth > box.clientWidth) {
+                scroller = box;
+                break;
+            }
+            box = box.parentElement;
+        }
+        const rect = (scroller || control).getBoundingClientRect();
+        if (rect.left < -1 || rect.right > width + 1) {
+            const name = (control.textContent || control.getAttribute("name") || "").trim().slice(0, 40);
+            outside.push(control.tagName.toLowerCase() + " '" + name + "' at " + Math.round(rect.left) +
+                ".." + Math.round(rect.right) + (scroller ? " (its scroll box)" : ""));
+        }
+    }
+    if (document.documentElement.scrollWidth > width + 1) {
+        outside.push("the page itself: " + document.documentElement.scrollWidth + " px wide");
+    }
+    return outside;
+}"""
+
+
+def test_every_page_fits_375_800_and_1400_pixels_in_light_and_dark(
+    live_server: Any, browser: Browser, operator: User, fake_remote: FakeRemote
+) -> None:
+    """No control (link, button, field) lies outside the viewport sideways, whatever the width
+    and theme: the header wraps, tables scroll inside their card. A screenshot of each page at
+    each width and theme is saved under test-artifacts/screenshots/layout/."""
+    from supervisor.scan import scan
+
+    make_policy("holding", on_exhausted="hold", max_attempts=1)
+    make_workflow("h", step("s1", policy="holding"), step("s2", "s1"))
+    fake_remote.script("s1", CallResult(Outcome.TRANSIENT_FAILURE, error="upstream answered 503 " * 6))
+    held = job_submit(workflow="h", input={"order": "order-1001", "lines": list(range(30))}).job
+    job_submit(workflow="h", input={"order": "order-1002"})
+    run_queued_tasks()
+    scan(holder="test", draw=lambda: 0.0)
+    pool_save(name="payments", kind="http", endpoints=["https://payments.example.com"], max_in_flight=4)
+    base = live_server.url
+    signed_in = sign_in(browser, base, "olga", PASSWORD, "/ops/").context.storage_state()
+    pages = {
+        "overview": "/ops/",
+        "attention": "/ops/attention/",
+        "jobs": "/ops/jobs/",
+        "job": f"/ops/jobs/{held.pk}/",
+        "workflows": "/ops/workflows/",
+        "workflow": "/ops/workflows/h/",
+        "pools": "/ops/pools/",
+        "policies": "/ops/policies/",
+        "timeouts": "/ops/calibration/",
+    }
+    (SHOTS / "layout").mkdir(parents=True, exist_ok=True)
+    backgrounds: dict[str, set[str]] = {"light": set(), "dark": set()}
+    problems = []
+    for scheme in ("light", "dark"):
+        for width in (375, 800, 1400):
+            context = watched_context(
+                browser,
+                viewport={"width": width, "height": 900},
+                color_scheme=scheme,
+                storage_state=signed_in,
+            )
+            page = context.new_page()
+            for name, path in pages.items():
+                page.goto(f"{base}{path}")
+                expect(page.get_by_role("button", name="Log out")).to_be_visible()
+                backgrounds[scheme].add(page.evaluate("getComputedStyle(document.body).backgroundColor"))
+                page.screenshot(path=str(SHOTS / "layout" / f"{name}-{width}-{scheme}.png"), full_page=True)
+                problems += [f"{name} at {width} px, {scheme}: {p}" for p in page.evaluate(CONTROLS_OUTSIDE)]
+            context.close()
+    assert not problems, "\n".join(problems)
+    # The dark theme is really dark, and the light one light: one background each.
+    assert len(backgrounds["light"]) == len(backgrounds["dark"]) == 1
+    assert backgrounds["light"] != backgrounds["dark"]

@@ -39,7 +39,16 @@ from tests.factories import chain, diamond, make_policy, make_pool, make_workflo
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-PAGES = ["/ops/", "/ops/attention/", "/ops/jobs/", "/ops/calibration/", "/ops/keys/"]
+PAGES = [
+    "/ops/",
+    "/ops/attention/",
+    "/ops/jobs/",
+    "/ops/calibration/",
+    "/ops/keys/",
+    "/ops/workflows/",
+    "/ops/pools/",
+    "/ops/policies/",
+]
 
 
 @pytest.fixture(autouse=True)

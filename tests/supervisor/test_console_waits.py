@@ -93,7 +93,8 @@ def test_the_job_page_and_its_dag_name_a_signal_and_a_timer() -> None:
     assert "Waiting for a signal" in page and "Waiting for its time" in page
     assert "signal &#x27;shipped&#x27;" in page
     assert f"fires at {utc_hms(cool.deadline)} UTC" in page
-    dag = page[page.index('<svg class="dag"') : page.index("</svg>")]
+    start = page.index('<svg class="dag"')
+    dag = page[start : page.index("</svg>", start)]
     shipped_node = re.search(r'data-step="shipped" data-status="waiting" data-wait="signal">(.*?)</g>', dag)
     cool_node = re.search(r'data-step="cool" data-status="waiting" data-wait="timer">(.*?)</g>', dag)
     assert shipped_node and cool_node, dag
