@@ -145,7 +145,9 @@ def _reopen_if_failed(unit: Unit, state: JobState, actor: User, reason: str) -> 
 _DONE = {"retry": "retried", "resolve": "resolved"}
 
 
-def _check_step_actionable(state: JobState, step: Step, verb: str) -> None:
+def step_actionable_check(state: JobState, *, step: Step, verb: str) -> None:
+    """Whether the job lets an operator `verb` (retry, resolve) this step: ActionNotAllowed says
+    why not (the console offers the action only where this passes: supervisor.selectors.actions)."""
     job = state.job
     done = _DONE.get(verb, f"{verb}d")
     if job.paused_at is not None:
@@ -184,7 +186,7 @@ def step_retry(
             raise ActionNotAllowed(
                 f"step {step.name} fans out over items: retry its held or failed items, or resolve it"
             )
-        _check_step_actionable(state, step, "retry")
+        step_actionable_check(state, step=step, verb="retry")
         edit: dict[str, Any] | None = None
         if input is not None:
             edit = _edit_input(unit, state, step, input)
@@ -328,7 +330,7 @@ class _Stop:
 
 
 #: The stops by bulk action name: the action and its preview accept the same jobs.
-_STOPS = {
+JOB_STOPS = {
     "compensate": _Stop(
         (*JOB_FORWARD, J.FAILED, J.WAITING),
         "it cannot be compensated now",
@@ -350,7 +352,7 @@ _STOPS = {
 
 def job_compensate(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
     """Stop the job and undo what its steps did, in reverse dependency order."""
-    return _stop(actor, job_id, reason, _STOPS["compensate"])
+    return _stop(actor, job_id, reason, JOB_STOPS["compensate"])
 
 
 def job_rerun(
@@ -410,7 +412,7 @@ def job_rerun(
 
 def job_cancel(*, actor: User | None, job_id: Any, reason: str = "") -> Job:
     """Stop dispatching and compensate what ran; the job ends `cancelled`."""
-    return _stop(actor, job_id, reason, _STOPS["cancel"])
+    return _stop(actor, job_id, reason, JOB_STOPS["cancel"])
 
 
 def _stop(actor: User | None, job_id: Any, reason: str, stop: _Stop) -> Job:
@@ -483,7 +485,7 @@ def _preview_one(action: str, step: Step, job: Job) -> BulkItem:
         try:
             if step.status not in RETRYABLE_BY_OPERATOR:
                 raise ActionNotAllowed(f"step is {step.status}: nothing to retry")
-            _check_step_actionable(JobState(job=job, steps=[step]), step, "retry")
+            step_actionable_check(JobState(job=job, steps=[step]), step=step, verb="retry")
         except ActionNotAllowed as exc:
             return BulkItem(step.pk, str(job.pk), step.name, False, exc.message)
         if step.definition.waits:
@@ -493,7 +495,7 @@ def _preview_one(action: str, step: Step, job: Job) -> BulkItem:
         else:
             what = f"dispatch attempt {step.attempt + 1} now"
         return BulkItem(step.pk, str(job.pk), step.name, True, f"{what} (was {step.status})")
-    stop = _STOPS[action]
+    stop = JOB_STOPS[action]
     if job.compensation_reason or job.status not in stop.stoppable:
         return BulkItem(step.pk, str(job.pk), step.name, False, f"job is {job.status}: cannot {action}")
     return BulkItem(step.pk, str(job.pk), step.name, True, stop.preview)

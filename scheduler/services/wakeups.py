@@ -97,7 +97,7 @@ def signal_send(
                     + (f" (it takes: {', '.join(takes)})" if takes else " (it takes no signals)"),
                     field="name",
                 )
-            if job.status not in JOB_FORWARD or job.compensation_reason:
+            if not job_takes_signals(job):
                 # A job whose compensation is held needs attention, but goes back, not forward.
                 being = f"{job.status} while compensating" if job.status in JOB_FORWARD else job.status
                 raise ActionNotAllowed(f"job {job.pk} is {being}: it takes no more signals")
@@ -144,6 +144,11 @@ def signal_send(
         if replay is None:
             raise
         return replay
+
+
+def job_takes_signals(job: Job) -> bool:
+    """Whether a job takes signals now: it still goes forward (not settled, not compensating)."""
+    return job.status in JOB_FORWARD and not job.compensation_reason
 
 
 def _signal_replay(job: Job, key: str, request_hash: str) -> SignalReceipt | None:

@@ -1,6 +1,6 @@
 """Which operator actions the console offers on a job and on its steps: those the operator
 services would accept now, decided by the services' own rules (supervisor.services:
-`RETRYABLE_BY_OPERATOR`, `RESOLVABLE_BY_OPERATOR`, the job checks of `_check_step_actionable`, the
+`RETRYABLE_BY_OPERATOR`, `RESOLVABLE_BY_OPERATOR`, the job checks of `step_actionable_check`, the
 stops' `stoppable` statuses), so that a page never offers what the service refuses. The services
 still decide for real under the job's lock; a page read a moment ago may be stale (409)."""
 
@@ -9,11 +9,12 @@ from __future__ import annotations
 from sas_project.errors import ActionNotAllowed
 from scheduler.models import JOB_SETTLED, Job, JobStatus, Step
 from scheduler.services import JOB_FORWARD, JobState
+from scheduler.services.wakeups import job_takes_signals
 from supervisor.services import (
-    _STOPS,
+    JOB_STOPS,
     RESOLVABLE_BY_OPERATOR,
     RETRYABLE_BY_OPERATOR,
-    _check_step_actionable,
+    step_actionable_check,
 )
 
 J = JobStatus
@@ -21,7 +22,7 @@ J = JobStatus
 
 def _job_allows_step(job: Job, step: Step, verb: str) -> bool:
     try:
-        _check_step_actionable(JobState(job=job, steps=[step]), step, verb)
+        step_actionable_check(JobState(job=job, steps=[step]), step=step, verb=verb)
     except ActionNotAllowed:
         return False
     return True
@@ -55,13 +56,12 @@ def job_actions(job: Job) -> frozenset[str]:
         allowed.add("resume")
     elif job.status in JOB_FORWARD or job.status == J.COMPENSATING:
         allowed.add("pause")
-    for action, stop in _STOPS.items():
+    for action, stop in JOB_STOPS.items():
         if not job.compensation_reason and job.status in stop.stoppable:
             allowed.add(action)
     if job.status in JOB_SETTLED:
         allowed.add("rerun")
-    # As scheduler.services.wakeups.signal_send decides (it states the rule inline).
-    if job.status in JOB_FORWARD and not job.compensation_reason:
+    if job_takes_signals(job):
         allowed.add("signal")
     return frozenset(allowed)
 

@@ -170,7 +170,14 @@ def test_a_poisoned_campaign_keeps_remediating_the_healthy_jobs_in_time() -> Non
     # loaded machine allowed.
     takeover = poison["takeover"]
     assert takeover["taken_over"], takeover
-    assert takeover["after_debt_began_s"] is not None and takeover["after_debt_began_s"] <= 3 + 4
+    if takeover["after_debt_began_s"] is not None:
+        assert takeover["after_debt_began_s"] <= 3 + 4, takeover
+    else:
+        # No step came due during its term (how many do depends on the machine's pace): a peer
+        # took the lease all the same, soon after one was up.
+        assert takeover["after_a_peer_was_up_s"] is not None and takeover["after_a_peer_was_up_s"] <= 30, (
+            takeover
+        )
     # Invariant 6: the healthy jobs' overdue steps were remediated within two intervals with the
     # poison on, as without it.
     lag = report["lag"]
