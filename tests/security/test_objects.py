@@ -42,10 +42,12 @@ SIGNED_ATTEMPT = "no user: the signed token names one attempt; forged, expired o
 SIGNAL_SENDER = "a submitter signals its own jobs; operators any; another's is a 404, a viewer's 403"
 APPROVER = "the step's group (operators when none); a job the user may not see is a 404"
 OWN_SECRET = "the signed-in submitter's own callback secret: the path names no user"
+BY_BUSINESS_KEY = "a submitter's signal or event reaches its own jobs only; an operator's any"
 
 RULES = {
     "/api/v1/jobs/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/batch/": OWNED_BY_SUBMITTER,
+    "/api/v1/signals/": BY_BUSINESS_KEY,
     "/api/v1/jobs/{job_id}/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/{job_id}/events/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/{job_id}/cancel/": OPERATOR_ON_ANY_JOB,
