@@ -165,7 +165,7 @@ def _signal_waiting(event: dict[str, Any], *, sender: User) -> list[str]:
     if not can_operate(sender):
         steps = steps.filter(job__submitter_id=sender.pk)
     # A first look without locks (read again under each job's lock below).
-    candidates = list(dict.fromkeys(s.job_id for s in steps if event_matches(s.job, s, event)))
+    candidates = list(dict.fromkeys(s.job_id for s in steps if event_matches(s.job, step=s, event=event)))
     key = _key(event["source"], event["id"])
     reached = []
     for job_id in candidates:
@@ -191,7 +191,7 @@ def _deliver(job_id: Any, *, event: dict[str, Any], name: str, key: str, sender:
             if s.definition.kind == StepDefinitionKind.SIGNAL
             and s.definition.signal == name
             and s.status in (S.PENDING, S.WAITING)
-            and event_matches(job, s, event)
+            and event_matches(job, step=s, event=event)
         ]
         if not steps:
             return False

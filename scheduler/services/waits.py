@@ -176,7 +176,7 @@ def step_begin_wait(
             signal = buffered.first()
         else:
             # A job holds few events of one type (only those its match held for when they came).
-            signal = next((s for s in buffered if event_matches(state.job, step, s.payload)), None)
+            signal = next((s for s in buffered if event_matches(state.job, step=step, event=s.payload)), None)
         if signal is not None:
             signal_consume(unit, step=step, signal=signal, source=source)
     elif definition.kind == K.TIMER and deadline is not None and deadline <= unit.now:
@@ -213,7 +213,7 @@ def step_begin_child(
     task_write(CHILD_START_TASK, step.pk, name=f"step-{step.pk}-child-start")
 
 
-def event_matches(job: Job, step: Step, event: Any) -> bool:
+def event_matches(job: Job, *, step: Step, event: Any) -> bool:
     """Whether the event (`{"type", "id", "source", "data"}`) is this job's, for its step waiting
     for an event: the step's `match` is true over `{"event", "input"}` (the step's edited input,
     or the job's). One that cannot be evaluated is false (logged): the event is not this job's."""
