@@ -12,6 +12,8 @@ import pytest
 from django.utils import timezone
 
 from agents.fake import FakeRemote
+from scheduler.admin import StepDefinitionForm
+from scheduler.definitions import validate_steps
 from scheduler.models import InboundEvent, Job, Signal, Step, StepStatus
 from scheduler.services.events import inbound_events_prune
 from tests.api.support import V1, client_for, make_user
@@ -295,3 +297,21 @@ def test_events_past_their_retention_are_pruned(fake_remote: FakeRemote, olga: A
     InboundEvent.objects.filter(event_id="old").update(received_at=timezone.now() - dt.timedelta(hours=169))
     assert inbound_events_prune() == 1
     assert list(InboundEvent.objects.values_list("event_id", flat=True)) == ["new"]
+
+
+def test_the_admin_step_form_writes_an_event_wait_as_the_api_does() -> None:
+    make_workflow("base", step("reserve"))
+    form = StepDefinitionForm(
+        data={
+            "name": "paid",
+            "kind": "signal",
+            "signal": "event:order.paid",
+            "event_match": "event.data.order_id == input.order_id",
+            "depends_on": "",
+        }
+    )
+    assert form.is_valid(), form.errors
+    spec = form.spec()
+    assert (spec["event"], spec["signal"]) == ("order.paid", "")
+    assert spec["match"] == "event.data.order_id == input.order_id"
+    assert validate_steps([spec])[0]["signal"] == "event:order.paid"
