@@ -254,6 +254,10 @@ class SasSettings:
     #: key that starts (scheduler.services.correlation).
     signal_lookback_seconds = _Setting(float, 3600)
 
+    #: How long an inbound event's row (and its answer) is kept: the same source and id posted
+    #: again within it is a duplicate (scheduler.services.events).
+    event_retention_hours = _Setting(float, 168)
+
     #: How long an API token lives (the longest a user may choose); 0: tokens never expire.
     token_lifetime_days = _Setting(float, 90)
 

@@ -215,6 +215,12 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "name": "payment",
         "payload": {"amount": 120, "currency": "EUR"},
     },
+    "events_receive": {
+        "type": "order.paid",
+        "id": "pay-7781",
+        "source": "payments",
+        "data": {"order_id": "A-1001", "amount": 59.8, "currency": "EUR"},
+    },
     "jobs_steps_approve": {"comment": "amount checked against the customer's credit limit"},
     "jobs_steps_reject": {"comment": "amount above the customer's credit limit"},
     "steps_retry": {"pool": "payments-dr", "reason": "the primary payment gateway is down (INC-2231)"},

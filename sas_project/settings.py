@@ -475,6 +475,8 @@ SAS_TOKEN_LIFETIME_DAYS = env.float("SAS_TOKEN_LIFETIME_DAYS", 90)
 SAS_IDEMPOTENCY_KEY_HOURS = env.float("SAS_IDEMPOTENCY_KEY_HOURS", 24)
 # A signal sent by business key to no live job waits this long for a job with that key.
 SAS_SIGNAL_LOOKBACK_SECONDS = env.float("SAS_SIGNAL_LOOKBACK_SECONDS", 3600)
+# An inbound event is remembered this long: the same source and id again is a duplicate.
+SAS_EVENT_RETENTION_HOURS = env.float("SAS_EVENT_RETENTION_HOURS", 168)
 SAS_TOKEN_LAST_USED_SECONDS = env.float("SAS_TOKEN_LAST_USED_SECONDS", 60)
 # The API's rates (sas_project.throttling): a sustained rate (`100/s`, `1200/min`, `off`) and
 # the most requests let through at once, per signed-in user and per anonymous address.

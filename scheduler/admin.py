@@ -36,6 +36,7 @@ from scheduler.definitions import (
     validate_steps,
     workflow_create,
 )
+from scheduler.event_definitions import event_of_signal, triggers_check
 from scheduler.models import PruneRun, Schedule, StepDefinition, StepDefinitionKind, Workflow
 from scheduler.schedules import (
     SCHEDULE_FIELDS,
@@ -61,6 +62,7 @@ STEP_FIELDS = [
     "depends_on",
     "policy",
     "signal",
+    "event_match",
     "group",
     "timeout_seconds",
     "on_timeout",
@@ -126,6 +128,11 @@ class StepDefinitionForm(forms.ModelForm):
             "when": data.get("when") or "",
             "run_if_skipped": bool(data.get("run_if_skipped")),
         }
+        event_type = event_of_signal(spec["signal"])
+        if event_type is not None or data.get("event_match"):
+            # A wait for an event: the API's `event` and `match` (its signal is `event:<type>`).
+            spec["event"], spec["signal"] = event_type or spec["signal"], ""
+            spec["match"] = data.get("event_match") or ""
         if spec["kind"] == StepDefinitionKind.WORKFLOW:
             # The API's name for the field; the other kinds have none.
             spec["workflow"] = data.get("child_workflow") or ""
@@ -202,6 +209,7 @@ WORKFLOW_FIELDS = (
     "concurrency",
     "debounce",
     "throttle",
+    "triggers",
 )
 
 
@@ -225,6 +233,12 @@ class WorkflowForm(forms.ModelForm):
     def clean_throttle(self) -> Any:
         try:
             return throttle_check(self.cleaned_data.get("throttle"))
+        except InvalidInput as exc:
+            raise ValidationError(exc.message) from exc
+
+    def clean_triggers(self) -> Any:
+        try:
+            return triggers_check(self.cleaned_data.get("triggers"))
         except InvalidInput as exc:
             raise ValidationError(exc.message) from exc
 
@@ -303,6 +317,7 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
             "concurrency": source.concurrency,
             "debounce": source.debounce,
             "throttle": source.throttle,
+            "triggers": source.triggers,
         }
 
     def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:
@@ -337,6 +352,7 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
             concurrency=form.cleaned_data.get("concurrency"),
             debounce=form.cleaned_data.get("debounce"),
             throttle=form.cleaned_data.get("throttle"),
+            triggers=form.cleaned_data.get("triggers"),
         )
         form.instance.pk, form.instance.version = workflow.pk, workflow.version
 

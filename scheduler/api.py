@@ -497,6 +497,7 @@ class WorkflowsView(NamedResourcesView):
                 concurrency=data.get("concurrency"),
                 debounce=data.get("debounce"),
                 throttle=data.get("throttle"),
+                triggers=_triggers(data.get("triggers")),
             )
         return self.created(
             WorkflowSerializer(selectors.workflow_get(name, workflow.version)).data, name=name
@@ -554,8 +555,13 @@ class WorkflowView(NamedResourceView):
                 concurrency=data.get("concurrency", latest.concurrency),
                 debounce=data.get("debounce", latest.debounce),
                 throttle=data.get("throttle", latest.throttle),
+                triggers=_triggers(data["triggers"]) if "triggers" in data else latest.triggers,
             )
         return selectors.workflow_get(name, workflow.version)
+
+
+def _triggers(value: Any) -> Any:
+    return [dict(trigger) for trigger in value] if isinstance(value, list) else value
 
 
 # --- schedules ------------------------------------------------------------------------------------

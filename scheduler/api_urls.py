@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from scheduler import api, callback_api
+from scheduler import api, callback_api, events_api
 
 urlpatterns: list[URLPattern] = [
     path("jobs/", api.JobsView.as_view(), name="api-jobs"),
@@ -29,6 +29,7 @@ urlpatterns: list[URLPattern] = [
         name="api-job-step-reject",
     ),
     path("signals/", api.KeyedSignalsView.as_view(), name="api-signals"),
+    path("events/", events_api.EventsView.as_view(), name="api-events"),
     path("workflows/", api.WorkflowsView.as_view(), name="api-workflows"),
     path("workflows/<slug:name>/", api.WorkflowView.as_view(), name="api-workflow"),
     path("callbacks/<str:token>/", callback_api.AttemptCallbackView.as_view(), name="api-attempt-callback"),

@@ -22,6 +22,7 @@ from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
 from sas_project.validation import json_storable, valid_name
 from scheduler import contracts, expressions
+from scheduler.event_definitions import event_wait_check, triggers_check
 from scheduler.flow_definitions import (
     cancel_path_check,
     concurrency_check,
@@ -53,7 +54,7 @@ CALL_KEYS |= FAN_OUT_KEYS | {"concurrency", "rate", "cancel_path"}
 WORKFLOW_KEYS = COMMON_KEYS | {"workflow", "policy", "input", "output"}
 WAIT_KEYS: dict[str, set[str]] = {
     StepDefinitionKind.SIGNAL: COMMON_KEYS
-    | {"signal", "timeout_seconds", "on_timeout", "default_output", "policy"},
+    | {"signal", "event", "match", "timeout_seconds", "on_timeout", "default_output", "policy"},
     StepDefinitionKind.APPROVAL: COMMON_KEYS
     | {"group", "timeout_seconds", "on_timeout", "default_output", "policy"},
     StepDefinitionKind.TIMER: COMMON_KEYS | {"wait_seconds", "until"},
@@ -163,7 +164,11 @@ def _wait_spec(name: str, kind: str, spec: dict[str, Any], groups: set[str], pol
                 field="steps",
             )
         return {**cleaned, "wait_seconds": wait_seconds, "until": until or ""}
-    if kind == StepDefinitionKind.SIGNAL:
+    if kind == StepDefinitionKind.SIGNAL and spec.get("event") not in (None, ""):
+        cleaned.update(event_wait_check(spec, step=name))
+    elif kind == StepDefinitionKind.SIGNAL:
+        if spec.get("match") not in (None, ""):
+            raise InvalidInput(f"step {name!r}: match goes with event (a wait for an event)", field="steps")
         cleaned["signal"] = valid_name(spec.get("signal"), f"step {name!r} signal", "steps")
     else:
         group = spec.get("group") or ""
@@ -413,11 +418,13 @@ def workflow_create(
     concurrency: Any = None,
     debounce: Any = None,
     throttle: Any = None,
+    triggers: Any = None,
     system: bool = False,
 ) -> Workflow:
     """Create the next version of workflow `name` from validated step specs (and its input's
-    JSON Schema, if any: scheduler.contracts). The canary's workflow is the service's own
-    (`system`): no one else may make a version of it."""
+    JSON Schema, if any: scheduler.contracts; the inbound events that start its jobs, if any:
+    scheduler.event_definitions). The canary's workflow is the service's own (`system`): no one
+    else may make a version of it."""
     valid_name(name, "workflow name", "name")
     if name == CANARY_WORKFLOW and not system:
         raise InvalidInput(f"workflow name {name!r} is reserved for the service's canary", field="name")
@@ -435,6 +442,7 @@ def workflow_create(
     debounce = debounce_check(debounce)
     throttle = throttle_check(throttle)
     gates_combination_check(concurrency=concurrency, debounce=debounce, throttle=throttle)
+    triggers = triggers_check(triggers)
     latest = Workflow.objects.select_for_update().filter(name=name).order_by("-version").first()
     # Two first versions of one name can both pass the lock above (there is no row to lock yet):
     # the unique (name, version) constraint decides, and the loser is told to send again.
@@ -450,6 +458,7 @@ def workflow_create(
                 concurrency=concurrency,
                 debounce=debounce,
                 throttle=throttle,
+                triggers=triggers,
                 plain=workflow_plain(ordered),
             )
     except IntegrityError as exc:
@@ -480,6 +489,7 @@ def _create_version(
     concurrency: dict[str, Any] | None,
     debounce: dict[str, Any] | None = None,
     throttle: dict[str, Any] | None = None,
+    triggers: list[dict[str, Any]] | None = None,
     plain: bool,
 ) -> Workflow:
     return Workflow.objects.create(
@@ -491,6 +501,7 @@ def _create_version(
         concurrency=concurrency,
         debounce=debounce,
         throttle=throttle,
+        triggers=triggers,
         plain=plain,
         created_by=cast(Any, actor) if actor is not None and actor.is_authenticated else None,
     )

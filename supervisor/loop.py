@@ -27,6 +27,7 @@ from sas_project.idempotency import idempotent_requests_prune
 from sas_project.throttling import rate_buckets_prune
 from scheduler.schedules import schedules_fire
 from scheduler.services.correlation import keyed_signals_expire
+from scheduler.services.events import inbound_events_prune
 from scheduler.services.retention import ArchiveUnwritable, history_prune_if_due
 from supervisor.alerts import (
     archive_failed_alert,
@@ -132,8 +133,11 @@ def _passes(
                 try:
                     rate_buckets_prune()
                     idempotent_requests_prune()
+                    inbound_events_prune()
                 except Exception:
-                    logger.exception("supervisor %s: rate buckets and idempotency keys prune failed", holder)
+                    logger.exception(
+                        "supervisor %s: rate buckets, idempotency keys and events prune failed", holder
+                    )
                     connection.close()
         took = time.monotonic() - started
         pass_ms = int(took * 1000)

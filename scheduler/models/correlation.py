@@ -1,6 +1,8 @@
 """Signals addressed by business key (scheduler.services.correlation): one row per request to
 `POST /api/v1/signals/`, with the jobs it reached, or, when it reached none, kept for a job with
-that key that starts within SAS_SIGNAL_LOOKBACK_SECONDS."""
+that key that starts within SAS_SIGNAL_LOOKBACK_SECONDS. Inbound events
+(scheduler.services.events): one row per event (`POST /api/v1/events/`), de-duplicated by its
+source and id, with what it did."""
 
 from __future__ import annotations
 
@@ -68,3 +70,35 @@ class KeyedSignal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} -> key {self.business_key}"
+
+
+class InboundEvent(models.Model):
+    """An event posted to `POST /api/v1/events/`, kept SAS_EVENT_RETENTION_HOURS with the answer
+    it was given: the same (`source`, `event_id`) posted again within that time is answered with
+    it, and does nothing (the unique constraint decides between two posted at once). Written in
+    the transaction that starts its jobs and signals the jobs waiting for it."""
+
+    type = models.CharField(max_length=100)
+    source = models.CharField(max_length=100)
+    #: The event's own id (the API's `id`): unique per source.
+    event_id = models.CharField(max_length=200)
+    data = models.JSONField(null=True, blank=True)
+    sender = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    received_at = models.DateTimeField(default=timezone.now)
+    #: What it did, as the API answered it: {"started", "signalled", "refused"}.
+    answer = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "event_id"], name="inboundevent_unique_source_id"),
+        ]
+        indexes = [
+            # The supervisor's prune: the rows past the retention window, oldest first.
+            models.Index(fields=["received_at"], name="inboundevent_received_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.source}/{self.event_id}"

@@ -35,6 +35,10 @@ class Workflow(models.Model):
     #: Optional throttle of starts by key: {"key": "<expression over the input>", "per_seconds":
     #: P, "limit": L}: at most L starts per P seconds per key value (scheduler.services.gates).
     throttle = models.JSONField(null=True, blank=True)
+    #: Optional: the inbound events that start a job of this workflow (its latest version only):
+    #: [{"event": "<type>", "when", "input", "business_key"}], the last three null when absent
+    #: (scheduler.event_definitions checks them, scheduler.services.events applies them).
+    triggers = models.JSONField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -227,8 +231,12 @@ class StepDefinition(models.Model):
     policy = models.ForeignKey(
         RemediationPolicy, null=True, blank=True, on_delete=models.PROTECT, related_name="step_definitions"
     )
-    #: signal: the name of the signal the step waits for.
-    signal = models.CharField(max_length=100, blank=True, default="", db_default="")
+    #: signal: the name of the signal the step waits for; a wait for an inbound event of type T
+    #: takes the signals named `event:T` (no signal's own name has a colon: valid_name).
+    signal = models.CharField(max_length=110, blank=True, default="", db_default="")
+    #: signal, waiting for an event: which events of its type the job takes (API `match`,
+    #: JMESPath over `event` and `input`; scheduler.services.events).
+    event_match = models.CharField(max_length=1000, blank=True, default="", db_default="")
     #: approval: the group whose members may decide (empty: the operators).
     group = models.CharField(max_length=150, blank=True, default="", db_default="")
     #: signal, approval: how long the wait may last (none: for ever).

@@ -334,7 +334,8 @@ class Signal(models.Model):
     """
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="signals", db_index=False)
-    name = models.CharField(max_length=100)
+    #: The signal's name, or `event:<type>` for an inbound event (its payload is the event).
+    name = models.CharField(max_length=110)
     payload = models.JSONField(null=True, blank=True)
     # NULL, not "": the unique constraint must only bind signals that were given a key.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001

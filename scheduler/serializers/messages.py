@@ -104,6 +104,61 @@ class KeyedSignalAnswerSerializer(serializers.Serializer):
         }
 
 
+# --- inbound events ---------------------------------------------------------------------------------
+
+
+class InboundEventSerializer(StrictSerializer):
+    """An event from another system (scheduler.services.events): it starts the jobs of the
+    workflows whose triggers take its type, and reaches the live jobs waiting for it."""
+
+    type = serializers.CharField(
+        max_length=100,
+        help_text="What happened, e.g. order.paid: 1-100 letters, digits, '-', '_', '.', ':' or '/'.",
+    )
+    id = serializers.CharField(
+        max_length=200,
+        help_text="The event's id, unique per source (1-200 printable characters): the same source "
+        "and id again is a duplicate, answered with the first answer.",
+    )
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        # `source` and `data` name attributes of a serializer, so they are declared here.
+        return {
+            **super().get_fields(),
+            "source": serializers.CharField(
+                max_length=100,
+                help_text="Who says so, e.g. payments: 1-100 letters, digits, '-', '_', '.', ':' or '/'.",
+            ),
+            "data": serializers.JSONField(
+                required=False,
+                allow_null=True,
+                help_text="Any JSON: what the event says. A trigger without `input` starts its job with "
+                "it (then an object); a step waiting for the event outputs it.",
+            ),
+        }
+
+
+class EventRefusalSerializer(serializers.Serializer):
+    workflow = serializers.CharField(help_text="The workflow whose trigger could not start a job.")
+    trigger = serializers.IntegerField(help_text="The trigger's index in the workflow's `triggers`.")
+    reason = serializers.CharField(
+        help_text="Why: an expression that cannot be evaluated, an input that is "
+        "not an object, a submission refused (its contract, its concurrency)."
+    )
+
+
+class InboundEventAnswerSerializer(serializers.Serializer):
+    """What an inbound event did (the same for a duplicate, with `duplicate` true)."""
+
+    event = serializers.IntegerField(help_text="The id of the event as stored.")
+    started = serializers.ListField(child=serializers.UUIDField(), help_text="The jobs its triggers started.")
+    signalled = serializers.ListField(
+        child=serializers.UUIDField(), help_text="The live jobs waiting for it that it reached."
+    )
+    refused = EventRefusalSerializer(many=True, help_text="The triggers that could not start their job.")
+    duplicate = serializers.BooleanField(help_text="True: this source and id was received before.")
+
+
 class SignalWithStartSerializer(StrictSerializer):
     """A submission's signal (signal-with-start)."""
 

@@ -14,6 +14,7 @@ from rest_framework import serializers
 
 from agents.serializers import RateSerializer
 from sas_project.api import MAX_INT, ReplaceMixin, StrictSerializer
+from scheduler.event_definitions import event_of_signal
 from scheduler.models import OnTimeout, StepDefinition, StepDefinitionKind
 
 
@@ -80,7 +81,20 @@ class StepDefinitionSerializer(StrictSerializer):
         help_text="Remediation policy name (required for a call; for a signal or approval, its "
         "on_exhausted decides what a rejection or a failing timeout does to the job).",
     )
-    signal = serializers.CharField(max_length=100, required=False, help_text="signal: the name it waits for.")
+    signal = serializers.CharField(
+        max_length=100, required=False, help_text="signal: the name it waits for (or `event`)."
+    )
+    event = serializers.CharField(
+        max_length=100,
+        required=False,
+        help_text="signal: the type of the inbound event it waits for instead of a named signal "
+        "(POST /api/v1/events/); its output is the event's `data`. Needs `match`.",
+    )
+    match = _optional_text(
+        1000,
+        "signal with `event`: which events are this job's, in JMESPath over `event` ({type, id, source, "
+        "data}) and `input` (the job's), e.g. event.data.order_id == input.order_id.",
+    )
     group = _optional_text(150, "approval: the group whose members may decide (default: operators).")
     timeout_seconds = serializers.FloatField(
         required=False, allow_null=True, help_text="signal, approval: how long to wait (default: for ever)."
@@ -225,11 +239,13 @@ class StepDefinitionSerializer(StrictSerializer):
                 "until": instance.until,
                 "depends_on": list(instance.depends_on or []),
             }
-        wait: dict[str, Any] = (
-            {"signal": instance.signal}
-            if instance.kind == StepDefinitionKind.SIGNAL
-            else {"group": instance.group}
-        )
+        event_type = event_of_signal(instance.signal) if instance.kind == StepDefinitionKind.SIGNAL else None
+        if event_type is not None:
+            wait: dict[str, Any] = {"event": event_type, "match": instance.event_match}
+        elif instance.kind == StepDefinitionKind.SIGNAL:
+            wait = {"signal": instance.signal}
+        else:
+            wait = {"group": instance.group}
         return {
             **base,
             **wait,
@@ -295,6 +311,35 @@ class ThrottleSerializer(StrictSerializer):
     )
 
 
+class TriggerSerializer(StrictSerializer):
+    """An inbound event that starts a job of the workflow (scheduler.services.events): each
+    event of its type that its `when` holds for starts one job of the latest version, submitted
+    by the event's sender."""
+
+    event = serializers.CharField(max_length=100, help_text="The event's type, e.g. order.placed.")
+    when = serializers.CharField(
+        max_length=1000,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        help_text="A condition in JMESPath over `event` ({type, id, source, data}): when false, no job.",
+    )
+    input = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="The job's input, as a step's `input` mapping over `event`: an expression, or a "
+        'template whose keys ending in `.$` hold expressions ({"order.$": "event.data.order"}). '
+        "Absent: the event's `data` (an object).",
+    )
+    business_key = serializers.CharField(
+        max_length=1000,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        help_text="The job's business key, in JMESPath over `event` (a string), e.g. event.data.order_id.",
+    )
+
+
 class WorkflowSerializer(StrictSerializer):
     """A workflow version as read, and as written to create one (POST): `name` and `steps` are
     required."""
@@ -315,6 +360,14 @@ class WorkflowSerializer(StrictSerializer):
     concurrency = ConcurrencySerializer(required=False, allow_null=True, default=None)
     debounce = DebounceSerializer(required=False, allow_null=True, default=None)
     throttle = ThrottleSerializer(required=False, allow_null=True, default=None)
+    triggers = TriggerSerializer(
+        many=True,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The inbound events (POST /api/v1/events/) that start a job of the latest version; "
+        "null: none.",
+    )
     steps = StepDefinitionSerializer(many=True)
     created_by = serializers.CharField(source="created_by.username", allow_null=True, read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
@@ -322,12 +375,12 @@ class WorkflowSerializer(StrictSerializer):
 
 class WorkflowReplaceSerializer(ReplaceMixin, WorkflowSerializer):
     """The next version (PUT) states description, deadline_seconds and steps; left out,
-    input_schema, concurrency, debounce and throttle are none (PATCH keeps the latest version's).
-    A workflow cannot be renamed."""
+    input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the latest
+    version's). A workflow cannot be renamed."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name in ("input_schema", "concurrency", "debounce", "throttle"):
+        for name in ("input_schema", "concurrency", "debounce", "throttle", "triggers"):
             self.fields[name].required = False
             self.fields[name].default = None
 

@@ -13,6 +13,9 @@ them (`waits_expire`) with ordinary guarded moves.
   names it, if there is one: a guarded write of the signal (`consumed_at` still empty) in the
   transaction that completes the step, so each signal is consumed at most once. Its payload is
   the step's output.
+- A wait for an inbound event (`"event": "<type>"`) takes the signals named `event:<type>`
+  (scheduler.services.events stores one per event and job it reaches, the event as payload), but
+  only one its `match` holds for (`event_matches`); its output is the event's `data`.
 - An approval (`approval_decide`): Approve completes the step with the decision as its output;
   Reject fails it, and its policy's on_exhausted (compensate when it has none) decides the job.
 - A timeout does what the definition says: hold for an operator, fail (as a rejection does), or
@@ -29,11 +32,16 @@ general path, which starts its waits here.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from typing import Any
 
+from jmespath.exceptions import JMESPathError
+
 from sas_project.errors import InvalidInput
 from sas_project.validation import Unreadable, read_time
+from scheduler import expressions
+from scheduler.event_definitions import event_of_signal
 from scheduler.models import (
     EventKind,
     Job,
@@ -51,6 +59,8 @@ from scheduler.unit import Unit, User
 S = StepStatus
 K = StepDefinitionKind
 E = EventKind
+
+logger = logging.getLogger("scheduler.waits")
 
 
 # --- entering a wait ------------------------------------------------------------------------------
@@ -159,11 +169,14 @@ def step_begin_wait(
         not_before=None,
     )
     if definition.kind == K.SIGNAL:
-        signal = (
-            Signal.objects.filter(job_id=state.job.pk, name=definition.signal, consumed_at__isnull=True)
-            .order_by("id")
-            .first()
-        )
+        buffered = Signal.objects.filter(
+            job_id=state.job.pk, name=definition.signal, consumed_at__isnull=True
+        ).order_by("id")
+        if event_of_signal(definition.signal) is None:
+            signal = buffered.first()
+        else:
+            # A job holds few events of one type (only those its match held for when they came).
+            signal = next((s for s in buffered if event_matches(state.job, step=step, event=s.payload)), None)
         if signal is not None:
             signal_consume(unit, step=step, signal=signal, source=source)
     elif definition.kind == K.TIMER and deadline is not None and deadline <= unit.now:
@@ -200,8 +213,23 @@ def step_begin_child(
     task_write(CHILD_START_TASK, step.pk, name=f"step-{step.pk}-child-start")
 
 
+def event_matches(job: Job, *, step: Step, event: Any) -> bool:
+    """Whether the event (`{"type", "id", "source", "data"}`) is this job's, for its step waiting
+    for an event: the step's `match` is true over `{"event", "input"}` (the step's edited input,
+    or the job's). One that cannot be evaluated is false (logged): the event is not this job's."""
+    data = {"event": event, "input": step.input_override if step.input_override is not None else job.input}
+    try:
+        return expressions.truthy(expressions.evaluate(step.definition.event_match, data, stored=False))
+    except JMESPathError as exc:
+        logger.info("job %s step %s: match cannot be evaluated: %s", job.pk, step.name, exc)
+        return False
+
+
 def describe(definition: StepDefinition) -> str:
     if definition.kind == K.SIGNAL:
+        event_type = event_of_signal(definition.signal)
+        if event_type is not None:
+            return f"an event {event_type!r}"
         return f"signal {definition.signal!r}"
     if definition.kind == K.APPROVAL:
         return f"an approval by {definition.group or 'an operator'}"
@@ -217,6 +245,8 @@ def signal_consume(unit: Unit, *, step: Step, signal: Signal, source: str, actor
     if taken != 1:
         return
     signal.consumed_at, signal.consumed_by = unit.now, step
+    event_type = event_of_signal(signal.name)
+    event = signal.payload if event_type is not None and isinstance(signal.payload, dict) else None
     step_transition(
         unit,
         step,
@@ -224,9 +254,12 @@ def signal_consume(unit: Unit, *, step: Step, signal: Signal, source: str, actor
         source=source,
         kind=E.STEP_SIGNALLED,
         actor=actor,
-        reason=f"signal {signal.name!r} received",
-        data={"signal_id": signal.pk},
-        output=signal.payload,
+        reason=f"signal {signal.name!r} received" if event is None else f"event {event_type!r} received",
+        data={"signal_id": signal.pk}
+        if event is None
+        else {"signal_id": signal.pk, "event": {k: event.get(k) for k in ("type", "id", "source")}},
+        # An event's step outputs the event's data (the signal keeps the whole event).
+        output=signal.payload if event is None else event.get("data"),
         error="",
     )
 
