@@ -561,7 +561,11 @@ class WorkflowView(NamedResourceView):
 
 
 def _triggers(value: Any) -> Any:
-    return [dict(trigger) for trigger in value] if isinstance(value, list) else value
+    """The validated triggers as plain objects; an entry that is not one (a null: DRF lets a list
+    that allows null hold nulls) is left for the definition's check to refuse (400)."""
+    if not isinstance(value, list):
+        return value
+    return [dict(trigger) if isinstance(trigger, dict) else trigger for trigger in value]
 
 
 # --- schedules ------------------------------------------------------------------------------------

@@ -315,3 +315,17 @@ def test_the_admin_step_form_writes_an_event_wait_as_the_api_does() -> None:
     assert (spec["event"], spec["signal"]) == ("order.paid", "")
     assert spec["match"] == "event.data.order_id == input.order_id"
     assert validate_steps([spec])[0]["signal"] == "event:order.paid"
+
+
+def test_a_null_trigger_is_a_400_not_a_failure() -> None:
+    from tests.api.support import V1, client_for, make_user
+    from tests.factories import make_policy, make_pool, step
+
+    make_pool()
+    make_policy()
+    admin = client_for(make_user("ada-null", "administrators"))
+    answer = admin.post(
+        f"{V1}/workflows/", {"name": "w-null", "steps": [step("s")], "triggers": [None]}, format="json"
+    )
+    assert answer.status_code == 400, answer.content
+    assert "triggers" in answer.content.decode()

@@ -48,6 +48,7 @@ RULES = {
     "/api/v1/jobs/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/batch/": OWNED_BY_SUBMITTER,
     "/api/v1/signals/": BY_BUSINESS_KEY,
+    "/api/v1/events/": BY_BUSINESS_KEY,
     "/api/v1/jobs/{job_id}/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/{job_id}/events/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/{job_id}/cancel/": OPERATOR_ON_ANY_JOB,

@@ -51,7 +51,10 @@ from .endpoint_health import EndpointHealth
 from .error import Error
 from .event import Event
 from .event_kind_enum import EventKindEnum
+from .event_refusal import EventRefusal
 from .field_error import FieldError
+from .inbound_event_answer import InboundEventAnswer
+from .inbound_event_request import InboundEventRequest
 from .job import Job
 from .job_batch_item_request import JobBatchItemRequest
 from .job_batch_item_request_input import JobBatchItemRequestInput
@@ -156,6 +159,8 @@ from .token import Token
 from .token_create_request import TokenCreateRequest
 from .token_created import TokenCreated
 from .token_status_enum import TokenStatusEnum
+from .trigger import Trigger
+from .trigger_request import TriggerRequest
 from .version_enum import VersionEnum
 from .waiting_for import WaitingFor
 from .waiting_for_kind_enum import WaitingForKindEnum
@@ -214,7 +219,10 @@ __all__ = (
     "Error",
     "Event",
     "EventKindEnum",
+    "EventRefusal",
     "FieldError",
+    "InboundEventAnswer",
+    "InboundEventRequest",
     "Job",
     "JobBatchItemRequest",
     "JobBatchItemRequestInput",
@@ -313,6 +321,8 @@ __all__ = (
     "TokenCreateRequest",
     "TokenCreated",
     "TokenStatusEnum",
+    "Trigger",
+    "TriggerRequest",
     "VersionEnum",
     "WaitingFor",
     "WaitingForKindEnum",

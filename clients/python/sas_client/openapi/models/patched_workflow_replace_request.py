@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..models.debounce_request import DebounceRequest
     from ..models.step_definition_request import StepDefinitionRequest
     from ..models.throttle_request import ThrottleRequest
+    from ..models.trigger_request import TriggerRequest
 
 
 T = TypeVar("T", bound="PatchedWorkflowReplaceRequest")
@@ -21,8 +22,8 @@ T = TypeVar("T", bound="PatchedWorkflowReplaceRequest")
 @_attrs_define
 class PatchedWorkflowReplaceRequest:
     """The next version (PUT) states description, deadline_seconds and steps; left out,
-    input_schema, concurrency, debounce and throttle are none (PATCH keeps the latest version's).
-    A workflow cannot be renamed.
+    input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the latest
+    version's). A workflow cannot be renamed.
 
         Attributes:
             name (str | Unset):
@@ -33,6 +34,8 @@ class PatchedWorkflowReplaceRequest:
             concurrency (ConcurrencyRequest | None | Unset):
             debounce (DebounceRequest | None | Unset):
             throttle (None | ThrottleRequest | Unset):
+            triggers (list[TriggerRequest] | None | Unset): The inbound events (POST /api/v1/events/) that start a job of
+                the latest version; null: none.
             steps (list[StepDefinitionRequest] | Unset):
     """
 
@@ -43,6 +46,7 @@ class PatchedWorkflowReplaceRequest:
     concurrency: ConcurrencyRequest | None | Unset = UNSET
     debounce: DebounceRequest | None | Unset = UNSET
     throttle: None | ThrottleRequest | Unset = UNSET
+    triggers: list[TriggerRequest] | None | Unset = UNSET
     steps: list[StepDefinitionRequest] | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,6 +90,18 @@ class PatchedWorkflowReplaceRequest:
         else:
             throttle = self.throttle
 
+        triggers: list[dict[str, Any]] | None | Unset
+        if isinstance(self.triggers, Unset):
+            triggers = UNSET
+        elif isinstance(self.triggers, list):
+            triggers = []
+            for triggers_type_0_item_data in self.triggers:
+                triggers_type_0_item = triggers_type_0_item_data.to_dict()
+                triggers.append(triggers_type_0_item)
+
+        else:
+            triggers = self.triggers
+
         steps: list[dict[str, Any]] | Unset = UNSET
         if not isinstance(self.steps, Unset):
             steps = []
@@ -110,6 +126,8 @@ class PatchedWorkflowReplaceRequest:
             field_dict["debounce"] = debounce
         if throttle is not UNSET:
             field_dict["throttle"] = throttle
+        if triggers is not UNSET:
+            field_dict["triggers"] = triggers
         if steps is not UNSET:
             field_dict["steps"] = steps
 
@@ -121,6 +139,7 @@ class PatchedWorkflowReplaceRequest:
         from ..models.debounce_request import DebounceRequest
         from ..models.step_definition_request import StepDefinitionRequest
         from ..models.throttle_request import ThrottleRequest
+        from ..models.trigger_request import TriggerRequest
 
         d = dict(src_dict)
         name = d.pop("name", UNSET)
@@ -189,6 +208,28 @@ class PatchedWorkflowReplaceRequest:
 
         throttle = _parse_throttle(d.pop("throttle", UNSET))
 
+        def _parse_triggers(data: object) -> list[TriggerRequest] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                triggers_type_0 = []
+                _triggers_type_0 = data
+                for triggers_type_0_item_data in _triggers_type_0:
+                    triggers_type_0_item = TriggerRequest.from_dict(triggers_type_0_item_data)
+
+                    triggers_type_0.append(triggers_type_0_item)
+
+                return triggers_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[TriggerRequest] | None | Unset, data)
+
+        triggers = _parse_triggers(d.pop("triggers", UNSET))
+
         _steps = d.pop("steps", UNSET)
         steps: list[StepDefinitionRequest] | Unset = UNSET
         if _steps is not UNSET:
@@ -206,6 +247,7 @@ class PatchedWorkflowReplaceRequest:
             concurrency=concurrency,
             debounce=debounce,
             throttle=throttle,
+            triggers=triggers,
             steps=steps,
         )
 

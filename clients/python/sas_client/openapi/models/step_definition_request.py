@@ -41,7 +41,11 @@ class StepDefinitionRequest:
             depends_on (list[str] | Unset):
             policy (str | Unset): Remediation policy name (required for a call; for a signal or approval, its on_exhausted
                 decides what a rejection or a failing timeout does to the job).
-            signal (str | Unset): signal: the name it waits for.
+            signal (str | Unset): signal: the name it waits for (or `event`).
+            event (str | Unset): signal: the type of the inbound event it waits for instead of a named signal (POST
+                /api/v1/events/); its output is the event's `data`. Needs `match`.
+            match (str | Unset): signal with `event`: which events are this job's, in JMESPath over `event` ({type, id,
+                source, data}) and `input` (the job's), e.g. event.data.order_id == input.order_id.
             group (str | Unset): approval: the group whose members may decide (default: operators).
             timeout_seconds (float | None | Unset): signal, approval: how long to wait (default: for ever).
             on_timeout (BlankEnum | OnTimeoutEnum | Unset): signal, approval: hold (default) for an operator, fail the step
@@ -89,6 +93,8 @@ class StepDefinitionRequest:
     depends_on: list[str] | Unset = UNSET
     policy: str | Unset = UNSET
     signal: str | Unset = UNSET
+    event: str | Unset = UNSET
+    match: str | Unset = UNSET
     group: str | Unset = UNSET
     timeout_seconds: float | None | Unset = UNSET
     on_timeout: BlankEnum | OnTimeoutEnum | Unset = UNSET
@@ -138,6 +144,10 @@ class StepDefinitionRequest:
         policy = self.policy
 
         signal = self.signal
+
+        event = self.event
+
+        match = self.match
 
         group = self.group
 
@@ -228,6 +238,10 @@ class StepDefinitionRequest:
             field_dict["policy"] = policy
         if signal is not UNSET:
             field_dict["signal"] = signal
+        if event is not UNSET:
+            field_dict["event"] = event
+        if match is not UNSET:
+            field_dict["match"] = match
         if group is not UNSET:
             field_dict["group"] = group
         if timeout_seconds is not UNSET:
@@ -302,6 +316,10 @@ class StepDefinitionRequest:
         policy = d.pop("policy", UNSET)
 
         signal = d.pop("signal", UNSET)
+
+        event = d.pop("event", UNSET)
+
+        match = d.pop("match", UNSET)
 
         group = d.pop("group", UNSET)
 
@@ -416,6 +434,8 @@ class StepDefinitionRequest:
             depends_on=depends_on,
             policy=policy,
             signal=signal,
+            event=event,
+            match=match,
             group=group,
             timeout_seconds=timeout_seconds,
             on_timeout=on_timeout,

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..models.debounce import Debounce
     from ..models.step_definition import StepDefinition
     from ..models.throttle import Throttle
+    from ..models.trigger import Trigger
 
 
 T = TypeVar("T", bound="Workflow")
@@ -38,6 +39,8 @@ class Workflow:
             concurrency (Concurrency | None | Unset):
             debounce (Debounce | None | Unset):
             throttle (None | Throttle | Unset):
+            triggers (list[Trigger] | None | Unset): The inbound events (POST /api/v1/events/) that start a job of the
+                latest version; null: none.
     """
 
     name: str
@@ -51,6 +54,7 @@ class Workflow:
     concurrency: Concurrency | None | Unset = UNSET
     debounce: Debounce | None | Unset = UNSET
     throttle: None | Throttle | Unset = UNSET
+    triggers: list[Trigger] | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -106,6 +110,18 @@ class Workflow:
         else:
             throttle = self.throttle
 
+        triggers: list[dict[str, Any]] | None | Unset
+        if isinstance(self.triggers, Unset):
+            triggers = UNSET
+        elif isinstance(self.triggers, list):
+            triggers = []
+            for triggers_type_0_item_data in self.triggers:
+                triggers_type_0_item = triggers_type_0_item_data.to_dict()
+                triggers.append(triggers_type_0_item)
+
+        else:
+            triggers = self.triggers
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -129,6 +145,8 @@ class Workflow:
             field_dict["debounce"] = debounce
         if throttle is not UNSET:
             field_dict["throttle"] = throttle
+        if triggers is not UNSET:
+            field_dict["triggers"] = triggers
 
         return field_dict
 
@@ -138,6 +156,7 @@ class Workflow:
         from ..models.debounce import Debounce
         from ..models.step_definition import StepDefinition
         from ..models.throttle import Throttle
+        from ..models.trigger import Trigger
 
         d = dict(src_dict)
         name = d.pop("name")
@@ -224,6 +243,28 @@ class Workflow:
 
         throttle = _parse_throttle(d.pop("throttle", UNSET))
 
+        def _parse_triggers(data: object) -> list[Trigger] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                triggers_type_0 = []
+                _triggers_type_0 = data
+                for triggers_type_0_item_data in _triggers_type_0:
+                    triggers_type_0_item = Trigger.from_dict(triggers_type_0_item_data)
+
+                    triggers_type_0.append(triggers_type_0_item)
+
+                return triggers_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[Trigger] | None | Unset, data)
+
+        triggers = _parse_triggers(d.pop("triggers", UNSET))
+
         workflow = cls(
             name=name,
             version=version,
@@ -236,6 +277,7 @@ class Workflow:
             concurrency=concurrency,
             debounce=debounce,
             throttle=throttle,
+            triggers=triggers,
         )
 
         workflow.additional_properties = d

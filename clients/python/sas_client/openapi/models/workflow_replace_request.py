@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..models.debounce_request import DebounceRequest
     from ..models.step_definition_request import StepDefinitionRequest
     from ..models.throttle_request import ThrottleRequest
+    from ..models.trigger_request import TriggerRequest
 
 
 T = TypeVar("T", bound="WorkflowReplaceRequest")
@@ -21,8 +22,8 @@ T = TypeVar("T", bound="WorkflowReplaceRequest")
 @_attrs_define
 class WorkflowReplaceRequest:
     """The next version (PUT) states description, deadline_seconds and steps; left out,
-    input_schema, concurrency, debounce and throttle are none (PATCH keeps the latest version's).
-    A workflow cannot be renamed.
+    input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the latest
+    version's). A workflow cannot be renamed.
 
         Attributes:
             description (str):
@@ -34,6 +35,8 @@ class WorkflowReplaceRequest:
             concurrency (ConcurrencyRequest | None | Unset):
             debounce (DebounceRequest | None | Unset):
             throttle (None | ThrottleRequest | Unset):
+            triggers (list[TriggerRequest] | None | Unset): The inbound events (POST /api/v1/events/) that start a job of
+                the latest version; null: none.
     """
 
     description: str
@@ -44,6 +47,7 @@ class WorkflowReplaceRequest:
     concurrency: ConcurrencyRequest | None | Unset = UNSET
     debounce: DebounceRequest | None | Unset = UNSET
     throttle: None | ThrottleRequest | Unset = UNSET
+    triggers: list[TriggerRequest] | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.concurrency_request import ConcurrencyRequest
@@ -88,6 +92,18 @@ class WorkflowReplaceRequest:
         else:
             throttle = self.throttle
 
+        triggers: list[dict[str, Any]] | None | Unset
+        if isinstance(self.triggers, Unset):
+            triggers = UNSET
+        elif isinstance(self.triggers, list):
+            triggers = []
+            for triggers_type_0_item_data in self.triggers:
+                triggers_type_0_item = triggers_type_0_item_data.to_dict()
+                triggers.append(triggers_type_0_item)
+
+        else:
+            triggers = self.triggers
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -107,6 +123,8 @@ class WorkflowReplaceRequest:
             field_dict["debounce"] = debounce
         if throttle is not UNSET:
             field_dict["throttle"] = throttle
+        if triggers is not UNSET:
+            field_dict["triggers"] = triggers
 
         return field_dict
 
@@ -116,6 +134,7 @@ class WorkflowReplaceRequest:
         from ..models.debounce_request import DebounceRequest
         from ..models.step_definition_request import StepDefinitionRequest
         from ..models.throttle_request import ThrottleRequest
+        from ..models.trigger_request import TriggerRequest
 
         d = dict(src_dict)
         description = d.pop("description")
@@ -189,6 +208,28 @@ class WorkflowReplaceRequest:
 
         throttle = _parse_throttle(d.pop("throttle", UNSET))
 
+        def _parse_triggers(data: object) -> list[TriggerRequest] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                triggers_type_0 = []
+                _triggers_type_0 = data
+                for triggers_type_0_item_data in _triggers_type_0:
+                    triggers_type_0_item = TriggerRequest.from_dict(triggers_type_0_item_data)
+
+                    triggers_type_0.append(triggers_type_0_item)
+
+                return triggers_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[TriggerRequest] | None | Unset, data)
+
+        triggers = _parse_triggers(d.pop("triggers", UNSET))
+
         workflow_replace_request = cls(
             description=description,
             deadline_seconds=deadline_seconds,
@@ -198,6 +239,7 @@ class WorkflowReplaceRequest:
             concurrency=concurrency,
             debounce=debounce,
             throttle=throttle,
+            triggers=triggers,
         )
 
         return workflow_replace_request

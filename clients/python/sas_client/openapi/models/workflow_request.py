@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..models.debounce_request import DebounceRequest
     from ..models.step_definition_request import StepDefinitionRequest
     from ..models.throttle_request import ThrottleRequest
+    from ..models.trigger_request import TriggerRequest
 
 
 T = TypeVar("T", bound="WorkflowRequest")
@@ -33,6 +34,8 @@ class WorkflowRequest:
             concurrency (ConcurrencyRequest | None | Unset):
             debounce (DebounceRequest | None | Unset):
             throttle (None | ThrottleRequest | Unset):
+            triggers (list[TriggerRequest] | None | Unset): The inbound events (POST /api/v1/events/) that start a job of
+                the latest version; null: none.
     """
 
     name: str
@@ -43,6 +46,7 @@ class WorkflowRequest:
     concurrency: ConcurrencyRequest | None | Unset = UNSET
     debounce: DebounceRequest | None | Unset = UNSET
     throttle: None | ThrottleRequest | Unset = UNSET
+    triggers: list[TriggerRequest] | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.concurrency_request import ConcurrencyRequest
@@ -90,6 +94,18 @@ class WorkflowRequest:
         else:
             throttle = self.throttle
 
+        triggers: list[dict[str, Any]] | None | Unset
+        if isinstance(self.triggers, Unset):
+            triggers = UNSET
+        elif isinstance(self.triggers, list):
+            triggers = []
+            for triggers_type_0_item_data in self.triggers:
+                triggers_type_0_item = triggers_type_0_item_data.to_dict()
+                triggers.append(triggers_type_0_item)
+
+        else:
+            triggers = self.triggers
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -110,6 +126,8 @@ class WorkflowRequest:
             field_dict["debounce"] = debounce
         if throttle is not UNSET:
             field_dict["throttle"] = throttle
+        if triggers is not UNSET:
+            field_dict["triggers"] = triggers
 
         return field_dict
 
@@ -119,6 +137,7 @@ class WorkflowRequest:
         from ..models.debounce_request import DebounceRequest
         from ..models.step_definition_request import StepDefinitionRequest
         from ..models.throttle_request import ThrottleRequest
+        from ..models.trigger_request import TriggerRequest
 
         d = dict(src_dict)
         name = d.pop("name")
@@ -194,6 +213,28 @@ class WorkflowRequest:
 
         throttle = _parse_throttle(d.pop("throttle", UNSET))
 
+        def _parse_triggers(data: object) -> list[TriggerRequest] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                triggers_type_0 = []
+                _triggers_type_0 = data
+                for triggers_type_0_item_data in _triggers_type_0:
+                    triggers_type_0_item = TriggerRequest.from_dict(triggers_type_0_item_data)
+
+                    triggers_type_0.append(triggers_type_0_item)
+
+                return triggers_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[TriggerRequest] | None | Unset, data)
+
+        triggers = _parse_triggers(d.pop("triggers", UNSET))
+
         workflow_request = cls(
             name=name,
             steps=steps,
@@ -203,6 +244,7 @@ class WorkflowRequest:
             concurrency=concurrency,
             debounce=debounce,
             throttle=throttle,
+            triggers=triggers,
         )
 
         return workflow_request
