@@ -352,7 +352,7 @@ SELECT 'outbox_oldest', lane, extract(epoch FROM statement_timestamp() - min(nex
 UNION ALL
 SELECT 'jobs_waiting_for_key', '', count(*)::float FROM scheduler_job WHERE status = 'waiting'
 UNION ALL
-SELECT 'calls_waiting', CASE WHEN s.not_before IS NOT NULL THEN 'backoff'
+SELECT 'calls_waiting', CASE WHEN s.not_before IS NOT NULL AND s.rate_key = '' THEN 'backoff'
                              WHEN s.concurrency_key <> '' THEN 'concurrency'
                              WHEN s.rate_key <> '' THEN 'rate' ELSE 'capacity' END, count(*)::float
     FROM scheduler_step s JOIN scheduler_stepdefinition d ON d.id = s.definition_id
@@ -425,9 +425,9 @@ def _gauge_rows_python() -> list[tuple[str, str, float]]:
         ~Q(definition__for_each=""), kind="action"
     )
     for reason, query in (
-        ("backoff", calls.filter(not_before__isnull=False)),
-        ("concurrency", calls.filter(not_before__isnull=True).exclude(concurrency_key="")),
-        ("rate", calls.filter(not_before__isnull=True, concurrency_key="").exclude(rate_key="")),
+        ("backoff", calls.filter(not_before__isnull=False, rate_key="")),
+        ("concurrency", calls.exclude(not_before__isnull=False, rate_key="").exclude(concurrency_key="")),
+        ("rate", calls.filter(concurrency_key="").exclude(rate_key="")),
         ("capacity", calls.filter(not_before__isnull=True, concurrency_key="", rate_key="")),
     ):
         if count := query.count():

@@ -90,7 +90,9 @@ class WaitingForSerializer(serializers.Serializer):
         required=False, allow_null=True, help_text="approval: who decides (null: operators)."
     )
     until = serializers.DateTimeField(
-        required=False, help_text="timer: when it fires; backoff: the time the remote asked to wait till."
+        required=False,
+        help_text="timer: when it fires; backoff: the time the remote asked to wait till; rate: when its "
+        "bucket has room again.",
     )
     key = serializers.CharField(required=False, help_text="concurrency, rate: the key's value.")
     limit = serializers.IntegerField(required=False, help_text="concurrency: calls in flight per key value.")

@@ -71,7 +71,8 @@ def waiting_for(step: Step) -> dict[str, Any] | None:
     "timeout_at"}`, `{"kind": "timer", "until"}`, `{"kind": "workflow", "workflow", "child_job"}`
     or, for a call waiting its turn, `{"kind": "backoff", "until", "pool"}` (its remote asked to
     wait), `{"kind": "concurrency", "key", "limit"}` (its step's key), `{"kind": "rate", "key",
-    "pool"}` (a rate held it back) or `{"kind": "capacity", "pool"}`."""
+    "pool", "until"}` (a rate held it back; `until`: when its bucket has a token next) or
+    `{"kind": "capacity", "pool"}`."""
     if step.status != StepStatus.WAITING:
         return None
     definition = step.definition
@@ -87,13 +88,18 @@ def waiting_for(step: Step) -> dict[str, Any] | None:
     if definition.for_each and step.kind == StepKind.ACTION:
         return {"kind": "items"}
     # A call waiting for the pump (scheduler.services.capacity), by what it waits for.
-    if step.not_before is not None:
+    if step.not_before is not None and not step.rate_key:
         return {"kind": "backoff", "until": drf_datetime(step.not_before), "pool": _pool_name(step)}
     if step.concurrency_key:
         limit = (definition.concurrency or {}).get("limit")
         return {"kind": "concurrency", "key": key_value(step.concurrency_key), "limit": limit}
     if step.rate_key:
-        return {"kind": "rate", "key": rate_key_value(step.rate_key), "pool": _pool_name(step)}
+        return {
+            "kind": "rate",
+            "key": rate_key_value(step.rate_key),
+            "pool": _pool_name(step),
+            "until": drf_datetime(step.not_before),
+        }
     return {"kind": "capacity", "pool": _pool_name(step)}
 
 

@@ -46,6 +46,7 @@ from typing import Any, Protocol
 from django.db import close_old_connections, connection, transaction
 from django.db.models import CharField, Count, F, Min, Q, Subquery, Value, Window
 from django.db.models.functions import Cast, Coalesce, Now, NullIf, RowNumber
+from django.utils import timezone
 from jmespath.exceptions import JMESPathError
 
 from agents.health import pool_asked_until
@@ -542,11 +543,15 @@ def _held_back(state: JobState, *, step: Step, pool: AgentPool, full: set[str]) 
     for bucket, policy in _rate_buckets(state, step=step, pool=pool):
         decision = rate_bucket_take(key=bucket, policy=policy)
         if decision is not None and not decision.allowed:
-            if step.rate_key != bucket:
-                # Not a change of state: which bucket holds it back, so that the pump takes its
-                # steps in turn with the others' (and the API says why it waits).
-                Step.objects.filter(pk=step.pk).update(rate_key=bucket)
-            return True, max(decision.retry_after, 0.01)
+            wait = max(decision.retry_after, 0.01)
+            if step.rate_key != bucket or step.not_before is None or step.not_before <= timezone.now():
+                # Not a change of state: which bucket holds it back and when it has a token next,
+                # so that the pump takes its steps in turn with the others' and the API says why
+                # it waits and till when (written again only once that time has passed).
+                Step.objects.filter(pk=step.pk).update(
+                    rate_key=bucket, not_before=Now() + dt.timedelta(seconds=wait)
+                )
+            return True, wait
     return False, None
 
 

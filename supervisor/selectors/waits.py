@@ -107,6 +107,8 @@ class Wait:
             return f"fires at {self.until:%H:%M:%S} UTC" if self.until else "fires when its time comes"
         if self.kind == "backoff" and self.until is not None:
             return f"goes out after {self.until:%H:%M:%S} UTC"
+        if self.kind == "rate" and self.until is not None:
+            return f"its rate has room again at {self.until:%H:%M:%S} UTC"
         if self.kind in ("concurrency", "rate"):
             return "goes out when its turn comes"
         if self.until is None:
@@ -128,7 +130,7 @@ def wait_of(step: Step) -> Wait | None:
     if definition.kind == K.TIMER:
         return Wait(K.TIMER, "", step.updated_at, step.deadline)
     pool = step.pool.name if step.pool is not None else ""
-    if step.not_before is not None:
+    if step.not_before is not None and not step.rate_key:
         return Wait("backoff", pool, step.updated_at, step.not_before)
     if step.concurrency_key:
         return Wait(
@@ -136,7 +138,7 @@ def wait_of(step: Step) -> Wait | None:
         )
     if step.rate_key:
         scope = step.rate_key.rsplit(":", 1)[0]
-        return Wait("rate", rate_key_value(step.rate_key), step.updated_at, None, detail=scope)
+        return Wait("rate", rate_key_value(step.rate_key), step.updated_at, step.not_before, detail=scope)
     return Wait("capacity", pool, step.updated_at, None)
 
 

@@ -115,7 +115,16 @@ def test_a_steps_rate_starts_at_most_its_burst_per_key_and_says_so(fake_remote: 
     assert held.rate_key == "step:pay.charge:m-3"
     client = client_for(make_user("olga", "operators"))
     steps = client.get(f"{V1}/jobs/{jobs[2].pk}/").json()["steps"]
-    assert steps[0]["waiting_for"] == {"kind": "rate", "key": "m-3", "pool": "local"}
+    waiting_for = steps[0]["waiting_for"]
+    assert {k: waiting_for[k] for k in ("kind", "key", "pool")} == {
+        "kind": "rate",
+        "key": "m-3",
+        "pool": "local",
+    }
+    # When its bucket has a token next: a tenth of a call a second, some 100 s on.
+    assert waiting_for["until"] and held.not_before is not None
+    assert 50 < (held.not_before - timezone.now()).total_seconds() <= 101
+    assert rendering.waiting_for(Step.objects.get(pk=held.pk)) == waiting_for
 
 
 def test_a_pools_keyed_rate_is_shared_by_every_step_that_calls_it(fake_remote: FakeRemote) -> None:

@@ -84,14 +84,15 @@ RETURN (SELECT json_build_object(
                 WHEN d.kind = 'timer' THEN json_build_object('kind', 'timer', 'until', sas_drf_time(s.deadline))
                 WHEN d.for_each <> '' AND s.kind = 'action' THEN json_build_object('kind', 'items')
                 -- scheduler.services.capacity: a call waiting its turn, by what it waits for.
-                WHEN s.not_before IS NOT NULL THEN json_build_object(
+                WHEN s.not_before IS NOT NULL AND s.rate_key = '' THEN json_build_object(
                     'kind', 'backoff', 'until', sas_drf_time(s.not_before), 'pool', p.name)
                 WHEN s.concurrency_key <> '' THEN json_build_object(
                     'kind', 'concurrency',
                     'key', substr(s.concurrency_key, strpos(s.concurrency_key, ':') + 1),
                     'limit', (d.concurrency ->> 'limit')::integer)
                 WHEN s.rate_key <> '' THEN json_build_object(
-                    'kind', 'rate', 'key', regexp_replace(s.rate_key, '^[^:]*:[^:]*:', ''), 'pool', p.name)
+                    'kind', 'rate', 'key', regexp_replace(s.rate_key, '^[^:]*:[^:]*:', ''), 'pool', p.name,
+                    'until', sas_drf_time(s.not_before))
                 ELSE json_build_object('kind', 'capacity', 'pool', p.name)
             END,
             -- scheduler.selectors.item_summaries: a fan-out's items, in all and by status.

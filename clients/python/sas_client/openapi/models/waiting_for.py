@@ -31,7 +31,8 @@ class WaitingFor:
             * `items` - items
         signal (str | Unset): signal: its name.
         group (None | str | Unset): approval: who decides (null: operators).
-        until (datetime.datetime | Unset): timer: when it fires; backoff: the time the remote asked to wait till.
+        until (datetime.datetime | Unset): timer: when it fires; backoff: the time the remote asked to wait till; rate:
+            when its bucket has room again.
         key (str | Unset): concurrency, rate: the key's value.
         limit (int | Unset): concurrency: calls in flight per key value.
         timeout_at (datetime.datetime | None | Unset): signal, approval: when the wait times out (null: never).
