@@ -254,6 +254,9 @@ class SasSettings:
     #: key that starts (scheduler.services.correlation).
     signal_lookback_seconds = _Setting(float, 3600)
 
+    #: The longest a signal's sender may wait for its consumption (`?wait=` on a job's signals).
+    signal_wait_max_seconds = _Setting(float, 30)
+
     #: How long an inbound event's row (and its answer) is kept: the same source and id posted
     #: again within it is a duplicate (scheduler.services.events).
     event_retention_hours = _Setting(float, 168)

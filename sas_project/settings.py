@@ -475,6 +475,8 @@ SAS_TOKEN_LIFETIME_DAYS = env.float("SAS_TOKEN_LIFETIME_DAYS", 90)
 SAS_IDEMPOTENCY_KEY_HOURS = env.float("SAS_IDEMPOTENCY_KEY_HOURS", 24)
 # A signal sent by business key to no live job waits this long for a job with that key.
 SAS_SIGNAL_LOOKBACK_SECONDS = env.float("SAS_SIGNAL_LOOKBACK_SECONDS", 3600)
+# The longest `POST .../signals/?wait=` holds the request for the signal's consumption.
+SAS_SIGNAL_WAIT_MAX_SECONDS = env.float("SAS_SIGNAL_WAIT_MAX_SECONDS", 30)
 # An inbound event is remembered this long: the same source and id again is a duplicate.
 SAS_EVENT_RETENTION_HOURS = env.float("SAS_EVENT_RETENTION_HOURS", 168)
 SAS_TOKEN_LAST_USED_SECONDS = env.float("SAS_TOKEN_LAST_USED_SECONDS", 60)

@@ -73,6 +73,7 @@ from scheduler.serializers import (
     ScheduleWriteSerializer,
     SignalSendSerializer,
     SignalSerializer,
+    SignalWaitSerializer,
     StepDefinitionSerializer,
     StepItemSerializer,
     StepSerializer,
@@ -84,7 +85,7 @@ from scheduler.serializers import (
 from scheduler.services import job_submit
 from scheduler.services.correlation import signals_by_key
 from scheduler.services.submission import jobs_submit_batch, submission_prepare
-from scheduler.services.wakeups import NotPermitted, approval_decide, signal_send
+from scheduler.services.wakeups import NotPermitted, approval_decide, signal_consumed_within, signal_send
 
 # --- jobs -------------------------------------------------------------------------------------
 
@@ -320,21 +321,26 @@ class JobSignalsView(ApiView):
         description=(
             "A step of the job that waits for this signal's name takes it, now or as soon as it starts "
             "waiting (a signal that comes early is kept); its payload becomes that step's output. "
-            "202: accepted (`consumed_by` names the step if one took it at once). 400: no step of the "
-            "job's workflow waits for this name. 409: the job is settled or compensating (nothing "
+            "202: accepted (`consumed_by` names the step if one took it at once). With `?wait=<seconds>`: "
+            "200 once a step consumed it (with its `output`), 202 when none did in time. 400: no step of "
+            "the job's workflow waits for this name. 409: the job is settled or compensating (nothing "
             "changes). 422: the Idempotency-Key was used for another signal."
         ),
-        parameters=[SIGNAL_KEY],
+        parameters=[SIGNAL_KEY, SignalWaitSerializer],
         request=SignalSendSerializer,
         responses={
             202: SignalSerializer,
-            200: OpenApiResponse(SignalSerializer, description="A replay: the signal sent with this key."),
+            200: OpenApiResponse(
+                SignalSerializer,
+                description="Consumed within `wait` (or a replay: the signal sent with this key).",
+            ),
             **WRITE_ERRORS,
             **errors(404, 409, 410, 422),
         },
     )
     def post(self, request: Request, job_id: uuid.UUID) -> Response:
         body = validated(SignalSendSerializer, request.data)
+        wait = query_params(SignalWaitSerializer, request).get("wait")
         key = idempotency_key(request)
         _job_signallable(request.user, job_id)
         receipt = signal_send(
@@ -344,10 +350,12 @@ class JobSignalsView(ApiView):
             sender=request.user,
             idempotency_key=key,
         )
+        consumed = wait is not None and signal_consumed_within(receipt.signal.pk, seconds=wait)
         signal = Signal.objects.select_related("sender", "consumed_by").get(pk=receipt.signal.pk)
         if not receipt.created:
             return replayed(Response(SignalSerializer(signal).data))
-        return Response(SignalSerializer(signal).data, status=status.HTTP_202_ACCEPTED)
+        answer = status.HTTP_200_OK if consumed else status.HTTP_202_ACCEPTED
+        return Response(SignalSerializer(signal).data, status=answer)
 
 
 class KeyedSignalsView(ApiView):

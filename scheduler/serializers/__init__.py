@@ -34,6 +34,7 @@ from scheduler.serializers.messages import (
     KeyedSignalSendSerializer,
     SignalSendSerializer,
     SignalSerializer,
+    SignalWaitSerializer,
     SignalWithStartSerializer,
 )
 from scheduler.serializers.rendering import (
@@ -103,6 +104,7 @@ __all__ = [
     "ScheduleWriteSerializer",
     "SignalSendSerializer",
     "SignalSerializer",
+    "SignalWaitSerializer",
     "SignalWithStartSerializer",
     "StepDefinitionSerializer",
     "StepItemSerializer",

@@ -176,17 +176,43 @@ class SignalSerializer(serializers.Serializer):
         allow_null=True, help_text="The step that consumed it; null while it waits for one."
     )
     consumed_at = serializers.DateTimeField(allow_null=True)
+    output = serializers.JSONField(
+        allow_null=True, help_text="The output of the step that consumed it; null while it waits for one."
+    )
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
+        consumer = instance.consumed_by
         return {
             "id": instance.pk,
             "name": instance.name,
             "payload": instance.payload,
             "sender": instance.sender.username if instance.sender is not None else None,
             "created_at": drf_datetime(instance.created_at),
-            "consumed_by": instance.consumed_by.name if instance.consumed_by is not None else None,
+            "consumed_by": consumer.name if consumer is not None else None,
             "consumed_at": drf_datetime(instance.consumed_at),
+            "output": consumer.output if consumer is not None else None,
         }
+
+
+class SignalWaitSerializer(serializers.Serializer):
+    """How long the sender waits for its signal's consumption."""
+
+    wait = serializers.FloatField(
+        required=False,
+        min_value=0,
+        help_text="Seconds to wait for a step to consume the signal (at most SAS_SIGNAL_WAIT_MAX_SECONDS, "
+        "30): 200 with the consuming step's `output` once it is consumed, 202 as without it when it "
+        "is not consumed in time.",
+    )
+
+    def validate_wait(self, value: float) -> float:
+        from sas_project.conf import sas_settings
+
+        if value > sas_settings.signal_wait_max_seconds:
+            raise serializers.ValidationError(
+                f"at most {sas_settings.signal_wait_max_seconds:g} seconds (SAS_SIGNAL_WAIT_MAX_SECONDS)"
+            )
+        return value
 
 
 class ApprovalDecisionSerializer(StrictSerializer):

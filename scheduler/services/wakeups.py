@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -144,6 +145,24 @@ def signal_send(
         if replay is None:
             raise
         return replay
+
+
+#: How often a sender waiting for its signal's consumption looks again.
+SIGNAL_WAIT_POLL_SECONDS = 0.1
+
+
+def signal_consumed_within(signal_id: int, *, seconds: float) -> bool:
+    """Whether signal `signal_id` is consumed, waiting up to `seconds` for it (a bounded wait: one
+    indexed read every SIGNAL_WAIT_POLL_SECONDS, outside any transaction, so the consumption the
+    cluster commits meanwhile is seen)."""
+    deadline = time.monotonic() + max(seconds, 0.0)
+    while True:
+        if Signal.objects.filter(pk=signal_id, consumed_at__isnull=False).exists():
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(SIGNAL_WAIT_POLL_SECONDS, left))
 
 
 def job_takes_signals(job: Job) -> bool:

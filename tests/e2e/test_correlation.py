@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from scheduler.definitions import workflow_create
-from scheduler.models import Job, JobStatus, KeyedSignal, Step, StepStatus
+from scheduler.models import Job, JobStatus, KeyedSignal, Signal, Step, StepStatus
 from testbed.definitions import ensure_policy, ensure_pool
 from tests.api.support import V1, client_for, make_user
 from tests.processes import wait_until
@@ -64,3 +64,30 @@ def test_a_signal_by_key_sent_before_its_job_is_consumed_once_when_the_job_reach
         message="the second job reached its signal step",
     )
     assert Job.objects.get(pk=second).status == JobStatus.RUNNING
+
+
+def test_a_sender_waiting_for_its_signal_is_answered_when_the_job_reaches_its_step(
+    sandbox: Any, clusters: Callable[..., Any]
+) -> None:
+    ensure_pool("remote", kind="http", endpoints=[sandbox.url])
+    ensure_policy("plain", timeout_seconds=30, max_attempts=3)
+    workflow_create(
+        name="orders",
+        steps=[
+            {"name": "reserve", "pool": "remote", "path": "/inventory/reserve", "policy": "plain"},
+            {"name": "paid", "kind": "signal", "signal": "payment", "depends_on": ["reserve"]},
+        ],
+    )
+    sandbox.config(latency_ms=1500)  # the signal comes while `reserve` is still at the remote
+    clusters("a", SAS_Q_WORKERS=2)
+    api = client_for(make_user("olga", "operators"))
+    job = api.post(f"{V1}/jobs/", {"workflow": "orders", "input": {}}, format="json").json()["id"]
+    answer = api.post(
+        f"{V1}/jobs/{job}/signals/?wait=20", {"name": "payment", "payload": {"ok": 1}}, format="json"
+    )
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["consumed_by"] == "paid" and answer.json()["output"] == {"ok": 1}
+    assert Step.objects.get(job_id=job, name="reserve").status == StepStatus.SUCCEEDED
+    # It was sent while `reserve` ran: kept, then consumed when `paid` began to wait.
+    signal = Signal.objects.get(job_id=job)
+    assert signal.consumed_at is not None and (signal.consumed_at - signal.created_at).total_seconds() > 0.2

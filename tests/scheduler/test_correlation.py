@@ -174,3 +174,25 @@ def test_signal_with_start_needs_a_business_key_and_a_signal_the_workflow_takes(
         format="json",
     )
     assert batch.status_code == 400 and not Job.objects.exists()
+
+
+def test_a_sender_may_wait_for_its_signals_consumption(fake_remote: FakeRemote) -> None:
+    order_workflow()
+    olga = client_for(make_user("olga", "operators"))
+    job = submit(olga, "order-11").json()["id"]  # `paid` waits at once: the signal is taken at once
+    taken = olga.post(
+        f"{V1}/jobs/{job}/signals/?wait=5", {"name": "payment", "payload": {"n": 1}}, format="json"
+    )
+    assert taken.status_code == 200, taken.content
+    assert taken.json()["consumed_by"] == "paid" and taken.json()["output"] == {"n": 1}
+    # Without a waiting step in time: 202, as without `wait`.
+    make_workflow(
+        "later",
+        step("first"),
+        {"name": "paid", "kind": "signal", "signal": "payment", "depends_on": ["first"]},
+    )
+    other = submit(olga, "order-12", workflow="later").json()["id"]
+    kept = olga.post(f"{V1}/jobs/{other}/signals/?wait=0.3", {"name": "payment"}, format="json")
+    assert kept.status_code == 202 and kept.json()["consumed_by"] is None and kept.json()["output"] is None
+    too_long = olga.post(f"{V1}/jobs/{other}/signals/?wait=3600", {"name": "payment"}, format="json")
+    assert too_long.status_code == 400 and Signal.objects.filter(job_id=other).count() == 1

@@ -22,6 +22,7 @@ class Signal:
         created_at (datetime.datetime):
         consumed_by (None | str): The step that consumed it; null while it waits for one.
         consumed_at (datetime.datetime | None):
+        output (Any): The output of the step that consumed it; null while it waits for one.
     """
 
     id: int
@@ -31,6 +32,7 @@ class Signal:
     created_at: datetime.datetime
     consumed_by: None | str
     consumed_at: datetime.datetime | None
+    output: Any
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,6 +56,8 @@ class Signal:
         else:
             consumed_at = self.consumed_at
 
+        output = self.output
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -65,6 +69,7 @@ class Signal:
                 "created_at": created_at,
                 "consumed_by": consumed_by,
                 "consumed_at": consumed_at,
+                "output": output,
             }
         )
 
@@ -110,6 +115,8 @@ class Signal:
 
         consumed_at = _parse_consumed_at(d.pop("consumed_at"))
 
+        output = d.pop("output")
+
         signal = cls(
             id=id,
             name=name,
@@ -118,6 +125,7 @@ class Signal:
             created_at=created_at,
             consumed_by=consumed_by,
             consumed_at=consumed_at,
+            output=output,
         )
 
         signal.additional_properties = d

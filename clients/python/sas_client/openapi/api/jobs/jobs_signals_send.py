@@ -18,17 +18,25 @@ def _get_kwargs(
     job_id: UUID,
     *,
     body: SignalSendRequest,
+    wait: float | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(idempotency_key, Unset):
         headers["Idempotency-Key"] = idempotency_key
 
+    params: dict[str, Any] = {}
+
+    params["wait"] = wait
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
     _kwargs: dict[str, Any] = {
         "method": "post",
         "url": "/api/v1/jobs/{job_id}/signals/".format(
             job_id=quote(str(job_id), safe=""),
         ),
+        "params": params,
     }
 
     _kwargs["json"] = body.to_dict()
@@ -119,18 +127,21 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: SignalSendRequest,
+    wait: float | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
 ) -> Response[Error | Signal]:
     """Send a signal to a job
 
      A step of the job that waits for this signal's name takes it, now or as soon as it starts waiting (a
     signal that comes early is kept); its payload becomes that step's output. 202: accepted
-    (`consumed_by` names the step if one took it at once). 400: no step of the job's workflow waits for
-    this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key was
-    used for another signal.
+    (`consumed_by` names the step if one took it at once). With `?wait=<seconds>`: 200 once a step
+    consumed it (with its `output`), 202 when none did in time. 400: no step of the job's workflow waits
+    for this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key
+    was used for another signal.
 
     Args:
         job_id (UUID):
+        wait (float | Unset):
         idempotency_key (str | Unset):
         body (SignalSendRequest): A signal sent to a job: a step waiting for its name takes it
             (now, or when it starts
@@ -147,6 +158,7 @@ def sync_detailed(
     kwargs = _get_kwargs(
         job_id=job_id,
         body=body,
+        wait=wait,
         idempotency_key=idempotency_key,
     )
 
@@ -162,18 +174,21 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: SignalSendRequest,
+    wait: float | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
 ) -> Error | Signal | None:
     """Send a signal to a job
 
      A step of the job that waits for this signal's name takes it, now or as soon as it starts waiting (a
     signal that comes early is kept); its payload becomes that step's output. 202: accepted
-    (`consumed_by` names the step if one took it at once). 400: no step of the job's workflow waits for
-    this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key was
-    used for another signal.
+    (`consumed_by` names the step if one took it at once). With `?wait=<seconds>`: 200 once a step
+    consumed it (with its `output`), 202 when none did in time. 400: no step of the job's workflow waits
+    for this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key
+    was used for another signal.
 
     Args:
         job_id (UUID):
+        wait (float | Unset):
         idempotency_key (str | Unset):
         body (SignalSendRequest): A signal sent to a job: a step waiting for its name takes it
             (now, or when it starts
@@ -191,6 +206,7 @@ def sync(
         job_id=job_id,
         client=client,
         body=body,
+        wait=wait,
         idempotency_key=idempotency_key,
     ).parsed
 
@@ -200,18 +216,21 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: SignalSendRequest,
+    wait: float | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
 ) -> Response[Error | Signal]:
     """Send a signal to a job
 
      A step of the job that waits for this signal's name takes it, now or as soon as it starts waiting (a
     signal that comes early is kept); its payload becomes that step's output. 202: accepted
-    (`consumed_by` names the step if one took it at once). 400: no step of the job's workflow waits for
-    this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key was
-    used for another signal.
+    (`consumed_by` names the step if one took it at once). With `?wait=<seconds>`: 200 once a step
+    consumed it (with its `output`), 202 when none did in time. 400: no step of the job's workflow waits
+    for this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key
+    was used for another signal.
 
     Args:
         job_id (UUID):
+        wait (float | Unset):
         idempotency_key (str | Unset):
         body (SignalSendRequest): A signal sent to a job: a step waiting for its name takes it
             (now, or when it starts
@@ -228,6 +247,7 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         job_id=job_id,
         body=body,
+        wait=wait,
         idempotency_key=idempotency_key,
     )
 
@@ -241,18 +261,21 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: SignalSendRequest,
+    wait: float | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
 ) -> Error | Signal | None:
     """Send a signal to a job
 
      A step of the job that waits for this signal's name takes it, now or as soon as it starts waiting (a
     signal that comes early is kept); its payload becomes that step's output. 202: accepted
-    (`consumed_by` names the step if one took it at once). 400: no step of the job's workflow waits for
-    this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key was
-    used for another signal.
+    (`consumed_by` names the step if one took it at once). With `?wait=<seconds>`: 200 once a step
+    consumed it (with its `output`), 202 when none did in time. 400: no step of the job's workflow waits
+    for this name. 409: the job is settled or compensating (nothing changes). 422: the Idempotency-Key
+    was used for another signal.
 
     Args:
         job_id (UUID):
+        wait (float | Unset):
         idempotency_key (str | Unset):
         body (SignalSendRequest): A signal sent to a job: a step waiting for its name takes it
             (now, or when it starts
@@ -271,6 +294,7 @@ async def asyncio(
             job_id=job_id,
             client=client,
             body=body,
+            wait=wait,
             idempotency_key=idempotency_key,
         )
     ).parsed
