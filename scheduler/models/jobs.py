@@ -144,6 +144,10 @@ class Job(models.Model):
     #: The value of the workflow's concurrency key read from the input (scheduler.services.flow);
     #: empty for a workflow without one, or when the key reads nothing.
     concurrency_key = models.CharField(max_length=200, blank=True, default="", db_default="")
+    #: The inbound event (scheduler.models.InboundEvent) whose trigger started the job, by id:
+    #: not a foreign key, since events are forgotten after SAS_EVENT_RETENTION_HOURS and the job
+    #: still says what started it.
+    started_by_event = models.BigIntegerField(null=True, blank=True)
     #: The gate a waiting job waits at before its concurrency key (scheduler.services.gates):
     #: "debounce" or "throttle"; empty when it waits for its key, or does not wait.
     start_gate = models.CharField(max_length=16, blank=True, default="", db_default="")

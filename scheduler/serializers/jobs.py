@@ -276,6 +276,11 @@ class JobSerializer(JobSummarySerializer):
         help_text="While the job is waiting at its debounce or throttle or for its concurrency key: "
         "which (null otherwise)."
     )
+    started_by_event = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="The inbound event whose trigger started the job (POST /api/v1/events/), or null.",
+    )
     steps = StepSerializer(many=True, read_only=True)
 
     @extend_schema_field(JobWaitingForSerializer(allow_null=True))

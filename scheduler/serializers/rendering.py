@@ -227,6 +227,7 @@ JOB_FIELDS: Fields[Job] = {
     "paused_at": _time("paused_at"),
     "deadline": _time("deadline"),
     "waiting_for": job_waiting_for,  # scheduler.services.flow.waiting_for, its one definition
+    "started_by_event": attrgetter("started_by_event"),
     "callback_url": _or_none("callback_url"),
     "callbacks": lambda job: [render(CALLBACK_FIELDS, d) for d in job.callbacks],
     "reruns": rerun_ids,

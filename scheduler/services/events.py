@@ -43,6 +43,7 @@ from scheduler.event_definitions import event_signal, valid_event_name
 from scheduler.models import (
     EventKind,
     InboundEvent,
+    Job,
     Signal,
     Step,
     StepDefinitionKind,
@@ -115,6 +116,9 @@ def event_receive(*, type: Any, id: Any, source: Any, data: Any, sender: User) -
             )
             signalled = _signal_waiting(event, sender=sender)
             started, refused = _start(event, sender=sender)
+            # The jobs say which event started them (set here: a plain workflow's job is made
+            # by the SQL fast path, which knows nothing of events).
+            Job.objects.filter(pk__in=started, started_by_event__isnull=True).update(started_by_event=row.pk)
             row.answer = {"started": started, "signalled": signalled, "refused": refused}
             row.save(update_fields=["answer"])
     except IntegrityError:

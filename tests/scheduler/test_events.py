@@ -75,6 +75,9 @@ def test_a_trigger_starts_one_job_per_event_with_its_input_mapping_and_business_
     assert job.input == {"order": "A-1", "amount": 5, "channel": "shop"}
     assert job.business_key == "A-1" and job.submitter is not None and job.submitter.username == "olga"
     assert job.workflow.name == "fulfil"
+    # The job names the event that started it (as the API shows it, on either database).
+    assert job.started_by_event == body["event"]
+    assert olga.get(f"{V1}/jobs/{job_id}/").json()["started_by_event"] == body["event"]
     other = post(olga, "e-2", {"order_id": "A-2", "amount": 7}).json()
     assert len(other["started"]) == 1 and other["started"] != body["started"]
     assert Job.objects.count() == 2

@@ -40,6 +40,7 @@ RETURN (SELECT json_build_object(
         WHEN j.concurrency_key <> '' THEN json_build_object(
             'kind', 'concurrency', 'key', j.concurrency_key, 'limit', (w.concurrency ->> 'limit')::integer)
     END,
+    'started_by_event', j.started_by_event,
     'callback_url', NULLIF(j.callback_url, ''),
     -- Only a job given a callback URL has callbacks (as scheduler.selectors.job_for_reading).
     'callbacks', COALESCE((

@@ -54,6 +54,7 @@ class Job:
         deadline (datetime.datetime | None):
         waiting_for (JobWaitingFor | None): While the job is waiting at its debounce or throttle or for its concurrency
             key: which (null otherwise).
+        started_by_event (int | None): The inbound event whose trigger started the job (POST /api/v1/events/), or null.
         callback_url (None | str): Where the job's completion callbacks go, or null.
         callbacks (list[Callback]):
         reruns (list[str]): The jobs that rerun this one, oldest first.
@@ -80,6 +81,7 @@ class Job:
     paused_at: datetime.datetime | None
     deadline: datetime.datetime | None
     waiting_for: JobWaitingFor | None
+    started_by_event: int | None
     callback_url: None | str
     callbacks: list[Callback]
     reruns: list[str]
@@ -152,6 +154,9 @@ class Job:
         else:
             waiting_for = self.waiting_for
 
+        started_by_event: int | None
+        started_by_event = self.started_by_event
+
         callback_url: None | str
         callback_url = self.callback_url
 
@@ -191,6 +196,7 @@ class Job:
                 "paused_at": paused_at,
                 "deadline": deadline,
                 "waiting_for": waiting_for,
+                "started_by_event": started_by_event,
                 "callback_url": callback_url,
                 "callbacks": callbacks,
                 "reruns": reruns,
@@ -327,6 +333,13 @@ class Job:
 
         waiting_for = _parse_waiting_for(d.pop("waiting_for"))
 
+        def _parse_started_by_event(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        started_by_event = _parse_started_by_event(d.pop("started_by_event"))
+
         def _parse_callback_url(data: object) -> None | str:
             if data is None:
                 return data
@@ -371,6 +384,7 @@ class Job:
             paused_at=paused_at,
             deadline=deadline,
             waiting_for=waiting_for,
+            started_by_event=started_by_event,
             callback_url=callback_url,
             callbacks=callbacks,
             reruns=reruns,
