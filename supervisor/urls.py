@@ -23,6 +23,7 @@ urlpatterns = [
     path("jobs/<uuid:job_id>/signal/", views.job_signal, name="job_signal"),
     path("schedules/", views.schedules, name="schedules"),
     path("keys/", views.keys, name="keys"),
+    path("events/", views.events, name="events"),
     path("schedules/<slug:name>/act/", views.schedule_action, name="schedule_action"),
     path("calibration/", views.calibration, name="calibration"),
     path("workflows/", views.workflows, name="workflows"),

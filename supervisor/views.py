@@ -58,6 +58,7 @@ from supervisor.forms import (
     ScheduleActionForm,
     SignalForm,
 )
+from supervisor.selectors.events import keyed_signals, latest_events
 
 View = Callable[..., HttpResponse]
 Done = TypeVar("Done")
@@ -542,6 +543,14 @@ def job_rerun(request: HttpRequest, job_id: Any) -> HttpResponse:
         request, f"Rerun of job {str(job_id)[:8]} from {form.cleaned_data['from_step']} submitted."
     )
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
+
+
+@require_GET
+@viewer_required
+def events(request: HttpRequest) -> HttpResponse:
+    """The inbound events received lately and the signals by key kept for a job (docs/events.md)."""
+    context = {"section": "events", "events": latest_events(), "keyed": keyed_signals()}
+    return render(request, "ops/events.html", context)
 
 
 @require_GET

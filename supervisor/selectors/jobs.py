@@ -21,6 +21,7 @@ from scheduler.models import (
     Delivery,
     DeliveryStatus,
     Event,
+    InboundEvent,
     Job,
     JobStatus,
     Signal,
@@ -35,6 +36,7 @@ from scheduler.services.flow import KeyWait, key_wait
 from scheduler.services.gates import GateWait, gate_wait
 from supervisor.selectors.actions import job_actions
 from supervisor.selectors.attention import _StepActions
+from supervisor.selectors.events import event_of
 from supervisor.selectors.overview import signature
 from supervisor.services import input_edit_refusal
 
@@ -200,6 +202,8 @@ class JobDetail:
     key_wait: KeyWait | None = None
     #: A job waiting at its debounce or throttle: which, its key, when it starts.
     gate_wait: GateWait | None = None
+    #: The inbound event whose trigger started it, while the event is kept.
+    started_by: InboundEvent | None = None
 
     @cached_property
     def input_shown(self) -> JsonShown | None:
@@ -307,6 +311,7 @@ def job_detail(job_id: Any) -> JobDetail | None:
         reruns=list(Job.objects.filter(rerun_of=job.pk).order_by("created_at", "pk")[:RERUNS_SHOWN]),
         key_wait=key_wait(job),
         gate_wait=gate_wait(job),
+        started_by=event_of(job),
     )
 
 

@@ -332,3 +332,24 @@ def test_a_null_trigger_is_a_400_not_a_failure() -> None:
     )
     assert answer.status_code == 400, answer.content
     assert "triggers" in answer.content.decode()
+
+
+def test_the_console_lists_the_events_and_a_job_names_the_event_that_started_it(
+    fake_remote: FakeRemote, olga: Any, client: Any
+) -> None:
+    from scheduler.services.correlation import signals_by_key
+
+    fulfil_workflow()
+    body = post(olga, "e-7", {"order_id": "A-7", "amount": 5}).json()
+    (job_id,) = body["started"]
+    from django.contrib.auth.models import User
+
+    make_workflow("paying", {"name": "paid", "kind": "signal", "signal": "payment"})
+    operator = User.objects.get(username="olga")
+    signals_by_key(business_key="nobody", name="payment", payload=None, sender=operator)
+    client.force_login(operator)
+    page = client.get("/ops/events/").content.decode()
+    assert f'data-event="{body["event"]}"' in page and f"/ops/jobs/{job_id}/" in page
+    assert 'data-keyed="' in page and "waiting until" in page
+    job_page = client.get(f"/ops/jobs/{job_id}/").content.decode()
+    assert 'id="job-started-by-event"' in job_page and "e-7" in job_page

@@ -105,6 +105,7 @@ def console_posts(job: Job) -> list[str]:
         f"/ops/jobs/{job.pk}/steps/s1/items/",
         "/ops/calibration/",
         "/ops/keys/",
+        "/ops/events/",
         "/ops/workflows/",
         f"/ops/workflows/{job.workflow.name}/",
         "/ops/pools/",

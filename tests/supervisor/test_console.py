@@ -45,6 +45,7 @@ PAGES = [
     "/ops/jobs/",
     "/ops/calibration/",
     "/ops/keys/",
+    "/ops/events/",
     "/ops/workflows/",
     "/ops/pools/",
     "/ops/policies/",
