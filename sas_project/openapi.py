@@ -209,6 +209,11 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "version": "current",
     },
     "jobs_signals_send": {"name": "shipped", "payload": {"carrier": "DHL", "tracking": "JD014600003SE"}},
+    "events_receive_signed": {
+        "type": "payment.succeeded",
+        "timestamp": "2026-12-06T10:00:00Z",
+        "data": {"order": "order-1001", "amount": 120},
+    },
     "signals_send_by_key": {
         "business_key": "order-1001",
         "workflow": "order-fulfilment",

@@ -5,7 +5,9 @@
 - operators (`scheduler.operate_job`): read every job and act on jobs and steps (retry, resolve,
   compensate, cancel, pause, resume);
 - administrators (`scheduler.manage_definitions`): also create and edit workflows, pools and
-  policies.
+  policies;
+- event senders (`scheduler.post_events`): post inbound events (POST /api/v1/events/) and nothing
+  else: the token a provider's integration holds. Its events reach every job whose wait matches.
 Superusers hold every permission. The groups `viewers`, `submitters`, `operators` and
 `administrators` are created by migrations; operators and administrators also view everything,
 and each of them includes the submitter's role.
@@ -19,12 +21,14 @@ SUBMIT = "scheduler.submit_job"
 OPERATE = "scheduler.operate_job"
 MANAGE = "scheduler.manage_definitions"
 VIEW = "scheduler.view_all_jobs"
+POST_EVENTS = "scheduler.post_events"
 
 ROLE_GROUPS = {
     "viewers": ["view_all_jobs"],
     "submitters": ["submit_job"],
     "operators": ["submit_job", "operate_job", "view_all_jobs"],
     "administrators": ["submit_job", "operate_job", "manage_definitions", "view_all_jobs"],
+    "event-senders": ["post_events"],
 }
 
 
@@ -93,3 +97,14 @@ def content_types_relabel(models: tuple[str, ...], old: str, new: str) -> Any:
         rows.filter(app_label=old, model__in=set(models) - taken).update(app_label=new)
 
     return relabel
+
+
+def can_post_events(user: Any) -> bool:
+    """Who may post inbound events: submitters (and above), and event senders."""
+    return bool(user and user.is_authenticated and (user.has_perm(POST_EVENTS) or can_submit(user)))
+
+
+def events_reach_every_job(user: Any) -> bool:
+    """Whose events reach every job whose wait matches them (a submitter's reach its own only):
+    operators, and event senders (a provider's integration knows no submitter)."""
+    return bool(user and user.is_authenticated and (user.has_perm(POST_EVENTS) or can_operate(user)))

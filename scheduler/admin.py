@@ -37,7 +37,7 @@ from scheduler.definitions import (
     workflow_create,
 )
 from scheduler.event_definitions import event_of_signal, triggers_check
-from scheduler.models import PruneRun, Schedule, StepDefinition, StepDefinitionKind, Workflow
+from scheduler.models import EventSource, PruneRun, Schedule, StepDefinition, StepDefinitionKind, Workflow
 from scheduler.schedules import (
     SCHEDULE_FIELDS,
     schedule_create,
@@ -46,6 +46,7 @@ from scheduler.schedules import (
     schedule_update,
     schedule_validate,
 )
+from scheduler.services.event_sources import event_source_rotate
 
 # --- workflows ------------------------------------------------------------------------------------
 
@@ -436,6 +437,24 @@ class ScheduleAdmin(ManagersOnly, WrittenByName, admin.ModelAdmin):
     @admin.action(description="Resume the selected schedules")
     def resume(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         self._set_paused(request, queryset, False)
+
+
+@admin.register(EventSource)
+class EventSourceAdmin(ManagersOnly, admin.ModelAdmin):
+    """Providers that post signed events (POST /api/v1/events/<name>/): administrators create
+    them, read the secret to give the provider, and rotate it (the previous one still verifies
+    for SAS_SIGNING_ROTATION_GRACE_SECONDS)."""
+
+    list_display = ["name", "run_as", "enabled", "signing_rotated_at", "created_at"]
+    fields = ["name", "run_as", "enabled", "signing_secret", "previous_signing_until", "signing_rotated_at"]
+    readonly_fields = ["signing_secret", "previous_signing_until", "signing_rotated_at"]
+    actions = ["rotate_secret"]
+
+    @admin.action(description="Rotate the secret (the previous one verifies for a grace period)")
+    def rotate_secret(self, request: HttpRequest, queryset: QuerySet[EventSource]) -> None:
+        for source in queryset:
+            event_source_rotate(source.name, actor=request.user)
+        self.message_user(request, f"Rotated the secret of {queryset.count()} event source(s).")
 
 
 @admin.register(PruneRun)

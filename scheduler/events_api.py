@@ -4,19 +4,29 @@ starts the jobs whose workflows' triggers take it and reaches the jobs waiting f
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse
-from rest_framework import status
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from sas_project.api import WRITE_ERRORS, ApiView, SubmitterAccess, validated
+from sas_project.api import WRITE_ERRORS, ApiView, RoleAccess, errors, validated
 from sas_project.named_views import operation
+from sas_project.permissions import can_post_events
 from scheduler.serializers import InboundEventAnswerSerializer, InboundEventSerializer
+from scheduler.services.event_sources import SIGNED_HEADERS, event_receive_signed
 from scheduler.services.events import event_receive
 
 
+class EventSenderAccess(RoleAccess):
+    """Submitters (and above) and event senders, the role that may post events and nothing else."""
+
+    message = "This needs the event sender role (or submitter, operator, or administrator)."
+    readers = writers = staticmethod(can_post_events)
+
+
 class EventsView(ApiView):
-    permission_classes = [SubmitterAccess]
+    permission_classes = [EventSenderAccess]
 
     @operation(
         "events",
@@ -47,5 +57,58 @@ class EventsView(ApiView):
             data=body.get("data"),
             sender=request.user,
         )
+        answer = InboundEventAnswerSerializer(receipt.answer).data
+        return Response(answer, status=status.HTTP_202_ACCEPTED if receipt.created else status.HTTP_200_OK)
+
+
+#: A provider's event as it signs it (a Standard Webhooks payload), for the schema: read from the
+#: raw body once its signature verifies (nothing parses it before).
+PROVIDER_EVENT = inline_serializer(
+    "ProviderEvent",
+    fields={
+        "type": serializers.CharField(max_length=100, help_text="The event's type, e.g. payment.succeeded."),
+        "timestamp": serializers.CharField(
+            required=False, help_text="When it happened, as the provider says."
+        ),
+        "data": serializers.JSONField(
+            required=False, help_text="What happened (absent: the body less its `type` is the data)."
+        ),
+    },
+)
+
+
+class SourceEventsView(ApiView):
+    """A provider's signed events (scheduler.services.event_sources): no token, the Standard
+    Webhooks signature with the source's secret is the credential."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    @operation(
+        "events",
+        "events_receive_signed",
+        "Receive an event a provider signed",
+        description=(
+            'For a provider posting straight to the service: the body is its own JSON (`{"type", '
+            '"data", ...}`, a Standard Webhooks payload), signed with the event source\'s secret '
+            "(`webhook-id`, `webhook-timestamp` within five minutes, `webhook-signature`; during a "
+            "rotation the previous secret verifies too). The event's id is `webhook-id`, its source "
+            "the source's name; it does what `POST /api/v1/events/` does, its jobs submitted by the "
+            "source's user. 401: the signature does not verify (nothing done). 404: no such source."
+        ),
+        parameters=[
+            OpenApiParameter("source", str, OpenApiParameter.PATH, description="The event source's name."),
+            *(OpenApiParameter(h, str, OpenApiParameter.HEADER, required=True) for h in SIGNED_HEADERS),
+        ],
+        request=PROVIDER_EVENT,
+        responses={
+            202: InboundEventAnswerSerializer,
+            200: OpenApiResponse(InboundEventAnswerSerializer, description="A duplicate: the first answer."),
+            **errors(400, 401, 404, 413),
+        },
+    )
+    def post(self, request: Request, source: str) -> Response:
+        # The raw body, as signed: read before anything parses it.
+        receipt = event_receive_signed(source, body=request.body, headers=request.headers)
         answer = InboundEventAnswerSerializer(receipt.answer).data
         return Response(answer, status=status.HTTP_202_ACCEPTED if receipt.created else status.HTTP_200_OK)

@@ -228,7 +228,7 @@ SELECT j.id AS pk, j.status, j.input, j.result, j.compensation_reason, j.paused_
        ARRAY(SELECT r.id FROM scheduler_job r WHERE r.rerun_of_id = j.id ORDER BY r.created_at)
            AS rerun_ids,
        j.parent_job_id, j.parent_step, j.concurrency_key, j.start_gate, j.start_at, j.debounce_key,
-       j.throttle_key, w.concurrency AS workflow_concurrency
+       j.throttle_key, j.started_by_event, w.concurrency AS workflow_concurrency
 FROM scheduler_job j
 JOIN scheduler_workflow w ON w.id = j.workflow_id
 LEFT JOIN auth_user u ON u.id = j.submitter_id
@@ -243,7 +243,8 @@ SELECT s.id AS pk, s.name, s.kind, s.compensates_id, s.status, s.operation_id, s
        CASE WHEN d.kind = 'workflow' THEN (SELECT c.id FROM scheduler_job c
                                           WHERE c.parent_job_id = s.job_id AND c.parent_step = s.name) END
            AS child_job_id,
-       d.for_each AS definition_for_each
+       d.for_each AS definition_for_each, d.concurrency AS definition_concurrency,
+       s.concurrency_key, s.rate_key
 FROM scheduler_step s
 JOIN scheduler_stepdefinition d ON d.id = s.definition_id
 LEFT JOIN agents_agentpool p ON p.id = s.pool_id
@@ -355,7 +356,10 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
         _light(
             {name: value for name, value in s.items() if not name.startswith("definition_")},
             pool=SimpleNamespace(name=s["pool"]) if s["pool"] is not None else None,
-            definition=SimpleNamespace(**{name: s[f"definition_{name}"] for name in _DEFINITION_ATTRS}),
+            definition=SimpleNamespace(
+                **{name: s[f"definition_{name}"] for name in _DEFINITION_ATTRS},
+                concurrency=_json(s["definition_concurrency"]),
+            ),
             output=_json(s["output"]),
             input_override=_json(s["input_override"]),
             attempts=attempts.get(s["pk"], Rows()),

@@ -14,7 +14,7 @@ callables the migrations name (`scheduler.models.default_retry_on`, `all_alert_k
 from __future__ import annotations
 
 from agents.outcome import AttemptKind, Outcome
-from scheduler.models.correlation import InboundEvent, KeyedSignal
+from scheduler.models.correlation import EventSource, InboundEvent, KeyedSignal
 from scheduler.models.definitions import (
     RETRYABLE_OUTCOMES,
     WAIT_KINDS,
@@ -94,6 +94,7 @@ __all__ = [
     "Event",
     "EventKind",
     "EventReaction",
+    "EventSource",
     "InboundEvent",
     "Job",
     "JobStatus",

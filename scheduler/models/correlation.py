@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from scheduler.models.jobs import Job
+from scheduler.models.outbox import SigningSecrets
 
 
 class KeyedSignal(models.Model):
@@ -102,3 +103,27 @@ class InboundEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} {self.source}/{self.event_id}"
+
+
+class EventSource(SigningSecrets):
+    """A provider that posts its events straight to the service (`POST /api/v1/events/<name>/`),
+    each signed the Standard Webhooks way with this source's secret (`signing_secret`, and during
+    a rotation `previous_signing_secret` until `previous_signing_until`): no token, the signature
+    is the credential (scheduler.services.events.event_verify). Its events start jobs submitted
+    by `run_as` and reach every job whose wait matches them."""
+
+    name = models.CharField(max_length=100, unique=True, help_text="The events' `source`.")
+    run_as = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The user the jobs its events start are submitted as.",
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -178,6 +178,7 @@ class Job(models.Model):
             ("operate_job", "Can read every job and act on jobs and steps"),
             ("manage_definitions", "Can create and edit workflows, pools and policies"),
             ("view_all_jobs", "Can read every job, the console and the definitions"),
+            ("post_events", "Can post inbound events and nothing else"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=JobStatus.values), name="job_status_valid"),

@@ -36,7 +36,7 @@ from jmespath.exceptions import JMESPathError
 
 from sas_project.conf import sas_settings
 from sas_project.errors import InvalidInput, SasError
-from sas_project.permissions import can_operate
+from sas_project.permissions import events_reach_every_job
 from sas_project.validation import json_storable
 from scheduler import expressions
 from scheduler.event_definitions import event_signal, valid_event_name
@@ -91,7 +91,9 @@ def valid_event_id(value: Any) -> str:
     return value
 
 
-def event_receive(*, type: Any, id: Any, source: Any, data: Any, sender: User) -> EventReceipt:
+def event_receive(
+    *, type: Any, id: Any, source: Any, data: Any, sender: User, everyone: bool = False
+) -> EventReceipt:
     """Receive an inbound event (see the module's docstring): what it started and signalled, or,
     for a (source, id) received before, what that one did. Raises InvalidInput (400) for a bad
     type, id, source or data; a trigger or a job it cannot serve is reported in the answer."""
@@ -114,7 +116,7 @@ def event_receive(*, type: Any, id: Any, source: Any, data: Any, sender: User) -
                 sender=cast(Any, sender) if sender.is_authenticated else None,
                 received_at=timezone.now(),
             )
-            signalled = _signal_waiting(event, sender=sender)
+            signalled = _signal_waiting(event, sender=sender, everyone=everyone)
             started, refused = _start(event, sender=sender)
             # The jobs say which event started them (set here: a plain workflow's job is made
             # by the SQL fast path, which knows nothing of events).
@@ -152,8 +154,9 @@ def _key(*parts: str, suffix: str = "") -> str:
 # --- the jobs waiting for it -------------------------------------------------------------------------
 
 
-def _signal_waiting(event: dict[str, Any], *, sender: User) -> list[str]:
-    """Deliver the event to each live job it matches (ids, oldest job first)."""
+def _signal_waiting(event: dict[str, Any], *, sender: User, everyone: bool = False) -> list[str]:
+    """Deliver the event to each live job it matches (ids, oldest job first): every job for an
+    operator, an event sender or a verified source (`everyone`), a submitter's own otherwise."""
     name = event_signal(event["type"])
     steps = (
         Step.objects.filter(
@@ -166,7 +169,7 @@ def _signal_waiting(event: dict[str, Any], *, sender: User) -> list[str]:
         .select_related("definition", "job")
         .order_by("job__created_at", "job_id", "id")
     )
-    if not can_operate(sender):
+    if not (everyone or events_reach_every_job(sender)):
         steps = steps.filter(job__submitter_id=sender.pk)
     # A first look without locks (read again under each job's lock below).
     candidates = list(dict.fromkeys(s.job_id for s in steps if event_matches(s.job, step=s, event=event)))

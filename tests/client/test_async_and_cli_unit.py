@@ -188,6 +188,7 @@ def fake_job() -> dict[str, Any]:
         "paused_at": None,
         "deadline": None,
         "waiting_for": None,
+        "started_by_event": None,
         "callback_url": None,
         "callbacks": [],
         "reruns": [],

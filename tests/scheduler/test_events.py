@@ -78,6 +78,13 @@ def test_a_trigger_starts_one_job_per_event_with_its_input_mapping_and_business_
     # The job names the event that started it (as the API shows it, on either database).
     assert job.started_by_event == body["event"]
     assert olga.get(f"{V1}/jobs/{job_id}/").json()["started_by_event"] == body["event"]
+    from django.contrib.auth.models import User
+
+    from scheduler import selectors
+    from scheduler.serializers import JobSerializer
+
+    light = selectors.job_for_reading(user=User.objects.get(username="olga"), job_id=job.pk)
+    assert JobSerializer(light).data == JobSerializer(job).data
     other = post(olga, "e-2", {"order_id": "A-2", "amount": 7}).json()
     assert len(other["started"]) == 1 and other["started"] != body["started"]
     assert Job.objects.count() == 2

@@ -8,6 +8,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from agents.fake import FakeRemote
@@ -125,6 +126,16 @@ def test_a_steps_rate_starts_at_most_its_burst_per_key_and_says_so(fake_remote: 
     assert waiting_for["until"] and held.not_before is not None
     assert 50 < (held.not_before - timezone.now()).total_seconds() <= 101
     assert rendering.waiting_for(Step.objects.get(pk=held.pk)) == waiting_for
+    # The light read the operator actions answer with renders the same.
+    from scheduler import selectors
+    from scheduler.models import Job
+    from scheduler.serializers import JobSerializer
+
+    job = Job.objects.get(pk=jobs[2].pk)
+    operator = User.objects.get(username="olga")
+    assert (
+        JobSerializer(selectors.job_for_reading(user=operator, job_id=job.pk)).data == JobSerializer(job).data
+    )
 
 
 def test_a_pools_keyed_rate_is_shared_by_every_step_that_calls_it(fake_remote: FakeRemote) -> None:

@@ -116,6 +116,7 @@ from .pool_replace_request_endpoints_item_type_1 import (
 )
 from .pool_write_request import PoolWriteRequest
 from .pool_write_request_endpoints_item_type_1 import PoolWriteRequestEndpointsItemType1
+from .provider_event_request import ProviderEventRequest
 from .rate import Rate
 from .rate_request import RateRequest
 from .recorded_enum import RecordedEnum
@@ -278,6 +279,7 @@ __all__ = (
     "PoolReplaceRequestEndpointsItemType1",
     "PoolWriteRequest",
     "PoolWriteRequestEndpointsItemType1",
+    "ProviderEventRequest",
     "Rate",
     "RateRequest",
     "RecordedEnum",
