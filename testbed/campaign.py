@@ -1003,7 +1003,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             # The signals due once the jobs ended (late ones, replays), then the driver stops.
             driver.finish(timeout=max(10.0, cfg.drain - drain_seconds))
         if flow_ids:
-            campaign_flow.wait_for_cancels(flow_ids, timeout=15.0)
+            # A cancel's try lost with a killed worker is sent again once its task's room has passed.
+            campaign_flow.wait_for_cancels(flow_ids, slack=cfg.supervisor_interval * 3 + 10.0, most=180.0)
         # Let in-flight compensations of settled jobs and late answers land.
         time.sleep(min(3.0, cfg.supervisor_interval * 3))
         stats = sandbox.stats()

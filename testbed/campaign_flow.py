@@ -38,6 +38,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 
 from scheduler.definitions import workflow_create, workflow_latest
 from scheduler.models import Attempt, Event, Job, JobStatus, RemoteCancel, Step, StepStatus
+from scheduler.unit import db_now
 from testbed.definitions import ensure_policy
 
 WORKFLOW_STEP_KEYED = "campaign_flow_step_keyed"
@@ -609,12 +610,25 @@ def _cancels(
     }
 
 
-def wait_for_cancels(job_ids: list[str], timeout: float) -> None:
-    """Give the cancels of settled jobs (a task still sending one) up to `timeout` s to finish."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_for_cancels(job_ids: list[str], *, slack: float, most: float) -> None:
+    """Wait for the cancels of the flow jobs to finish, as long as they may still finish: each
+    unfinished cancel is answered or sent again by the scan once its `due_at` passes (a try's
+    task lost with a killed worker waits out its task's whole room, the policy's timeout and 30 s,
+    before the scan sends it again), so the wait lasts until `slack` s past the latest `due_at`
+    of those unfinished, read again each pass, and never more than `most` s."""
+    started = time.monotonic()
+    while time.monotonic() - started < most:
         try:
-            if not RemoteCancel.objects.filter(step__job_id__in=job_ids, finished_at__isnull=True).exists():
+            due = list(
+                RemoteCancel.objects.filter(step__job_id__in=job_ids, finished_at__isnull=True).values_list(
+                    "due_at", flat=True
+                )
+            )
+            if not due:
+                return
+            now = db_now()
+            latest = max((d for d in due if d is not None), default=now)
+            if now > latest + dt.timedelta(seconds=slack):
                 return
         except (OperationalError, InterfaceError):
             connection.close()
