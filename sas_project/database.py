@@ -19,6 +19,14 @@ def is_postgresql(connection: BaseDatabaseWrapper | None = None) -> bool:
     return (default_connection if connection is None else connection).vendor == "postgresql"
 
 
+def lock_until_commit(name: str) -> None:
+    """Serialize, till the current transaction ends, every transaction that takes the lock of
+    `name` (a PostgreSQL advisory lock on its hash); SQLite has one writer: nothing to take."""
+    if is_postgresql():
+        with default_connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
+
+
 def supports_skip_locked(connection: BaseDatabaseWrapper | None = None) -> bool:
     """Whether a raw `SELECT ... FOR UPDATE SKIP LOCKED` may be written (SQLite has no row locks:
     its one writer at a time has nothing to skip)."""

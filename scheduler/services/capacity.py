@@ -510,9 +510,7 @@ def asked_to_wait(state: JobState, *, step: Step, pool: AgentPool, until: dt.dat
 def _lock_key(key: str) -> None:
     """Serialize the dispatches of one concurrency key (till the transaction ends): two pumps of
     different pools, or a pump and an operator's retry, count the key's calls in turn."""
-    if database.is_postgresql():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"sas_step_key:{key}"])
+    database.lock_until_commit(f"sas_step_key:{key}")
 
 
 def key_in_flight(key: str, *, besides: int | None = None) -> int:

@@ -26,7 +26,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, cast
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from sas_project import database
@@ -83,9 +83,7 @@ def valid_business_key(value: Any) -> str:
 def lock_business_key(business_key: str) -> None:
     """Serialize, till the transaction ends, the signals by key and the job creations of one
     business key."""
-    if database.is_postgresql():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"sas_business_key:{business_key}"])
+    database.lock_until_commit(f"sas_business_key:{business_key}")
 
 
 def _takes(workflow: str, name: str) -> Q:

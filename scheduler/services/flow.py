@@ -32,7 +32,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
@@ -150,11 +150,7 @@ def key_wait(job: Job) -> KeyWait | None:
 
 def _lock_key(workflow: str, key: str) -> None:
     """Serialize the admissions and releases of one key (till the transaction ends)."""
-    if database.is_postgresql():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))", [f"sas_concurrency:{workflow}:{key}"]
-            )
+    database.lock_until_commit(f"sas_concurrency:{workflow}:{key}")
 
 
 def _holders(workflow: str, key: str) -> list[Any]:

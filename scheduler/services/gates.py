@@ -40,7 +40,6 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
 from django.db.models import F
 
 from sas_project import database
@@ -122,9 +121,7 @@ class Gate:
 
 def _lock(gate: str, workflow: str, key: str) -> None:
     """Serialize the decisions of one gate on one key (till the transaction ends)."""
-    if database.is_postgresql():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"sas_{gate}:{workflow}:{key}"])
+    database.lock_until_commit(f"sas_{gate}:{workflow}:{key}")
 
 
 def job_gate(unit: Unit, *, workflow: Workflow, payload: Any) -> Gate:
