@@ -226,6 +226,7 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "source": "payments",
         "data": {"order_id": "A-1001", "amount": 59.8, "currency": "EUR"},
     },
+    "events_replay": {"reason": "the fulfilment trigger was fixed (INC-2240): start the order again"},
     "jobs_steps_approve": {"comment": "amount checked against the customer's credit limit"},
     "jobs_steps_reject": {"comment": "amount above the customer's credit limit"},
     "steps_retry": {"pool": "payments-dr", "reason": "the primary payment gateway is down (INC-2231)"},

@@ -31,6 +31,7 @@ urlpatterns: list[URLPattern] = [
     path("signals/", api.KeyedSignalsView.as_view(), name="api-signals"),
     path("events/", events_api.EventsView.as_view(), name="api-events"),
     path("events/<str:source>/", events_api.SourceEventsView.as_view(), name="api-events-signed"),
+    path("events/<int:event>/replay/", events_api.EventReplayView.as_view(), name="api-event-replay"),
     path("workflows/", api.WorkflowsView.as_view(), name="api-workflows"),
     path("workflows/<slug:name>/", api.WorkflowView.as_view(), name="api-workflow"),
     path("callbacks/<str:token>/", callback_api.AttemptCallbackView.as_view(), name="api-attempt-callback"),

@@ -10,12 +10,26 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from sas_project.api import WRITE_ERRORS, ApiView, RoleAccess, errors, validated
+from sas_project.api import (
+    WRITE_ERRORS,
+    ApiView,
+    OperatorAccess,
+    RoleAccess,
+    errors,
+    idempotency_key_parameter,
+    validated,
+)
+from sas_project.idempotency import idempotent
 from sas_project.named_views import operation
 from sas_project.permissions import can_post_events
-from scheduler.serializers import InboundEventAnswerSerializer, InboundEventSerializer
+from scheduler.serializers import (
+    EventReplayAnswerSerializer,
+    EventReplaySerializer,
+    InboundEventAnswerSerializer,
+    InboundEventSerializer,
+)
 from scheduler.services.event_sources import SIGNED_HEADERS, event_receive_signed
-from scheduler.services.events import event_receive
+from scheduler.services.events import event_receive, event_replay
 
 
 class EventSenderAccess(RoleAccess):
@@ -112,3 +126,38 @@ class SourceEventsView(ApiView):
         receipt = event_receive_signed(source, body=request.body, headers=request.headers)
         answer = InboundEventAnswerSerializer(receipt.answer).data
         return Response(answer, status=status.HTTP_202_ACCEPTED if receipt.created else status.HTTP_200_OK)
+
+
+class EventReplayView(ApiView):
+    """An operator's replay of a received event (scheduler.services.events.event_replay)."""
+
+    permission_classes = [OperatorAccess]
+
+    @operation(
+        "events",
+        "events_replay",
+        "Replay a received event",
+        description=(
+            "The event as it came, acted on again as today's workflows and jobs take it: each "
+            "matching trigger of the latest versions starts a new job (submitted by the event's "
+            "sender, as the first were), and each live job still waiting for an event of its type "
+            "whose `match` holds receives it, its history naming you. The replay is kept as an "
+            "event of its own (`replay_of`, you, the reason) on the Events page. Operators only. "
+            "404: no such event (or no longer kept). 400: the event is itself a replay."
+        ),
+        parameters=[
+            OpenApiParameter("event", int, OpenApiParameter.PATH, description="The event's stored id."),
+            idempotency_key_parameter("returns the first replay's answer"),
+        ],
+        request=EventReplaySerializer,
+        responses={202: EventReplayAnswerSerializer, **WRITE_ERRORS, **errors(404, 422)},
+    )
+    def post(self, request: Request, event: int) -> Response:
+        body = validated(EventReplaySerializer, request.data)
+
+        def replay() -> Response:
+            receipt = event_replay(event, actor=request.user, reason=body["reason"])
+            answer = EventReplayAnswerSerializer(receipt.answer).data
+            return Response(answer, status=status.HTTP_202_ACCEPTED)
+
+        return idempotent(request, request.data, replay)

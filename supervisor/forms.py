@@ -139,6 +139,12 @@ class RerunForm(forms.Form):
         return json_object(self.cleaned_data.get("input"), "input")
 
 
+class EventReplayForm(forms.Form):
+    """An operator's replay of an event: why (kept with the replay and the operator's name)."""
+
+    reason = reason_field()
+
+
 class ScheduleActionForm(forms.Form):
     action = forms.ChoiceField(choices=[("pause", "pause"), ("resume", "resume")])
 

@@ -24,6 +24,7 @@ urlpatterns = [
     path("schedules/", views.schedules, name="schedules"),
     path("keys/", views.keys, name="keys"),
     path("events/", views.events, name="events"),
+    path("events/<int:event_id>/replay/", views.event_replay, name="event_replay"),
     path("schedules/<slug:name>/act/", views.schedule_action, name="schedule_action"),
     path("calibration/", views.calibration, name="calibration"),
     path("workflows/", views.workflows, name="workflows"),

@@ -42,6 +42,7 @@ from scheduler.models import StepStatus
 from scheduler.schedules import schedule_set_paused
 from scheduler.selectors import archived_job
 from scheduler.services.capacity import busiest_call_keys
+from scheduler.services.events import event_replay as replay
 from scheduler.services.flow import busiest_keys
 from scheduler.services.wakeups import NotPermitted, approval_decide, signal_send
 from supervisor import selectors, services
@@ -50,6 +51,7 @@ from supervisor.forms import (
     ApprovalForm,
     AttentionFilterForm,
     BulkForm,
+    EventReplayForm,
     JobActionForm,
     JobSearchForm,
     RerunForm,
@@ -551,6 +553,30 @@ def events(request: HttpRequest) -> HttpResponse:
     """The inbound events received lately and the signals by key kept for a job (docs/events.md)."""
     context = {"section": "events", "events": latest_events(), "keyed": keyed_signals()}
     return render(request, "ops/events.html", context)
+
+
+@require_POST
+@operator_required
+def event_replay(request: HttpRequest, event_id: int) -> HttpResponse:
+    """Replay a received event (as `POST /api/v1/events/{id}/replay/`), then back to the Events
+    page saying what the replay did."""
+    form = EventReplayForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _form_errors(form))
+        return redirect("ops:events")
+    try:
+        receipt = replay(event_id, actor=request.user, reason=form.cleaned_data["reason"])
+    except SasError as exc:
+        messages.error(request, exc.message)
+        return redirect("ops:events")
+    done = receipt.answer
+    messages.success(
+        request,
+        f"Replayed event {event_id} ({receipt.event.type} {receipt.event.source}/{receipt.event.event_id}): "
+        f"started {len(done['started'])} job(s), reached {len(done['signalled'])} waiting job(s), "
+        f"{len(done['refused'])} trigger(s) refused.",
+    )
+    return redirect("ops:events")
 
 
 @require_GET

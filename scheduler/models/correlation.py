@@ -90,15 +90,33 @@ class InboundEvent(models.Model):
     received_at = models.DateTimeField(default=timezone.now)
     #: What it did, as the API answered it: {"started", "signalled", "refused"}.
     answer = models.JSONField(default=dict, blank=True)
+    #: An operator's replay of an event (scheduler.services.events.event_replay) is a row of its
+    #: own naming the event it replays, who replayed it and why; it goes when that event goes.
+    replay_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="replays", db_index=False
+    )
+    replayed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    replay_reason = models.CharField(max_length=500, blank=True, default="")
 
     class Meta:
         ordering = ["id"]
         constraints = [
-            models.UniqueConstraint(fields=["source", "event_id"], name="inboundevent_unique_source_id"),
+            # One event per source and id; its replays carry the same and are not duplicates.
+            models.UniqueConstraint(
+                fields=["source", "event_id"],
+                condition=Q(replay_of__isnull=True),
+                name="inboundevent_unique_source_id",
+            ),
         ]
         indexes = [
             # The supervisor's prune: the rows past the retention window, oldest first.
             models.Index(fields=["received_at"], name="inboundevent_received_idx"),
+            # An event's replays, and the delete of an event's replays with it.
+            models.Index(
+                fields=["replay_of"], condition=Q(replay_of__isnull=False), name="inboundevent_replay_idx"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -159,6 +159,24 @@ class InboundEventAnswerSerializer(serializers.Serializer):
     duplicate = serializers.BooleanField(help_text="True: this source and id was received before.")
 
 
+class EventReplaySerializer(StrictSerializer):
+    reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=500,
+        help_text="Why: kept with the replay and your name.",
+    )
+
+
+class EventReplayAnswerSerializer(InboundEventAnswerSerializer):
+    """What a replay of an event did, and whose it is."""
+
+    replay_of = serializers.IntegerField(help_text="The event replayed.")
+    replayed_by = serializers.CharField(help_text="The operator who replayed it.")
+    reason = serializers.CharField(allow_blank=True, help_text="Why, as the operator said.")
+
+
 class SignalWithStartSerializer(StrictSerializer):
     """A submission's signal (signal-with-start)."""
 

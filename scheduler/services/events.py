@@ -35,13 +35,14 @@ from django.utils import timezone
 from jmespath.exceptions import JMESPathError
 
 from sas_project.conf import sas_settings
-from sas_project.errors import InvalidInput, SasError
+from sas_project.errors import InvalidInput, NotFound, SasError
 from sas_project.permissions import events_reach_every_job
 from sas_project.validation import json_storable
 from scheduler import expressions
 from scheduler.event_definitions import event_signal, valid_event_name
 from scheduler.models import (
     EventKind,
+    EventSource,
     InboundEvent,
     Job,
     Signal,
@@ -75,13 +76,21 @@ class EventReceipt:
 
     @property
     def answer(self) -> dict[str, Any]:
-        return {
+        answer = {
             "event": self.event.pk,
             "started": list(self.event.answer.get("started", [])),
             "signalled": list(self.event.answer.get("signalled", [])),
             "refused": list(self.event.answer.get("refused", [])),
             "duplicate": not self.created,
         }
+        if self.event.replay_of_id is not None:
+            by = self.event.replayed_by
+            answer |= {
+                "replay_of": self.event.replay_of_id,
+                "replayed_by": by.get_username() if by is not None else "",
+                "reason": self.event.replay_reason,
+            }
+        return answer
 
 
 def valid_event_id(value: Any) -> str:
@@ -101,7 +110,7 @@ def event_receive(
     source = valid_event_name(source, "source")
     event_id = valid_event_id(id)
     json_storable(data, "data")
-    earlier = InboundEvent.objects.filter(source=source, event_id=event_id).first()
+    earlier = _received(source, event_id)
     if earlier is not None:
         return EventReceipt(event=earlier, created=False)
     event = {"type": event_type, "id": event_id, "source": source, "data": data}
@@ -116,30 +125,90 @@ def event_receive(
                 sender=cast(Any, sender) if sender.is_authenticated else None,
                 received_at=timezone.now(),
             )
-            signalled = _signal_waiting(event, sender=sender, everyone=everyone)
-            started, refused = _start(event, sender=sender)
-            # The jobs say which event started them (set here: a plain workflow's job is made
-            # by the SQL fast path, which knows nothing of events).
-            Job.objects.filter(pk__in=started, started_by_event__isnull=True).update(started_by_event=row.pk)
-            row.answer = {"started": started, "signalled": signalled, "refused": refused}
-            row.save(update_fields=["answer"])
+            _act(row, event, sender=sender, everyone=everyone)
     except IntegrityError:
         # The same event was received at the same moment: its answer is this one's.
-        earlier = InboundEvent.objects.filter(source=source, event_id=event_id).first()
+        earlier = _received(source, event_id)
         if earlier is None:
             raise
         return EventReceipt(event=earlier, created=False)
+    return EventReceipt(event=row, created=True)
+
+
+def _received(source: str, event_id: str) -> InboundEvent | None:
+    """The event received with this source and id (not a replay of it), while it is kept."""
+    return InboundEvent.objects.filter(source=source, event_id=event_id, replay_of__isnull=True).first()
+
+
+def event_replay(event_pk: int, *, actor: User, reason: str) -> EventReceipt:
+    """An operator's replay of a received event: the event as it came, acted on again as today's
+    definitions and jobs take it, as a new row naming the event (`replay_of`), the operator and
+    the reason. Its triggers start new jobs (their idempotency keys name the replay), submitted by
+    the event's sender as the first were; the jobs waiting for it now receive it again, each
+    `signal_received` naming the operator. Raises NotFound for no such event, InvalidInput for a
+    replay of a replay (replay the event itself) or a reason too long."""
+    reason = (reason or "").strip()
+    if len(reason) > 500:
+        raise InvalidInput("reason must be at most 500 characters", field="reason")
+    original = InboundEvent.objects.select_related("sender").filter(pk=event_pk).first()
+    if original is None:
+        raise NotFound(f"no event {event_pk} (events are kept SAS_EVENT_RETENTION_HOURS)")
+    if original.replay_of_id is not None:
+        raise InvalidInput(
+            f"event {event_pk} is a replay of event {original.replay_of_id}: replay that one",
+            field="event",
+        )
+    sender: User = original.sender if original.sender is not None else actor
+    # As the first time: a verified provider's event reaches every job; a sender's, those the
+    # sender may reach.
+    everyone = EventSource.objects.filter(name=original.source, run_as=original.sender_id).exists()
+    event = {"type": original.type, "id": original.event_id, "source": original.source, "data": original.data}
+    with transaction.atomic():
+        row = InboundEvent.objects.create(
+            type=original.type,
+            source=original.source,
+            event_id=original.event_id,
+            data=original.data,
+            sender=original.sender,
+            received_at=timezone.now(),
+            replay_of=original,
+            replayed_by=cast(Any, actor),
+            replay_reason=reason,
+        )
+        _act(row, event, sender=sender, everyone=everyone, actor=actor, replay=row.pk)
+    return EventReceipt(event=row, created=True)
+
+
+def _act(
+    row: InboundEvent,
+    event: dict[str, Any],
+    *,
+    sender: User,
+    everyone: bool,
+    actor: User | None = None,
+    replay: int | None = None,
+) -> None:
+    """What an event does (the module's docstring, 2 and 3), written on its row as its answer,
+    in the caller's transaction. A replay's keys name it, so that it acts again."""
+    suffix = f":replay-{replay}" if replay is not None else ""
+    signalled = _signal_waiting(event, sender=sender, everyone=everyone, actor=actor, suffix=suffix)
+    started, refused = _start(event, sender=sender, suffix=suffix)
+    # The jobs say which event started them (set here: a plain workflow's job is made by the
+    # SQL fast path, which knows nothing of events).
+    Job.objects.filter(pk__in=started, started_by_event__isnull=True).update(started_by_event=row.pk)
+    row.answer = {"started": started, "signalled": signalled, "refused": refused}
+    row.save(update_fields=["answer"])
     logger.info(
-        "event %s %s/%s: started %d, signalled %d, refused %d",
-        event_type,
-        source,
-        event_id,
+        "event %s %s/%s%s: started %d, signalled %d, refused %d",
+        event["type"],
+        event["source"],
+        event["id"],
+        f" (replayed by {actor.get_username()})" if actor is not None and replay is not None else "",
         len(started),
         len(signalled),
         len(refused),
-        extra={"event_type": event_type, "event_source": source, "event_id": event_id},
+        extra={"event_type": event["type"], "event_source": event["source"], "event_id": event["id"]},
     )
-    return EventReceipt(event=row, created=True)
 
 
 def _key(*parts: str, suffix: str = "") -> str:
@@ -154,7 +223,9 @@ def _key(*parts: str, suffix: str = "") -> str:
 # --- the jobs waiting for it -------------------------------------------------------------------------
 
 
-def _signal_waiting(event: dict[str, Any], *, sender: User, everyone: bool = False) -> list[str]:
+def _signal_waiting(
+    event: dict[str, Any], *, sender: User, everyone: bool, actor: User | None, suffix: str
+) -> list[str]:
     """Deliver the event to each live job it matches (ids, oldest job first): every job for an
     operator, an event sender or a verified source (`everyone`), a submitter's own otherwise."""
     name = event_signal(event["type"])
@@ -173,20 +244,23 @@ def _signal_waiting(event: dict[str, Any], *, sender: User, everyone: bool = Fal
         steps = steps.filter(job__submitter_id=sender.pk)
     # A first look without locks (read again under each job's lock below).
     candidates = list(dict.fromkeys(s.job_id for s in steps if event_matches(s.job, step=s, event=event)))
-    key = _key(event["source"], event["id"])
+    key = _key(event["source"], event["id"], suffix=suffix)
     reached = []
     for job_id in candidates:
         try:
-            if _deliver(job_id, event=event, name=name, key=key, sender=sender):
+            if _deliver(job_id, event=event, name=name, key=key, sender=sender, actor=actor):
                 reached.append(str(job_id))
         except SasError as exc:
             logger.info("event %s: job %s not reached: %s", event["type"], job_id, exc)
     return reached
 
 
-def _deliver(job_id: Any, *, event: dict[str, Any], name: str, key: str, sender: User) -> bool:
+def _deliver(
+    job_id: Any, *, event: dict[str, Any], name: str, key: str, sender: User, actor: User | None
+) -> bool:
     """Under the job's lock: store the event for it when a step of its still waits for the event
-    and matches it, and let a waiting step take it. Whether the job has it."""
+    and matches it, and let a waiting step take it. Whether the job has it. `actor`: the operator
+    replaying it, named by the job's history (else its sender)."""
     with unit_of_work() as unit:
         state = lock_job(unit, job_id=job_id)
         job = state.job
@@ -217,13 +291,15 @@ def _deliver(job_id: Any, *, event: dict[str, Any], name: str, key: str, sender:
             sender=cast(Any, sender) if sender.is_authenticated else None,
             created_at=unit.now,
         )
-        source = f"api:{sender.get_username()}"
+        by = actor if actor is not None else sender
+        source = f"operator:{by.get_username()}" if actor is not None else f"api:{sender.get_username()}"
+        replayed = " replayed" if actor is not None else ""
         unit.event(
             job_id=job.pk,
             kind=EventKind.SIGNAL_RECEIVED,
             source=source,
-            actor=sender,
-            reason=f"event {event['type']!r} from {event['source']}",
+            actor=by,
+            reason=f"event {event['type']!r} from {event['source']}{replayed}",
             data={
                 "signal_id": signal.pk,
                 "name": name,
@@ -232,15 +308,15 @@ def _deliver(job_id: Any, *, event: dict[str, Any], name: str, key: str, sender:
         )
         waiting = next((s for s in steps if s.status == S.WAITING), None)
         if waiting is not None:
-            signal_consume(unit, step=waiting, signal=signal, source=source, actor=sender)
-            job_advance(unit, state=state, source=source, actor=sender)
+            signal_consume(unit, step=waiting, signal=signal, source=source, actor=by)
+            job_advance(unit, state=state, source=source, actor=by)
         return True
 
 
 # --- the jobs it starts ---------------------------------------------------------------------------
 
 
-def _start(event: dict[str, Any], *, sender: User) -> tuple[list[str], list[dict[str, Any]]]:
+def _start(event: dict[str, Any], *, sender: User, suffix: str) -> tuple[list[str], list[dict[str, Any]]]:
     """Each trigger of the event's type of each workflow's latest version starts one job."""
     latest = Workflow.objects.filter(name=OuterRef("name")).order_by("-version").values("pk")[:1]
     workflows = (
@@ -255,7 +331,9 @@ def _start(event: dict[str, Any], *, sender: User) -> tuple[list[str], list[dict
             if trigger.get("event") != event["type"]:
                 continue
             try:
-                job_id = _start_one(event, workflow=workflow, index=index, trigger=trigger, sender=sender)
+                job_id = _start_one(
+                    event, workflow=workflow, index=index, trigger=trigger, sender=sender, suffix=suffix
+                )
             except _Refused as exc:
                 refused.append({"workflow": workflow, "trigger": index, "reason": str(exc)})
                 logger.info(
@@ -272,7 +350,7 @@ class _Refused(Exception):
 
 
 def _start_one(
-    event: dict[str, Any], *, workflow: str, index: int, trigger: dict[str, Any], sender: User
+    event: dict[str, Any], *, workflow: str, index: int, trigger: dict[str, Any], sender: User, suffix: str
 ) -> str | None:
     """The id of the job the trigger started (or had started: the same event again), None when
     its `when` is false. Raises _Refused."""
@@ -302,7 +380,7 @@ def _start_one(
                 workflow=workflow,
                 input=payload,
                 submitter=sender,
-                idempotency_key=_key(event["source"], event["id"], suffix=f":{workflow}:{index}"),
+                idempotency_key=_key(event["source"], event["id"], suffix=f"{suffix}:{workflow}:{index}"),
                 business_key=key,
             )
     except SasError as exc:

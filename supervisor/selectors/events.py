@@ -23,7 +23,8 @@ class EventRow:
 
 def latest_events(*, limit: int = LATEST) -> list[EventRow]:
     """The events received most recently, with what their answer says they did."""
-    rows = InboundEvent.objects.select_related("sender").order_by("-received_at", "-id")[:limit]
+    rows = InboundEvent.objects.select_related("sender", "replayed_by").order_by("-received_at", "-id")
+    rows = rows[:limit]
     return [
         EventRow(
             event=event,
@@ -49,4 +50,4 @@ def event_of(job: Job) -> InboundEvent | None:
     """The inbound event that started `job`, while it is kept (None otherwise)."""
     if job.started_by_event is None:
         return None
-    return InboundEvent.objects.filter(pk=job.started_by_event).first()
+    return InboundEvent.objects.select_related("replayed_by").filter(pk=job.started_by_event).first()

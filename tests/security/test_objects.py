@@ -44,6 +44,7 @@ APPROVER = "the step's group (operators when none); a job the user may not see i
 OWN_SECRET = "the signed-in submitter's own callback secret: the path names no user"
 BY_BUSINESS_KEY = "a submitter's signal or event reaches its own jobs only; an operator's any"
 SIGNED_SOURCE = "no user: the source's Standard Webhooks signature; forged, stale or unsigned is a 401"
+EVENT_REPLAY = "operators replay any event (role-level: submitters, viewers and event senders get 403)"
 
 RULES = {
     "/api/v1/jobs/": OWNED_BY_SUBMITTER,
@@ -51,6 +52,7 @@ RULES = {
     "/api/v1/signals/": BY_BUSINESS_KEY,
     "/api/v1/events/": BY_BUSINESS_KEY,
     "/api/v1/events/{source}/": SIGNED_SOURCE,
+    "/api/v1/events/{event}/replay/": EVENT_REPLAY,
     "/api/v1/jobs/{job_id}/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/{job_id}/events/": OWNED_BY_SUBMITTER,
     "/api/v1/jobs/{job_id}/cancel/": OPERATOR_ON_ANY_JOB,

@@ -215,6 +215,36 @@ class AsyncClient:
     def signals(self, job_id: str) -> AsyncIterator[models.Signal]:
         return self.each(calls.signals(job_id))
 
+    async def signal_by_key(
+        self,
+        business_key: str,
+        name: str,
+        payload: Any = None,
+        *,
+        workflow: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> models.KeyedSignalAnswer:
+        answer: models.KeyedSignalAnswer = await self.call(
+            calls.signal_by_key(
+                business_key, name, payload, workflow=workflow, idempotency_key=idempotency_key
+            )
+        )
+        return answer
+
+    async def post_event(
+        self, type: str, id: str, source: str, data: Any = None
+    ) -> models.InboundEventAnswer:
+        answer: models.InboundEventAnswer = await self.call(calls.post_event(type, id, source, data))
+        return answer
+
+    async def replay_event(
+        self, event: int, *, reason: str | None = None, idempotency_key: str | None = None
+    ) -> models.EventReplayAnswer:
+        answer: models.EventReplayAnswer = await self.call(
+            calls.replay_event(event, reason=reason, idempotency_key=idempotency_key)
+        )
+        return answer
+
     async def approve(self, job_id: str, step: str, *, comment: str | None = None) -> models.Step:
         answer: models.Step = await self.call(calls.decide(job_id, step, "approve", comment))
         return answer

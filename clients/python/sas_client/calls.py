@@ -152,6 +152,41 @@ def decide(job_id: str, step: str, decision: str, comment: str | None) -> Call:
     )
 
 
+# --- events and signals by business key -----------------------------------------------------------
+
+
+def signal_by_key(
+    business_key: str, name: str, payload: Any, *, workflow: str | None, idempotency_key: str | None
+) -> Call:
+    """A signal to the live jobs with a business key, kept for one to come when none is live."""
+    body = {
+        "business_key": business_key,
+        "name": name,
+        "payload": payload,
+        **_present({"workflow": workflow}),
+    }
+    return Call(
+        "POST", "/api/v1/signals/", body, headers=_keyed(idempotency_key), model=models.KeyedSignalAnswer
+    )
+
+
+def post_event(type: str, id: str, source: str, data: Any) -> Call:
+    """An event: its (source, id) is its own idempotency key, so it may be sent again."""
+    body = {"type": type, "id": id, "source": source, "data": data}
+    return Call("POST", "/api/v1/events/", body, idempotent=True, model=models.InboundEventAnswer)
+
+
+def replay_event(event: int, *, reason: str | None, idempotency_key: str | None) -> Call:
+    """An operator's replay of a received event, keyed so that a retry replays it once."""
+    return Call(
+        "POST",
+        f"/api/v1/events/{event}/replay/",
+        _present({"reason": reason}),
+        headers=_keyed(idempotency_key),
+        model=models.EventReplayAnswer,
+    )
+
+
 # --- steps and the operator's lists ----------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from typing import Any, TextIO
 
-from sas_client import cli_completion, cli_defs, cli_ops
+from sas_client import cli_completion, cli_defs, cli_events, cli_ops
 from sas_client.cli_common import (
     EXIT_API,
     EXIT_NOT_SUCCEEDED,
@@ -53,7 +53,10 @@ from sas_client.errors import SasApiError, SasError
 
 __all__ = ["EXIT_API", "EXIT_NOT_SUCCEEDED", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "main", "parser", "run"]
 
-GROUPS = "jobs,steps,attention,supervisor,workflows,pools,policies,schedules,apply,tokens,completion"
+GROUPS = (
+    "jobs,steps,attention,supervisor,signals,events,"
+    "workflows,pools,policies,schedules,apply,tokens,completion"
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -121,6 +124,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--payload", help="JSON, or @file")
     cli_ops.add_commands(groups, jobs, command)
+    cli_events.add_commands(groups, command)
     cli_defs.add_commands(groups, command)
 
     tokens = groups.add_parser("tokens", help="your API tokens").add_subparsers(dest="command", required=True)

@@ -414,6 +414,37 @@ class Client:
     def signals(self, job_id: str) -> Iterator[Json]:
         return self.each(calls.signals(job_id))
 
+    def signal_by_key(
+        self,
+        business_key: str,
+        name: str,
+        payload: Any = None,
+        *,
+        workflow: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Json:
+        """Send the signal `name` to every live job with `business_key` (of `workflow` when
+        given); kept for a job to come when none is live (`buffered`). Keyed: a retry sends it once."""
+        answer: Json = self.call(
+            calls.signal_by_key(
+                business_key, name, payload, workflow=workflow, idempotency_key=idempotency_key
+            )
+        )
+        return answer
+
+    def post_event(self, type: str, id: str, source: str, data: Any = None) -> Json:
+        """Post an event: what it started and signalled (`duplicate` for a source and id posted
+        before, answered with the first answer)."""
+        answer: Json = self.call(calls.post_event(type, id, source, data))
+        return answer
+
+    def replay_event(
+        self, event: int, *, reason: str | None = None, idempotency_key: str | None = None
+    ) -> Json:
+        """Replay a received event (operators): what the replay started and signalled."""
+        answer: Json = self.call(calls.replay_event(event, reason=reason, idempotency_key=idempotency_key))
+        return answer
+
     def approve(self, job_id: str, step: str, *, comment: str | None = None) -> Json:
         """Approve a step waiting for an approval; the step. Sent once: not retried."""
         answer: Json = self.call(calls.decide(job_id, step, "approve", comment))

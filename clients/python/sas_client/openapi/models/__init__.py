@@ -52,6 +52,8 @@ from .error import Error
 from .event import Event
 from .event_kind_enum import EventKindEnum
 from .event_refusal import EventRefusal
+from .event_replay_answer import EventReplayAnswer
+from .event_replay_request import EventReplayRequest
 from .field_error import FieldError
 from .inbound_event_answer import InboundEventAnswer
 from .inbound_event_request import InboundEventRequest
@@ -221,6 +223,8 @@ __all__ = (
     "Event",
     "EventKindEnum",
     "EventRefusal",
+    "EventReplayAnswer",
+    "EventReplayRequest",
     "FieldError",
     "InboundEventAnswer",
     "InboundEventRequest",
