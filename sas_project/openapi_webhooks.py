@@ -164,6 +164,20 @@ ALERT_WEBHOOK_SCHEMA: dict[str, Any] = {
                 "expected_seconds": {"type": "number", "minimum": 0},
             },
         ),
+        _alert(
+            ["signal_expired"],
+            "A signal sent by business key reached no live job and was kept for one to come; none with "
+            "its key started within SAS_SIGNAL_LOOKBACK_SECONDS (once per signal).",
+            {
+                "keyed_signal": {"type": "integer", "description": "The kept signal's id."},
+                "business_key": {"type": "string"},
+                "workflow": {"type": "string", "description": "The workflow it was for ('' for any)."},
+                "name": {"type": "string", "description": "The signal's name."},
+                "sender": _or_null({"type": "string"}, "Who sent it."),
+                "sent_at": _DATE_TIME,
+                "expired_at": _DATE_TIME,
+            },
+        ),
     ],
 }
 

@@ -6,7 +6,8 @@ compensated (each from its event, whoever wrote it: the database queues those ev
 scan opens it), and the supervisor stopped (its last scan is older than three intervals; every
 cluster's loop checks), and the history archive cannot be written (once per run of failures,
 from the lease holder's loop), a loop quarantined an item (once per quarantine), and the lease
-holder leaves remediation debt too long (supervisor.debt, once per stalled term). Each alert is
+holder leaves remediation debt too long (supervisor.debt, once per stalled term), and a signal by
+business key expired with no job to take it (once per signal). Each alert is
 written once per subscription: its outbox key names what it is about.
 """
 
@@ -30,6 +31,7 @@ from scheduler.models import (
     Quarantine,
 )
 from scheduler.outbox import receiver_of
+from scheduler.services.correlation import keyed_signals_expire
 from scheduler.services.retention import ArchiveUnwritable
 from supervisor.lease import LEASE_NAME, scan_age, scan_is_stale
 from supervisor.models import SupervisorLease
@@ -107,6 +109,31 @@ def reactions_handle(limit: int = 500) -> int:
             )
         EventReaction.objects.filter(pk__in=[event.pk for event in batch]).delete()
     return len(batch)
+
+
+def keyed_signals_expire_and_alert(limit: int = 500) -> int:
+    """Expire the signals by business key kept past their lookback (scheduler.services.
+    correlation) and write the `signal_expired` alert of each, once per signal, in one
+    transaction: an expiry is never without its alert. Returns how many expired."""
+    with transaction.atomic():
+        expired = keyed_signals_expire(limit=limit)
+        enabled = _enabled() if expired else []
+        for keyed in expired:
+            alert_write(
+                AlertKind.SIGNAL_EXPIRED,
+                f"keyed-signal-{keyed.pk}",
+                {
+                    "keyed_signal": keyed.pk,
+                    "business_key": keyed.business_key,
+                    "workflow": keyed.workflow,
+                    "name": keyed.name,
+                    "sender": keyed.sender.get_username() if keyed.sender is not None else None,
+                    "sent_at": keyed.created_at.isoformat(),
+                    "expired_at": keyed.expired_at.isoformat() if keyed.expired_at else None,
+                },
+                enabled=enabled,
+            )
+    return len(expired)
 
 
 def quarantines_alert(limit: int = 100) -> int:

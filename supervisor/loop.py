@@ -26,11 +26,11 @@ from sas_project.conf import sas_settings
 from sas_project.idempotency import idempotent_requests_prune
 from sas_project.throttling import rate_buckets_prune
 from scheduler.schedules import schedules_fire
-from scheduler.services.correlation import keyed_signals_expire
 from scheduler.services.events import inbound_events_prune
 from scheduler.services.retention import ArchiveUnwritable, history_prune_if_due
 from supervisor.alerts import (
     archive_failed_alert,
+    keyed_signals_expire_and_alert,
     quarantines_alert,
     reactions_handle,
     supervisor_stale_check,
@@ -116,7 +116,7 @@ def _passes(
         _chore(holder, "deliveries", sender.pump)
         _chore(holder, "schedules", schedules_fire)
         _chore(holder, "the canary", canary_tick)
-        _chore(holder, "signals by key past their lookback", keyed_signals_expire)
+        _chore(holder, "signals by key past their lookback", keyed_signals_expire_and_alert)
         if last_grant is not None:
             try:
                 # History retention, once a day, by the lease holder only, a slice per pass.

@@ -55,6 +55,9 @@ class AlertKind(models.TextChoices):
     SUPERVISOR_NOT_REMEDIATING = "supervisor_not_remediating", "The supervisor is not remediating"
     #: A canary job (the recovery path exercised end to end) did not succeed in its expected time.
     CANARY_UNREMEDIATED = "canary_unremediated", "The canary job was not remediated in time"
+    #: A signal sent by business key was kept for a job to come and none with its key started
+    #: within the lookback (scheduler.services.correlation): its sender's signal was lost to it.
+    SIGNAL_EXPIRED = "signal_expired", "A signal by business key expired unclaimed"
 
 
 def all_alert_kinds() -> list[str]:

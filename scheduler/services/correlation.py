@@ -272,25 +272,27 @@ def _may_reach(keyed: KeyedSignal, job: Job) -> bool:
     return sender is None or sender.pk == job.submitter_id or can_operate(sender)
 
 
-def keyed_signals_expire(*, limit: int = 500) -> int:
+def keyed_signals_expire(*, limit: int = 500) -> list[KeyedSignal]:
     """The supervisor's chore: signals kept past their lookback that no job claimed end expired
-    (logged with what they were). Returns how many."""
+    (a guarded write each: one a job claims meanwhile is not expired), logged with what they were,
+    in the caller's transaction (which alerts them: supervisor.alerts). Returns those expired."""
     now = db_now()
     due = list(
         KeyedSignal.objects.filter(
             buffered=True, consumed_at__isnull=True, expired_at__isnull=True, expires_at__lte=now
-        ).values_list("pk", "business_key", "name")[:limit]
+        ).select_related("sender")[:limit]
     )
-    expired = 0
-    for pk, business_key, name in due:
-        if KeyedSignal.objects.filter(pk=pk, consumed_at__isnull=True, expired_at__isnull=True).update(
+    expired = []
+    for keyed in due:
+        if KeyedSignal.objects.filter(pk=keyed.pk, consumed_at__isnull=True, expired_at__isnull=True).update(
             expired_at=now
         ):
-            expired += 1
+            keyed.expired_at = now
+            expired.append(keyed)
             logger.info(
                 "signal %r by business key %s expired: no job with the key started within the lookback",
-                name,
-                business_key,
-                extra={"keyed_signal": pk, "business_key": business_key, "signal": name},
+                keyed.name,
+                keyed.business_key,
+                extra={"keyed_signal": keyed.pk, "business_key": keyed.business_key, "signal": keyed.name},
             )
     return expired

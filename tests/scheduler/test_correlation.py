@@ -12,8 +12,9 @@ import pytest
 from django.utils import timezone
 
 from agents.fake import FakeRemote
-from scheduler.models import Job, JobStatus, KeyedSignal, Signal, Step, StepStatus
-from scheduler.services.correlation import keyed_signals_expire
+from scheduler.models import AlertKind, Delivery, Job, JobStatus, KeyedSignal, Signal, Step, StepStatus
+from supervisor.alerts import keyed_signals_expire_and_alert
+from supervisor.subscriptions import subscription_create
 from tests.api.support import V1, client_for, make_user
 from tests.factories import make_workflow, step
 
@@ -83,16 +84,32 @@ def test_a_signal_sent_before_its_job_exists_is_consumed_once_by_the_job_that_st
     assert Signal.objects.filter(job_id=again).count() == 0
 
 
-def test_a_kept_signal_past_its_lookback_expires_and_no_job_takes_it(fake_remote: FakeRemote) -> None:
+def test_a_kept_signal_past_its_lookback_expires_with_its_alert_and_no_job_takes_it(
+    fake_remote: FakeRemote,
+) -> None:
+    subscription_create(
+        name="oncall", actor=None, webhook_url="https://hooks.example.com/a", kinds=["signal_expired"]
+    )
     order_workflow()
     olga = client_for(make_user("olga", "operators"))
     by_key(olga, "order-8")
-    KeyedSignal.objects.update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    by_key(olga, "order-9")  # still within its lookback
+    KeyedSignal.objects.filter(business_key="order-8").update(
+        expires_at=timezone.now() - dt.timedelta(seconds=1)
+    )
     job = submit(olga, "order-8").json()["id"]
     assert paid(job).status == S.WAITING
-    assert keyed_signals_expire() == 1
-    assert KeyedSignal.objects.get().expired_at is not None
-    assert keyed_signals_expire() == 0
+    assert keyed_signals_expire_and_alert() == 1
+    expired = KeyedSignal.objects.get(business_key="order-8")
+    assert expired.expired_at is not None
+    assert KeyedSignal.objects.get(business_key="order-9").expired_at is None
+    (alert,) = Delivery.objects.filter(payload__alert=AlertKind.SIGNAL_EXPIRED)
+    assert alert.target == "https://hooks.example.com/a"
+    assert alert.payload["keyed_signal"] == expired.pk and alert.payload["business_key"] == "order-8"
+    assert alert.payload["name"] == "payment" and alert.payload["sender"] == "olga"
+    # Once: expired already, nothing more, and no second alert.
+    assert keyed_signals_expire_and_alert() == 0
+    assert Delivery.objects.filter(payload__alert=AlertKind.SIGNAL_EXPIRED).count() == 1
 
 
 def test_a_submitters_signal_by_key_reaches_only_its_own_jobs(fake_remote: FakeRemote) -> None:

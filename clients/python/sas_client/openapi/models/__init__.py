@@ -23,6 +23,8 @@ from .alert_webhook_type_5 import AlertWebhookType5
 from .alert_webhook_type_5_alert import AlertWebhookType5Alert
 from .alert_webhook_type_6 import AlertWebhookType6
 from .alert_webhook_type_6_alert import AlertWebhookType6Alert
+from .alert_webhook_type_7 import AlertWebhookType7
+from .alert_webhook_type_7_alert import AlertWebhookType7Alert
 from .approval_decision_request import ApprovalDecisionRequest
 from .attempt import Attempt
 from .attempt_callback_outcome_enum import AttemptCallbackOutcomeEnum
@@ -194,6 +196,8 @@ __all__ = (
     "AlertWebhookType5Alert",
     "AlertWebhookType6",
     "AlertWebhookType6Alert",
+    "AlertWebhookType7",
+    "AlertWebhookType7Alert",
     "ApprovalDecisionRequest",
     "Attempt",
     "AttemptCallbackOutcomeEnum",

@@ -10,6 +10,7 @@ class KindsEnum(StrEnum):
     JOB_COMPENSATED = "job_compensated"
     JOB_FAILED = "job_failed"
     QUARANTINED = "quarantined"
+    SIGNAL_EXPIRED = "signal_expired"
     STEP_NEEDS_ATTENTION = "step_needs_attention"
     SUPERVISOR_NOT_REMEDIATING = "supervisor_not_remediating"
     SUPERVISOR_STALE = "supervisor_stale"
