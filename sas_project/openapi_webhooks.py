@@ -78,8 +78,16 @@ ALERT_WEBHOOK_SCHEMA: dict[str, Any] = {
     "description": "An alert for a subscription that wants its kind, POSTed to its `webhook_url`.",
     "oneOf": [
         _alert(
-            ["step_needs_attention", "job_failed", "job_compensated", "approval_requested"],
-            "A job's event: a step held for an operator, a job failed or compensated, an approval asked for.",
+            [
+                "step_needs_attention",
+                "job_failed",
+                "job_compensated",
+                "approval_requested",
+                "approval_reminder",
+                "wait_escalated",
+            ],
+            "A job's event: a step held for an operator, a job failed or compensated, an approval asked "
+            "for, a wait with no decision reminded or escalated.",
             {
                 "job_id": _UUID,
                 "step_id": _or_null({"type": "integer"}, "The step, when the event names one."),

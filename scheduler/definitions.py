@@ -44,6 +44,7 @@ from scheduler.models import (
     Workflow,
 )
 from scheduler.unit import User
+from scheduler.wait_definitions import duties_check, escalation_check
 
 #: The fields each kind of step takes (`kind` absent means a call, as before wait steps).
 COMMON_KEYS = {"name", "kind", "depends_on", "when", "run_if_skipped"}
@@ -54,9 +55,11 @@ CALL_KEYS |= FAN_OUT_KEYS | {"concurrency", "rate", "cancel_path"}
 WORKFLOW_KEYS = COMMON_KEYS | {"workflow", "policy", "input", "output"}
 WAIT_KEYS: dict[str, set[str]] = {
     StepDefinitionKind.SIGNAL: COMMON_KEYS
-    | {"signal", "event", "match", "timeout_seconds", "on_timeout", "default_output", "policy"},
+    | {"signal", "event", "match", "timeout_seconds", "on_timeout", "default_output", "policy"}
+    | {"escalation", "sender_group"},
     StepDefinitionKind.APPROVAL: COMMON_KEYS
-    | {"group", "timeout_seconds", "on_timeout", "default_output", "policy"},
+    | {"group", "timeout_seconds", "on_timeout", "default_output", "policy"}
+    | {"escalation", "allow_self_approval"},
     StepDefinitionKind.TIMER: COMMON_KEYS | {"wait_seconds", "until"},
     StepDefinitionKind.WORKFLOW: WORKFLOW_KEYS,
 }
@@ -185,13 +188,25 @@ def _wait_spec(name: str, kind: str, spec: dict[str, Any], groups: set[str], pol
         raise InvalidInput(f"step {name!r}: on_timeout needs timeout_seconds", field="steps")
     if timeout is not None and not on_timeout:
         on_timeout = OnTimeout.HOLD
+    escalation = escalation_check(
+        spec.get("escalation"), step=name, kind=kind, timeout=timeout, groups=groups
+    )
+    cleaned.update(duties_check(spec, step=name, kind=kind, groups=groups))
     default_output = spec.get("default_output")
-    if default_output is not None and on_timeout != OnTimeout.CONTINUE:
+    continues = on_timeout == OnTimeout.CONTINUE or any(r["do"] == "continue" for r in escalation)
+    if default_output is not None and not continues:
         raise InvalidInput(
-            f"step {name!r}: default_output is the output of on_timeout continue", field="steps"
+            f"step {name!r}: default_output is the output of on_timeout continue (or a continue rung)",
+            field="steps",
         )
     json_storable(default_output, "default_output")
-    return {**cleaned, "timeout_seconds": timeout, "on_timeout": on_timeout, "default_output": default_output}
+    return {
+        **cleaned,
+        "timeout_seconds": timeout,
+        "on_timeout": on_timeout,
+        "default_output": default_output,
+        "escalation": escalation,
+    }
 
 
 def _workflow_spec(name: str, spec: dict[str, Any], policy: Any, parent: str | None) -> dict[str, Any]:

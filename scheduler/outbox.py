@@ -38,7 +38,10 @@ CHILD_SETTLED_TASK = "scheduler.tasks.settle_child"
 #: The event kinds something reacts to (the supervisor's alert kinds read these): each is queued
 #: for its reader by the database (scheduler/sql/*/..._reactions.sql, generated from this set).
 REACTION_KINDS: frozenset[str] = frozenset(
-    {EventKind.STEP_HELD, EventKind.JOB_FAILED, EventKind.JOB_COMPENSATED, EventKind.APPROVAL_REQUESTED}
+    {
+        *(EventKind.STEP_HELD, EventKind.JOB_FAILED, EventKind.JOB_COMPENSATED, EventKind.APPROVAL_REQUESTED),
+        *(EventKind.WAIT_REMINDED, EventKind.WAIT_ESCALATED),
+    }
 )
 
 

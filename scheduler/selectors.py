@@ -244,7 +244,8 @@ SELECT s.id AS pk, s.name, s.kind, s.compensates_id, s.status, s.operation_id, s
                                           WHERE c.parent_job_id = s.job_id AND c.parent_step = s.name) END
            AS child_job_id,
        d.for_each AS definition_for_each, d.concurrency AS definition_concurrency,
-       s.concurrency_key, s.rate_key
+       s.concurrency_key, s.rate_key, s.waiting_since, s.escalation_rung, s.escalation_group,
+       d.escalation AS definition_escalation, d.timeout_seconds AS definition_timeout_seconds
 FROM scheduler_step s
 JOIN scheduler_stepdefinition d ON d.id = s.definition_id
 LEFT JOIN agents_agentpool p ON p.id = s.pool_id
@@ -267,7 +268,7 @@ FROM scheduler_delivery WHERE job_id = %s AND kind = 'callback' ORDER BY id
 """
 
 #: The attributes of a light step's definition, read from its columns `definition_<name>`.
-_DEFINITION_ATTRS = ("kind", "signal", "group", "child_workflow", "for_each")
+_DEFINITION_ATTRS = ("kind", "signal", "group", "child_workflow", "for_each", "timeout_seconds")
 
 
 def _json(value: Any) -> Any:
@@ -359,6 +360,7 @@ def job_for_reading(*, user: Any, job_id: uuid.UUID | str) -> Any:
             definition=SimpleNamespace(
                 **{name: s[f"definition_{name}"] for name in _DEFINITION_ATTRS},
                 concurrency=_json(s["definition_concurrency"]),
+                escalation=_json(s["definition_escalation"]),
             ),
             output=_json(s["output"]),
             input_override=_json(s["input_override"]),

@@ -83,7 +83,10 @@ STEP_OPERATOR_ONLY: frozenset[tuple[str, str]] = frozenset(
 #: its child job's success (scheduler.services.children).
 STEP_WAIT_COMPLETIONS: dict[tuple[str, str], frozenset[EventKind]] = {
     (S.WAITING, S.SUCCEEDED): frozenset(
-        {E.STEP_SIGNALLED, E.STEP_APPROVED, E.TIMER_FIRED, E.WAIT_TIMED_OUT, E.JOIN_MET, E.CHILD_SUCCEEDED}
+        {
+            *(E.STEP_SIGNALLED, E.STEP_APPROVED, E.TIMER_FIRED, E.WAIT_TIMED_OUT, E.JOIN_MET),
+            *(E.CHILD_SUCCEEDED, E.WAIT_ESCALATED),
+        }
     ),
 }
 

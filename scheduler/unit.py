@@ -60,6 +60,9 @@ STEP_WRITABLE = (
     "operation_id",
     "concurrency_key",
     "rate_key",
+    "waiting_since",
+    "escalation_rung",
+    "escalation_group",
     "updated_at",
     "finished_at",
 )

@@ -42,6 +42,8 @@ EVENT_ALERTS: dict[str, AlertKind] = {
     EventKind.JOB_FAILED: AlertKind.JOB_FAILED,
     EventKind.JOB_COMPENSATED: AlertKind.JOB_COMPENSATED,
     EventKind.APPROVAL_REQUESTED: AlertKind.APPROVAL_REQUESTED,
+    EventKind.WAIT_REMINDED: AlertKind.APPROVAL_REMINDER,
+    EventKind.WAIT_ESCALATED: AlertKind.WAIT_ESCALATED,
 }
 
 

@@ -245,8 +245,16 @@ class StepDefinition(models.Model):
     on_timeout = models.CharField(
         max_length=8, choices=OnTimeout.choices, blank=True, default="", db_default=""
     )
-    #: signal, approval with on_timeout `continue`: the step's output after a timeout.
+    #: signal, approval with on_timeout `continue` (or an escalation rung `continue`): the step's
+    #: output after a timeout.
     default_output = models.JSONField(null=True, blank=True)
+    #: signal, approval: the ladder walked while no decision comes (scheduler.wait_definitions):
+    #: `[{"after_seconds", "do", "group"}]`, in time order.
+    escalation = models.JSONField(default=list, blank=True, db_default=[])
+    #: approval: the job's submitter may decide it too (separation of duties otherwise).
+    allow_self_approval = models.BooleanField(default=False, db_default=False)
+    #: signal (a named one): only members of this group may send it (empty: whoever may signal).
+    sender_group = models.CharField(max_length=150, blank=True, default="", db_default="")
     #: timer: wait this long after the step becomes ready; or...
     wait_seconds = models.FloatField(null=True, blank=True)
     #: ... until the ISO 8601 time at this field: `input.<path>` or `<ancestor step>.<path>`.

@@ -106,6 +106,11 @@ class EventKind(models.TextChoices):
     TIMER_FIRED = "timer_fired", "Timer fired"
     #: A signal or approval was not given before the step's timeout.
     WAIT_TIMED_OUT = "wait_timed_out", "Wait timed out"
+    #: A wait with no decision reached a `remind` rung of its escalation (an alert kind).
+    WAIT_REMINDED = "wait_reminded", "Wait reminded"
+    #: A wait with no decision reached a `reassign`, `hold`, `fail` or `continue` rung of its
+    #: escalation (an alert kind).
+    WAIT_ESCALATED = "wait_escalated", "Wait escalated"
     #: A fan-out step expanded its list into items (how many, and the bound on calls in flight).
     ITEMS_STARTED = "items_started", "Items started"
     #: Enough of a fan-out step's items succeeded: the step succeeded with their outputs.

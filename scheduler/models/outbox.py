@@ -58,6 +58,10 @@ class AlertKind(models.TextChoices):
     #: A signal sent by business key was kept for a job to come and none with its key started
     #: within the lookback (scheduler.services.correlation): its sender's signal was lost to it.
     SIGNAL_EXPIRED = "signal_expired", "A signal by business key expired unclaimed"
+    #: A wait (an approval, a signal) with no decision reached a `remind` rung of its escalation.
+    APPROVAL_REMINDER = "approval_reminder", "A wait for a decision is reminded"
+    #: A wait with no decision was reassigned, held, failed or continued by its escalation.
+    WAIT_ESCALATED = "wait_escalated", "A wait for a decision escalated"
 
 
 def all_alert_kinds() -> list[str]:

@@ -119,6 +119,11 @@ class Step(models.Model):
     first_dispatched_at = models.DateTimeField(null=True, blank=True)
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
+    #: A wait step: when it began waiting (its escalation's rungs count from it), the rungs of its
+    #: ladder walked so far, and the group a `reassign` rung let decide too.
+    waiting_since = models.DateTimeField(null=True, blank=True)
+    escalation_rung = models.PositiveSmallIntegerField(default=0, db_default=0)
+    escalation_group = models.CharField(max_length=150, blank=True, default="", db_default="")
     #: Why the step is in its status, when the status alone does not say (why it was skipped).
     status_reason = models.TextField(blank=True, default="", db_default="")
     #: The input this step is called with instead of the job's (an operator's edited retry).

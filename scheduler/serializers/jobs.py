@@ -64,6 +64,20 @@ class AttemptSerializer(RenderedSerializer):
         table = rendering.ATTEMPT_FIELDS
 
 
+class NextRungSerializer(serializers.Serializer):
+    do = serializers.ChoiceField(choices=["remind", "reassign", "hold", "fail", "continue"])
+    at = serializers.DateTimeField(help_text="When it comes, without a decision before.")
+
+
+class EscalationStateSerializer(serializers.Serializer):
+    """Where a waiting signal or approval is on its escalation ladder (schema only)."""
+
+    rung = serializers.IntegerField(help_text="The rungs walked so far (0: none yet).")
+    rungs = serializers.IntegerField(help_text="How many the ladder has.")
+    group = serializers.CharField(allow_null=True, help_text="The group a reassign rung let decide too.")
+    next = NextRungSerializer(allow_null=True, help_text="The next rung (null: none left).")
+
+
 class WaitingForSerializer(serializers.Serializer):
     """What a waiting step waits for (schema only; `waiting_for` renders it)."""
 
@@ -86,6 +100,14 @@ class WaitingForSerializer(serializers.Serializer):
         "GET .../steps/{step_name}/items/).",
     )
     signal = serializers.CharField(required=False, help_text="signal: its name.")
+    timeout_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="signal, approval: when the wait times out (null: never)."
+    )
+    escalation = EscalationStateSerializer(
+        required=False,
+        allow_null=True,
+        help_text="signal, approval: where the wait is on its escalation ladder (null: it has none).",
+    )
     group = serializers.CharField(
         required=False, allow_null=True, help_text="approval: who decides (null: operators)."
     )
@@ -96,9 +118,6 @@ class WaitingForSerializer(serializers.Serializer):
     )
     key = serializers.CharField(required=False, help_text="concurrency, rate: the key's value.")
     limit = serializers.IntegerField(required=False, help_text="concurrency: calls in flight per key value.")
-    timeout_at = serializers.DateTimeField(
-        required=False, allow_null=True, help_text="signal, approval: when the wait times out (null: never)."
-    )
     pool = serializers.CharField(required=False, help_text="capacity, rate, backoff: the pool.")
     workflow = serializers.CharField(required=False, help_text="workflow: the child's workflow.")
     child_job = serializers.UUIDField(

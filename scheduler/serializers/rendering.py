@@ -24,6 +24,7 @@ from django.utils import timezone
 from scheduler.models import Attempt, Delivery, Job, Step, StepDefinitionKind, StepKind, StepStatus
 from scheduler.services.capacity import key_value, rate_key_value
 from scheduler.services.flow import waiting_for as job_waiting_for
+from scheduler.wait_definitions import next_rung, rung_at, timeout_at
 
 Row = TypeVar("Row")
 #: A resource's fields, in the order the API writes them: name -> how it is read from the row.
@@ -80,9 +81,9 @@ def waiting_for(step: Step) -> dict[str, Any] | None:
         return {"kind": "workflow", "workflow": definition.child_workflow, "child_job": child_job(step)}
     at = drf_datetime(step.deadline)
     if definition.kind == StepDefinitionKind.SIGNAL:
-        return {"kind": "signal", "signal": definition.signal, "timeout_at": at}
+        return {"kind": "signal", "signal": definition.signal, **_decision_times(step)}
     if definition.kind == StepDefinitionKind.APPROVAL:
-        return {"kind": "approval", "group": definition.group or None, "timeout_at": at}
+        return {"kind": "approval", "group": definition.group or None, **_decision_times(step)}
     if definition.kind == StepDefinitionKind.TIMER:
         return {"kind": "timer", "until": at}
     if definition.for_each and step.kind == StepKind.ACTION:
@@ -101,6 +102,27 @@ def waiting_for(step: Step) -> dict[str, Any] | None:
             "until": drf_datetime(step.not_before),
         }
     return {"kind": "capacity", "pool": _pool_name(step)}
+
+
+def _decision_times(step: Step) -> dict[str, Any]:
+    """A signal's or approval's `timeout_at`, and its `escalation` (None without a ladder):
+    `{"rung": walked so far, "rungs", "group": reassigned to, "next": {"do", "at"} or None}`
+    (scheduler.services.escalation; its step's deadline is the sooner of the two)."""
+    definition, since = step.definition, step.waiting_since
+    if since is None:  # began waiting before waits escalated: its deadline is its timeout
+        return {"timeout_at": drf_datetime(step.deadline), "escalation": None}
+    rungs = definition.escalation or []
+    ladder = None
+    if rungs:
+        following = next_rung(definition, rung=step.escalation_rung)
+        rung_time = rung_at(definition, since=since, rung=step.escalation_rung)
+        ladder = {
+            "rung": step.escalation_rung,
+            "rungs": len(rungs),
+            "group": step.escalation_group or None,
+            "next": {"do": following["do"], "at": drf_datetime(rung_time)} if following else None,
+        }
+    return {"timeout_at": drf_datetime(timeout_at(definition, since=since)), "escalation": ladder}
 
 
 def child_job(step: Step) -> str | None:

@@ -42,6 +42,14 @@ class StepConcurrencySerializer(StrictSerializer):
     )
 
 
+class EscalationRungSerializer(StrictSerializer):
+    """One rung of a wait's escalation (scheduler.wait_definitions)."""
+
+    after_seconds = serializers.FloatField(help_text="Seconds after the step began waiting.")
+    do = serializers.ChoiceField(choices=["remind", "reassign", "hold", "fail", "continue"])
+    group = _optional_text(150, "reassign: the group that may now decide; remind: whom to remind.")
+
+
 class StepDefinitionSerializer(StrictSerializer):
     """One step of a workflow (the same shape is read and written): a call (no `kind`, or
     `call`), or a wait: `signal`, `approval` or `timer`."""
@@ -107,7 +115,24 @@ class StepDefinitionSerializer(StrictSerializer):
         "decides the job), or continue with default_output.",
     )
     default_output = serializers.JSONField(
-        required=False, allow_null=True, help_text="The step's output when on_timeout is continue."
+        required=False,
+        allow_null=True,
+        help_text="The step's output when on_timeout (or an escalation rung) is continue.",
+    )
+    escalation = EscalationRungSerializer(
+        many=True,
+        required=False,
+        help_text="signal, approval: the ladder walked while no decision comes, in time order: remind "
+        "(an alert approval_reminder), reassign (its group may now decide too), then at most one of hold "
+        "(for an operator), fail (the job compensates) or continue (with default_output), each an event "
+        "and an alert. A decision at any rung ends it.",
+    )
+    allow_self_approval = serializers.BooleanField(
+        required=False,
+        help_text="approval: the job's submitter may approve it too (default false: separation of duties).",
+    )
+    sender_group = _optional_text(
+        150, "signal (named): only members of this group may send the signal (default: whoever may signal)."
     )
     wait_seconds = serializers.FloatField(
         required=False, allow_null=True, help_text="timer: wait this long once the step is ready."
@@ -243,9 +268,10 @@ class StepDefinitionSerializer(StrictSerializer):
         if event_type is not None:
             wait: dict[str, Any] = {"event": event_type, "match": instance.event_match}
         elif instance.kind == StepDefinitionKind.SIGNAL:
-            wait = {"signal": instance.signal}
+            wait = {"signal": instance.signal, "sender_group": instance.sender_group}
         else:
-            wait = {"group": instance.group}
+            wait = {"group": instance.group, "allow_self_approval": instance.allow_self_approval}
+        wait["escalation"] = list(instance.escalation or [])
         return {
             **base,
             **wait,

@@ -239,10 +239,18 @@ def keyed_signals_claim(unit: Unit, *, job: Job, definitions: list[StepDefinitio
         .select_related("sender")
         .order_by("id")
     )
+    from scheduler.services.wakeups import may_send
+
     claimed = 0
     for keyed in waiting:
         if not _may_reach(keyed, job):
             continue
+        takers = [d for d in definitions if d.kind == StepDefinitionKind.SIGNAL and d.signal == keyed.name]
+        sender = keyed.sender
+        if not any(
+            not d.sender_group or (sender is not None and may_send(sender, definition=d)) for d in takers
+        ):
+            continue  # the step takes this signal from its sender group only
         taken = KeyedSignal.objects.filter(pk=keyed.pk, consumed_at__isnull=True).update(
             consumed_job=job, consumed_at=unit.now
         )

@@ -55,6 +55,7 @@ from scheduler.outbox import CHILD_START_TASK, task_write
 from scheduler.services.locking import JobState
 from scheduler.transitions import step_transition
 from scheduler.unit import Unit, User
+from scheduler.wait_definitions import rung_at, timeout_at, wait_deadline
 
 S = StepStatus
 K = StepDefinitionKind
@@ -147,15 +148,22 @@ def step_begin_wait(
             return
         data["until"] = deadline.isoformat() if deadline else None
     else:
-        timeout = definition.timeout_seconds
-        deadline = unit.now + dt.timedelta(seconds=timeout) if timeout else None
-        data["timeout_at"] = deadline.isoformat() if deadline else None
+        # The sooner of the next escalation rung and the timeout (scheduler.services.escalation).
+        deadline = wait_deadline(definition, since=unit.now)
+        timeout = timeout_at(definition, since=unit.now)
+        data["timeout_at"] = timeout.isoformat() if timeout else None
+        first = rung_at(definition, since=unit.now, rung=0)
+        if first is not None:
+            data["escalates_at"] = first.isoformat()
+        ladder = {"waiting_since": unit.now, "escalation_rung": 0, "escalation_group": ""}
         if definition.kind == K.SIGNAL:
             data["signal"] = definition.signal
         else:
             data["group"] = definition.group or None
             kind = E.APPROVAL_REQUESTED
     what = describe(definition)
+    if definition.kind == K.TIMER:
+        ladder = {}
     step_transition(
         unit,
         step,
@@ -167,6 +175,7 @@ def step_begin_wait(
         data=data,
         deadline=deadline,
         not_before=None,
+        **ladder,
     )
     if definition.kind == K.SIGNAL:
         buffered = Signal.objects.filter(

@@ -32,6 +32,7 @@ from scheduler.models import (
     StepKind,
     StepStatus,
 )
+from scheduler.services.escalation import escalate, rung_due
 from scheduler.services.locking import JOB_FORWARD, JobState, load_locked_jobs, lock_job
 from scheduler.services.quarantine import not_quarantined
 from scheduler.services.saga import job_advance, job_end_for_step, step_hold
@@ -98,6 +99,14 @@ def signal_send(
                     + (f" (it takes: {', '.join(takes)})" if takes else " (it takes no signals)"),
                     field="name",
                 )
+            takers = [
+                s.definition
+                for s in state.actions
+                if s.definition.kind == K.SIGNAL and s.definition.signal == name
+            ]
+            if not any(may_send(sender, definition=d) for d in takers):
+                groups = sorted({d.sender_group for d in takers})
+                raise NotPermitted(f"only members of {', '.join(groups)} may send signal {name!r}")
             if not job_takes_signals(job):
                 # A job whose compensation is held needs attention, but goes back, not forward.
                 being = f"{job.status} while compensating" if job.status in JOB_FORWARD else job.status
@@ -190,14 +199,34 @@ def _lock(unit: Unit, job_id: Any) -> JobState:
 # --- approvals -----------------------------------------------------------------------------------------
 
 
-def may_decide(user: User, *, definition: StepDefinition) -> bool:
-    """Whether `user` may approve or reject this step: a member of the group it names, or, when
-    it names none, an operator."""
+def _member(user: User, group: str) -> bool:
+    return Group.objects.filter(name=group, user=cast(Any, user)).exists()
+
+
+def may_send(user: User, *, definition: StepDefinition) -> bool:
+    """Whether `user` may send the signal this step takes: anyone who may signal the job, unless
+    the step names a `sender_group` (then its members, and superusers)."""
+    if not definition.sender_group:
+        return True
+    return user.is_authenticated and (
+        bool(cast(Any, user).is_superuser) or _member(user, definition.sender_group)
+    )
+
+
+def may_decide(user: User, *, step: Step, submitter_id: Any, approve: bool = True) -> bool:
+    """Whether `user` may decide this approval: a member of the group it names, or, when it names
+    none, an operator; and a member of the group an escalation reassigned it to. The job's
+    submitter may not approve their own job unless the step allows it (separation of duties;
+    rejecting it they may)."""
     if not user.is_authenticated:
         return False
+    definition = step.definition
+    if approve and not definition.allow_self_approval and submitter_id == user.pk:
+        return False
+    if step.escalation_group and _member(user, step.escalation_group):
+        return True
     if definition.group:
-        member = Group.objects.filter(name=definition.group, user=cast(Any, user)).exists()
-        return bool(cast(Any, user).is_superuser) or member
+        return bool(cast(Any, user).is_superuser) or _member(user, definition.group)
     return can_operate(user)
 
 
@@ -216,8 +245,16 @@ def approval_decide(*, job_id: Any, step_name: str, actor: User, approve: bool, 
             raise NotFound(f"job {state.job.pk} has no step {step_name!r}")
         if step.definition.kind != K.APPROVAL:
             raise ActionNotAllowed(f"step {step_name} is a {step.definition.kind} step: nothing to approve")
-        if not may_decide(actor, definition=step.definition):
-            who = f"members of {step.definition.group}" if step.definition.group else "operators"
+        if not may_decide(actor, step=step, submitter_id=state.job.submitter_id, approve=approve):
+            definition = step.definition
+            if approve and not definition.allow_self_approval and state.job.submitter_id == actor.pk:
+                raise NotPermitted(
+                    f"you submitted job {state.job.pk}: another person approves it "
+                    f"(step {step_name} does not allow self-approval)"
+                )
+            who = f"members of {definition.group}" if definition.group else "operators"
+            if step.escalation_group:
+                who += f" or of {step.escalation_group}"
             raise NotPermitted(f"only {who} may decide step {step_name}")
         if step.status != S.WAITING:
             raise ActionNotAllowed(f"step {step_name} is {step.status}: it waits for no approval")
@@ -321,6 +358,11 @@ def wait_expire(unit: Unit, *, state: JobState, step: Step, source: str) -> str:
         timer_fire(unit, step=step, source=source)
         job_advance(unit, state=state, source=source)
         return "timer_fired"
+    rung = rung_due(step, now=unit.now)
+    if rung is not None:
+        return escalate(unit, state=state, step=step, rung=rung, source=source)
+    # No rung due: the deadline is the timeout's (the sooner of the two: scheduler.services.
+    # escalation), and a deadline the step reached is its timeout.
     reason = f"no {describe(definition).removeprefix('an ')} within {definition.timeout_seconds:g} s"
     if definition.on_timeout == OnTimeout.CONTINUE:
         step_transition(

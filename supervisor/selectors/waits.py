@@ -7,10 +7,11 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scheduler.models import OnTimeout, Step, StepDefinition, StepDefinitionKind, StepStatus
+from scheduler.models import Job, OnTimeout, Step, StepDefinition, StepDefinitionKind, StepStatus
 from scheduler.services.capacity import KEY_IN_FLIGHT, key_value, rate_key_value
 from scheduler.services.wakeups import may_decide
 from scheduler.unit import User
+from scheduler.wait_definitions import next_rung, rung_at, timeout_at
 
 K = StepDefinitionKind
 
@@ -111,10 +112,11 @@ class Wait:
             return f"its rate has room again at {self.until:%H:%M:%S} UTC"
         if self.kind in ("concurrency", "rate"):
             return "goes out when its turn comes"
+        ladder = f"; {self.detail}" if self.detail and self.kind in (K.SIGNAL, K.APPROVAL) else ""
         if self.until is None:
-            return "no timeout" if self.kind != "capacity" else "until a slot frees"
+            return ("no timeout" if self.kind != "capacity" else "until a slot frees") + ladder
         then = f", {self.then}" if self.then else ""
-        return f"times out at {self.until:%H:%M:%S} UTC{then}"
+        return f"times out at {self.until:%H:%M:%S} UTC{then}{ladder}"
 
 
 def wait_of(step: Step) -> Wait | None:
@@ -123,10 +125,11 @@ def wait_of(step: Step) -> Wait | None:
     if step.status != StepStatus.WAITING:
         return None
     definition = step.definition
-    if definition.kind == K.SIGNAL:
-        return Wait(K.SIGNAL, definition.signal, step.updated_at, step.deadline, definition.on_timeout)
-    if definition.kind == K.APPROVAL:
-        return Wait(K.APPROVAL, definition.group, step.updated_at, step.deadline, definition.on_timeout)
+    if definition.kind in (K.SIGNAL, K.APPROVAL):
+        since = step.waiting_since or step.updated_at
+        until = timeout_at(definition, since=since) if step.waiting_since else step.deadline
+        name = definition.signal if definition.kind == K.SIGNAL else definition.group
+        return Wait(definition.kind, name, since, until, definition.on_timeout, detail=_ladder_text(step))
     if definition.kind == K.TIMER:
         return Wait(K.TIMER, "", step.updated_at, step.deadline)
     pool = step.pool.name if step.pool is not None else ""
@@ -140,6 +143,22 @@ def wait_of(step: Step) -> Wait | None:
         scope = step.rate_key.rsplit(":", 1)[0]
         return Wait("rate", rate_key_value(step.rate_key), step.updated_at, step.not_before, detail=scope)
     return Wait("capacity", pool, step.updated_at, None)
+
+
+def _ladder_text(step: Step) -> str:
+    """Where a waiting signal or approval is on its escalation ladder, in words ("" without one):
+    "escalation: 1 of 3 rungs walked (reassigned to finance); next: hold at 14:05 UTC"."""
+    rungs = step.definition.escalation or []
+    if not rungs or step.waiting_since is None:
+        return ""
+    walked = f"escalation: {step.escalation_rung} of {len(rungs)} rungs walked"
+    if step.escalation_group:
+        walked += f" (reassigned to {step.escalation_group})"
+    following = next_rung(step.definition, rung=step.escalation_rung)
+    at = rung_at(step.definition, since=step.waiting_since, rung=step.escalation_rung)
+    if following is None or at is None:
+        return walked
+    return f"{walked}; next: {following['do']} at {at:%H:%M:%S} UTC"
 
 
 def _key_detail(step: Step) -> str:
@@ -172,15 +191,22 @@ def wait_kind_text(definition: StepDefinition) -> str:
 
 def decidable_steps(user: User, steps: Iterable[Step]) -> frozenset[int]:
     """The ids of the steps among `steps` that wait for an approval `user` may give
-    (`may_decide`, which the service checks again): at most one query per approval definition."""
-    allowed: dict[int, bool] = {}
+    (`may_decide`, which the service checks again; an approval a submitter may not give to their
+    own job is not offered): a few queries per approval definition."""
+    waiting = [s for s in steps if s.status == StepStatus.WAITING and s.definition.kind == K.APPROVAL]
+    if not waiting:
+        return frozenset()
+    submitters = dict(
+        Job.objects.filter(pk__in={s.job_id for s in waiting}).values_list("pk", "submitter_id")
+    )
+    allowed: dict[tuple[int, str, bool], bool] = {}
     ids = set()
-    for step in steps:
+    for step in waiting:
         definition = step.definition
-        if step.status != StepStatus.WAITING or definition.kind != K.APPROVAL:
-            continue
-        if definition.pk not in allowed:
-            allowed[definition.pk] = may_decide(user, definition=definition)
-        if allowed[definition.pk]:
+        own = submitters.get(step.job_id) == user.pk
+        key = (definition.pk, step.escalation_group, own)
+        if key not in allowed:
+            allowed[key] = may_decide(user, step=step, submitter_id=submitters.get(step.job_id))
+        if allowed[key]:
             ids.add(step.pk)
     return frozenset(ids)

@@ -83,6 +83,8 @@ def test_wait_steps_are_read_back_as_written_and_a_patch_without_steps_keeps_the
         "name": "approve",
         "kind": "approval",
         "group": "",
+        "allow_self_approval": False,
+        "escalation": [],
         "timeout_seconds": 3600.0,
         "on_timeout": "fail",
         "default_output": None,

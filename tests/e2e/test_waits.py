@@ -119,3 +119,60 @@ def test_the_demo_order_waits_for_its_approval_and_its_signal_through_the_api(
         "ship": 1,
         "shipped": 0,
     }
+
+
+def test_an_approval_walks_remind_reassign_then_compensates_on_time_one_event_per_rung(
+    sandbox: Sandbox, clusters: Callable[..., Cluster]
+) -> None:
+    """The ladder is walked by the real supervisor on time: a reminder at 2 s, finance may decide
+    from 4 s, and at 6 s the job compensates what it reserved; each rung once though two clusters
+    run the loop."""
+    load_demo(sandbox)
+    Group.objects.get_or_create(name="finance")
+    workflow_create(
+        name="escalating_refund",
+        steps=[
+            {
+                "name": "reserve",
+                "pool": "inventory",
+                "path": "/inventory/reserve",
+                "policy": "standard",
+                "compensation_path": "/inventory/release",
+            },
+            {
+                "name": "approve",
+                "kind": "approval",
+                "depends_on": ["reserve"],
+                "timeout_seconds": 600,
+                "escalation": [
+                    {"after_seconds": 2, "do": "remind"},
+                    {"after_seconds": 4, "do": "reassign", "group": "finance"},
+                    {"after_seconds": 6, "do": "fail"},
+                ],
+            },
+        ],
+    )
+    clusters("c1")
+    clusters("c2")
+    job = job_submit(workflow="escalating_refund", input={"sku": "A1", "quantity": 1}).job
+
+    def compensated() -> bool:
+        return Job.objects.get(pk=job.pk).status == JobStatus.COMPENSATED
+
+    wait_until(compensated, timeout=90, interval=0.25, message="the ladder's fail rung compensated the job")
+    rungs = list(
+        Event.objects.filter(job=job, kind__in=[EventKind.WAIT_REMINDED, EventKind.WAIT_ESCALATED]).order_by(
+            "id"
+        )
+    )
+    assert [(e.kind, e.data["rung"], e.data["do"]) for e in rungs] == [
+        (EventKind.WAIT_REMINDED, 1, "remind"),
+        (EventKind.WAIT_ESCALATED, 2, "reassign"),
+        (EventKind.WAIT_ESCALATED, 3, "fail"),
+    ]
+    approve = Step.objects.get(job=job, name="approve")
+    assert approve.waiting_since is not None
+    for event, after in zip(rungs, (2, 4, 6), strict=True):
+        assert event.created_at >= approve.waiting_since + dt.timedelta(seconds=after)
+    reserve = Step.objects.get(job=job, name="reserve")
+    assert reserve.status == StepStatus.COMPENSATED

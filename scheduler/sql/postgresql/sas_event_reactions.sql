@@ -10,5 +10,5 @@ END
 $fn$;
 
 CREATE TRIGGER scheduler_event_reactions AFTER INSERT ON scheduler_event
-    FOR EACH ROW WHEN (NEW.kind IN ('approval_requested', 'job_compensated', 'job_failed', 'step_held'))
+    FOR EACH ROW WHEN (NEW.kind IN ('approval_requested', 'job_compensated', 'job_failed', 'step_held', 'wait_escalated', 'wait_reminded'))
     EXECUTE FUNCTION sas_event_reactions();

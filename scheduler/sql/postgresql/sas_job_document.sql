@@ -77,11 +77,26 @@ RETURN (SELECT json_build_object(
                 WHEN s.status <> 'waiting' THEN NULL
                 WHEN d.kind = 'workflow' THEN json_build_object(
                     'kind', 'workflow', 'workflow', d.child_workflow, 'child_job', c.id)
-                WHEN d.kind = 'signal' THEN json_build_object(
-                    'kind', 'signal', 'signal', d.signal, 'timeout_at', sas_drf_time(s.deadline))
-                WHEN d.kind = 'approval' THEN json_build_object(
-                    'kind', 'approval', 'group', NULLIF(d."group", ''),
-                    'timeout_at', sas_drf_time(s.deadline))
+                WHEN d.kind IN ('signal', 'approval') THEN (
+                    CASE WHEN d.kind = 'signal' THEN jsonb_build_object('kind', 'signal', 'signal', d.signal)
+                         ELSE jsonb_build_object('kind', 'approval', 'group', NULLIF(d."group", '')) END
+                    -- scheduler.serializers.rendering._decision_times: the timeout, and the ladder.
+                    || CASE WHEN s.waiting_since IS NULL THEN jsonb_build_object(
+                            'timeout_at', sas_drf_time(s.deadline), 'escalation', NULL)
+                       ELSE jsonb_build_object(
+                            'timeout_at', sas_drf_time(
+                                s.waiting_since + make_interval(secs => d.timeout_seconds)),
+                            'escalation', CASE WHEN jsonb_array_length(d.escalation) = 0 THEN NULL
+                                ELSE jsonb_build_object(
+                                    'rung', s.escalation_rung,
+                                    'rungs', jsonb_array_length(d.escalation),
+                                    'group', NULLIF(s.escalation_group, ''),
+                                    'next', CASE WHEN s.escalation_rung < jsonb_array_length(d.escalation)
+                                        THEN jsonb_build_object(
+                                            'do', d.escalation -> s.escalation_rung ->> 'do',
+                                            'at', sas_drf_time(s.waiting_since + make_interval(
+                                                secs => (d.escalation -> s.escalation_rung ->> 'after_seconds')::float8)))
+                                        END) END) END)::json
                 WHEN d.kind = 'timer' THEN json_build_object('kind', 'timer', 'until', sas_drf_time(s.deadline))
                 WHEN d.for_each <> '' AND s.kind = 'action' THEN json_build_object('kind', 'items')
                 -- scheduler.services.capacity: a call waiting its turn, by what it waits for.

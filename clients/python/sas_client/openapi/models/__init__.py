@@ -48,9 +48,13 @@ from .concurrency import Concurrency
 from .concurrency_request import ConcurrencyRequest
 from .debounce import Debounce
 from .debounce_request import DebounceRequest
+from .do_enum import DoEnum
 from .endpoint import Endpoint
 from .endpoint_health import EndpointHealth
 from .error import Error
+from .escalation_rung import EscalationRung
+from .escalation_rung_request import EscalationRungRequest
+from .escalation_state import EscalationState
 from .event import Event
 from .event_kind_enum import EventKindEnum
 from .event_refusal import EventRefusal
@@ -79,6 +83,7 @@ from .keyed_signal_send_request import KeyedSignalSendRequest
 from .kinds_enum import KindsEnum
 from .last_event import LastEvent
 from .lease import Lease
+from .next_rung import NextRung
 from .on_exhausted_enum import OnExhaustedEnum
 from .on_limit_enum import OnLimitEnum
 from .on_timeout_enum import OnTimeoutEnum
@@ -221,9 +226,13 @@ __all__ = (
     "ConcurrencyRequest",
     "Debounce",
     "DebounceRequest",
+    "DoEnum",
     "Endpoint",
     "EndpointHealth",
     "Error",
+    "EscalationRung",
+    "EscalationRungRequest",
+    "EscalationState",
     "Event",
     "EventKindEnum",
     "EventRefusal",
@@ -252,6 +261,7 @@ __all__ = (
     "KindsEnum",
     "LastEvent",
     "Lease",
+    "NextRung",
     "OnExhaustedEnum",
     "OnLimitEnum",
     "OnTimeoutEnum",

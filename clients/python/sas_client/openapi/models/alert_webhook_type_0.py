@@ -14,15 +14,16 @@ T = TypeVar("T", bound="AlertWebhookType0")
 
 @_attrs_define
 class AlertWebhookType0:
-    """A job's event: a step held for an operator, a job failed or compensated, an approval asked for.
+    """A job's event: a step held for an operator, a job failed or compensated, an approval asked for, a wait with no
+    decision reminded or escalated.
 
-    Attributes:
-        alert (AlertWebhookType0Alert):
-        job_id (UUID):
-        step_id (int | None): The step, when the event names one.
-        attempt (int | None): The attempt, when the event names one.
-        event (str): The event's kind (step_held, job_failed...).
-        reason (str): Why, as recorded in the job's history.
+        Attributes:
+            alert (AlertWebhookType0Alert):
+            job_id (UUID):
+            step_id (int | None): The step, when the event names one.
+            attempt (int | None): The attempt, when the event names one.
+            event (str): The event's kind (step_held, job_failed...).
+            reason (str): Why, as recorded in the job's history.
     """
 
     alert: AlertWebhookType0Alert

@@ -3,10 +3,12 @@ from enum import StrEnum
 
 
 class AlertWebhookType0Alert(StrEnum):
+    APPROVAL_REMINDER = "approval_reminder"
     APPROVAL_REQUESTED = "approval_requested"
     JOB_COMPENSATED = "job_compensated"
     JOB_FAILED = "job_failed"
     STEP_NEEDS_ATTENTION = "step_needs_attention"
+    WAIT_ESCALATED = "wait_escalated"
 
     def __str__(self) -> str:
         return str(self.value)

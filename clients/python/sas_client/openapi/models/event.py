@@ -61,6 +61,8 @@ class Event:
             * `step_rejected` - Step rejected
             * `timer_fired` - Timer fired
             * `wait_timed_out` - Wait timed out
+            * `wait_reminded` - Wait reminded
+            * `wait_escalated` - Wait escalated
             * `items_started` - Items started
             * `join_met` - Join met
             * `join_failed` - Join failed

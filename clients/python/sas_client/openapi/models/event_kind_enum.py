@@ -59,6 +59,8 @@ class EventKindEnum(StrEnum):
     STEP_TRANSIENT_FAILURE = "step_transient_failure"
     STEP_WAITING = "step_waiting"
     TIMER_FIRED = "timer_fired"
+    WAIT_ESCALATED = "wait_escalated"
+    WAIT_REMINDED = "wait_reminded"
     WAIT_TIMED_OUT = "wait_timed_out"
 
     def __str__(self) -> str:

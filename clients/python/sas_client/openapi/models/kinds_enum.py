@@ -3,6 +3,7 @@ from enum import StrEnum
 
 
 class KindsEnum(StrEnum):
+    APPROVAL_REMINDER = "approval_reminder"
     APPROVAL_REQUESTED = "approval_requested"
     ARCHIVE_FAILED = "archive_failed"
     CANARY_UNREMEDIATED = "canary_unremediated"
@@ -14,6 +15,7 @@ class KindsEnum(StrEnum):
     STEP_NEEDS_ATTENTION = "step_needs_attention"
     SUPERVISOR_NOT_REMEDIATING = "supervisor_not_remediating"
     SUPERVISOR_STALE = "supervisor_stale"
+    WAIT_ESCALATED = "wait_escalated"
 
     def __str__(self) -> str:
         return str(self.value)

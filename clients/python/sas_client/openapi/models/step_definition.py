@@ -13,6 +13,7 @@ from ..models.step_definition_kind_enum import StepDefinitionKindEnum
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.escalation_rung import EscalationRung
     from ..models.rate import Rate
     from ..models.step_concurrency import StepConcurrency
 
@@ -55,7 +56,15 @@ class StepDefinition:
                 * `hold` - Hold for an operator
                 * `fail` - Fail the step
                 * `continue` - Continue with the default output
-            default_output (Any | Unset): The step's output when on_timeout is continue.
+            default_output (Any | Unset): The step's output when on_timeout (or an escalation rung) is continue.
+            escalation (list[EscalationRung] | Unset): signal, approval: the ladder walked while no decision comes, in time
+                order: remind (an alert approval_reminder), reassign (its group may now decide too), then at most one of hold
+                (for an operator), fail (the job compensates) or continue (with default_output), each an event and an alert. A
+                decision at any rung ends it.
+            allow_self_approval (bool | Unset): approval: the job's submitter may approve it too (default false: separation
+                of duties).
+            sender_group (str | Unset): signal (named): only members of this group may send the signal (default: whoever may
+                signal).
             wait_seconds (float | None | Unset): timer: wait this long once the step is ready.
             until (str | Unset): timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>.
             when (str | Unset): A condition, in JMESPath (https://jmespath.org), over `input` (the job's input) and
@@ -100,6 +109,9 @@ class StepDefinition:
     timeout_seconds: float | None | Unset = UNSET
     on_timeout: BlankEnum | OnTimeoutEnum | Unset = UNSET
     default_output: Any | Unset = UNSET
+    escalation: list[EscalationRung] | Unset = UNSET
+    allow_self_approval: bool | Unset = UNSET
+    sender_group: str | Unset = UNSET
     wait_seconds: float | None | Unset = UNSET
     until: str | Unset = UNSET
     when: str | Unset = UNSET
@@ -168,6 +180,17 @@ class StepDefinition:
             on_timeout = self.on_timeout.value
 
         default_output = self.default_output
+
+        escalation: list[dict[str, Any]] | Unset = UNSET
+        if not isinstance(self.escalation, Unset):
+            escalation = []
+            for escalation_item_data in self.escalation:
+                escalation_item = escalation_item_data.to_dict()
+                escalation.append(escalation_item)
+
+        allow_self_approval = self.allow_self_approval
+
+        sender_group = self.sender_group
 
         wait_seconds: float | None | Unset
         if isinstance(self.wait_seconds, Unset):
@@ -252,6 +275,12 @@ class StepDefinition:
             field_dict["on_timeout"] = on_timeout
         if default_output is not UNSET:
             field_dict["default_output"] = default_output
+        if escalation is not UNSET:
+            field_dict["escalation"] = escalation
+        if allow_self_approval is not UNSET:
+            field_dict["allow_self_approval"] = allow_self_approval
+        if sender_group is not UNSET:
+            field_dict["sender_group"] = sender_group
         if wait_seconds is not UNSET:
             field_dict["wait_seconds"] = wait_seconds
         if until is not UNSET:
@@ -283,6 +312,7 @@ class StepDefinition:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.escalation_rung import EscalationRung
         from ..models.rate import Rate
         from ..models.step_concurrency import StepConcurrency
 
@@ -354,6 +384,19 @@ class StepDefinition:
         on_timeout = _parse_on_timeout(d.pop("on_timeout", UNSET))
 
         default_output = d.pop("default_output", UNSET)
+
+        _escalation = d.pop("escalation", UNSET)
+        escalation: list[EscalationRung] | Unset = UNSET
+        if _escalation is not UNSET:
+            escalation = []
+            for escalation_item_data in _escalation:
+                escalation_item = EscalationRung.from_dict(escalation_item_data)
+
+                escalation.append(escalation_item)
+
+        allow_self_approval = d.pop("allow_self_approval", UNSET)
+
+        sender_group = d.pop("sender_group", UNSET)
 
         def _parse_wait_seconds(data: object) -> float | None | Unset:
             if data is None:
@@ -442,6 +485,9 @@ class StepDefinition:
             timeout_seconds=timeout_seconds,
             on_timeout=on_timeout,
             default_output=default_output,
+            escalation=escalation,
+            allow_self_approval=allow_self_approval,
+            sender_group=sender_group,
             wait_seconds=wait_seconds,
             until=until,
             when=when,

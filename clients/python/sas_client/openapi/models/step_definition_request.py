@@ -12,6 +12,7 @@ from ..models.step_definition_kind_enum import StepDefinitionKindEnum
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.escalation_rung_request import EscalationRungRequest
     from ..models.rate_request import RateRequest
     from ..models.step_concurrency_request import StepConcurrencyRequest
 
@@ -54,7 +55,15 @@ class StepDefinitionRequest:
                 * `hold` - Hold for an operator
                 * `fail` - Fail the step
                 * `continue` - Continue with the default output
-            default_output (Any | Unset): The step's output when on_timeout is continue.
+            default_output (Any | Unset): The step's output when on_timeout (or an escalation rung) is continue.
+            escalation (list[EscalationRungRequest] | Unset): signal, approval: the ladder walked while no decision comes,
+                in time order: remind (an alert approval_reminder), reassign (its group may now decide too), then at most one of
+                hold (for an operator), fail (the job compensates) or continue (with default_output), each an event and an
+                alert. A decision at any rung ends it.
+            allow_self_approval (bool | Unset): approval: the job's submitter may approve it too (default false: separation
+                of duties).
+            sender_group (str | Unset): signal (named): only members of this group may send the signal (default: whoever may
+                signal).
             wait_seconds (float | None | Unset): timer: wait this long once the step is ready.
             until (str | Unset): timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>.
             when (str | Unset): A condition, in JMESPath (https://jmespath.org), over `input` (the job's input) and
@@ -99,6 +108,9 @@ class StepDefinitionRequest:
     timeout_seconds: float | None | Unset = UNSET
     on_timeout: BlankEnum | OnTimeoutEnum | Unset = UNSET
     default_output: Any | Unset = UNSET
+    escalation: list[EscalationRungRequest] | Unset = UNSET
+    allow_self_approval: bool | Unset = UNSET
+    sender_group: str | Unset = UNSET
     wait_seconds: float | None | Unset = UNSET
     until: str | Unset = UNSET
     when: str | Unset = UNSET
@@ -166,6 +178,17 @@ class StepDefinitionRequest:
             on_timeout = self.on_timeout.value
 
         default_output = self.default_output
+
+        escalation: list[dict[str, Any]] | Unset = UNSET
+        if not isinstance(self.escalation, Unset):
+            escalation = []
+            for escalation_item_data in self.escalation:
+                escalation_item = escalation_item_data.to_dict()
+                escalation.append(escalation_item)
+
+        allow_self_approval = self.allow_self_approval
+
+        sender_group = self.sender_group
 
         wait_seconds: float | None | Unset
         if isinstance(self.wait_seconds, Unset):
@@ -250,6 +273,12 @@ class StepDefinitionRequest:
             field_dict["on_timeout"] = on_timeout
         if default_output is not UNSET:
             field_dict["default_output"] = default_output
+        if escalation is not UNSET:
+            field_dict["escalation"] = escalation
+        if allow_self_approval is not UNSET:
+            field_dict["allow_self_approval"] = allow_self_approval
+        if sender_group is not UNSET:
+            field_dict["sender_group"] = sender_group
         if wait_seconds is not UNSET:
             field_dict["wait_seconds"] = wait_seconds
         if until is not UNSET:
@@ -281,6 +310,7 @@ class StepDefinitionRequest:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.escalation_rung_request import EscalationRungRequest
         from ..models.rate_request import RateRequest
         from ..models.step_concurrency_request import StepConcurrencyRequest
 
@@ -352,6 +382,19 @@ class StepDefinitionRequest:
         on_timeout = _parse_on_timeout(d.pop("on_timeout", UNSET))
 
         default_output = d.pop("default_output", UNSET)
+
+        _escalation = d.pop("escalation", UNSET)
+        escalation: list[EscalationRungRequest] | Unset = UNSET
+        if _escalation is not UNSET:
+            escalation = []
+            for escalation_item_data in _escalation:
+                escalation_item = EscalationRungRequest.from_dict(escalation_item_data)
+
+                escalation.append(escalation_item)
+
+        allow_self_approval = d.pop("allow_self_approval", UNSET)
+
+        sender_group = d.pop("sender_group", UNSET)
 
         def _parse_wait_seconds(data: object) -> float | None | Unset:
             if data is None:
@@ -440,6 +483,9 @@ class StepDefinitionRequest:
             timeout_seconds=timeout_seconds,
             on_timeout=on_timeout,
             default_output=default_output,
+            escalation=escalation,
+            allow_self_approval=allow_self_approval,
+            sender_group=sender_group,
             wait_seconds=wait_seconds,
             until=until,
             when=when,

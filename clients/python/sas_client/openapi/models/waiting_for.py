@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from uuid import UUID
 
 from attrs import define as _attrs_define
@@ -11,6 +11,10 @@ from attrs import field as _attrs_field
 
 from ..models.waiting_for_kind_enum import WaitingForKindEnum
 from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.escalation_state import EscalationState
+
 
 T = TypeVar("T", bound="WaitingFor")
 
@@ -30,12 +34,14 @@ class WaitingFor:
             * `backoff` - backoff
             * `items` - items
         signal (str | Unset): signal: its name.
+        timeout_at (datetime.datetime | None | Unset): signal, approval: when the wait times out (null: never).
+        escalation (EscalationState | None | Unset): signal, approval: where the wait is on its escalation ladder (null:
+            it has none).
         group (None | str | Unset): approval: who decides (null: operators).
         until (datetime.datetime | Unset): timer: when it fires; backoff: the time the remote asked to wait till; rate:
             when its bucket has room again.
         key (str | Unset): concurrency, rate: the key's value.
         limit (int | Unset): concurrency: calls in flight per key value.
-        timeout_at (datetime.datetime | None | Unset): signal, approval: when the wait times out (null: never).
         pool (str | Unset): capacity, rate, backoff: the pool.
         workflow (str | Unset): workflow: the child's workflow.
         child_job (None | Unset | UUID): workflow: the child job (null until it has started).
@@ -43,20 +49,39 @@ class WaitingFor:
 
     kind: WaitingForKindEnum
     signal: str | Unset = UNSET
+    timeout_at: datetime.datetime | None | Unset = UNSET
+    escalation: EscalationState | None | Unset = UNSET
     group: None | str | Unset = UNSET
     until: datetime.datetime | Unset = UNSET
     key: str | Unset = UNSET
     limit: int | Unset = UNSET
-    timeout_at: datetime.datetime | None | Unset = UNSET
     pool: str | Unset = UNSET
     workflow: str | Unset = UNSET
     child_job: None | Unset | UUID = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.escalation_state import EscalationState
+
         kind = self.kind.value
 
         signal = self.signal
+
+        timeout_at: None | str | Unset
+        if isinstance(self.timeout_at, Unset):
+            timeout_at = UNSET
+        elif isinstance(self.timeout_at, datetime.datetime):
+            timeout_at = self.timeout_at.isoformat()
+        else:
+            timeout_at = self.timeout_at
+
+        escalation: dict[str, Any] | None | Unset
+        if isinstance(self.escalation, Unset):
+            escalation = UNSET
+        elif isinstance(self.escalation, EscalationState):
+            escalation = self.escalation.to_dict()
+        else:
+            escalation = self.escalation
 
         group: None | str | Unset
         if isinstance(self.group, Unset):
@@ -71,14 +96,6 @@ class WaitingFor:
         key = self.key
 
         limit = self.limit
-
-        timeout_at: None | str | Unset
-        if isinstance(self.timeout_at, Unset):
-            timeout_at = UNSET
-        elif isinstance(self.timeout_at, datetime.datetime):
-            timeout_at = self.timeout_at.isoformat()
-        else:
-            timeout_at = self.timeout_at
 
         pool = self.pool
 
@@ -101,6 +118,10 @@ class WaitingFor:
         )
         if signal is not UNSET:
             field_dict["signal"] = signal
+        if timeout_at is not UNSET:
+            field_dict["timeout_at"] = timeout_at
+        if escalation is not UNSET:
+            field_dict["escalation"] = escalation
         if group is not UNSET:
             field_dict["group"] = group
         if until is not UNSET:
@@ -109,8 +130,6 @@ class WaitingFor:
             field_dict["key"] = key
         if limit is not UNSET:
             field_dict["limit"] = limit
-        if timeout_at is not UNSET:
-            field_dict["timeout_at"] = timeout_at
         if pool is not UNSET:
             field_dict["pool"] = pool
         if workflow is not UNSET:
@@ -122,10 +141,46 @@ class WaitingFor:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.escalation_state import EscalationState
+
         d = dict(src_dict)
         kind = WaitingForKindEnum(d.pop("kind"))
 
         signal = d.pop("signal", UNSET)
+
+        def _parse_timeout_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                timeout_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return timeout_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        timeout_at = _parse_timeout_at(d.pop("timeout_at", UNSET))
+
+        def _parse_escalation(data: object) -> EscalationState | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                escalation_type_0 = EscalationState.from_dict(data)
+
+                return escalation_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(EscalationState | None | Unset, data)
+
+        escalation = _parse_escalation(d.pop("escalation", UNSET))
 
         def _parse_group(data: object) -> None | str | Unset:
             if data is None:
@@ -146,23 +201,6 @@ class WaitingFor:
         key = d.pop("key", UNSET)
 
         limit = d.pop("limit", UNSET)
-
-        def _parse_timeout_at(data: object) -> datetime.datetime | None | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            try:
-                if not isinstance(data, str):
-                    raise TypeError()
-                timeout_at_type_0 = datetime.datetime.fromisoformat(data)
-
-                return timeout_at_type_0
-            except (TypeError, ValueError, AttributeError, KeyError):
-                pass
-            return cast(datetime.datetime | None | Unset, data)
-
-        timeout_at = _parse_timeout_at(d.pop("timeout_at", UNSET))
 
         pool = d.pop("pool", UNSET)
 
@@ -188,11 +226,12 @@ class WaitingFor:
         waiting_for = cls(
             kind=kind,
             signal=signal,
+            timeout_at=timeout_at,
+            escalation=escalation,
             group=group,
             until=until,
             key=key,
             limit=limit,
-            timeout_at=timeout_at,
             pool=pool,
             workflow=workflow,
             child_job=child_job,
