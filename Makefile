@@ -28,7 +28,7 @@ venv: $(DEV_STAMP)
 
 # The demo serves on loopback: the web server on DEMO_WEB_PORT, the sandbox remote on
 # DEMO_SANDBOX_PORT (make run DEMO_WEB_PORT=8001 DEMO_SANDBOX_PORT=8101 beside another demo;
-# tests/docs/test_readme_runs.py runs it so on free ports). The Procfile reads both.
+# tests/e2e/test_readme_runs.py runs it so on free ports). The Procfile reads both.
 DEMO_WEB_PORT ?= 8000
 DEMO_SANDBOX_PORT ?= 8100
 
@@ -76,7 +76,7 @@ test: test-sqlite test-postgres image-test
 
 # The tests marked `sqlite` on the embedded default of `make run` (a fresh SQLite file in a
 # temporary folder; tests/conftest.py keeps only those tests on SQLite), a real qcluster included,
-# and the README's commands against a `make run` of their own (tests/docs/test_readme_runs.py:
+# and the README's commands against a `make run` of their own (tests/e2e/test_readme_runs.py:
 # Redis for make run, curl and jq for the commands).
 test-sqlite: $(DEV_STAMP)
 	scripts/ensure-system-packages redis curl jq
