@@ -26,11 +26,17 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt | $(BIN)/python
 
 venv: $(DEV_STAMP)
 
+# The demo serves on loopback: the web server on DEMO_WEB_PORT, the sandbox remote on
+# DEMO_SANDBOX_PORT (make run DEMO_WEB_PORT=8001 DEMO_SANDBOX_PORT=8101 beside another demo;
+# tests/e2e/test_readme_runs.py runs it so on free ports). The Procfile reads both.
+DEMO_WEB_PORT ?= 8000
+DEMO_SANDBOX_PORT ?= 8100
+
 # The demo's Redis (the broker of its queue step) listens on a free port, chosen here and passed
 # to the demo data, the sandbox remote and redis-server alike.
 # Outbound requests never reach internal addresses unless SAS_OUTBOUND_INTERNAL_HOSTS names them:
-# the demo names its sandbox remote (Procfile: port 8100 on loopback) and its Redis, and nothing
-# else. Add your own local services to it (README, "Point it at your own HTTP service").
+# the demo names its sandbox remote and its Redis, and nothing else. Add your own local services
+# to it (README, "Point it at your own HTTP service").
 # The demo runs with debug off, as deployed, so it needs a secret key of its own (the settings
 # refuse to start without one): DJANGO_SECRET_KEY when set, else a key made once on this machine
 # and kept in $(DEMO_KEY) (mode 0600), so that sessions and callback tokens survive a restart.
@@ -42,7 +48,11 @@ $(DEMO_KEY): | $(BIN)/python
 	@mkdir -p $(dir $@) && umask 077 && \
 	$(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))' > $@.tmp && mv $@.tmp $@
 
-run: export SAS_OUTBOUND_INTERNAL_HOSTS ?= 127.0.0.1:8100,localhost:8100
+run: export SAS_OUTBOUND_INTERNAL_HOSTS ?= 127.0.0.1:$(DEMO_SANDBOX_PORT),localhost:$(DEMO_SANDBOX_PORT)
+# The remotes' callbacks (X-SAS-Callback-URL) go to the web server's port.
+run: export SAS_PUBLIC_URL ?= http://127.0.0.1:$(DEMO_WEB_PORT)
+run: export DEMO_WEB_PORT := $(DEMO_WEB_PORT)
+run: export DEMO_SANDBOX_PORT := $(DEMO_SANDBOX_PORT)
 run: $(RUN_STAMP) $(DEMO_KEY)
 	scripts/ensure-system-packages redis
 	$(WITH_KEY) $(BIN)/python manage.py migrate --noinput
@@ -50,7 +60,8 @@ run: $(RUN_STAMP) $(DEMO_KEY)
 	export $(WITH_KEY) && \
 	export SAS_DEMO_REDIS_PORT=$$port SAS_DEMO_BROKER=redis://127.0.0.1:$$port/0 SAS_LOG_FORMAT=text \
 	  SAS_OUTBOUND_INTERNAL_HOSTS=$$SAS_OUTBOUND_INTERNAL_HOSTS,127.0.0.1:$$port && \
-	$(BIN)/python manage.py load_demo --admin --broker $$SAS_DEMO_BROKER && \
+	$(BIN)/python manage.py load_demo --admin --broker $$SAS_DEMO_BROKER \
+	  --sandbox-url http://127.0.0.1:$(DEMO_SANDBOX_PORT) --backup-url http://localhost:$(DEMO_SANDBOX_PORT) && \
 	$(BIN)/honcho -f Procfile start
 
 # Production serving on PostgreSQL (docs/deployment.md): migrate, collect the static files, then
@@ -64,8 +75,11 @@ serve: $(RUN_STAMP)
 test: test-sqlite test-postgres image-test
 
 # The tests marked `sqlite` on the embedded default of `make run` (a fresh SQLite file in a
-# temporary folder; tests/conftest.py keeps only those tests on SQLite), a real qcluster included.
+# temporary folder; tests/conftest.py keeps only those tests on SQLite), a real qcluster included,
+# and the README's commands against a `make run` of their own (tests/e2e/test_readme_runs.py:
+# Redis for make run, curl and jq for the commands).
 test-sqlite: $(DEV_STAMP)
+	scripts/ensure-system-packages redis curl jq
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	env -u DATABASE_URL SAS_VAR_DIR="$$tmp" $(BIN)/python -m pytest --create-db -p no:cacheprovider $(SQLITE_PYTEST_ARGS)
 

@@ -578,8 +578,10 @@ def test_make_run_names_its_sandbox_and_the_demo_loads_only_with_it(tmp_path: Pa
     makefile = (ROOT / "Makefile").read_text()
     found = re.search(r"^run: export SAS_OUTBOUND_INTERNAL_HOSTS \?= (\S+)$", makefile, re.MULTILINE)
     assert found, "make run must name the sandbox in SAS_OUTBOUND_INTERNAL_HOSTS"
-    assert found.group(1) == "127.0.0.1:8100,localhost:8100"
-    assert "sandbox_remote --port 8100" in (ROOT / "Procfile").read_text()
+    assert found.group(1) == "127.0.0.1:$(DEMO_SANDBOX_PORT),localhost:$(DEMO_SANDBOX_PORT)"
+    assert re.search(r"^DEMO_SANDBOX_PORT \?= 8100$", makefile, re.MULTILINE)
+    assert "sandbox_remote --port ${DEMO_SANDBOX_PORT:-8100}" in (ROOT / "Procfile").read_text()
+    sandbox_hosts = found.group(1).replace("$(DEMO_SANDBOX_PORT)", "8100")
     # The SQLite default of `make run`, in a fresh folder, without the suite's own allow-list.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SAS_OUTBOUND_INTERNAL_HOSTS")}
     env["SAS_VAR_DIR"] = str(tmp_path)
@@ -597,14 +599,14 @@ def test_make_run_names_its_sandbox_and_the_demo_loads_only_with_it(tmp_path: Pa
     assert manage("migrate", "--noinput").returncode == 0
     refused = manage("load_demo")
     assert refused.returncode != 0 and "not a public address (loopback)" in refused.stderr
-    loaded = manage("load_demo", SAS_OUTBOUND_INTERNAL_HOSTS=found.group(1))
+    loaded = manage("load_demo", SAS_OUTBOUND_INTERNAL_HOSTS=sandbox_hosts)
     assert loaded.returncode == 0, loaded.stderr
     assert "demo loaded" in loaded.stdout
     # The demo's Redis (a free port chosen by make run) is named beside the sandbox, and only it.
     assert "SAS_OUTBOUND_INTERNAL_HOSTS=$$SAS_OUTBOUND_INTERNAL_HOSTS,127.0.0.1:$$port" in makefile
     broker = "redis://127.0.0.1:6390/0"
-    refused = manage("load_demo", "--broker", broker, SAS_OUTBOUND_INTERNAL_HOSTS=found.group(1))
+    refused = manage("load_demo", "--broker", broker, SAS_OUTBOUND_INTERNAL_HOSTS=sandbox_hosts)
     assert refused.returncode != 0 and "not a public address (loopback)" in refused.stderr
-    named = f"{found.group(1)},127.0.0.1:6390"
+    named = f"{sandbox_hosts},127.0.0.1:6390"
     loaded = manage("load_demo", "--broker", broker, SAS_OUTBOUND_INTERNAL_HOSTS=named)
     assert loaded.returncode == 0, loaded.stderr

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from agents.models import AgentPool
 from agents.services import pool_save
+from sas_project.conf import sas_settings
 from sas_project.permissions import role_groups_ensure
 from scheduler.definitions import workflow_create, workflow_latest
 from scheduler.models import RemediationPolicy
@@ -55,8 +56,20 @@ class Command(BaseCommand):
             "local": {"kind": "python", "endpoints": []},
         }
         for name, spec in pools.items():
-            if not AgentPool.objects.filter(name=name).exists():
+            pool = AgentPool.objects.filter(name=name).first()
+            if pool is None:
                 pool_save(name=name, **spec)
+            elif sorted(pool.endpoints.values_list("url", flat=True)) != sorted(spec["endpoints"]):
+                # Another --sandbox-url (or `make run DEMO_SANDBOX_PORT=...`) on an existing
+                # database: the demo's pools follow it, keeping their limits.
+                pool_save(
+                    name=name,
+                    **spec,
+                    pool=pool,
+                    max_in_flight=pool.max_in_flight,
+                    max_per_second=pool.max_per_second,
+                    rate=pool.rate,
+                )
         policies = {
             "standard": {
                 "timeout_seconds": 5,
@@ -217,8 +230,10 @@ class Command(BaseCommand):
             username, password = DEMO_ADMIN
             if not user_model.objects.filter(username=username).exists():
                 user_model.objects.create_superuser(username, "admin@example.invalid", password)
+            # Where `make run` serves (SAS_PUBLIC_URL follows its DEMO_WEB_PORT).
+            site = sas_settings.public_url or "http://127.0.0.1:8000"
             self.stdout.write(
-                f"log in at http://127.0.0.1:8000/admin/ and /ops/ as {username!r} "
+                f"log in at {site}/admin/ and /ops/ as {username!r} "
                 f"with password {password!r} (local demo only)"
             )
 
