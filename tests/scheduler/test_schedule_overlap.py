@@ -19,8 +19,8 @@ from scheduler.models import Event, EventKind, FiringStatus, Job, JobStatus, Sch
 from scheduler.schedule_backfill import schedule_backfill
 from scheduler.schedule_policies import BUFFER, CANCEL, SKIP, START, jitter_delay, overlap_decide
 from scheduler.schedules import fire_key, schedule_create, schedule_set_paused, schedules_fire
-from tests.api.support import make_user
 from supervisor.scan import ScanReport
+from tests.api.support import make_user
 from tests.factories import chain, make_policy
 
 pytestmark = pytest.mark.django_db
