@@ -316,6 +316,11 @@ class AsyncClient:
                 return None
             raise
 
+    async def backfill_schedule(self, name: str, *, start: str, end: str) -> Any:
+        """Start the fire times of schedule `name` in [start, end] that made no job (the answer
+        as JSON: `fire_times`, `started`, `already_fired`)."""
+        return await self.call(calls.schedule_backfill(name, start, end))
+
     def tokens(self, *, user: str | None = None) -> AsyncIterator[models.Token]:
         return self.each(calls.tokens(user))
 
