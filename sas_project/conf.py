@@ -96,6 +96,9 @@ class SasSettings:
     #: Firings in a row that raise before a schedule pauses itself.
     schedule_max_failures = _Setting(int, 5)
 
+    #: The most fire times one backfill of a schedule may cover.
+    schedule_backfill_max = _Setting(int, 1000)
+
     #: How long a loop leaves an item it quarantined alone before trying it again.
     quarantine_retry_seconds = _Setting(float, 600)
 

@@ -162,6 +162,9 @@ _NIGHTLY_SCHEDULE = {
     "cron": "0 3 * * *",
     "timezone": "Europe/Berlin",
     "catch_up": "once",
+    "overlap": "skip",
+    "jitter_seconds": 300,
+    "pause_after_failures": 3,
 }
 
 _ALERT_SUBSCRIPTION = {
@@ -293,7 +296,8 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
     "policies_update": {"max_attempts": 6, "backoff_max_seconds": 30},
     "schedules_create": {"name": "nightly-replenishment", **_NIGHTLY_SCHEDULE},
     "schedules_replace": {**_NIGHTLY_SCHEDULE, "cron": "30 2 * * *"},
-    "schedules_update": {"cron": "30 2 * * *", "catch_up": "skip"},
+    "schedules_update": {"cron": "30 2 * * *", "catch_up": "skip", "overlap": "buffer_one"},
+    "schedules_backfill": {"start": "2026-03-01T00:00:00Z", "end": "2026-03-03T23:59:59Z"},
     "alerts_create": {"name": "payments-oncall", **_ALERT_SUBSCRIPTION},
     "alerts_replace": {**_ALERT_SUBSCRIPTION, "kinds": ["job_failed", "job_compensated"]},
     "alerts_update": {"enabled": False},

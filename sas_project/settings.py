@@ -414,6 +414,8 @@ SAS_MAX_BATCH_JOBS = env.int("SAS_MAX_BATCH_JOBS", 100, validate=Range(min=1, ma
 SAS_SCHEDULES_PER_USER = env.int("SAS_SCHEDULES_PER_USER", 50)
 # A schedule whose firings raise this many times in a row pauses itself (scheduler.schedules).
 SAS_SCHEDULE_MAX_FAILURES = env.int("SAS_SCHEDULE_MAX_FAILURES", 5, validate=Range(min=1))
+# The most fire times one backfill of a schedule may cover (a longer range is a 400).
+SAS_SCHEDULE_BACKFILL_MAX = env.int("SAS_SCHEDULE_BACKFILL_MAX", 1000, validate=Range(min=1, max=100000))
 # An item a loop quarantined is left alone this long before the loop tries it again.
 SAS_QUARANTINE_RETRY_SECONDS = env.float("SAS_QUARANTINE_RETRY_SECONDS", 600, validate=Range(min=0))
 # Remediation debt (supervisor.debt): steps more than two intervals past due with no remediation

@@ -584,7 +584,7 @@ def _schedules_visible(user: Any) -> Any:
     return schedules if can_read_all_jobs(user) else schedules.filter(created_by=user)
 
 
-def _schedule_for(user: Any, name: str, *, change: bool) -> Schedule:
+def schedule_for(user: Any, name: str, *, change: bool) -> Schedule:
     """The schedule, if the user may see it (and change it: its creator, or an operator)."""
     schedule = _schedules_visible(user).filter(name=name).first()
     if schedule is None:
@@ -634,14 +634,14 @@ class ScheduleView(NamedResourceView):
     serializer = ScheduleSerializer
 
     def lookup(self, request: Request, name: str) -> Any:
-        return _schedule_for(request.user, name, change=False)
+        return schedule_for(request.user, name, change=False)
 
     def remove(self, request: Request, name: str) -> None:
-        _schedule_for(request.user, name, change=True)
+        schedule_for(request.user, name, change=True)
         schedule_delete(name, actor=request.user)
 
     def change(self, request: Request, name: str, *, partial: bool) -> Any:
-        _schedule_for(request.user, name, change=True)
+        schedule_for(request.user, name, change=True)
         data = validated(ScheduleReplaceSerializer, request.data, partial=partial)
         refuse_rename(data, name, "schedule")
         changes = {k: v for k, v in data.items() if k in SCHEDULE_FIELDS}
@@ -653,7 +653,7 @@ class SchedulePauseView(ApiView):
     paused: ClassVar[bool] = True
 
     def post(self, request: Request, name: str) -> Response:
-        _schedule_for(request.user, name, change=True)
+        schedule_for(request.user, name, change=True)
         return Response(
             ScheduleSerializer(schedule_set_paused(name, actor=request.user, paused=type(self).paused)).data
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from scheduler import api, callback_api, events_api
+from scheduler import api, callback_api, events_api, schedules_api
 
 urlpatterns: list[URLPattern] = [
     path("jobs/", api.JobsView.as_view(), name="api-jobs"),
@@ -44,4 +44,9 @@ urlpatterns: list[URLPattern] = [
     path("schedules/<slug:name>/", api.ScheduleView.as_view(), name="api-schedule"),
     path("schedules/<slug:name>/pause/", api.ScheduleStopView.as_view(), name="api-schedule-pause"),
     path("schedules/<slug:name>/resume/", api.ScheduleResumeView.as_view(), name="api-schedule-resume"),
+    path(
+        "schedules/<slug:name>/backfill/",
+        schedules_api.ScheduleBackfillView.as_view(),
+        name="api-schedule-backfill",
+    ),
 ]

@@ -17,7 +17,16 @@ SAS_SCHEDULES_PER_USER schedules, and the schedule of a deactivated owner does n
 A firing that raises (not a refusal: an error on the service's side of the job, a value the
 database refuses) never stops the others: it is quarantined (its `last_error` says why, the
 `quarantined` alert tells), the schedule goes on to its next firing, and after
-SAS_SCHEDULE_MAX_FAILURES firings in a row that raised it pauses itself.
+its `pause_after_failures` (default SAS_SCHEDULE_MAX_FAILURES) firings in a row that raised it
+pauses itself. So it does when as many jobs it started in a row ended failed or compensated (read
+when a firing would replace its last job: a job is counted once, `counted_job_id`).
+
+While the job of its previous firing (`last_job`) is live, a firing does what the schedule's
+`overlap` says (`overlap_decide`): start anyway (`allow_all`, the default, as before overlap
+policies existed), start nothing (`skip`), wait in the buffer (`buffer_one`, `buffer_all`: a
+`ScheduleFiring` row, started by the loop once the live job settles, `schedules_start_buffered`)
+or cancel the live job first (`cancel_other`). A firing starts `jitter_delay` after its fire time
+(`next_due_at`); the fire time, and so the job's key, stays the same.
 """
 
 from __future__ import annotations
@@ -45,8 +54,30 @@ from sas_project.errors import (
 from sas_project.permissions import can_submit
 from sas_project.validation import json_storable, valid_name
 from scheduler import contracts
-from scheduler.models import CatchUp, EventKind, QuarantineLoop, Schedule, Workflow
-from scheduler.services import job_submit, valid_business_key, valid_priority
+from scheduler.models import (
+    JITTER_MAX_SECONDS,
+    JOB_LIVE,
+    CatchUp,
+    EventKind,
+    FiringStatus,
+    Job,
+    JobStatus,
+    Overlap,
+    QuarantineLoop,
+    Schedule,
+    ScheduleFiring,
+    Workflow,
+)
+from scheduler.schedule_policies import BUFFER, CANCEL, SKIP, jitter_delay, overlap_decide
+from scheduler.services import (
+    JOB_FORWARD,
+    Submission,
+    job_start_compensation,
+    job_submit,
+    lock_job,
+    valid_business_key,
+    valid_priority,
+)
 from scheduler.services.quarantine import Quarantiner, error_text, is_item_fault
 from scheduler.services.waits import timers_check_input
 from scheduler.unit import unit_of_work
@@ -55,7 +86,21 @@ logger = logging.getLogger("scheduler.schedules")
 
 SOURCE = "schedule"
 #: What a schedule holds besides its name.
-SCHEDULE_FIELDS = ("workflow", "input", "business_key", "priority", "run_at", "cron", "timezone", "catch_up")
+SCHEDULE_FIELDS = (
+    "workflow",
+    "input",
+    "business_key",
+    "priority",
+    "run_at",
+    "cron",
+    "timezone",
+    "catch_up",
+    "overlap",
+    "jitter_seconds",
+    "pause_after_failures",
+)
+#: The most failures in a row a schedule may wait for before it pauses itself.
+PAUSE_AFTER_MAX = 1000
 #: A firing later than this is "missed" (for catch_up = skip): downtime, not a slow loop.
 LATE_GRACE = dt.timedelta(seconds=60)
 #: Due schedules fired per loop turn.
@@ -75,6 +120,25 @@ def next_fire(schedule: Schedule, after: dt.datetime) -> dt.datetime | None:
     if schedule.run_at is not None and schedule.run_at > after:
         return schedule.run_at
     return None
+
+
+def plan_next(schedule: Schedule, *, after: dt.datetime) -> None:
+    """Set the schedule's next fire time after `after` and when that firing starts."""
+    schedule.next_fire_at = next_fire(schedule, after)
+    schedule.next_due_at = (
+        schedule.next_fire_at + jitter_delay(schedule, fire_at=schedule.next_fire_at)
+        if schedule.next_fire_at
+        else None
+    )
+
+
+def fire_key(schedule: Schedule, *, fire_at: dt.datetime) -> str:
+    """The idempotency key of the job of the firing at `fire_at`: one job per fire time."""
+    return f"schedule:{schedule.pk}:{fire_at.isoformat()}"
+
+
+def failure_limit(schedule: Schedule) -> int:
+    return schedule.pause_after_failures or sas_settings.schedule_max_failures
 
 
 def latest_fire(schedule: Schedule, upto: dt.datetime) -> dt.datetime | None:
@@ -137,7 +201,24 @@ def schedule_validate(values: dict[str, Any]) -> dict[str, Any]:
     if catch_up not in CatchUp.values:
         raise InvalidInput(f"catch_up must be one of {', '.join(CatchUp.values)}", field="catch_up")
     clean["catch_up"] = catch_up
+    overlap = clean.get("overlap") or Overlap.ALLOW_ALL
+    if overlap not in Overlap.values:
+        raise InvalidInput(f"overlap must be one of {', '.join(Overlap.values)}", field="overlap")
+    clean["overlap"] = overlap
+    clean["jitter_seconds"] = _bounded(
+        clean.get("jitter_seconds") or 0, "jitter_seconds", 0, JITTER_MAX_SECONDS
+    )
+    pause_after = clean.get("pause_after_failures")
+    if pause_after is not None:
+        pause_after = _bounded(pause_after, "pause_after_failures", 1, PAUSE_AFTER_MAX)
+    clean["pause_after_failures"] = pause_after
     return clean
+
+
+def _bounded(value: Any, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{field} must be a whole number from {low} to {high}", field=field)
+    return value
 
 
 def _settings(schedule: Schedule) -> dict[str, Any]:
@@ -159,7 +240,7 @@ def schedule_create(*, name: str, actor: Any, **fields: Any) -> Schedule:
     owner = actor
     _check_schedule_limit(owner)
     schedule = Schedule(name=name, created_by=owner, **values)
-    schedule.next_fire_at = next_fire(schedule, timezone.now())
+    plan_next(schedule, after=timezone.now())
     try:
         with transaction.atomic():
             schedule.save()
@@ -201,7 +282,7 @@ def schedule_update(name: str, *, actor: Any, changes: dict[str, Any]) -> Schedu
         setattr(schedule, field, value)
     diff = {k: [before[k], v] for k, v in _settings(schedule).items() if before[k] != v}
     if diff:
-        schedule.next_fire_at = next_fire(schedule, timezone.now())
+        plan_next(schedule, after=timezone.now())
         schedule.save()
         definition_logged(actor, schedule, created=False, changes=diff)
     return schedule
@@ -217,20 +298,25 @@ def schedule_delete(name: str, *, actor: Any) -> None:
 @transaction.atomic
 def schedule_set_paused(name: str, *, actor: Any, paused: bool) -> Schedule:
     """Pause (no firing) or resume (from the next firing after now, or, with catch_up once, the
-    latest firing missed while paused, fired at the next turn of the loop)."""
+    latest firing missed while paused, fired at the next turn of the loop). Resuming counts
+    failures afresh: it is what an operator does once the cause is fixed."""
     schedule = locked_one(Schedule.objects.filter(name=name), f"schedule {name!r} does not exist")
     if paused == (schedule.paused_at is not None):
         raise ActionNotAllowed(f"schedule {name!r} is already {'paused' if paused else 'running'}")
     now = timezone.now()
     schedule.paused_at = now if paused else None
+    if not paused:
+        schedule.failures = schedule.job_failures = 0
     if (
         not paused
         and schedule.catch_up == CatchUp.SKIP
         and schedule.next_fire_at
         and schedule.next_fire_at < now
     ):
-        schedule.next_fire_at = next_fire(schedule, now)
-    schedule.save(update_fields=["paused_at", "next_fire_at", "updated_at"])
+        plan_next(schedule, after=now)
+    schedule.save(
+        update_fields=["paused_at", "next_fire_at", "next_due_at", "failures", "job_failures", "updated_at"]
+    )
     definition_logged(actor, schedule, created=False, changes={"paused": [not paused, paused]})
     return schedule
 
@@ -240,11 +326,12 @@ def schedules_fire(now: dt.datetime | None = None) -> int:
     firing raises is quarantined (scheduler.services.quarantine): its `last_error` says why, it
     moves on to its next firing and, after SAS_SCHEDULE_MAX_FAILURES in a row, pauses itself; the
     schedules after it fire in the same pass."""
-    submitted = 0
     quarantine = Quarantiner(QuarantineLoop.SCHEDULES, source=SOURCE)
+    # Buffered firings first: they are older than any firing due now.
+    submitted = schedules_start_buffered(now)
     for schedule_id in (
-        Schedule.objects.filter(paused_at__isnull=True, next_fire_at__lte=now or timezone.now())
-        .order_by("next_fire_at")
+        Schedule.objects.filter(paused_at__isnull=True, next_due_at__lte=now or timezone.now())
+        .order_by("next_due_at")
         .values_list("pk", flat=True)[:BATCH]
     ):
         try:
@@ -262,7 +349,7 @@ def _failed(schedule: Schedule, moment: dt.datetime, exc: BaseException, quarant
     schedule.failures += 1
     error = f"could not submit: {error_text(exc)}"
     action = "moved_on"
-    if schedule.failures >= sas_settings.schedule_max_failures:
+    if schedule.failures >= failure_limit(schedule):
         schedule.paused_at = moment
         error += f" (paused after {schedule.failures} failures in a row: resume it once fixed)"
         action = "schedule_paused"
@@ -285,14 +372,16 @@ def _move_on(schedule_id: int, now: dt.datetime | None, exc: BaseException, quar
         moment = now or timezone.now()
         schedule.last_error = _failed(schedule, moment, exc, quarantine)
         try:
-            schedule.next_fire_at = next_fire(schedule, moment)
+            plan_next(schedule, after=moment)
         except Exception:
             logger.exception("schedule %s: its next firing cannot be read", schedule.name)
             schedule.paused_at = moment
-        schedule.save(update_fields=["last_error", "failures", "paused_at", "next_fire_at", "updated_at"])
+        schedule.save(
+            update_fields=["last_error", "failures", "paused_at", "next_fire_at", "next_due_at", "updated_at"]
+        )
 
 
-def _owner_unfit(owner: Any) -> str:
+def owner_unfit(owner: Any) -> str:
     """Why the schedule's owner may not submit its jobs now ('' when they may): checked at every
     firing, as the API checks a submitter at every request."""
     if owner is None:
@@ -309,6 +398,106 @@ def _owner_unfit(owner: Any) -> str:
     return ""
 
 
+def firing_submit(
+    schedule: Schedule, *, fire_at: dt.datetime, actor: Any = None, how: str = "fired"
+) -> Submission:
+    """Submit the job of the firing at `fire_at` under its fire key (in a savepoint): a fire time
+    that already made its job gets that job back (created=False) and nothing new. The job's
+    `job_scheduled` event says which firing made it, `how` (fired, started from the buffer,
+    backfilled) and, for a backfill, who asked."""
+    with transaction.atomic():
+        submission = job_submit(
+            workflow=schedule.workflow,
+            input=schedule.input,
+            submitter=schedule.created_by,
+            idempotency_key=fire_key(schedule, fire_at=fire_at),
+            business_key=schedule.business_key,
+            priority=schedule.priority,
+        )
+        if submission.created:
+            with unit_of_work() as unit:
+                unit.event(
+                    job_id=submission.job_id,
+                    kind=EventKind.JOB_SCHEDULED,
+                    source=f"{SOURCE}:{schedule.name}",
+                    actor=actor,
+                    reason=f"schedule {schedule.name} {how} for {fire_at.isoformat()}",
+                    data={"schedule": schedule.name, "fire_at": fire_at.isoformat(), "how": how},
+                )
+    return submission
+
+
+def firing_record(
+    schedule: Schedule,
+    *,
+    fire_at: dt.datetime,
+    status: str,
+    reason: str,
+    job_id: Any = None,
+    actor: Any = None,
+) -> ScheduleFiring:
+    """Write the firing's row (the caller holds the schedule's lock, as every writer of its
+    firings does): a new one, or the row of the same fire time moved to `status`."""
+    firing, created = ScheduleFiring.objects.get_or_create(
+        schedule=schedule,
+        fire_at=fire_at,
+        defaults={"status": status, "reason": reason, "job_id": job_id, "actor": actor},
+    )
+    if not created:
+        firing.status, firing.reason, firing.job_id, firing.actor = status, reason, job_id, actor
+        firing.save(update_fields=["status", "reason", "job", "actor", "updated_at"])
+    return firing
+
+
+def _live_job(schedule: Schedule) -> Job | None:
+    """The job of the schedule's previous firing, while it has not settled."""
+    if schedule.last_job_id is None:
+        return None
+    return Job.objects.filter(pk=schedule.last_job_id, status__in=JOB_LIVE).first()
+
+
+def _jobs_failed_limit(schedule: Schedule) -> str:
+    """Count the end of the previous firing's job, once (a success sets the count to zero; a
+    cancel leaves it); at the schedule's limit, why it pauses instead of starting another."""
+    if schedule.last_job_id is None or schedule.counted_job_id == schedule.last_job_id:
+        return ""
+    status = Job.objects.filter(pk=schedule.last_job_id).values_list("status", flat=True).first()
+    if status in (JobStatus.FAILED, JobStatus.COMPENSATED):
+        schedule.job_failures += 1
+    elif status == JobStatus.SUCCEEDED:
+        schedule.job_failures = 0
+    elif status is not None and status in JOB_LIVE:
+        return ""  # not ended yet: counted at a later firing
+    schedule.counted_job_id = schedule.last_job_id
+    if schedule.job_failures < failure_limit(schedule):
+        return ""
+    return (
+        f"paused after {schedule.job_failures} jobs in a row ended failed or compensated (the last: "
+        f"job {schedule.last_job_id}, {status}): resume it once fixed"
+    )
+
+
+def _cancel_live(schedule: Schedule, job: Job, fire_at: dt.datetime) -> None:
+    """Cancel the live job as an operator's cancel does (its compensation started under the
+    job's lock, reason code `cancel`), with the schedule as the source and its owner the actor.
+    A job already being stopped is left to finish stopping."""
+    with unit_of_work() as unit:
+        state = lock_job(unit, job_id=job.pk)
+        if state.job.compensation_reason or state.job.status not in (*JOB_FORWARD, JobStatus.WAITING):
+            return
+        job_start_compensation(
+            unit,
+            state=state,
+            reason_code="cancel",
+            source=f"{SOURCE}:{schedule.name}",
+            actor=schedule.created_by,
+            reason=(
+                f"cancelled by schedule {schedule.name}: its firing for {fire_at.isoformat()} starts "
+                "a new job (overlap cancel_other)"
+            ),
+        )
+
+
 def _fire_one(schedule_id: int, now: dt.datetime | None, quarantine: Quarantiner) -> int:
     with transaction.atomic():
         schedule = (
@@ -318,16 +507,21 @@ def _fire_one(schedule_id: int, now: dt.datetime | None, quarantine: Quarantiner
             .first()
         )
         moment = now or timezone.now()
-        if schedule is None or schedule.next_fire_at is None or schedule.next_fire_at > moment:
+        if (
+            schedule is None
+            or schedule.next_fire_at is None
+            or schedule.next_due_at is None
+            or schedule.next_due_at > moment
+        ):
             return 0  # another loop took it, or fired it already
         due = schedule.next_fire_at
         fire_at: dt.datetime | None = due
-        if schedule.cron and moment - due > LATE_GRACE:
+        if schedule.cron and moment - schedule.next_due_at > LATE_GRACE:
             # Fired late: the loop was down. One job for the latest firing missed, or none.
             fire_at = latest_fire(schedule, moment) if schedule.catch_up == CatchUp.ONCE else None
         job_id = None
         error = ""
-        unfit = _owner_unfit(schedule.created_by)
+        unfit = owner_unfit(schedule.created_by)
         if fire_at is not None and unfit:
             # A schedule submits as its owner: an owner who may no longer submit stops it until
             # someone looks (the reason is its last error, and the console shows it paused).
@@ -336,25 +530,10 @@ def _fire_one(schedule_id: int, now: dt.datetime | None, quarantine: Quarantiner
             schedule.paused_at = moment
             fire_at = None
         if fire_at is not None:
+            fire_at, error = _apply_overlap(schedule, fire_at, moment)
+        if fire_at is not None:
             try:
-                with transaction.atomic():
-                    submission = job_submit(
-                        workflow=schedule.workflow,
-                        input=schedule.input,
-                        submitter=schedule.created_by,
-                        idempotency_key=f"schedule:{schedule.pk}:{fire_at.isoformat()}",
-                        business_key=schedule.business_key,
-                        priority=schedule.priority,
-                    )
-                    job_id = submission.job_id
-                    with unit_of_work() as unit:
-                        unit.event(
-                            job_id=job_id,
-                            kind=EventKind.JOB_SCHEDULED,
-                            source=f"{SOURCE}:{schedule.name}",
-                            reason=f"schedule {schedule.name} fired for {fire_at.isoformat()}",
-                            data={"schedule": schedule.name, "fire_at": fire_at.isoformat()},
-                        )
+                job_id = firing_submit(schedule, fire_at=fire_at).job_id
                 schedule.failures = 0
             except SasError as exc:
                 # Refused (an unknown workflow, an input its contract refuses): the schedule's
@@ -366,19 +545,119 @@ def _fire_one(schedule_id: int, now: dt.datetime | None, quarantine: Quarantiner
                     raise
                 # The submission rolled back to its savepoint; the schedule still moves on.
                 error = _failed(schedule, moment, exc, quarantine)
-        schedule.last_fired_at = fire_at or schedule.last_fired_at
+        schedule.last_fired_at = fire_at if job_id else schedule.last_fired_at
         schedule.last_job_id = job_id or schedule.last_job_id
         schedule.last_error = error
-        schedule.next_fire_at = next_fire(schedule, max(moment, fire_at or moment))
-        schedule.save(
-            update_fields=[
-                "last_fired_at",
-                "last_job",
-                "last_error",
-                "failures",
-                "paused_at",
-                "next_fire_at",
-                "updated_at",
-            ]
-        )
+        # From the fire time as if it had no jitter, so a delay never skips the next fire time.
+        plan_next(schedule, after=max(moment - jitter_delay(schedule, fire_at=due), fire_at or due))
+        schedule.save(update_fields=[*_FIRED_FIELDS])
         return 1 if job_id is not None else 0
+
+
+#: What a firing writes on its schedule.
+_FIRED_FIELDS = (
+    "last_fired_at",
+    "last_job",
+    "last_error",
+    "failures",
+    "job_failures",
+    "counted_job_id",
+    "paused_at",
+    "next_fire_at",
+    "next_due_at",
+    "updated_at",
+)
+
+
+def _apply_overlap(
+    schedule: Schedule, fire_at: dt.datetime, moment: dt.datetime
+) -> tuple[dt.datetime | None, str]:
+    """Apply the schedule's failures limit and overlap policy to its firing at `fire_at` (the
+    caller holds the schedule's lock). Returns the fire time to submit (None: nothing to start
+    now) and the error to keep."""
+    paused = _jobs_failed_limit(schedule)
+    if paused:
+        schedule.paused_at = moment
+        firing_record(schedule, fire_at=fire_at, status=FiringStatus.SKIPPED, reason=paused)
+        logger.warning("schedule %s: %s", schedule.name, paused)
+        return None, paused
+    live = _live_job(schedule)
+    waiting = 0
+    if schedule.overlap in (Overlap.BUFFER_ONE, Overlap.BUFFER_ALL):
+        waiting = ScheduleFiring.objects.filter(schedule=schedule, status=FiringStatus.WAITING).count()
+    verdict = overlap_decide(schedule.overlap, live=live is not None, waiting=waiting)
+    busy = [f"job {live.pk} of an earlier firing is still {live.status}"] if live is not None else []
+    if waiting:
+        busy.append(f"{waiting} earlier firing{'s' if waiting > 1 else ''} already wait in the buffer")
+    if verdict == SKIP:
+        why = f"skipped (overlap {schedule.overlap}): {'; '.join(busy)}"
+        firing_record(schedule, fire_at=fire_at, status=FiringStatus.SKIPPED, reason=why)
+        return None, ""
+    if verdict == BUFFER:
+        why = f"waits (overlap {schedule.overlap}): {'; '.join(busy)}"
+        firing_record(schedule, fire_at=fire_at, status=FiringStatus.WAITING, reason=why)
+        return None, ""
+    if verdict == CANCEL and live is not None:
+        _cancel_live(schedule, live, fire_at)
+    return fire_at, ""
+
+
+def schedules_start_buffered(now: dt.datetime | None = None) -> int:
+    """Start the oldest buffered firing of each running schedule whose live job has settled, each
+    in a transaction of its own under the schedule's lock; returns how many jobs started. A
+    firing starts once: its row moves from waiting under that lock, and its job has its fire key."""
+    started = 0
+    schedule_ids = (
+        ScheduleFiring.objects.filter(status=FiringStatus.WAITING, schedule__paused_at__isnull=True)
+        .order_by("schedule_id")
+        .values_list("schedule_id", flat=True)
+        .distinct()[:BATCH]
+    )
+    for schedule_id in list(schedule_ids):
+        started += _start_buffered(schedule_id, now or timezone.now())
+    return started
+
+
+def _start_buffered(schedule_id: int, moment: dt.datetime) -> int:
+    with transaction.atomic():
+        schedule = (
+            Schedule.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(pk=schedule_id, paused_at__isnull=True)
+            .select_related("created_by")
+            .first()
+        )
+        if schedule is None or _live_job(schedule) is not None or owner_unfit(schedule.created_by):
+            return 0  # taken by another loop, still busy, or paused at its next firing
+        firing = (
+            ScheduleFiring.objects.filter(schedule=schedule, status=FiringStatus.WAITING)
+            .order_by("fire_at")
+            .first()
+        )
+        if firing is None:
+            return 0
+        paused = _jobs_failed_limit(schedule)
+        if paused:
+            # The firing keeps its place: it starts once the schedule is resumed.
+            schedule.paused_at = moment
+            schedule.last_error = paused
+        else:
+            try:
+                job_id = firing_submit(schedule, fire_at=firing.fire_at, how="started from the buffer").job_id
+            except SasError as exc:
+                firing_record(
+                    schedule, fire_at=firing.fire_at, status=FiringStatus.SKIPPED, reason=exc.message
+                )
+                schedule.last_error = exc.message
+            else:
+                firing_record(
+                    schedule,
+                    fire_at=firing.fire_at,
+                    status=FiringStatus.STARTED,
+                    reason=firing.reason,
+                    job_id=job_id,
+                )
+                schedule.last_job_id = job_id
+                schedule.last_fired_at = max(schedule.last_fired_at or firing.fire_at, firing.fire_at)
+                schedule.last_error = ""
+        schedule.save(update_fields=[f for f in _FIRED_FIELDS if not f.startswith("next_")])
+        return 0 if paused or schedule.last_error else 1

@@ -149,6 +149,13 @@ class ScheduleActionForm(forms.Form):
     action = forms.ChoiceField(choices=[("pause", "pause"), ("resume", "resume")])
 
 
+class ScheduleBackfillForm(forms.Form):
+    """A backfill's range, in UTC (scheduler.schedule_backfill)."""
+
+    start = forms.DateTimeField()
+    end = forms.DateTimeField()
+
+
 JOB_ACTIONS = ("pause", "resume", "compensate", "cancel")
 
 

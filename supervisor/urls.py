@@ -26,6 +26,7 @@ urlpatterns = [
     path("events/", views.events, name="events"),
     path("events/<int:event_id>/replay/", views.event_replay, name="event_replay"),
     path("schedules/<slug:name>/act/", views.schedule_action, name="schedule_action"),
+    path("schedules/<slug:name>/backfill/", views.schedule_backfill_view, name="schedule_backfill"),
     path("calibration/", views.calibration, name="calibration"),
     path("workflows/", views.workflows, name="workflows"),
     path("workflows/<slug:name>/", views.workflow, name="workflow"),

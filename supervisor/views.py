@@ -39,6 +39,7 @@ from sas_project.conf import sas_settings
 from sas_project.errors import SasError, StaleWrite
 from sas_project.permissions import can_operate, can_view
 from scheduler.models import StepStatus
+from scheduler.schedule_backfill import schedule_backfill
 from scheduler.schedules import schedule_set_paused
 from scheduler.selectors import archived_job
 from scheduler.services.capacity import busiest_call_keys
@@ -58,6 +59,7 @@ from supervisor.forms import (
     ResolveForm,
     RetryForm,
     ScheduleActionForm,
+    ScheduleBackfillForm,
     SignalForm,
 )
 from supervisor.selectors.events import keyed_signals, latest_events
@@ -608,6 +610,31 @@ def schedule_action(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, exc.message)
         return redirect("ops:schedules")
     messages.success(request, f"Schedule {name} {'paused' if action == 'pause' else 'resumed'}.")
+    return redirect("ops:schedules")
+
+
+@require_POST
+@operator_required
+def schedule_backfill_view(request: HttpRequest, name: str) -> HttpResponse:
+    """Start the fire times of a past range that made no job, then back to the list saying what
+    started."""
+    form = ScheduleBackfillForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _form_errors(form))
+        return redirect("ops:schedules")
+    try:
+        done = schedule_backfill(
+            name, actor=request.user, start=form.cleaned_data["start"], end=form.cleaned_data["end"]
+        )
+    except SasError as exc:
+        messages.error(request, f"Backfill of {name}: {exc.message}")
+        return redirect("ops:schedules")
+    started = sum(1 for firing in done if firing.started)
+    messages.success(
+        request,
+        f"Backfill of {name}: {len(done)} fire times, {started} jobs started, "
+        f"{len(done) - started} had fired already.",
+    )
     return redirect("ops:schedules")
 
 

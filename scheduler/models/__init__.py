@@ -51,7 +51,14 @@ from scheduler.models.outbox import (
     signing_secret_new,
 )
 from scheduler.models.quarantine import Quarantine, QuarantineLoop
-from scheduler.models.schedules import CatchUp, Schedule
+from scheduler.models.schedules import (
+    JITTER_MAX_SECONDS,
+    CatchUp,
+    FiringStatus,
+    Overlap,
+    Schedule,
+    ScheduleFiring,
+)
 from scheduler.models.steps import (
     CANCEL_ATTEMPT_NUMBER,
     STEP_FINAL,
@@ -70,6 +77,7 @@ __all__ = [
     "CANARY_WORKFLOW",
     "CANCEL_ATTEMPT_NUMBER",
     "EVENT_KINDS",
+    "JITTER_MAX_SECONDS",
     "JOB_FINAL",
     "JOB_LIVE",
     "JOB_SETTLED",
@@ -95,6 +103,7 @@ __all__ = [
     "EventKind",
     "EventReaction",
     "EventSource",
+    "FiringStatus",
     "InboundEvent",
     "Job",
     "JobStatus",
@@ -103,6 +112,7 @@ __all__ = [
     "OnExhausted",
     "OnTimeout",
     "Outcome",
+    "Overlap",
     "PolicyRevision",
     "PruneRun",
     "Quarantine",
@@ -110,6 +120,7 @@ __all__ = [
     "RemediationPolicy",
     "RemoteCancel",
     "Schedule",
+    "ScheduleFiring",
     "Signal",
     "SigningSecrets",
     "Step",

@@ -54,6 +54,9 @@ from scheduler.serializers.rendering import (
     waiting_for,
 )
 from scheduler.serializers.schedules import (
+    BackfilledFiringSerializer,
+    ScheduleBackfillAnswerSerializer,
+    ScheduleBackfillSerializer,
     ScheduleReplaceSerializer,
     ScheduleSerializer,
     ScheduleWriteSerializer,
@@ -86,6 +89,7 @@ __all__ = [
     "AttemptHeartbeatResultSerializer",
     "AttemptHeartbeatSerializer",
     "AttemptSerializer",
+    "BackfilledFiringSerializer",
     "CallbackSerializer",
     "EventRefusalSerializer",
     "EventReplayAnswerSerializer",
@@ -103,6 +107,8 @@ __all__ = [
     "JobSummarySerializer",
     "KeyedSignalAnswerSerializer",
     "KeyedSignalSendSerializer",
+    "ScheduleBackfillAnswerSerializer",
+    "ScheduleBackfillSerializer",
     "ScheduleReplaceSerializer",
     "ScheduleSerializer",
     "ScheduleWriteSerializer",

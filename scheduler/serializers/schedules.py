@@ -5,8 +5,8 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from sas_project.api import NAME_PATTERN, ReplaceMixin, StrictSerializer
-from scheduler.models import CatchUp, Schedule
-from scheduler.schedules import SCHEDULE_FIELDS
+from scheduler.models import JITTER_MAX_SECONDS, CatchUp, Overlap, Schedule
+from scheduler.schedules import PAUSE_AFTER_MAX, SCHEDULE_FIELDS
 
 
 class ScheduleSerializer(serializers.ModelSerializer):
@@ -21,9 +21,11 @@ class ScheduleSerializer(serializers.ModelSerializer):
             *SCHEDULE_FIELDS,
             "paused",
             "next_fire_at",
+            "next_due_at",
             "last_fired_at",
             "last_job",
             "last_error",
+            "job_failures",
             "created_by",
             "created_at",
             "updated_at",
@@ -64,7 +66,56 @@ class ScheduleWriteSerializer(StrictSerializer):
         required=False,
         help_text="After downtime: `once` submits one job for the latest missed firing, `skip` none.",
     )
+    overlap = serializers.ChoiceField(
+        choices=Overlap.choices,
+        required=False,
+        help_text=(
+            "What a firing does while the job of the previous firing is live: `skip` starts nothing, "
+            "`buffer_one` keeps one firing waiting (others skipped), `buffer_all` keeps every firing "
+            "waiting, started in order as each job settles, `cancel_other` cancels the live job and "
+            "starts, `allow_all` (the default) starts regardless."
+        ),
+    )
+    jitter_seconds = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=JITTER_MAX_SECONDS,
+        help_text="Each firing starts up to this many seconds after its fire time (default 0).",
+    )
+    pause_after_failures = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=PAUSE_AFTER_MAX,
+        help_text=(
+            "The schedule pauses itself after this many firings in a row that could not submit, or "
+            "jobs in a row it started that ended failed or compensated (null: SAS_SCHEDULE_MAX_FAILURES)."
+        ),
+    )
 
 
 class ScheduleReplaceSerializer(ReplaceMixin, ScheduleWriteSerializer):
     """Replacing a schedule (PUT) states every value; it cannot be renamed."""
+
+
+class ScheduleBackfillSerializer(StrictSerializer):
+    """A backfill: the past range whose fire times that made no job are started now."""
+
+    start = serializers.DateTimeField(
+        help_text="The range's first instant (ISO 8601; without an offset, UTC)."
+    )
+    end = serializers.DateTimeField(help_text="The range's last instant, included; not after now.")
+
+
+class BackfilledFiringSerializer(serializers.Serializer):
+    fire_at = serializers.DateTimeField(help_text="A fire time of the range.")
+    job = serializers.UUIDField(source="job_id", help_text="Its job.")
+    started = serializers.BooleanField(
+        help_text="True: this backfill started the job; false: the fire time had made it already."
+    )
+
+
+class ScheduleBackfillAnswerSerializer(serializers.Serializer):
+    fire_times = BackfilledFiringSerializer(many=True, help_text="Every fire time of the range, in order.")
+    started = serializers.IntegerField(help_text="How many jobs this backfill started.")
+    already_fired = serializers.IntegerField(help_text="How many fire times had made their job already.")

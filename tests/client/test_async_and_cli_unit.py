@@ -321,3 +321,30 @@ def test_apply_compares_only_what_the_file_states_as_the_service_means_it() -> N
         ("endpoints[0]", "http://a/", "http://b/"),
     ]
     assert differences({"run_at": "2026-01-01T01:00:00+01:00"}, {"run_at": "2026-01-01T00:00:00Z"}) == []
+
+
+def test_sas_schedules_backfill_posts_the_range_retries_it_safely_and_lists_each_fire_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answer = {
+        "fire_times": [
+            {"fire_at": "2026-03-01T10:00:00Z", "job": JOB_ID, "started": True},
+            {"fire_at": "2026-03-01T11:00:00Z", "job": JOB_ID, "started": False},
+        ],
+        "started": 1,
+        "already_fired": 1,
+    }
+    script = Script(503, 200, body=answer)
+    invoke = cli_with(monkeypatch, script)
+    code, out, err = invoke(
+        "schedules", "backfill", "hourly", "--start", "2026-03-01T09:30:00Z", "--end", "2026-03-01T11:30:00Z"
+    )
+    assert code == 0, err
+    # A second backfill of a range starts nothing: the client may send it again after a 503.
+    assert [r.url.path for r in script.requests] == ["/api/v1/schedules/hourly/backfill/"] * 2
+    assert json.loads(script.requests[-1].content) == {
+        "start": "2026-03-01T09:30:00Z",
+        "end": "2026-03-01T11:30:00Z",
+    }
+    assert "2026-03-01T10:00:00Z" in out and "started" in out and "had fired" in out
+    assert "1 jobs started, 1 fire times had fired already" in err

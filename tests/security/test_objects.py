@@ -69,6 +69,7 @@ RULES = {
     "/api/v1/schedules/{name}/": OWNED_SCHEDULE,
     "/api/v1/schedules/{name}/pause/": OWNED_SCHEDULE,
     "/api/v1/schedules/{name}/resume/": OWNED_SCHEDULE,
+    "/api/v1/schedules/{name}/backfill/": OWNED_SCHEDULE,
     "/api/v1/callbacks/{token}/": SIGNED_ATTEMPT,
     "/api/v1/callbacks/{token}/heartbeat/": SIGNED_ATTEMPT,
     "/api/v1/jobs/{job_id}/signals/": SIGNAL_SENDER,

@@ -96,6 +96,7 @@ def console_posts(job: Job) -> list[str]:
         f"/ops/jobs/{job.pk}/rerun/",
         f"/ops/jobs/{job.pk}/signal/",
         "/ops/schedules/nightly/act/",
+        "/ops/schedules/nightly/backfill/",
         "/ops/events/1/replay/",
         "/ops/schedules/",
         "/ops/attention/bulk/",

@@ -175,6 +175,7 @@ def test_a_schedule_whose_job_cannot_start_moves_on_and_the_schedules_after_it_f
         input={"when": "2024-02-30T00:00:00Z"},
         cron="* * * * *",
         next_fire_at=now,
+        next_due_at=now,
         created_by=owner,
     )
     good = Schedule.objects.create(
@@ -182,6 +183,7 @@ def test_a_schedule_whose_job_cannot_start_moves_on_and_the_schedules_after_it_f
         workflow="chain",
         cron="* * * * *",
         next_fire_at=now + dt.timedelta(seconds=1),
+        next_due_at=now + dt.timedelta(seconds=1),
         created_by=owner,
     )
     assert schedules_fire(now + dt.timedelta(seconds=2)) == 1
@@ -281,10 +283,10 @@ def test_a_schedule_that_keeps_raising_pauses_itself_and_the_others_keep_firing(
     now = timezone.now()
     owner = make_user("sam", "submitters")
     bad = Schedule.objects.create(
-        name="bad", workflow="doomed", cron="* * * * *", next_fire_at=now, created_by=owner
+        name="bad", workflow="doomed", cron="* * * * *", next_fire_at=now, next_due_at=now, created_by=owner
     )
     good = Schedule.objects.create(
-        name="good", workflow="chain", cron="* * * * *", next_fire_at=now, created_by=owner
+        name="good", workflow="chain", cron="* * * * *", next_fire_at=now, next_due_at=now, created_by=owner
     )
     # Every job the bad schedule makes is refused by the database when its step is written.
     condition = f"NEW.definition_id = {doomed.steps.get().pk}"

@@ -316,6 +316,11 @@ class AsyncClient:
                 return None
             raise
 
+    async def backfill_schedule(self, name: str, *, start: str, end: str) -> models.ScheduleBackfillAnswer:
+        """Start the fire times of schedule `name` in [start, end] that made no job."""
+        answer: models.ScheduleBackfillAnswer = await self.call(calls.schedule_backfill(name, start, end))
+        return answer
+
     def tokens(self, *, user: str | None = None) -> AsyncIterator[models.Token]:
         return self.each(calls.tokens(user))
 

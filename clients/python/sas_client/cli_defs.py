@@ -58,6 +58,15 @@ def add_commands(groups: Any, command: Any) -> None:
                 p = command(verbs, verb, cmd_schedule_pause, f"{verb} a schedule")
                 p.add_argument("name")
                 p.set_defaults(kind=kind, paused=verb == "pause")
+            p = command(
+                verbs,
+                "backfill",
+                cmd_schedule_backfill,
+                "start the fire times of a past range that made no job",
+            )
+            p.add_argument("name")
+            p.add_argument("--start", required=True, help="the range's first instant (ISO 8601)")
+            p.add_argument("--end", required=True, help="the range's last instant, included (not after now)")
     p = command(groups, "apply", cmd_apply, "create or change definitions from a file (JSON or YAML)")
     p.add_argument("-f", "--file", required=True, help="the file, or - for stdin")
     p.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
@@ -93,6 +102,21 @@ def cmd_schedule_pause(client: Client, args: argparse.Namespace, out: TextIO, er
     schedule = client.pause_schedule(args.name, paused=args.paused)
     emit_json(schedule, out) if args.json else table(
         [[schedule["name"], schedule["paused"]]], ("NAME", "PAUSED"), out
+    )
+    return EXIT_OK
+
+
+def cmd_schedule_backfill(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    answer = client.backfill_schedule(args.name, start=args.start, end=args.end)
+    if args.json:
+        emit_json(answer, out)
+        return EXIT_OK
+    rows = [
+        [f["fire_at"], f["job"], "started" if f["started"] else "had fired"] for f in answer["fire_times"]
+    ]
+    table(rows, ("FIRE AT", "JOB", "BACKFILL"), out)
+    err.write(
+        f"sas: {answer['started']} jobs started, {answer['already_fired']} fire times had fired already\n"
     )
     return EXIT_OK
 

@@ -540,6 +540,12 @@ class Client:
         schedule: Json = self.call(calls.schedule_pause(name, paused))
         return schedule
 
+    def backfill_schedule(self, name: str, *, start: str, end: str) -> Json:
+        """Start the fire times of schedule `name` in [start, end] that made no job; the answer
+        lists every fire time with its job and whether this backfill started it."""
+        answer: Json = self.call(calls.schedule_backfill(name, start, end))
+        return answer
+
     # --- tokens --------------------------------------------------------------------------------
 
     def tokens(self, *, user: str | None = None) -> Iterator[Json]:

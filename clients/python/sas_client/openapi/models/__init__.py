@@ -34,6 +34,7 @@ from .attempt_heartbeat_request import AttemptHeartbeatRequest
 from .attempt_heartbeat_result import AttemptHeartbeatResult
 from .attempt_kind_enum import AttemptKindEnum
 from .attention_item import AttentionItem
+from .backfilled_firing import BackfilledFiring
 from .blank_enum import BlankEnum
 from .bulk_action_request import BulkActionRequest
 from .bulk_item import BulkItem
@@ -88,6 +89,7 @@ from .on_exhausted_enum import OnExhaustedEnum
 from .on_limit_enum import OnLimitEnum
 from .on_timeout_enum import OnTimeoutEnum
 from .outcome_enum import OutcomeEnum
+from .overlap_enum import OverlapEnum
 from .paginated_alert_subscription_list import PaginatedAlertSubscriptionList
 from .paginated_attention_item_list import PaginatedAttentionItemList
 from .paginated_event_list import PaginatedEventList
@@ -137,6 +139,8 @@ from .remote_cancel_type import RemoteCancelType
 from .retry_on_enum import RetryOnEnum
 from .revoke_request import RevokeRequest
 from .schedule import Schedule
+from .schedule_backfill_answer import ScheduleBackfillAnswer
+from .schedule_backfill_request import ScheduleBackfillRequest
 from .schedule_replace_request import ScheduleReplaceRequest
 from .schedule_replace_request_input import ScheduleReplaceRequestInput
 from .schedule_write_request import ScheduleWriteRequest
@@ -212,6 +216,7 @@ __all__ = (
     "AttemptHeartbeatResult",
     "AttemptKindEnum",
     "AttentionItem",
+    "BackfilledFiring",
     "BlankEnum",
     "BulkActionRequest",
     "BulkItem",
@@ -266,6 +271,7 @@ __all__ = (
     "OnLimitEnum",
     "OnTimeoutEnum",
     "OutcomeEnum",
+    "OverlapEnum",
     "PaginatedAlertSubscriptionList",
     "PaginatedAttentionItemList",
     "PaginatedEventList",
@@ -309,6 +315,8 @@ __all__ = (
     "RetryOnEnum",
     "RevokeRequest",
     "Schedule",
+    "ScheduleBackfillAnswer",
+    "ScheduleBackfillRequest",
     "ScheduleReplaceRequest",
     "ScheduleReplaceRequestInput",
     "ScheduleWriteRequest",

@@ -9,6 +9,7 @@ from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
 from ..models.catch_up_enum import CatchUpEnum
+from ..models.overlap_enum import OverlapEnum
 
 T = TypeVar("T", bound="Schedule")
 
@@ -27,11 +28,20 @@ class Schedule:
         timezone (str):
         catch_up (CatchUpEnum): * `once` - Submit once
             * `skip` - Skip
+        overlap (OverlapEnum): * `skip` - Skip
+            * `buffer_one` - Buffer one
+            * `buffer_all` - Buffer all
+            * `cancel_other` - Cancel the other
+            * `allow_all` - Allow all
+        jitter_seconds (int):
+        pause_after_failures (int | None):
         paused (bool): Whether the schedule is paused.
         next_fire_at (datetime.datetime | None):
+        next_due_at (datetime.datetime | None):
         last_fired_at (datetime.datetime | None):
         last_job (None | str): The job of the last firing, if any.
         last_error (str):
+        job_failures (int):
         created_by (None | str):
         created_at (datetime.datetime):
         updated_at (datetime.datetime):
@@ -46,11 +56,16 @@ class Schedule:
     cron: str
     timezone: str
     catch_up: CatchUpEnum
+    overlap: OverlapEnum
+    jitter_seconds: int
+    pause_after_failures: int | None
     paused: bool
     next_fire_at: datetime.datetime | None
+    next_due_at: datetime.datetime | None
     last_fired_at: datetime.datetime | None
     last_job: None | str
     last_error: str
+    job_failures: int
     created_by: None | str
     created_at: datetime.datetime
     updated_at: datetime.datetime
@@ -79,6 +94,13 @@ class Schedule:
 
         catch_up = self.catch_up.value
 
+        overlap = self.overlap.value
+
+        jitter_seconds = self.jitter_seconds
+
+        pause_after_failures: int | None
+        pause_after_failures = self.pause_after_failures
+
         paused = self.paused
 
         next_fire_at: None | str
@@ -86,6 +108,12 @@ class Schedule:
             next_fire_at = self.next_fire_at.isoformat()
         else:
             next_fire_at = self.next_fire_at
+
+        next_due_at: None | str
+        if isinstance(self.next_due_at, datetime.datetime):
+            next_due_at = self.next_due_at.isoformat()
+        else:
+            next_due_at = self.next_due_at
 
         last_fired_at: None | str
         if isinstance(self.last_fired_at, datetime.datetime):
@@ -97,6 +125,8 @@ class Schedule:
         last_job = self.last_job
 
         last_error = self.last_error
+
+        job_failures = self.job_failures
 
         created_by: None | str
         created_by = self.created_by
@@ -118,11 +148,16 @@ class Schedule:
                 "cron": cron,
                 "timezone": timezone,
                 "catch_up": catch_up,
+                "overlap": overlap,
+                "jitter_seconds": jitter_seconds,
+                "pause_after_failures": pause_after_failures,
                 "paused": paused,
                 "next_fire_at": next_fire_at,
+                "next_due_at": next_due_at,
                 "last_fired_at": last_fired_at,
                 "last_job": last_job,
                 "last_error": last_error,
+                "job_failures": job_failures,
                 "created_by": created_by,
                 "created_at": created_at,
                 "updated_at": updated_at,
@@ -165,6 +200,17 @@ class Schedule:
 
         catch_up = CatchUpEnum(d.pop("catch_up"))
 
+        overlap = OverlapEnum(d.pop("overlap"))
+
+        jitter_seconds = d.pop("jitter_seconds")
+
+        def _parse_pause_after_failures(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        pause_after_failures = _parse_pause_after_failures(d.pop("pause_after_failures"))
+
         paused = d.pop("paused")
 
         def _parse_next_fire_at(data: object) -> datetime.datetime | None:
@@ -181,6 +227,21 @@ class Schedule:
             return cast(datetime.datetime | None, data)
 
         next_fire_at = _parse_next_fire_at(d.pop("next_fire_at"))
+
+        def _parse_next_due_at(data: object) -> datetime.datetime | None:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                next_due_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return next_due_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None, data)
+
+        next_due_at = _parse_next_due_at(d.pop("next_due_at"))
 
         def _parse_last_fired_at(data: object) -> datetime.datetime | None:
             if data is None:
@@ -206,6 +267,8 @@ class Schedule:
 
         last_error = d.pop("last_error")
 
+        job_failures = d.pop("job_failures")
+
         def _parse_created_by(data: object) -> None | str:
             if data is None:
                 return data
@@ -227,11 +290,16 @@ class Schedule:
             cron=cron,
             timezone=timezone,
             catch_up=catch_up,
+            overlap=overlap,
+            jitter_seconds=jitter_seconds,
+            pause_after_failures=pause_after_failures,
             paused=paused,
             next_fire_at=next_fire_at,
+            next_due_at=next_due_at,
             last_fired_at=last_fired_at,
             last_job=last_job,
             last_error=last_error,
+            job_failures=job_failures,
             created_by=created_by,
             created_at=created_at,
             updated_at=updated_at,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from attrs import define as _attrs_define
 
 from ..models.catch_up_enum import CatchUpEnum
+from ..models.overlap_enum import OverlapEnum
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -31,6 +32,14 @@ class ScheduleReplaceRequest:
         timezone (str): The cron expression's time zone (IANA name; default UTC).
         catch_up (CatchUpEnum): * `once` - Submit once
             * `skip` - Skip
+        overlap (OverlapEnum): * `skip` - Skip
+            * `buffer_one` - Buffer one
+            * `buffer_all` - Buffer all
+            * `cancel_other` - Cancel the other
+            * `allow_all` - Allow all
+        jitter_seconds (int): Each firing starts up to this many seconds after its fire time (default 0).
+        pause_after_failures (int | None): The schedule pauses itself after this many firings in a row that could not
+            submit, or jobs in a row it started that ended failed or compensated (null: SAS_SCHEDULE_MAX_FAILURES).
         name (str | Unset):
     """
 
@@ -42,6 +51,9 @@ class ScheduleReplaceRequest:
     cron: str
     timezone: str
     catch_up: CatchUpEnum
+    overlap: OverlapEnum
+    jitter_seconds: int
+    pause_after_failures: int | None
     name: str | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,6 +77,13 @@ class ScheduleReplaceRequest:
 
         catch_up = self.catch_up.value
 
+        overlap = self.overlap.value
+
+        jitter_seconds = self.jitter_seconds
+
+        pause_after_failures: int | None
+        pause_after_failures = self.pause_after_failures
+
         name = self.name
 
         field_dict: dict[str, Any] = {}
@@ -79,6 +98,9 @@ class ScheduleReplaceRequest:
                 "cron": cron,
                 "timezone": timezone,
                 "catch_up": catch_up,
+                "overlap": overlap,
+                "jitter_seconds": jitter_seconds,
+                "pause_after_failures": pause_after_failures,
             }
         )
         if name is not UNSET:
@@ -120,6 +142,17 @@ class ScheduleReplaceRequest:
 
         catch_up = CatchUpEnum(d.pop("catch_up"))
 
+        overlap = OverlapEnum(d.pop("overlap"))
+
+        jitter_seconds = d.pop("jitter_seconds")
+
+        def _parse_pause_after_failures(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        pause_after_failures = _parse_pause_after_failures(d.pop("pause_after_failures"))
+
         name = d.pop("name", UNSET)
 
         schedule_replace_request = cls(
@@ -131,6 +164,9 @@ class ScheduleReplaceRequest:
             cron=cron,
             timezone=timezone,
             catch_up=catch_up,
+            overlap=overlap,
+            jitter_seconds=jitter_seconds,
+            pause_after_failures=pause_after_failures,
             name=name,
         )
 

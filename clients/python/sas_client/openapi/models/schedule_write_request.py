@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from attrs import define as _attrs_define
 
 from ..models.catch_up_enum import CatchUpEnum
+from ..models.overlap_enum import OverlapEnum
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -32,6 +33,15 @@ class ScheduleWriteRequest:
         timezone (str | Unset): The cron expression's time zone (IANA name; default UTC).
         catch_up (CatchUpEnum | Unset): * `once` - Submit once
             * `skip` - Skip
+        overlap (OverlapEnum | Unset): * `skip` - Skip
+            * `buffer_one` - Buffer one
+            * `buffer_all` - Buffer all
+            * `cancel_other` - Cancel the other
+            * `allow_all` - Allow all
+        jitter_seconds (int | Unset): Each firing starts up to this many seconds after its fire time (default 0).
+        pause_after_failures (int | None | Unset): The schedule pauses itself after this many firings in a row that
+            could not submit, or jobs in a row it started that ended failed or compensated (null:
+            SAS_SCHEDULE_MAX_FAILURES).
     """
 
     name: str
@@ -43,6 +53,9 @@ class ScheduleWriteRequest:
     cron: str | Unset = UNSET
     timezone: str | Unset = UNSET
     catch_up: CatchUpEnum | Unset = UNSET
+    overlap: OverlapEnum | Unset = UNSET
+    jitter_seconds: int | Unset = UNSET
+    pause_after_failures: int | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         name = self.name
@@ -73,6 +86,18 @@ class ScheduleWriteRequest:
         if not isinstance(self.catch_up, Unset):
             catch_up = self.catch_up.value
 
+        overlap: str | Unset = UNSET
+        if not isinstance(self.overlap, Unset):
+            overlap = self.overlap.value
+
+        jitter_seconds = self.jitter_seconds
+
+        pause_after_failures: int | None | Unset
+        if isinstance(self.pause_after_failures, Unset):
+            pause_after_failures = UNSET
+        else:
+            pause_after_failures = self.pause_after_failures
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -95,6 +120,12 @@ class ScheduleWriteRequest:
             field_dict["timezone"] = timezone
         if catch_up is not UNSET:
             field_dict["catch_up"] = catch_up
+        if overlap is not UNSET:
+            field_dict["overlap"] = overlap
+        if jitter_seconds is not UNSET:
+            field_dict["jitter_seconds"] = jitter_seconds
+        if pause_after_failures is not UNSET:
+            field_dict["pause_after_failures"] = pause_after_failures
 
         return field_dict
 
@@ -146,6 +177,24 @@ class ScheduleWriteRequest:
         else:
             catch_up = CatchUpEnum(_catch_up)
 
+        _overlap = d.pop("overlap", UNSET)
+        overlap: OverlapEnum | Unset
+        if isinstance(_overlap, Unset):
+            overlap = UNSET
+        else:
+            overlap = OverlapEnum(_overlap)
+
+        jitter_seconds = d.pop("jitter_seconds", UNSET)
+
+        def _parse_pause_after_failures(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        pause_after_failures = _parse_pause_after_failures(d.pop("pause_after_failures", UNSET))
+
         schedule_write_request = cls(
             name=name,
             workflow=workflow,
@@ -156,6 +205,9 @@ class ScheduleWriteRequest:
             cron=cron,
             timezone=timezone,
             catch_up=catch_up,
+            overlap=overlap,
+            jitter_seconds=jitter_seconds,
+            pause_after_failures=pause_after_failures,
         )
 
         return schedule_write_request
