@@ -32,6 +32,7 @@ from scheduler.definitions import (
     concurrency_check,
     debounce_check,
     gates_combination_check,
+    sla_check,
     throttle_check,
     validate_steps,
     workflow_create,
@@ -206,6 +207,8 @@ WORKFLOW_FIELDS = (
     "name",
     "description",
     "deadline_seconds",
+    "sla_seconds",
+    "warn_fraction",
     "input_schema",
     "concurrency",
     "debounce",
@@ -246,6 +249,13 @@ class WorkflowForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}
         try:
+            cleaned["sla_seconds"], cleaned["warn_fraction"] = sla_check(
+                cleaned.get("sla_seconds"), warn_fraction=cleaned.get("warn_fraction")
+            )
+        except InvalidInput as exc:
+            field = exc.detail.get("field")
+            self.add_error(field if isinstance(field, str) else None, exc.message)
+        try:
             gates_combination_check(
                 concurrency=cleaned.get("concurrency"),
                 debounce=cleaned.get("debounce"),
@@ -280,7 +290,15 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
 
     form = WorkflowForm
     inlines = [StepDefinitionInline]
-    list_display = ["name", "version", "step_count", "deadline_seconds", "created_by", "created_at"]
+    list_display = [
+        "name",
+        "version",
+        "step_count",
+        "deadline_seconds",
+        "sla_seconds",
+        "created_by",
+        "created_at",
+    ]
     search_fields = ["name"]
     ordering = ["name", "-version"]
     fields = WORKFLOW_FIELDS
@@ -314,6 +332,8 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
             "name": source.name,
             "description": source.description,
             "deadline_seconds": source.deadline_seconds,
+            "sla_seconds": source.sla_seconds,
+            "warn_fraction": source.warn_fraction,
             "input_schema": source.input_schema,
             "concurrency": source.concurrency,
             "debounce": source.debounce,
@@ -354,6 +374,8 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
             debounce=form.cleaned_data.get("debounce"),
             throttle=form.cleaned_data.get("throttle"),
             triggers=form.cleaned_data.get("triggers"),
+            sla_seconds=form.cleaned_data.get("sla_seconds"),
+            warn_fraction=form.cleaned_data.get("warn_fraction"),
         )
         form.instance.pk, form.instance.version = workflow.pk, workflow.version
 

@@ -58,6 +58,9 @@ class AlertKind(models.TextChoices):
     #: A signal sent by business key was kept for a job to come and none with its key started
     #: within the lookback (scheduler.services.correlation): its sender's signal was lost to it.
     SIGNAL_EXPIRED = "signal_expired", "A signal by business key expired unclaimed"
+    #: A job is likely to miss its workflow's SLA (supervisor.sla): once per job, with its
+    #: `job_at_risk` event.
+    JOB_AT_RISK = "job_at_risk", "A job is at risk of missing its SLA"
 
 
 def all_alert_kinds() -> list[str]:

@@ -350,6 +350,20 @@ class WorkflowSerializer(StrictSerializer):
     deadline_seconds = serializers.FloatField(
         required=False, allow_null=True, default=None, help_text="Time limit of a whole job, if any."
     )
+    sla_seconds = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A job's service-level target, in seconds from submission (above 0), if any: a job "
+        "likely to miss it is flagged at risk (`at_risk`, the event and alert `job_at_risk`). It stops "
+        "nothing (deadline_seconds does).",
+    )
+    warn_fraction = serializers.FloatField(
+        required=False,
+        default=0.8,
+        help_text="In (0, 1]: a job not finished after this fraction of sla_seconds is at risk by the "
+        "clock (default 0.8).",
+    )
     input_schema = serializers.JSONField(
         required=False,
         allow_null=True,
@@ -375,8 +389,8 @@ class WorkflowSerializer(StrictSerializer):
 
 class WorkflowReplaceSerializer(ReplaceMixin, WorkflowSerializer):
     """The next version (PUT) states description, deadline_seconds and steps; left out,
-    input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the latest
-    version's). A workflow cannot be renamed."""
+    input_schema, concurrency, debounce, throttle, triggers and sla_seconds are none and
+    warn_fraction its default (PATCH keeps the latest version's). A workflow cannot be renamed."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
