@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -317,3 +318,23 @@ def test_the_job_document_shows_at_risk_alike_from_every_read(supervise: Callabl
     if text is not None:  # PostgreSQL builds the document itself
         assert json.loads(text)["at_risk"] is True
     assert client_for(olga).get(f"{V1}/jobs/{late.pk}/").json()["at_risk"] is True
+
+
+@pytest.mark.django_db
+@pytest.mark.sqlite
+def test_the_at_risk_page_lists_flagged_live_jobs_with_how_late_each_is(
+    client: Any, supervise: Callable[..., ScanReport]
+) -> None:
+    waiting_workflow("order", sla_seconds=100)
+    late, close = submitted("order", age=130), submitted("order", age=85)
+    fine = submitted("order", age=5)
+    supervise()
+    client.force_login(make_user("vera", "viewers"))
+    page = client.get("/ops/at-risk/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert f'data-job="{late.pk}"' in text and f'data-job="{close.pk}"' in text
+    assert f'data-job="{fine.pk}"' not in text
+    assert re.search(rf'data-job="{late.pk}".*?late by 3\ds', text, re.DOTALL)
+    assert re.search(rf'data-job="{close.pk}".*?due in 1\ds', text, re.DOTALL)
+    assert 'href="/ops/at-risk/"' in text  # the nav's link
