@@ -11,8 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
+from agents.fake import FakeRemote
 from agents.outcome import Outcome
 from scheduler import selectors
 from scheduler.models import (
@@ -36,6 +38,7 @@ from supervisor.scan import ScanReport
 from supervisor.subscriptions import subscription_create
 from tests.api.support import V1, client_for, make_user
 from tests.factories import make_policy, make_pool, make_workflow, step
+from tests.supervisor.test_operations import metrics, total
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -338,3 +341,40 @@ def test_the_at_risk_page_lists_flagged_live_jobs_with_how_late_each_is(
     assert re.search(rf'data-job="{late.pk}".*?late by 3\ds', text, re.DOTALL)
     assert re.search(rf'data-job="{close.pk}".*?due in 1\ds', text, re.DOTALL)
     assert 'href="/ops/at-risk/"' in text  # the nav's link
+
+
+# --- metrics -------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.sqlite
+def test_metrics_expose_settled_job_durations_by_workflow_and_status_and_queue_waits_by_pool(
+    drain: Callable[[], int], fake_remote: FakeRemote, settings: Any
+) -> None:
+    settings.SAS_METRICS_SETTLE_SECONDS = 0
+    make_workflow("order", step("reserve"), step("charge", "reserve"))
+    client = Client()
+    metrics(client)  # starts the counters at the history's end
+    jobs = [job_submit(workflow="order", input={}).job for _ in range(2)]
+    drain()
+    # Both took 90 s from submission to settling; each call waited 2 s in the queue.
+    for job in jobs:
+        settled = Event.objects.get(job_id=job.pk, kind=EventKind.JOB_SUCCEEDED).created_at
+        Job.objects.filter(pk=job.pk).update(created_at=settled - dt.timedelta(seconds=90))
+    for attempt in Attempt.objects.filter(step__job__in=jobs):
+        Attempt.objects.filter(pk=attempt.pk).update(
+            started_at=attempt.dispatched_at + dt.timedelta(seconds=2)
+        )
+    found = metrics(client)
+    succeeded = {"workflow": "order", "status": "succeeded"}
+    assert total(found, "sas_job_duration_seconds_count", **succeeded) == 2
+    assert total(found, "sas_job_duration_seconds_bucket", le="60.0", **succeeded) == 0
+    assert total(found, "sas_job_duration_seconds_bucket", le="120.0", **succeeded) == 2
+    assert total(found, "sas_job_duration_seconds_sum", **succeeded) == pytest.approx(180)
+    calls = Attempt.objects.filter(step__job__in=jobs).count()
+    assert total(found, "sas_queue_wait_seconds_count", pool="local") == calls
+    assert total(found, "sas_queue_wait_seconds_bucket", pool="local", le="1.0") == 0
+    assert total(found, "sas_queue_wait_seconds_bucket", pool="local", le="2.5") == calls
+    assert total(found, "sas_queue_wait_seconds_sum", pool="local") == pytest.approx(2 * calls)
+    # Counted once: another scrape adds nothing.
+    assert total(metrics(client), "sas_job_duration_seconds_count", **succeeded) == 2
