@@ -29,6 +29,7 @@ from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage
 from scheduler import contracts
 from scheduler.definitions import (
+    DEFAULT_WARN_FRACTION,
     concurrency_check,
     debounce_check,
     gates_combination_check,
@@ -218,6 +219,13 @@ WORKFLOW_FIELDS = (
 
 
 class WorkflowForm(forms.ModelForm):
+    # Optional here as in the API: empty is the default fraction (scheduler.definitions.sla_check).
+    warn_fraction = forms.FloatField(
+        required=False,
+        initial=DEFAULT_WARN_FRACTION,
+        help_text="In (0, 1]: a job not finished after this fraction of sla_seconds is at risk.",
+    )
+
     class Meta:
         model = Workflow
         fields = WORKFLOW_FIELDS

@@ -351,7 +351,7 @@ class ServiceCollector(Collector):
         for workflow, kind_index, value in _pairs(totals, "job_duration_bucket"):
             kind, _, index = kind_index.rpartition(":")
             counts.setdefault((workflow, SETTLED_KINDS.get(kind, kind)), []).append((int(index), value))
-        sums = {
+        sums: dict[tuple[str, ...], float] = {
             (w, SETTLED_KINDS.get(kind, kind)): value for w, kind, value in _pairs(totals, "job_duration_sum")
         }
         return _histograms(family, JOB_BUCKETS, counts, sums)
@@ -368,7 +368,9 @@ def _by_pool(
     counts: dict[tuple[str, ...], list[tuple[int, float]]] = {}
     for pool, index, value in _pairs(totals, f"{metric}_bucket"):
         counts.setdefault((pool,), []).append((int(index), value))
-    sums = {(pool,): value for pool, _, value in _pairs(totals, f"{metric}_sum")}
+    sums: dict[tuple[str, ...], float] = {
+        (pool,): value for pool, _, value in _pairs(totals, f"{metric}_sum")
+    }
     return _histograms(family, bounds, counts, sums)
 
 

@@ -339,7 +339,7 @@ def _at_risk_pass(unit: Unit, jobs: list[SlaJob], grant: LeaseGrant, report: Sca
         pk: (_at_risk_reason(job, decision), _at_risk_data(job, decision))
         for pk, (job, decision) in decided.items()
     }
-    flagged = jobs_flag_at_risk(unit, flags, source=source_of(grant))
+    flagged = jobs_flag_at_risk(unit, flags=flags, source=source_of(grant))
     enabled = alert_subscriptions_enabled() if flagged else []
     for job_id in flagged:
         job, decision = decided[job_id]

@@ -14,6 +14,7 @@ from rest_framework import serializers
 
 from agents.serializers import RateSerializer
 from sas_project.api import MAX_INT, ReplaceMixin, StrictSerializer
+from scheduler.definitions import DEFAULT_WARN_FRACTION
 from scheduler.event_definitions import event_of_signal
 from scheduler.models import OnTimeout, StepDefinition, StepDefinitionKind
 
@@ -360,7 +361,7 @@ class WorkflowSerializer(StrictSerializer):
     )
     warn_fraction = serializers.FloatField(
         required=False,
-        default=0.8,
+        default=DEFAULT_WARN_FRACTION,
         help_text="In (0, 1]: a job not finished after this fraction of sla_seconds is at risk by the "
         "clock (default 0.8).",
     )
@@ -394,9 +395,11 @@ class WorkflowReplaceSerializer(ReplaceMixin, WorkflowSerializer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name in ("input_schema", "concurrency", "debounce", "throttle", "triggers"):
+        for name in ("input_schema", "concurrency", "debounce", "throttle", "triggers", "sla_seconds"):
             self.fields[name].required = False
             self.fields[name].default = None
+        self.fields["warn_fraction"].required = False
+        self.fields["warn_fraction"].default = DEFAULT_WARN_FRACTION
 
 
 class WorkflowVersionSerializer(serializers.Serializer):

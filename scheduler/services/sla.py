@@ -62,7 +62,8 @@ def at_risk_candidates(
     rows = jobs.order_by("created_at", "pk").values_list(
         "pk", "workflow__name", "created_at", "workflow__sla_seconds", "workflow__warn_fraction"
     )[:limit]
-    return [SlaJob(pk, name, created, float(sla), float(warn)) for pk, name, created, sla, warn in rows]
+    # The filter holds sla_seconds not null.
+    return [SlaJob(pk, name, created, float(sla or 0), float(warn)) for pk, name, created, sla, warn in rows]
 
 
 def forward_steps(job_ids: Iterable[Any]) -> dict[Any, list[dict[str, Any]]]:
@@ -75,7 +76,8 @@ def forward_steps(job_ids: Iterable[Any]) -> dict[Any, list[dict[str, Any]]]:
         .values("job_id", "name", "status", "definition__depends_on", "first_dispatched_at")
     )
     for row in rows:
-        steps.setdefault(row.pop("job_id"), []).append(row)
+        fields = dict(row)
+        steps.setdefault(fields.pop("job_id"), []).append(fields)
     return steps
 
 
@@ -131,7 +133,7 @@ def step_durations(
             for workflow, step, seconds, samples in cursor.fetchall():
                 found[workflow][step] = (float(seconds), int(samples))
         return found
-    samples: dict[tuple[str, str], list[float]] = {}
+    measured: dict[tuple[str, str], list[float]] = {}
     rows = Attempt.objects.filter(
         step__job__workflow__name__in=names,
         step__job__created_at__gte=since,
@@ -141,8 +143,9 @@ def step_durations(
         outcome=Outcome.SUCCEEDED,
     ).values_list("step__job__workflow__name", "step__name", "dispatched_at", "finished_at")
     for workflow, step, dispatched, finished in rows:
-        samples.setdefault((workflow, step), []).append((finished - dispatched).total_seconds())
-    for (workflow, step), values in samples.items():
+        if finished is not None:  # the filter holds it
+            measured.setdefault((workflow, step), []).append((finished - dispatched).total_seconds())
+    for (workflow, step), values in measured.items():
         found[workflow][step] = (_percentile(values, percentile), len(values))
     return found
 
@@ -173,7 +176,7 @@ def forget_step_durations() -> None:
 
 
 def jobs_flag_at_risk(
-    unit: Unit, flags: Mapping[Any, tuple[str, dict[str, Any]]], *, source: str
+    unit: Unit, *, flags: Mapping[Any, tuple[str, dict[str, Any]]], source: str
 ) -> list[Any]:
     """Flag the jobs of `flags` ({job id: (reason, event data)}) at risk: those still live and not
     flagged, skipping any another transaction holds (the next pass takes it), in one guarded

@@ -37,6 +37,7 @@ from supervisor import sla
 from supervisor.scan import ScanReport
 from supervisor.subscriptions import subscription_create
 from tests.api.support import V1, client_for, make_user
+from tests.api.test_openapi import errors_of, validator
 from tests.factories import make_policy, make_pool, make_workflow, step
 from tests.supervisor.test_operations import metrics, total
 
@@ -196,6 +197,7 @@ def test_a_job_past_its_warn_fraction_is_flagged_once_with_its_event_and_alert(
     (alert,) = Delivery.objects.filter(payload__alert=AlertKind.JOB_AT_RISK)
     assert alert.payload["job_id"] == str(late.pk) and alert.payload["rule"] == "clock"
     assert alert.payload["workflow"] == "order" and alert.payload["sla_seconds"] == 100
+    assert errors_of(validator("#/components/schemas/AlertWebhook"), alert.payload) == []
     supervise()
     assert len(at_risk_events(late)) == 1
     assert Delivery.objects.filter(payload__alert=AlertKind.JOB_AT_RISK).count() == 1
