@@ -257,6 +257,13 @@ class SasSettings:
     #: key that starts (scheduler.services.correlation).
     signal_lookback_seconds = _Setting(float, 3600)
 
+    #: The at-risk projection's window: the step durations measured over this many recent hours
+    #: (supervisor.sla).
+    sla_window_hours = _Setting(float, 24)
+
+    #: How long the scan keeps a workflow's measured step durations before measuring them again.
+    sla_stats_seconds = _Setting(float, 60)
+
     #: The longest a signal's sender may wait for its consumption (`?wait=` on a job's signals).
     signal_wait_max_seconds = _Setting(float, 30)
 

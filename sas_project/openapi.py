@@ -255,6 +255,8 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
             "payment, schedule the shipment."
         ),
         "deadline_seconds": 86400,
+        "sla_seconds": 14400,
+        "warn_fraction": 0.75,
         "input_schema": {
             "type": "object",
             "required": ["order_id", "sku", "quantity", "amount"],
@@ -272,7 +274,7 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "deadline_seconds": 172800,
         "steps": _ORDER_STEPS,
     },
-    "workflows_update": {"description": "Reserve, approve above 100, charge, ship."},
+    "workflows_update": {"description": "Reserve, approve above 100, charge, ship.", "sla_seconds": 7200},
     "pools_create": {
         "name": "payments",
         "kind": "http",

@@ -186,6 +186,30 @@ ALERT_WEBHOOK_SCHEMA: dict[str, Any] = {
                 "expired_at": _DATE_TIME,
             },
         ),
+        _alert(
+            ["job_at_risk"],
+            "A live job is likely to miss its workflow's sla_seconds (once per job, with its event "
+            "job_at_risk): by the clock (not finished after warn_fraction of it) or by the projection "
+            "of its remaining steps at their recent measured durations.",
+            {
+                "job_id": _UUID,
+                "workflow": {"type": "string"},
+                "rule": {
+                    "type": "string",
+                    "enum": ["clock", "projection"],
+                    "description": "Which rule flagged it.",
+                },
+                "sla_seconds": {"type": "number", "exclusiveMinimum": 0},
+                "warn_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                "created_at": _DATE_TIME,
+                "warn_at": {**_DATE_TIME, "description": "When the clock rule flags it."},
+                "due_at": {**_DATE_TIME, "description": "Its submission plus sla_seconds."},
+                "projected_finish": {
+                    **_DATE_TIME,
+                    "description": "When its remaining steps end if each takes its measured duration.",
+                },
+            },
+        ),
     ],
 }
 

@@ -479,6 +479,10 @@ SAS_IDEMPOTENCY_KEY_HOURS = env.float("SAS_IDEMPOTENCY_KEY_HOURS", 24)
 SAS_SIGNAL_LOOKBACK_SECONDS = env.float("SAS_SIGNAL_LOOKBACK_SECONDS", 3600)
 # The longest `POST .../signals/?wait=` holds the request for the signal's consumption.
 SAS_SIGNAL_WAIT_MAX_SECONDS = env.float("SAS_SIGNAL_WAIT_MAX_SECONDS", 30)
+# The at-risk projection reads the step durations measured over this many recent hours, and
+# measures them again at most every SAS_SLA_STATS_SECONDS (supervisor.sla).
+SAS_SLA_WINDOW_HOURS = env.float("SAS_SLA_WINDOW_HOURS", 24, validate=Range(min=0.01))
+SAS_SLA_STATS_SECONDS = env.float("SAS_SLA_STATS_SECONDS", 60, validate=Range(min=0))
 # An inbound event is remembered this long: the same source and id again is a duplicate.
 SAS_EVENT_RETENTION_HOURS = env.float("SAS_EVENT_RETENTION_HOURS", 168)
 SAS_TOKEN_LAST_USED_SECONDS = env.float("SAS_TOKEN_LAST_USED_SECONDS", 60)

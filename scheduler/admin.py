@@ -29,9 +29,11 @@ from sas_project.errors import InvalidInput, SasError
 from sas_project.permissions import can_manage
 from scheduler import contracts
 from scheduler.definitions import (
+    DEFAULT_WARN_FRACTION,
     concurrency_check,
     debounce_check,
     gates_combination_check,
+    sla_check,
     throttle_check,
     validate_steps,
     workflow_create,
@@ -213,6 +215,8 @@ WORKFLOW_FIELDS = (
     "name",
     "description",
     "deadline_seconds",
+    "sla_seconds",
+    "warn_fraction",
     "input_schema",
     "concurrency",
     "debounce",
@@ -222,6 +226,13 @@ WORKFLOW_FIELDS = (
 
 
 class WorkflowForm(forms.ModelForm):
+    # Optional here as in the API: empty is the default fraction (scheduler.definitions.sla_check).
+    warn_fraction = forms.FloatField(
+        required=False,
+        initial=DEFAULT_WARN_FRACTION,
+        help_text="In (0, 1]: a job not finished after this fraction of sla_seconds is at risk.",
+    )
+
     class Meta:
         model = Workflow
         fields = WORKFLOW_FIELDS
@@ -252,6 +263,13 @@ class WorkflowForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}
+        try:
+            cleaned["sla_seconds"], cleaned["warn_fraction"] = sla_check(
+                cleaned.get("sla_seconds"), warn_fraction=cleaned.get("warn_fraction")
+            )
+        except InvalidInput as exc:
+            field = exc.detail.get("field")
+            self.add_error(field if isinstance(field, str) else None, exc.message)
         try:
             gates_combination_check(
                 concurrency=cleaned.get("concurrency"),
@@ -287,7 +305,15 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
 
     form = WorkflowForm
     inlines = [StepDefinitionInline]
-    list_display = ["name", "version", "step_count", "deadline_seconds", "created_by", "created_at"]
+    list_display = [
+        "name",
+        "version",
+        "step_count",
+        "deadline_seconds",
+        "sla_seconds",
+        "created_by",
+        "created_at",
+    ]
     search_fields = ["name"]
     ordering = ["name", "-version"]
     fields = WORKFLOW_FIELDS
@@ -321,6 +347,8 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
             "name": source.name,
             "description": source.description,
             "deadline_seconds": source.deadline_seconds,
+            "sla_seconds": source.sla_seconds,
+            "warn_fraction": source.warn_fraction,
             "input_schema": source.input_schema,
             "concurrency": source.concurrency,
             "debounce": source.debounce,
@@ -361,6 +389,8 @@ class WorkflowAdmin(SavedByTheService, admin.ModelAdmin):
             debounce=form.cleaned_data.get("debounce"),
             throttle=form.cleaned_data.get("throttle"),
             triggers=form.cleaned_data.get("triggers"),
+            sla_seconds=form.cleaned_data.get("sla_seconds"),
+            warn_fraction=form.cleaned_data.get("warn_fraction"),
         )
         form.instance.pk, form.instance.version = workflow.pk, workflow.version
 

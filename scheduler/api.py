@@ -506,6 +506,8 @@ class WorkflowsView(NamedResourcesView):
                 debounce=data.get("debounce"),
                 throttle=data.get("throttle"),
                 triggers=_triggers(data.get("triggers")),
+                sla_seconds=data.get("sla_seconds"),
+                warn_fraction=data.get("warn_fraction"),
             )
         return self.created(
             WorkflowSerializer(selectors.workflow_get(name, workflow.version)).data, name=name
@@ -564,6 +566,8 @@ class WorkflowView(NamedResourceView):
                 debounce=data.get("debounce", latest.debounce),
                 throttle=data.get("throttle", latest.throttle),
                 triggers=_triggers(data["triggers"]) if "triggers" in data else latest.triggers,
+                sla_seconds=data.get("sla_seconds", latest.sla_seconds),
+                warn_fraction=data.get("warn_fraction", latest.warn_fraction),
             )
         return selectors.workflow_get(name, workflow.version)
 

@@ -421,6 +421,36 @@ def workflow_plain(specs: Iterable[Mapping[str, Any]]) -> bool:
     return all(step_plain(spec) for spec in specs)
 
 
+#: The fraction of `sla_seconds` after which a job is at risk by the clock, when none is given.
+DEFAULT_WARN_FRACTION = 0.8
+
+
+def sla_check(sla_seconds: Any, *, warn_fraction: Any = None) -> tuple[float | None, float]:
+    """A workflow's service-level target and warn fraction as stored (supervisor.sla reads them):
+    `sla_seconds` empty or a number of seconds above 0 (at most ten years), `warn_fraction` a
+    number in (0, 1] (absent: DEFAULT_WARN_FRACTION). InvalidInput names the field."""
+    if sla_seconds is not None and (
+        isinstance(sla_seconds, bool)
+        or not isinstance(sla_seconds, int | float)
+        or not 0 < sla_seconds <= MAX_WAIT_SECONDS
+    ):
+        raise InvalidInput(
+            f"sla_seconds must be empty or a number greater than 0 and at most {int(MAX_WAIT_SECONDS)}",
+            field="sla_seconds",
+        )
+    if warn_fraction is None:
+        warn_fraction = DEFAULT_WARN_FRACTION
+    if (
+        isinstance(warn_fraction, bool)
+        or not isinstance(warn_fraction, int | float)
+        or not 0 < warn_fraction <= 1
+    ):
+        raise InvalidInput(
+            "warn_fraction must be a number greater than 0 and at most 1", field="warn_fraction"
+        )
+    return (float(sla_seconds) if sla_seconds is not None else None), float(warn_fraction)
+
+
 @transaction.atomic
 def workflow_create(
     *,
@@ -434,12 +464,14 @@ def workflow_create(
     debounce: Any = None,
     throttle: Any = None,
     triggers: Any = None,
+    sla_seconds: Any = None,
+    warn_fraction: Any = None,
     system: bool = False,
 ) -> Workflow:
     """Create the next version of workflow `name` from validated step specs (and its input's
     JSON Schema, if any: scheduler.contracts; the inbound events that start its jobs, if any:
-    scheduler.event_definitions). The canary's workflow is the service's own (`system`): no one
-    else may make a version of it."""
+    scheduler.event_definitions; its service-level target, if any: `sla_check`). The canary's
+    workflow is the service's own (`system`): no one else may make a version of it."""
     valid_name(name, "workflow name", "name")
     if name == CANARY_WORKFLOW and not system:
         raise InvalidInput(f"workflow name {name!r} is reserved for the service's canary", field="name")
@@ -458,6 +490,7 @@ def workflow_create(
     throttle = throttle_check(throttle)
     gates_combination_check(concurrency=concurrency, debounce=debounce, throttle=throttle)
     triggers = triggers_check(triggers)
+    sla_seconds, warn_fraction = sla_check(sla_seconds, warn_fraction=warn_fraction)
     latest = Workflow.objects.select_for_update().filter(name=name).order_by("-version").first()
     # Two first versions of one name can both pass the lock above (there is no row to lock yet):
     # the unique (name, version) constraint decides, and the loser is told to send again.
@@ -474,6 +507,7 @@ def workflow_create(
                 debounce=debounce,
                 throttle=throttle,
                 triggers=triggers,
+                sla=(sla_seconds, warn_fraction),
                 plain=workflow_plain(ordered),
             )
     except IntegrityError as exc:
@@ -505,6 +539,7 @@ def _create_version(
     debounce: dict[str, Any] | None = None,
     throttle: dict[str, Any] | None = None,
     triggers: list[dict[str, Any]] | None = None,
+    sla: tuple[float | None, float] = (None, DEFAULT_WARN_FRACTION),
     plain: bool,
 ) -> Workflow:
     return Workflow.objects.create(
@@ -517,6 +552,8 @@ def _create_version(
         debounce=debounce,
         throttle=throttle,
         triggers=triggers,
+        sla_seconds=sla[0],
+        warn_fraction=sla[1],
         plain=plain,
         created_by=cast(Any, actor) if actor is not None and actor.is_authenticated else None,
     )

@@ -95,6 +95,7 @@ def job_list(
     business_key: str | None = None,
     idempotency_key: str | None = None,
     input_fields: dict[str, Any] | None = None,
+    at_risk: bool | None = None,
 ) -> QuerySet[Job]:
     """Jobs the user may see, newest first (served by job_created_idx / job_status_created_idx,
     job_business_key_idx, and on PostgreSQL the GIN index on the input). The canary's jobs are
@@ -105,6 +106,8 @@ def job_list(
     jobs = jobs.filter(workflow__name=workflow) if workflow else jobs.exclude(workflow__name=CANARY_WORKFLOW)
     if business_key:
         jobs = jobs.filter(business_key=business_key)
+    if at_risk is not None:
+        jobs = jobs.filter(at_risk=at_risk)
     if idempotency_key:
         jobs = jobs.filter(idempotency_key=idempotency_key)
     if input_fields:
@@ -221,7 +224,7 @@ def job_detail(*, user: Any, job_id: uuid.UUID | str) -> Job:
 # tests/api/test_jobs.py checks that both reads render the same.
 
 JOB_SQL = """
-SELECT j.id AS pk, j.status, j.input, j.result, j.compensation_reason, j.paused_at, j.deadline,
+SELECT j.id AS pk, j.status, j.at_risk, j.input, j.result, j.compensation_reason, j.paused_at, j.deadline,
        j.created_at, j.updated_at, j.finished_at, w.name AS workflow_name,
        w.version AS workflow_version, u.username AS submitter, j.callback_url, j.business_key,
        j.priority, j.rerun_of_id,

@@ -7,7 +7,8 @@ scan opens it), and the supervisor stopped (its last scan is older than three in
 cluster's loop checks), and the history archive cannot be written (once per run of failures,
 from the lease holder's loop), a loop quarantined an item (once per quarantine), and the lease
 holder leaves remediation debt too long (supervisor.debt, once per stalled term), and a signal by
-business key expired with no job to take it (once per signal). Each alert is
+business key expired with no job to take it (once per signal), and a job is at risk of missing
+its workflow's SLA (supervisor.sla, once per job, with its flag and event). Each alert is
 written once per subscription: its outbox key names what it is about.
 """
 
@@ -136,6 +137,19 @@ def keyed_signals_expire_and_alert(limit: int = 500) -> int:
                 enabled=enabled,
             )
     return len(expired)
+
+
+def job_at_risk_alert(
+    job_id: Any, payload: dict[str, Any], *, enabled: list[AlertSubscription] | None = None
+) -> int:
+    """Write the `job_at_risk` alert of a job the scan just flagged (in the transaction of its
+    flag and event: supervisor.sweeps.sweep_at_risk), once per job: its key names the job."""
+    return alert_write(AlertKind.JOB_AT_RISK, f"job-at-risk-{job_id}", payload, enabled=enabled)
+
+
+def alert_subscriptions_enabled() -> list[AlertSubscription]:
+    """The enabled subscriptions, read once for a batch of alerts (`enabled=` of the writers)."""
+    return _enabled()
 
 
 def quarantines_alert(limit: int = 100) -> int:

@@ -3,7 +3,11 @@
 Every figure comes from the database, so the answer is the same whichever web process Prometheus
 reaches and counts the work of every cluster process on every host:
 
-- counters are carried forward from the event history: each scrape adds the events recorded
+- counters, and the histograms of call latency, job duration and queue wait, are carried forward
+  from the event history (a histogram's buckets are counters: a settled job or a finished
+  attempt is counted once, in the bucket of its value, when its event is taken, so rates and
+  quantiles over any range work as for a histogram kept in memory, whichever process answers;
+  the buckets are fixed, JOB_BUCKETS and WAIT_BUCKETS): each scrape adds the events recorded
   since the previous one to totals kept in one row (supervisor.models.MetricsCheckpoint), under
   that row's lock. Only events older than SAS_METRICS_SETTLE_SECONDS (15 s) are taken, so a transaction that
   commits a little after it started is not skipped: the counters trail by that much. They start
@@ -45,6 +49,10 @@ from supervisor.models import SCAN_BUCKETS, MetricsCheckpoint, ScanHistogramBuck
 BATCH = 20_000
 #: Call latency buckets, seconds.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: Job duration buckets (submission to settling), seconds: a second to a day.
+JOB_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
+#: Queue wait buckets (an attempt's dispatch to its worker's start), seconds.
+WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 E = EventKind
 SETTLED_KINDS: dict[str, str] = {
@@ -79,7 +87,8 @@ WITH win AS (
 ), sel AS (
     SELECT * FROM win WHERE id <= (SELECT upto FROM cut)
 ), calls AS (
-    SELECT p.name AS pool, a.outcome, a.latency_ms
+    SELECT p.name AS pool, a.outcome, a.latency_ms,
+           extract(epoch FROM a.started_at - a.dispatched_at) AS waited
     FROM sel JOIN scheduler_attempt a ON a.step_id = sel.step_id AND a.number = sel.attempt
     JOIN agents_agentpool p ON p.id = a.pool_id
     WHERE sel.kind = ANY(%(attempt_kinds)s) AND p.name <> %(canary_pool)s
@@ -91,7 +100,22 @@ SELECT 'settled', w.name, sel.kind, count(*)::float FROM sel
     JOIN scheduler_job j ON j.id = sel.job_id JOIN scheduler_workflow w ON w.id = j.workflow_id
     WHERE sel.kind = ANY(%(settled_kinds)s) AND w.name <> %(canary_workflow)s GROUP BY 2, 3
 UNION ALL
+SELECT 'job_duration_bucket', w.name, sel.kind || ':' || (%(job_bucket_count)s
+        - width_bucket(-extract(epoch FROM sel.created_at - j.created_at), %(job_neg_bounds)s))::text,
+    count(*)::float FROM sel
+    JOIN scheduler_job j ON j.id = sel.job_id JOIN scheduler_workflow w ON w.id = j.workflow_id
+    WHERE sel.kind = ANY(%(settled_kinds)s) AND w.name <> %(canary_workflow)s GROUP BY 2, 3
+UNION ALL
+SELECT 'job_duration_sum', w.name, sel.kind, sum(extract(epoch FROM sel.created_at - j.created_at))::float
+    FROM sel JOIN scheduler_job j ON j.id = sel.job_id JOIN scheduler_workflow w ON w.id = j.workflow_id
+    WHERE sel.kind = ANY(%(settled_kinds)s) AND w.name <> %(canary_workflow)s GROUP BY 2, 3
+UNION ALL
 SELECT 'attempts', pool, outcome, count(*)::float FROM calls GROUP BY 2, 3
+UNION ALL
+SELECT 'wait_bucket', pool, (%(wait_bucket_count)s - width_bucket(-waited, %(wait_neg_bounds)s))::text,
+    count(*)::float FROM calls WHERE waited IS NOT NULL GROUP BY 2, 3
+UNION ALL
+SELECT 'wait_sum', pool, '', sum(waited)::float FROM calls WHERE waited IS NOT NULL GROUP BY 2
 UNION ALL
 SELECT 'latency_bucket', pool,
     (%(bucket_count)s - width_bucket(-latency_ms / 1000.0, %(neg_bounds)s))::text, count(*)::float
@@ -134,6 +158,10 @@ def _count_rows(last: int) -> list[tuple[str, str, str, float]]:
                     # bounds counts those at or above it).
                     "bucket_count": len(BUCKETS),
                     "neg_bounds": [-b for b in reversed(BUCKETS)],
+                    "job_bucket_count": len(JOB_BUCKETS),
+                    "job_neg_bounds": [-b for b in reversed(JOB_BUCKETS)],
+                    "wait_bucket_count": len(WAIT_BUCKETS),
+                    "wait_neg_bounds": [-b for b in reversed(WAIT_BUCKETS)],
                 },
             )
             return [(m, a or "", b or "", float(v)) for m, a, b, v in cursor.fetchall()]
@@ -161,6 +189,7 @@ def _count_rows_python(last: int) -> list[tuple[str, str, str, float]]:
             "data",
             "created_at",
             "job__workflow__name",
+            "job__created_at",
             "step__pool__name",
         )[:BATCH]
     )
@@ -169,6 +198,8 @@ def _count_rows_python(last: int) -> list[tuple[str, str, str, float]]:
     events = [e for e in window if e["id"] <= upto]
     counts: Counter[tuple[str, str, str]] = Counter()
     sums: dict[str, float] = {}
+    waits: dict[str, float] = {}
+    durations: dict[tuple[str, str], float] = {}
     attempt_events = [e for e in events if e["kind"] in ATTEMPT_KINDS]
     attempts = {
         (a.step_id, a.number): a
@@ -184,6 +215,12 @@ def _count_rows_python(last: int) -> list[tuple[str, str, str, float]]:
             counts["submitted", str(e["data"].get("workflow", "")), ""] += 1
         elif kind in SETTLED_KINDS:
             counts["settled", e["job__workflow__name"], kind] += 1
+            took = (e["created_at"] - e["job__created_at"]).total_seconds()
+            index = bisect.bisect_left(JOB_BUCKETS, took)
+            counts["job_duration_bucket", e["job__workflow__name"], f"{kind}:{index}"] += 1
+            durations[e["job__workflow__name"], kind] = (
+                durations.get((e["job__workflow__name"], kind), 0.0) + took
+            )
         elif kind in LATE_KINDS:
             counts["late", e["step__pool__name"] or "", ""] += 1
         elif kind.startswith("operator_"):
@@ -194,8 +231,14 @@ def _count_rows_python(last: int) -> list[tuple[str, str, str, float]]:
                 seconds = a.latency_ms / 1000
                 counts["latency_bucket", a.pool.name, str(bisect.bisect_left(BUCKETS, seconds))] += 1
                 sums[a.pool.name] = sums.get(a.pool.name, 0.0) + seconds
+            if a.started_at is not None:
+                waited = (a.started_at - a.dispatched_at).total_seconds()
+                counts["wait_bucket", a.pool.name, str(bisect.bisect_left(WAIT_BUCKETS, waited))] += 1
+                waits[a.pool.name] = waits.get(a.pool.name, 0.0) + waited
     rows = [(m, a, b, float(v)) for (m, a, b), v in counts.items()]
     rows += [("latency_sum", pool, "", float(v)) for pool, v in sums.items()]
+    rows += [("wait_sum", pool, "", float(v)) for pool, v in waits.items()]
+    rows += [("job_duration_sum", w, kind, float(v)) for (w, kind), v in durations.items()]
     return [*rows, ("upto", "", "", float(upto))]
 
 
@@ -252,6 +295,17 @@ class ServiceCollector(Collector):
             attempts.add_metric([pool, outcome], value)
         yield attempts
         yield self._latency(totals)
+        yield self._job_durations(totals)
+        yield _by_pool(
+            HistogramMetricFamily(
+                "sas_queue_wait_seconds",
+                "Time calls waited in the queue: an attempt's dispatch to its worker's start.",
+                labels=["pool"],
+            ),
+            WAIT_BUCKETS,
+            totals,
+            "wait",
+        )
         late = CounterMetricFamily(
             "sas_late_successes", "Successes that arrived after their deadline.", labels=["pool"]
         )
@@ -287,26 +341,60 @@ class ServiceCollector(Collector):
         yield from gauges()
         yield from canary_metrics()
 
-    def _latency(self, totals: dict[str, dict[str, Any]]) -> HistogramMetricFamily:
-        histogram = HistogramMetricFamily(
-            "sas_call_latency_seconds", "Latency of agent calls.", labels=["pool"]
+    def _job_durations(self, totals: dict[str, dict[str, Any]]) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(
+            "sas_job_duration_seconds",
+            "Time jobs took from submission to settling, by final status.",
+            labels=["workflow", "status"],
         )
-        counts: dict[str, list[float]] = {}
-        for pool, index, value in _pairs(totals, "latency_bucket"):
-            # The index counts the bounds below the value: 0 up to the first bound, i for
-            # (bounds[i-1], bounds[i]], len above the last.
-            per_bucket = counts.setdefault(pool, [0.0] * (len(BUCKETS) + 1))
-            per_bucket[min(int(index), len(BUCKETS))] += value
-        sums = {pool: value for pool, _, value in _pairs(totals, "latency_sum")}
-        for pool, per_bucket in sorted(counts.items()):
-            cumulative = 0.0
-            buckets: list[tuple[str, float]] = []
-            for bound, count in zip(BUCKETS, per_bucket, strict=False):
-                cumulative += count
-                buckets.append((repr(bound), cumulative))
-            buckets.append(("+Inf", cumulative + per_bucket[-1]))
-            histogram.add_metric([pool], buckets, sum_value=sums.get(pool, 0.0))
-        return histogram
+        counts: dict[tuple[str, ...], list[tuple[int, float]]] = {}
+        for workflow, kind_index, value in _pairs(totals, "job_duration_bucket"):
+            kind, _, index = kind_index.rpartition(":")
+            counts.setdefault((workflow, SETTLED_KINDS.get(kind, kind)), []).append((int(index), value))
+        sums: dict[tuple[str, ...], float] = {
+            (w, SETTLED_KINDS.get(kind, kind)): value for w, kind, value in _pairs(totals, "job_duration_sum")
+        }
+        return _histograms(family, JOB_BUCKETS, counts, sums)
+
+    def _latency(self, totals: dict[str, dict[str, Any]]) -> HistogramMetricFamily:
+        family = HistogramMetricFamily("sas_call_latency_seconds", "Latency of agent calls.", labels=["pool"])
+        return _by_pool(family, BUCKETS, totals, "latency")
+
+
+def _by_pool(
+    family: HistogramMetricFamily, bounds: tuple[float, ...], totals: dict[str, dict[str, Any]], metric: str
+) -> HistogramMetricFamily:
+    """`family` by pool from the totals `<metric>_bucket` (pool, bucket index) and `<metric>_sum`."""
+    counts: dict[tuple[str, ...], list[tuple[int, float]]] = {}
+    for pool, index, value in _pairs(totals, f"{metric}_bucket"):
+        counts.setdefault((pool,), []).append((int(index), value))
+    sums: dict[tuple[str, ...], float] = {
+        (pool,): value for pool, _, value in _pairs(totals, f"{metric}_sum")
+    }
+    return _histograms(family, bounds, counts, sums)
+
+
+def _histograms(
+    family: HistogramMetricFamily,
+    bounds: tuple[float, ...],
+    counts: dict[tuple[str, ...], list[tuple[int, float]]],
+    sums: dict[tuple[str, ...], float],
+) -> HistogramMetricFamily:
+    """`family` with one series per labels: `counts` gives each bucket's count by index (the
+    number of bounds below the value: 0 up to the first bound, len above the last), `sums` the
+    sum of the values."""
+    for labels, entries in sorted(counts.items()):
+        per_bucket = [0.0] * (len(bounds) + 1)
+        for index, value in entries:
+            per_bucket[min(index, len(bounds))] += value
+        cumulative = 0.0
+        buckets: list[tuple[str, float]] = []
+        for bound, count in zip(bounds, per_bucket, strict=False):
+            cumulative += count
+            buckets.append((repr(bound), cumulative))
+        buckets.append(("+Inf", cumulative + per_bucket[-1]))
+        family.add_metric(list(labels), buckets, sum_value=sums.get(labels, 0.0))
+    return family
 
 
 #: The gauges read from the last scan's figures on the lease row (milliseconds there, seconds here).

@@ -136,6 +136,7 @@ def scan(
         sweeps.sweep_waiting_keys(grant, report, size)
         sweeps.sweep_gates(grant, report, size)
         sweeps.sweep_cancels(grant, report, size)
+        sweeps.sweep_at_risk(grant, report, size)
         _remediate_due(_Due(grant, report, draw, size), max_batches)
     except LoopStopped:
         report.lost_lease = True

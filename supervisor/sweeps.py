@@ -1,8 +1,9 @@
 """The scan's sweeps of jobs (supervisor.scan runs them each pass, after the lease check and
 before the remediation of due steps): whole-job deadlines, waits whose time came, sub-workflow
 steps, jobs waiting for their concurrency key or at their debounce or throttle, cancels sent to
-remotes. Each item in its own transaction; one whose handling raises for its own sake is
-quarantined (scheduler.services.quarantine) and the others go on."""
+remotes, jobs at risk of missing their workflow's SLA. Each item in its own transaction; one
+whose handling raises for its own sake is quarantined (scheduler.services.quarantine) and the
+others go on."""
 
 from __future__ import annotations
 
@@ -18,8 +19,17 @@ from scheduler.services.children import child_advance, children_due
 from scheduler.services.flow import StartFailed, jobs_release, waiting_keys
 from scheduler.services.gates import gates_due, job_pass
 from scheduler.services.quarantine import LoopStopped, Quarantiner, is_item_fault, not_quarantined
+from scheduler.services.sla import (
+    SlaJob,
+    at_risk_candidates,
+    forward_steps,
+    jobs_flag_at_risk,
+    step_durations_cached,
+)
 from scheduler.services.wakeups import waits_due, waits_due_steps, waits_expire
 from scheduler.unit import Unit, db_now, unit_of_work
+from supervisor import sla
+from supervisor.alerts import alert_subscriptions_enabled, job_at_risk_alert
 from supervisor.lease import LeaseGrant, lease_progressed
 from supervisor.report import ScanReport, fence, quarantined, source_of, tally
 
@@ -250,3 +260,114 @@ def sweep_cancels(grant: LeaseGrant, report: ScanReport, size: int) -> None:
         if what:
             report.remediated += 1
             tally(report, what)
+
+
+def sweep_at_risk(grant: LeaseGrant, report: ScanReport, size: int) -> None:
+    """Live jobs of workflows with an SLA that are now at risk of missing it (supervisor.sla) are
+    flagged, with their event and alert, in one transaction per batch of jobs, oldest first,
+    paging through them all; a batch that raises is done again one job at a time, and the job
+    that raises again is quarantined by the at-risk loop: left unflagged and alone for a while,
+    its work untouched (a check that stops nothing must not stop the job either)."""
+    quarantine = Quarantiner(QuarantineLoop.AT_RISK, source=source_of(grant))
+    after: tuple[dt.datetime, Any] | None = None
+    while True:
+        jobs: list[SlaJob] = []
+        before = report.snapshot()
+        try:
+            with unit_of_work() as unit:
+                jobs += at_risk_candidates(unit.now, after=after, limit=size)
+                if not jobs:
+                    return
+                fence(grant)
+                _at_risk_pass(unit, jobs, grant, report)
+        except Exception as exc:
+            if not jobs or not is_item_fault(exc):
+                raise
+            report.restore(before)
+            for job in jobs:
+                item = report.snapshot()
+                try:
+                    with unit_of_work() as unit:
+                        fence(grant)
+                        _at_risk_pass(unit, [job], grant, report)
+                except Exception as item_exc:
+                    if not is_item_fault(item_exc):
+                        raise
+                    report.restore(item)
+                    quarantine.other(f"job {job.pk}", item_exc, action="skipped", job_id=job.pk)
+                    quarantined(report)
+        after = (jobs[-1].created_at, jobs[-1].pk)
+        if len(jobs) < size:
+            return
+
+
+def _at_risk_pass(unit: Unit, jobs: list[SlaJob], grant: LeaseGrant, report: ScanReport) -> None:
+    """Decide each job (supervisor.sla.at_risk_decide) from its forward steps and its workflow's
+    measured step durations, then flag those at risk and write their alerts, in `unit`."""
+    steps = forward_steps(job.pk for job in jobs)
+    measured = step_durations_cached(
+        {job.workflow for job in jobs},
+        now=unit.now,
+        window_hours=sas_settings.sla_window_hours,
+        max_age=sas_settings.sla_stats_seconds,
+        percentile=sla.PERCENTILE,
+    )
+    decided: dict[Any, tuple[SlaJob, sla.AtRisk]] = {}
+    for job in jobs:
+        facts = sla.JobFacts(
+            created_at=job.created_at,
+            sla_seconds=job.sla_seconds,
+            warn_fraction=job.warn_fraction,
+            steps=[
+                sla.StepFacts(
+                    name=row["name"],
+                    status=row["status"],
+                    depends_on=tuple(str(name) for name in row["definition__depends_on"] or ()),
+                    started_at=row["first_dispatched_at"],
+                )
+                for row in steps.get(job.pk, [])
+            ],
+        )
+        durations = {
+            step: sla.Duration(seconds, samples)
+            for step, (seconds, samples) in measured.get(job.workflow, {}).items()
+        }
+        decision = sla.at_risk_decide(facts, durations, unit.now)
+        if decision is not None:
+            decided[job.pk] = (job, decision)
+    flags = {
+        pk: (_at_risk_reason(job, decision), _at_risk_data(job, decision))
+        for pk, (job, decision) in decided.items()
+    }
+    flagged = jobs_flag_at_risk(unit, flags=flags, source=source_of(grant))
+    enabled = alert_subscriptions_enabled() if flagged else []
+    for job_id in flagged:
+        job, decision = decided[job_id]
+        job_at_risk_alert(
+            job_id,
+            {"job_id": str(job_id), "workflow": job.workflow, **_at_risk_data(job, decision)},
+            enabled=enabled,
+        )
+        tally(report, f"at_risk_{decision.rule}")
+
+
+def _at_risk_reason(job: SlaJob, decision: sla.AtRisk) -> str:
+    if decision.rule == "clock":
+        return f"not finished after {job.warn_fraction:g} of its SLA of {job.sla_seconds:g} s"
+    return (
+        f"its remaining steps, at their measured durations, end at {decision.projected_finish.isoformat()}, "
+        f"after its SLA of {job.sla_seconds:g} s"
+    )
+
+
+def _at_risk_data(job: SlaJob, decision: sla.AtRisk) -> dict[str, Any]:
+    """What the event and the alert say of the decision (the alert adds the job and workflow)."""
+    return {
+        "rule": decision.rule,
+        "sla_seconds": job.sla_seconds,
+        "warn_fraction": job.warn_fraction,
+        "created_at": job.created_at.isoformat(),
+        "warn_at": decision.warn_at.isoformat(),
+        "due_at": decision.due_at.isoformat(),
+        "projected_finish": decision.projected_finish.isoformat(),
+    }

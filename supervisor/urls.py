@@ -23,6 +23,7 @@ urlpatterns = [
     path("jobs/<uuid:job_id>/signal/", views.job_signal, name="job_signal"),
     path("schedules/", views.schedules, name="schedules"),
     path("keys/", views.keys, name="keys"),
+    path("at-risk/", views.at_risk, name="at_risk"),
     path("events/", views.events, name="events"),
     path("events/<int:event_id>/replay/", views.event_replay, name="event_replay"),
     path("schedules/<slug:name>/act/", views.schedule_action, name="schedule_action"),

@@ -29,6 +29,7 @@ from django.http import Http404, HttpResponse, QueryDict
 from django.http import HttpRequest as DjangoHttpRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
@@ -587,6 +588,14 @@ def keys(request: HttpRequest) -> HttpResponse:
     """The concurrency keys held or waited for now (docs/flow-control.md)."""
     context = {"section": "keys", "rows": busiest_keys(), "calls": busiest_call_keys()}
     return render(request, "ops/keys.html", context)
+
+
+@require_GET
+@viewer_required
+def at_risk(request: HttpRequest) -> HttpResponse:
+    """The live jobs likely to miss their workflow's SLA, and how late or close each is (docs/sla.md)."""
+    context = {"section": "at_risk", "rows": selectors.at_risk_jobs(timezone.now())}
+    return render(request, "ops/at_risk.html", context)
 
 
 @require_GET

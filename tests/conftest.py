@@ -14,6 +14,7 @@ from agents.broker import task_of
 from agents.fake import FakeRemote
 from agents.validation import clear_resolution_cache
 from scheduler.services.capacity import forget_limits_cache
+from scheduler.services.sla import forget_step_durations
 from supervisor.scan import ScanReport, scan
 from testbed.processes import allow_loopback_remotes
 from tests.processes import Cluster, Sandbox, free_port
@@ -33,6 +34,7 @@ def _fresh_caches() -> None:
     sees another test's. (The API's request counts are rows, rolled back with each test.)"""
     clear_resolution_cache()
     forget_limits_cache()
+    forget_step_durations()
 
 
 def on_sqlite() -> bool:

@@ -23,6 +23,13 @@ class Workflow(models.Model):
     description = models.TextField(blank=True, default="")
     #: Optional time limit of a whole job, counted from submission.
     deadline_seconds = models.FloatField(null=True, blank=True)
+    #: Optional service-level target of a whole job, in seconds from submission: a job not
+    #: finished in time is flagged at risk before it is late (supervisor.sla). Unlike the
+    #: deadline it stops nothing.
+    sla_seconds = models.FloatField(null=True, blank=True)
+    #: The fraction of `sla_seconds` after which a job not finished is at risk by the clock,
+    #: in (0, 1]. The database default too, so that a previous release's inserts still work.
+    warn_fraction = models.FloatField(default=0.8, db_default=0.8)
     #: Optional JSON Schema (2020-12) every job's input must match (scheduler.contracts).
     input_schema = models.JSONField(null=True, blank=True)
     #: Optional flow control by key: {"key": "<expression over the input>", "limit": N,
@@ -53,6 +60,12 @@ class Workflow(models.Model):
         ordering = ["name", "-version"]
         constraints = [
             models.UniqueConstraint(fields=["name", "version"], name="workflow_unique_version"),
+            models.CheckConstraint(
+                condition=Q(sla_seconds__isnull=True) | Q(sla_seconds__gt=0), name="workflow_sla_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(warn_fraction__gt=0, warn_fraction__lte=1), name="workflow_warn_fraction_range"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -39,6 +39,9 @@ class EventKind(models.TextChoices):
     JOB_RESUMED = "job_resumed", "Job resumed"
     #: The job was created waiting for its concurrency key (scheduler.services.flow).
     JOB_WAITING = "job_waiting", "Job waiting for its key"
+    #: The job is likely to miss its workflow's SLA (supervisor.sla): by the clock (past its warn
+    #: fraction) or by the projection of its remaining steps; written once per job.
+    JOB_AT_RISK = "job_at_risk", "Job at risk"
     #: An attempt of the step was dispatched (its intent, deadline and task written).
     STEP_DISPATCHED = "step_dispatched", "Step dispatched"
     #: The remote answered with success; the step is done.

@@ -163,6 +163,11 @@ class Job(models.Model):
     #: The start the throttle counted for this job in its key's window (set when it passed the
     #: throttle, whether at once or after waiting for its place).
     throttle_slot = models.DateTimeField(null=True, blank=True)
+    #: The supervisor found the job likely to miss its workflow's `sla_seconds` (supervisor.sla):
+    #: set once, with its `job_at_risk` event, and never cleared (a job that then finishes in
+    #: time was still at risk). A flag beside `status`, not a status: being late changes nothing
+    #: the job does.
+    at_risk = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -243,6 +248,14 @@ class Job(models.Model):
                 condition=Q(finished_at__isnull=False, archived_at__isnull=True),
                 name="job_unarchived_idx",
             ),
+            # The supervisor's at-risk sweep (supervisor.sla) and the console's At risk page: live
+            # jobs not flagged yet, oldest first, and the flagged ones.
+            models.Index(
+                fields=["created_at", "id"],
+                condition=Q(status__in=sorted(JOB_LIVE)) & Q(at_risk=False),
+                name="job_live_unflagged_idx",
+            ),
+            models.Index(fields=["-created_at"], condition=Q(at_risk=True), name="job_at_risk_idx"),
             # The supervisor's job-deadline sweep: live jobs with a deadline only.
             models.Index(
                 fields=["deadline"],

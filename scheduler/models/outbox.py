@@ -62,6 +62,9 @@ class AlertKind(models.TextChoices):
     APPROVAL_REMINDER = "approval_reminder", "A wait for a decision is reminded"
     #: A wait with no decision was reassigned, held, failed or continued by its escalation.
     WAIT_ESCALATED = "wait_escalated", "A wait for a decision escalated"
+    #: A job is likely to miss its workflow's SLA (supervisor.sla): once per job, with its
+    #: `job_at_risk` event.
+    JOB_AT_RISK = "job_at_risk", "A job is at risk of missing its SLA"
 
 
 def all_alert_kinds() -> list[str]:

@@ -23,6 +23,8 @@ class QuarantineLoop(models.TextChoices):
     CONCURRENCY = "concurrency", "Concurrency keys"
     #: The schedules' firings.
     SCHEDULES = "schedules", "Schedules"
+    #: The scan's at-risk sweep (supervisor.sla): a job whose check raises is left unflagged.
+    AT_RISK = "at_risk", "At-risk check"
     #: History retention's archive and deletion batches.
     RETENTION = "retention", "Retention"
 

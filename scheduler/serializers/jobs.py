@@ -240,6 +240,11 @@ class JobSummarySerializer(RenderedSerializer):
     workflow = serializers.CharField(source="workflow.name")
     workflow_version = serializers.IntegerField(source="workflow.version")
     paused = serializers.SerializerMethodField(help_text="Whether an operator paused the job.")
+    at_risk = serializers.BooleanField(
+        read_only=True,
+        help_text="Whether the job was found likely to miss its workflow's sla_seconds (by the clock or "
+        "by the projection of its remaining steps); set once, never cleared.",
+    )
     submitter = serializers.CharField(source="submitter.username", allow_null=True)
     business_key = serializers.SerializerMethodField(help_text="The submitter's business key, or null.")
     rerun_of = serializers.SerializerMethodField(help_text="The job this one reruns, or null.")

@@ -229,6 +229,7 @@ JOB_SUMMARY_FIELDS: Fields[Job] = {
     "workflow_version": attrgetter("workflow.version"),
     "status": attrgetter("status"),
     "paused": lambda job: job.paused_at is not None,
+    "at_risk": attrgetter("at_risk"),
     "compensation_reason": attrgetter("compensation_reason"),
     "submitter": lambda job: job.submitter.username if job.submitter is not None else None,
     "business_key": _or_none("business_key"),

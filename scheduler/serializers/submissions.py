@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from sas_project.api import StrictSerializer
 from scheduler.models import JobStatus
@@ -104,6 +105,13 @@ class JobBatchResponseSerializer(serializers.Serializer):
     jobs = JobBatchResultSerializer(many=True)
 
 
+class QueryBooleanField(serializers.BooleanField):
+    """A boolean query parameter that is absent when not given (DRF reads a boolean missing from
+    a query string as false, which would filter on it)."""
+
+    default_empty_html = empty
+
+
 class JobFilterSerializer(serializers.Serializer):
     """Query parameters of the job list. Besides these, `input.<field>=<value>` (with `workflow`)
     finds the jobs whose input has that field with that value (a JSON value: `42`, `true`,
@@ -125,4 +133,9 @@ class JobFilterSerializer(serializers.Serializer):
     )
     created_before = serializers.DateTimeField(
         required=False, help_text="ISO 8601; jobs created before this instant."
+    )
+    at_risk = QueryBooleanField(
+        required=False,
+        help_text="true: only the jobs flagged likely to miss their workflow's sla_seconds; false: only "
+        "those not flagged.",
     )

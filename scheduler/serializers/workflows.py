@@ -14,6 +14,7 @@ from rest_framework import serializers
 
 from agents.serializers import RateSerializer
 from sas_project.api import MAX_INT, ReplaceMixin, StrictSerializer
+from scheduler.definitions import DEFAULT_WARN_FRACTION
 from scheduler.event_definitions import event_of_signal
 from scheduler.models import OnTimeout, StepDefinition, StepDefinitionKind
 
@@ -376,6 +377,20 @@ class WorkflowSerializer(StrictSerializer):
     deadline_seconds = serializers.FloatField(
         required=False, allow_null=True, default=None, help_text="Time limit of a whole job, if any."
     )
+    sla_seconds = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A job's service-level target, in seconds from submission (above 0), if any: a job "
+        "likely to miss it is flagged at risk (`at_risk`, the event and alert `job_at_risk`). It stops "
+        "nothing (deadline_seconds does).",
+    )
+    warn_fraction = serializers.FloatField(
+        required=False,
+        default=DEFAULT_WARN_FRACTION,
+        help_text="In (0, 1]: a job not finished after this fraction of sla_seconds is at risk by the "
+        "clock (default 0.8).",
+    )
     input_schema = serializers.JSONField(
         required=False,
         allow_null=True,
@@ -401,14 +416,16 @@ class WorkflowSerializer(StrictSerializer):
 
 class WorkflowReplaceSerializer(ReplaceMixin, WorkflowSerializer):
     """The next version (PUT) states description, deadline_seconds and steps; left out,
-    input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the latest
-    version's). A workflow cannot be renamed."""
+    input_schema, concurrency, debounce, throttle, triggers and sla_seconds are none and
+    warn_fraction its default (PATCH keeps the latest version's). A workflow cannot be renamed."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name in ("input_schema", "concurrency", "debounce", "throttle", "triggers"):
+        for name in ("input_schema", "concurrency", "debounce", "throttle", "triggers", "sla_seconds"):
             self.fields[name].required = False
             self.fields[name].default = None
+        self.fields["warn_fraction"].required = False
+        self.fields["warn_fraction"].default = DEFAULT_WARN_FRACTION
 
 
 class WorkflowVersionSerializer(serializers.Serializer):

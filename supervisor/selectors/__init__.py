@@ -12,6 +12,7 @@ reads hot tables only through the indexes designed for them (docs/database-code.
 - timeout calibration over the most recent attempts only (a primary-key range), never all history.
 """
 
+from supervisor.selectors.at_risk import AtRiskRow, at_risk_jobs
 from supervisor.selectors.attention import (
     AttentionFilters,
     AttentionItem,
@@ -55,6 +56,7 @@ from supervisor.selectors.waits import Wait, decidable_steps, wait_kind_text, wa
 
 __all__ = [
     "ITEMS_PER_PAGE",
+    "AtRiskRow",
     "AttentionFilters",
     "AttentionItem",
     "AttentionList",
@@ -72,6 +74,7 @@ __all__ = [
     "Wait",
     "WorkflowDetail",
     "WorkflowRow",
+    "at_risk_jobs",
     "attention_item",
     "attention_step_ids",
     "calibration",

@@ -177,6 +177,7 @@ def fake_job() -> dict[str, Any]:
     return {
         **JOB,
         "paused": False,
+        "at_risk": False,
         "compensation_reason": "",
         "submitter": "ops",
         "rerun_of": None,

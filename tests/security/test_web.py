@@ -107,6 +107,7 @@ def console_posts(job: Job) -> list[str]:
         f"/ops/jobs/{job.pk}/steps/s1/items/",
         "/ops/calibration/",
         "/ops/keys/",
+        "/ops/at-risk/",
         "/ops/events/",
         "/ops/workflows/",
         f"/ops/workflows/{job.workflow.name}/",

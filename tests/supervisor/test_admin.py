@@ -209,6 +209,29 @@ def test_saving_a_workflow_creates_a_version_and_saving_again_the_next(
     assert first.description == "first"
 
 
+def test_the_workflow_form_edits_the_sla_and_refuses_a_bad_warn_fraction_naming_it(
+    admin_client: Client,
+) -> None:
+    data = {
+        "name": "ship",
+        "description": "",
+        "deadline_seconds": "",
+        "sla_seconds": "600",
+        "warn_fraction": "1.5",
+        **steps_formset(step_row("a")),
+    }
+    refused = admin_client.post("/admin/scheduler/workflow/add/", data)
+    assert refused.status_code == 200
+    assert "warn_fraction must be a number greater than 0 and at most 1" in refused.content.decode()
+    assert not Workflow.objects.filter(name="ship").exists()
+    data["warn_fraction"] = "0.5"
+    assert admin_client.post("/admin/scheduler/workflow/add/", data).status_code == 302
+    saved = Workflow.objects.get(name="ship")
+    assert (saved.sla_seconds, saved.warn_fraction) == (600, 0.5)
+    prefilled = admin_client.get(f"/admin/scheduler/workflow/add/?from={saved.pk}").content.decode()
+    assert 'name="sla_seconds" value="600.0"' in prefilled
+
+
 def test_workflows_are_for_administrators(client: Client) -> None:
     role_groups_ensure()
     user = User.objects.create_user("opal", is_staff=True)

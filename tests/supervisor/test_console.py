@@ -45,6 +45,7 @@ PAGES = [
     "/ops/jobs/",
     "/ops/calibration/",
     "/ops/keys/",
+    "/ops/at-risk/",
     "/ops/events/",
     "/ops/workflows/",
     "/ops/pools/",

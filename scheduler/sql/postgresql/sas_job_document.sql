@@ -16,6 +16,7 @@ RETURN (SELECT json_build_object(
     'workflow_version', w.version,
     'status', j.status,
     'paused', j.paused_at IS NOT NULL,
+    'at_risk', j.at_risk,
     'compensation_reason', j.compensation_reason,
     'submitter', u.username,
     'business_key', NULLIF(j.business_key, ''),

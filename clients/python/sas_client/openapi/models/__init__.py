@@ -25,6 +25,9 @@ from .alert_webhook_type_6 import AlertWebhookType6
 from .alert_webhook_type_6_alert import AlertWebhookType6Alert
 from .alert_webhook_type_7 import AlertWebhookType7
 from .alert_webhook_type_7_alert import AlertWebhookType7Alert
+from .alert_webhook_type_8 import AlertWebhookType8
+from .alert_webhook_type_8_alert import AlertWebhookType8Alert
+from .alert_webhook_type_8_rule import AlertWebhookType8Rule
 from .approval_decision_request import ApprovalDecisionRequest
 from .attempt import Attempt
 from .attempt_callback_outcome_enum import AttemptCallbackOutcomeEnum
@@ -207,6 +210,9 @@ __all__ = (
     "AlertWebhookType6Alert",
     "AlertWebhookType7",
     "AlertWebhookType7Alert",
+    "AlertWebhookType8",
+    "AlertWebhookType8Alert",
+    "AlertWebhookType8Rule",
     "ApprovalDecisionRequest",
     "Attempt",
     "AttemptCallbackOutcomeEnum",

@@ -29,6 +29,7 @@ class Event:
             * `job_paused` - Job paused
             * `job_resumed` - Job resumed
             * `job_waiting` - Job waiting for its key
+            * `job_at_risk` - Job at risk
             * `step_dispatched` - Step dispatched
             * `step_succeeded` - Step succeeded
             * `step_reconciled` - Step reconciled

@@ -12,6 +12,7 @@ class EventKindEnum(StrEnum):
     DEADLINE_EXTENDED = "deadline_extended"
     DELIVERY_IGNORED = "delivery_ignored"
     ITEMS_STARTED = "items_started"
+    JOB_AT_RISK = "job_at_risk"
     JOB_CANCELLED = "job_cancelled"
     JOB_COMPENSATED = "job_compensated"
     JOB_COMPENSATING = "job_compensating"

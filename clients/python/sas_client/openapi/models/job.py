@@ -38,6 +38,8 @@ class Job:
             * `needs_attention` - Needs attention
             * `waiting` - Waiting for its key
         paused (bool): Whether an operator paused the job.
+        at_risk (bool): Whether the job was found likely to miss its workflow's sla_seconds (by the clock or by the
+            projection of its remaining steps); set once, never cleared.
         compensation_reason (str):
         submitter (None | str):
         business_key (None | str): The submitter's business key, or null.
@@ -66,6 +68,7 @@ class Job:
     workflow_version: int
     status: JobStatusEnum
     paused: bool
+    at_risk: bool
     compensation_reason: str
     submitter: None | str
     business_key: None | str
@@ -100,6 +103,8 @@ class Job:
         status = self.status.value
 
         paused = self.paused
+
+        at_risk = self.at_risk
 
         compensation_reason = self.compensation_reason
 
@@ -181,6 +186,7 @@ class Job:
                 "workflow_version": workflow_version,
                 "status": status,
                 "paused": paused,
+                "at_risk": at_risk,
                 "compensation_reason": compensation_reason,
                 "submitter": submitter,
                 "business_key": business_key,
@@ -222,6 +228,8 @@ class Job:
         status = JobStatusEnum(d.pop("status"))
 
         paused = d.pop("paused")
+
+        at_risk = d.pop("at_risk")
 
         compensation_reason = d.pop("compensation_reason")
 
@@ -369,6 +377,7 @@ class Job:
             workflow_version=workflow_version,
             status=status,
             paused=paused,
+            at_risk=at_risk,
             compensation_reason=compensation_reason,
             submitter=submitter,
             business_key=business_key,

@@ -32,6 +32,8 @@ class JobSummary:
             * `needs_attention` - Needs attention
             * `waiting` - Waiting for its key
         paused (bool): Whether an operator paused the job.
+        at_risk (bool): Whether the job was found likely to miss its workflow's sla_seconds (by the clock or by the
+            projection of its remaining steps); set once, never cleared.
         compensation_reason (str):
         submitter (None | str):
         business_key (None | str): The submitter's business key, or null.
@@ -49,6 +51,7 @@ class JobSummary:
     workflow_version: int
     status: JobStatusEnum
     paused: bool
+    at_risk: bool
     compensation_reason: str
     submitter: None | str
     business_key: None | str
@@ -71,6 +74,8 @@ class JobSummary:
         status = self.status.value
 
         paused = self.paused
+
+        at_risk = self.at_risk
 
         compensation_reason = self.compensation_reason
 
@@ -112,6 +117,7 @@ class JobSummary:
                 "workflow_version": workflow_version,
                 "status": status,
                 "paused": paused,
+                "at_risk": at_risk,
                 "compensation_reason": compensation_reason,
                 "submitter": submitter,
                 "business_key": business_key,
@@ -139,6 +145,8 @@ class JobSummary:
         status = JobStatusEnum(d.pop("status"))
 
         paused = d.pop("paused")
+
+        at_risk = d.pop("at_risk")
 
         compensation_reason = d.pop("compensation_reason")
 
@@ -207,6 +215,7 @@ class JobSummary:
             workflow_version=workflow_version,
             status=status,
             paused=paused,
+            at_risk=at_risk,
             compensation_reason=compensation_reason,
             submitter=submitter,
             business_key=business_key,

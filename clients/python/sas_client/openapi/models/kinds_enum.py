@@ -8,6 +8,7 @@ class KindsEnum(StrEnum):
     ARCHIVE_FAILED = "archive_failed"
     CANARY_UNREMEDIATED = "canary_unremediated"
     CIRCUIT_OPENED = "circuit_opened"
+    JOB_AT_RISK = "job_at_risk"
     JOB_COMPENSATED = "job_compensated"
     JOB_FAILED = "job_failed"
     QUARANTINED = "quarantined"

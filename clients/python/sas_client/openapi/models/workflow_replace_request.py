@@ -22,14 +22,19 @@ T = TypeVar("T", bound="WorkflowReplaceRequest")
 @_attrs_define
 class WorkflowReplaceRequest:
     """The next version (PUT) states description, deadline_seconds and steps; left out,
-    input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the latest
-    version's). A workflow cannot be renamed.
+    input_schema, concurrency, debounce, throttle, triggers and sla_seconds are none and
+    warn_fraction its default (PATCH keeps the latest version's). A workflow cannot be renamed.
 
         Attributes:
             description (str):
             deadline_seconds (float | None): Time limit of a whole job, if any.
             steps (list[StepDefinitionRequest]):
             name (str | Unset):
+            sla_seconds (float | None | Unset): A job's service-level target, in seconds from submission (above 0), if any:
+                a job likely to miss it is flagged at risk (`at_risk`, the event and alert `job_at_risk`). It stops nothing
+                (deadline_seconds does).
+            warn_fraction (float | Unset): In (0, 1]: a job not finished after this fraction of sla_seconds is at risk by
+                the clock (default 0.8). Default: 0.8.
             input_schema (Any | Unset): A JSON Schema (2020-12) every job's input must match (a 400 lists each error with
                 its JSON pointer). It may refer ($ref) only inside itself.
             concurrency (ConcurrencyRequest | None | Unset):
@@ -43,6 +48,8 @@ class WorkflowReplaceRequest:
     deadline_seconds: float | None
     steps: list[StepDefinitionRequest]
     name: str | Unset = UNSET
+    sla_seconds: float | None | Unset = UNSET
+    warn_fraction: float | Unset = 0.8
     input_schema: Any | Unset = UNSET
     concurrency: ConcurrencyRequest | None | Unset = UNSET
     debounce: DebounceRequest | None | Unset = UNSET
@@ -65,6 +72,14 @@ class WorkflowReplaceRequest:
             steps.append(steps_item)
 
         name = self.name
+
+        sla_seconds: float | None | Unset
+        if isinstance(self.sla_seconds, Unset):
+            sla_seconds = UNSET
+        else:
+            sla_seconds = self.sla_seconds
+
+        warn_fraction = self.warn_fraction
 
         input_schema = self.input_schema
 
@@ -115,6 +130,10 @@ class WorkflowReplaceRequest:
         )
         if name is not UNSET:
             field_dict["name"] = name
+        if sla_seconds is not UNSET:
+            field_dict["sla_seconds"] = sla_seconds
+        if warn_fraction is not UNSET:
+            field_dict["warn_fraction"] = warn_fraction
         if input_schema is not UNSET:
             field_dict["input_schema"] = input_schema
         if concurrency is not UNSET:
@@ -154,6 +173,17 @@ class WorkflowReplaceRequest:
             steps.append(steps_item)
 
         name = d.pop("name", UNSET)
+
+        def _parse_sla_seconds(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        sla_seconds = _parse_sla_seconds(d.pop("sla_seconds", UNSET))
+
+        warn_fraction = d.pop("warn_fraction", UNSET)
 
         input_schema = d.pop("input_schema", UNSET)
 
@@ -235,6 +265,8 @@ class WorkflowReplaceRequest:
             deadline_seconds=deadline_seconds,
             steps=steps,
             name=name,
+            sla_seconds=sla_seconds,
+            warn_fraction=warn_fraction,
             input_schema=input_schema,
             concurrency=concurrency,
             debounce=debounce,

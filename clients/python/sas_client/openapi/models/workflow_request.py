@@ -29,6 +29,11 @@ class WorkflowRequest:
             steps (list[StepDefinitionRequest]):
             description (str | Unset):  Default: ''.
             deadline_seconds (float | None | Unset): Time limit of a whole job, if any.
+            sla_seconds (float | None | Unset): A job's service-level target, in seconds from submission (above 0), if any:
+                a job likely to miss it is flagged at risk (`at_risk`, the event and alert `job_at_risk`). It stops nothing
+                (deadline_seconds does).
+            warn_fraction (float | Unset): In (0, 1]: a job not finished after this fraction of sla_seconds is at risk by
+                the clock (default 0.8). Default: 0.8.
             input_schema (Any | Unset): A JSON Schema (2020-12) every job's input must match (a 400 lists each error with
                 its JSON pointer). It may refer ($ref) only inside itself.
             concurrency (ConcurrencyRequest | None | Unset):
@@ -42,6 +47,8 @@ class WorkflowRequest:
     steps: list[StepDefinitionRequest]
     description: str | Unset = ""
     deadline_seconds: float | None | Unset = UNSET
+    sla_seconds: float | None | Unset = UNSET
+    warn_fraction: float | Unset = 0.8
     input_schema: Any | Unset = UNSET
     concurrency: ConcurrencyRequest | None | Unset = UNSET
     debounce: DebounceRequest | None | Unset = UNSET
@@ -67,6 +74,14 @@ class WorkflowRequest:
             deadline_seconds = UNSET
         else:
             deadline_seconds = self.deadline_seconds
+
+        sla_seconds: float | None | Unset
+        if isinstance(self.sla_seconds, Unset):
+            sla_seconds = UNSET
+        else:
+            sla_seconds = self.sla_seconds
+
+        warn_fraction = self.warn_fraction
 
         input_schema = self.input_schema
 
@@ -118,6 +133,10 @@ class WorkflowRequest:
             field_dict["description"] = description
         if deadline_seconds is not UNSET:
             field_dict["deadline_seconds"] = deadline_seconds
+        if sla_seconds is not UNSET:
+            field_dict["sla_seconds"] = sla_seconds
+        if warn_fraction is not UNSET:
+            field_dict["warn_fraction"] = warn_fraction
         if input_schema is not UNSET:
             field_dict["input_schema"] = input_schema
         if concurrency is not UNSET:
@@ -159,6 +178,17 @@ class WorkflowRequest:
             return cast(float | None | Unset, data)
 
         deadline_seconds = _parse_deadline_seconds(d.pop("deadline_seconds", UNSET))
+
+        def _parse_sla_seconds(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        sla_seconds = _parse_sla_seconds(d.pop("sla_seconds", UNSET))
+
+        warn_fraction = d.pop("warn_fraction", UNSET)
 
         input_schema = d.pop("input_schema", UNSET)
 
@@ -240,6 +270,8 @@ class WorkflowRequest:
             steps=steps,
             description=description,
             deadline_seconds=deadline_seconds,
+            sla_seconds=sla_seconds,
+            warn_fraction=warn_fraction,
             input_schema=input_schema,
             concurrency=concurrency,
             debounce=debounce,

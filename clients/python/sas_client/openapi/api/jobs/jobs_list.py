@@ -15,6 +15,7 @@ from ...types import UNSET, Response, Unset
 
 def _get_kwargs(
     *,
+    at_risk: bool | Unset = UNSET,
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
@@ -27,6 +28,8 @@ def _get_kwargs(
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
+
+    params["at_risk"] = at_risk
 
     params["business_key"] = business_key
 
@@ -120,6 +123,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
+    at_risk: bool | Unset = UNSET,
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
@@ -135,6 +139,7 @@ def sync_detailed(
      Operators see every job; submitters see the jobs they submitted.
 
     Args:
+        at_risk (bool | Unset):
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
@@ -154,6 +159,7 @@ def sync_detailed(
     """
 
     kwargs = _get_kwargs(
+        at_risk=at_risk,
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
@@ -175,6 +181,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
+    at_risk: bool | Unset = UNSET,
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
@@ -190,6 +197,7 @@ def sync(
      Operators see every job; submitters see the jobs they submitted.
 
     Args:
+        at_risk (bool | Unset):
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
@@ -210,6 +218,7 @@ def sync(
 
     return sync_detailed(
         client=client,
+        at_risk=at_risk,
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
@@ -225,6 +234,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
+    at_risk: bool | Unset = UNSET,
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
@@ -240,6 +250,7 @@ async def asyncio_detailed(
      Operators see every job; submitters see the jobs they submitted.
 
     Args:
+        at_risk (bool | Unset):
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
@@ -259,6 +270,7 @@ async def asyncio_detailed(
     """
 
     kwargs = _get_kwargs(
+        at_risk=at_risk,
         business_key=business_key,
         created_after=created_after,
         created_before=created_before,
@@ -278,6 +290,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
+    at_risk: bool | Unset = UNSET,
     business_key: str | Unset = UNSET,
     created_after: datetime.datetime | Unset = UNSET,
     created_before: datetime.datetime | Unset = UNSET,
@@ -293,6 +306,7 @@ async def asyncio(
      Operators see every job; submitters see the jobs they submitted.
 
     Args:
+        at_risk (bool | Unset):
         business_key (str | Unset):
         created_after (datetime.datetime | Unset):
         created_before (datetime.datetime | Unset):
@@ -314,6 +328,7 @@ async def asyncio(
     return (
         await asyncio_detailed(
             client=client,
+            at_risk=at_risk,
             business_key=business_key,
             created_after=created_after,
             created_before=created_before,

@@ -109,9 +109,9 @@ def sync_detailed(
         name (str):
         body (WorkflowReplaceRequest): The next version (PUT) states description, deadline_seconds
             and steps; left out,
-            input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the
-            latest
-            version's). A workflow cannot be renamed.
+            input_schema, concurrency, debounce, throttle, triggers and sla_seconds are none and
+            warn_fraction its default (PATCH keeps the latest version's). A workflow cannot be
+            renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -147,9 +147,9 @@ def sync(
         name (str):
         body (WorkflowReplaceRequest): The next version (PUT) states description, deadline_seconds
             and steps; left out,
-            input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the
-            latest
-            version's). A workflow cannot be renamed.
+            input_schema, concurrency, debounce, throttle, triggers and sla_seconds are none and
+            warn_fraction its default (PATCH keeps the latest version's). A workflow cannot be
+            renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -180,9 +180,9 @@ async def asyncio_detailed(
         name (str):
         body (WorkflowReplaceRequest): The next version (PUT) states description, deadline_seconds
             and steps; left out,
-            input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the
-            latest
-            version's). A workflow cannot be renamed.
+            input_schema, concurrency, debounce, throttle, triggers and sla_seconds are none and
+            warn_fraction its default (PATCH keeps the latest version's). A workflow cannot be
+            renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -216,9 +216,9 @@ async def asyncio(
         name (str):
         body (WorkflowReplaceRequest): The next version (PUT) states description, deadline_seconds
             and steps; left out,
-            input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the
-            latest
-            version's). A workflow cannot be renamed.
+            input_schema, concurrency, debounce, throttle, triggers and sla_seconds are none and
+            warn_fraction its default (PATCH keeps the latest version's). A workflow cannot be
+            renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

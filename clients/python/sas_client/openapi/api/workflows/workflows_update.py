@@ -110,9 +110,9 @@ def sync_detailed(
         name (str):
         body (PatchedWorkflowReplaceRequest | Unset): The next version (PUT) states description,
             deadline_seconds and steps; left out,
-            input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the
-            latest
-            version's). A workflow cannot be renamed.
+            input_schema, concurrency, debounce, throttle, triggers and sla_seconds are none and
+            warn_fraction its default (PATCH keeps the latest version's). A workflow cannot be
+            renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -148,9 +148,9 @@ def sync(
         name (str):
         body (PatchedWorkflowReplaceRequest | Unset): The next version (PUT) states description,
             deadline_seconds and steps; left out,
-            input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the
-            latest
-            version's). A workflow cannot be renamed.
+            input_schema, concurrency, debounce, throttle, triggers and sla_seconds are none and
+            warn_fraction its default (PATCH keeps the latest version's). A workflow cannot be
+            renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -181,9 +181,9 @@ async def asyncio_detailed(
         name (str):
         body (PatchedWorkflowReplaceRequest | Unset): The next version (PUT) states description,
             deadline_seconds and steps; left out,
-            input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the
-            latest
-            version's). A workflow cannot be renamed.
+            input_schema, concurrency, debounce, throttle, triggers and sla_seconds are none and
+            warn_fraction its default (PATCH keeps the latest version's). A workflow cannot be
+            renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -217,9 +217,9 @@ async def asyncio(
         name (str):
         body (PatchedWorkflowReplaceRequest | Unset): The next version (PUT) states description,
             deadline_seconds and steps; left out,
-            input_schema, concurrency, debounce, throttle and triggers are none (PATCH keeps the
-            latest
-            version's). A workflow cannot be renamed.
+            input_schema, concurrency, debounce, throttle, triggers and sla_seconds are none and
+            warn_fraction its default (PATCH keeps the latest version's). A workflow cannot be
+            renamed.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
