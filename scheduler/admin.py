@@ -414,10 +414,21 @@ class ScheduleForm(forms.ModelForm):
             *[f for f in SCHEDULE_FIELDS if f not in ("workflow", "input")],
         ]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Left empty, they are their defaults (as the API's): start regardless, no jitter.
+        for name in ("overlap", "jitter_seconds"):
+            if name in self.fields:
+                self.fields[name].required = False
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if self.errors:
             return data
+        if not data.get("overlap"):
+            data["overlap"] = Schedule._meta.get_field("overlap").get_default()
+        if data.get("jitter_seconds") is None:
+            data["jitter_seconds"] = 0
         values = {f: data.get(f) for f in SCHEDULE_FIELDS}
         try:
             data.update(schedule_validate(values))

@@ -170,7 +170,7 @@ class Command(BaseCommand):
                 name="order_approval",
                 description=(
                     "A long-running order: reserve, wait for an operator's approval of a charge above 100 "
-                    "(an hour at most, then compensate), charge, schedule the shipment, then wait for "
+                    "(a reminder after 15 minutes, an hour at most, then compensate), charge, schedule the shipment, then wait for "
                     "the warehouse's `shipped` signal (a day at most, then hold for an operator)."
                 ),
                 steps=[
@@ -188,6 +188,11 @@ class Command(BaseCommand):
                         "when": "input.amount > `100`",
                         "timeout_seconds": 3600,
                         "on_timeout": "fail",
+                        # A reminder after a quarter of an hour without a decision.
+                        "escalation": [{"after_seconds": 900, "do": "remind"}],
+                        # The demo's one operator submits and approves its own orders; a real
+                        # workflow leaves this off (separation of duties).
+                        "allow_self_approval": True,
                         "depends_on": ["reserve"],
                     },
                     {
