@@ -53,17 +53,21 @@ class ReplyPlan:
     duplicate: bool = False
     late_ms: int = 0
     unknown: bool = False
+    #: The faults this report was given for sure (FIRST_FAULTS), empty for none.
+    forced: frozenset[str] = frozenset()
 
 
-#: The reply faults in the order the first reports under faults receive them, one each.
-FIRST_FAULTS = ("lost", "duplicate", "late", "unknown")
+#: The reply faults the first reports under faults receive for sure, in this order: the first
+#: report is late, sent twice and followed by one for an unknown operation (they go together);
+#: the second is lost. Two reports under faults, however few a loaded machine makes, see them all.
+FIRST_FAULTS: tuple[frozenset[str], ...] = (frozenset({"duplicate", "late", "unknown"}), frozenset({"lost"}))
 
 
 def plan_reply(remote: SandboxState, config: SandboxConfig) -> ReplyPlan:
     """Decide what happens to one report, from the live rates and the remote's seeded RNG.
 
-    The first reports made while a fault's rate is above 0 get that fault for sure, one kind
-    each in FIRST_FAULTS order, so that a short run sees every kind whatever the draws."""
+    The first reports made while the faults' rates are above 0 get them for sure (FIRST_FAULTS),
+    so that a short run sees every kind whatever the draws."""
     with remote._lock:
         rng = remote._rng
         lost = config.reply_loss_rate > 0 and rng.random() < config.reply_loss_rate
@@ -76,16 +80,30 @@ def plan_reply(remote: SandboxState, config: SandboxConfig) -> ReplyPlan:
             "late": config.reply_late_rate,
             "unknown": config.reply_unknown_rate,
         }
-        forced: set[str] = getattr(remote, "_reply_faults_forced", set())
+        forced: set[frozenset[str]] = getattr(remote, "_reply_faults_forced", set())
         remote._reply_faults_forced = forced  # type: ignore[attr-defined]
-        pending = [kind for kind in FIRST_FAULTS if rates[kind] > 0 and kind not in forced]
+        pending = [
+            group for group in FIRST_FAULTS if all(rates[k] > 0 for k in group) and group not in forced
+        ]
+        group: frozenset[str] = frozenset()
         if pending:
-            kind = pending[0]
-            forced.add(kind)
-            lost, duplicate, late, unknown = (kind == k for k in FIRST_FAULTS)
+            group = pending[0]
+            forced.add(group)
+            lost, duplicate, late, unknown = (k in group for k in ("lost", "duplicate", "late", "unknown"))
     return ReplyPlan(
-        lost=lost, duplicate=duplicate, late_ms=config.reply_late_ms if late else 0, unknown=unknown
+        lost=lost,
+        duplicate=duplicate,
+        late_ms=config.reply_late_ms if late else 0,
+        unknown=unknown,
+        forced=group,
     )
+
+
+def unforce(remote: SandboxState, group: frozenset[str]) -> None:
+    """Forced faults whose report could not be made (the receiver was down): the next report
+    gets them, so that a run sees every kind whatever the receiver's own faults did."""
+    with remote._lock:
+        getattr(remote, "_reply_faults_forced", set()).discard(group)
 
 
 def result_of(answer: Answer) -> dict[str, Any]:
@@ -194,10 +212,16 @@ def deliver(
     if faults.lost:
         remote.store.bump("fault_reply_lost")
         return
+    try:
+        if faults.late_ms:
+            time.sleep(faults.late_ms / 1000)
+        report(result)
+    except Exception:
+        if faults.forced:
+            unforce(remote, faults.forced)
+        raise
     if faults.late_ms:
         remote.store.bump("fault_reply_late")
-        time.sleep(faults.late_ms / 1000)
-    report(result)
     remote.store.bump("results_reported")
     if faults.duplicate:
         remote.store.bump("fault_reply_duplicate")

@@ -170,8 +170,9 @@ class Command(BaseCommand):
                 name="order_approval",
                 description=(
                     "A long-running order: reserve, wait for an operator's approval of a charge above 100 "
-                    "(a reminder after 15 minutes, an hour at most, then compensate), charge, schedule the shipment, then wait for "
-                    "the warehouse's `shipped` signal (a day at most, then hold for an operator)."
+                    "(a reminder after 15 minutes, an hour at most, then compensate), charge, schedule "
+                    "the shipment, then wait for the warehouse's `shipped` signal (a day at most, then "
+                    "hold for an operator)."
                 ),
                 steps=[
                     {
