@@ -64,6 +64,7 @@ from supervisor.forms import (
     SignalForm,
 )
 from supervisor.selectors.events import keyed_signals, latest_events
+from supervisor.timeline import job_timeline
 
 View = Callable[..., HttpResponse]
 Done = TypeVar("Done")
@@ -256,6 +257,7 @@ def _job_context(request: HttpRequest, job_id: Any) -> dict[str, Any]:
         "d": detail,
         "decidable": selectors.decidable_steps(request.user, (r.step for r in detail.actions)),
         "dag": job_dag(detail.actions, title=str(detail.job.workflow)),
+        "timeline": job_timeline(detail.job, detail.actions, detail.compensations, now=timezone.now()),
         "poll_url": _poll_url(reverse("ops:job", args=[detail.job.pk]), QueryDict(), detail.signature),
     }
 
