@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from agents.models import AgentPool
 from scheduler.models import (
     JOB_LIVE,
+    Attempt,
     Job,
     PolicyRevision,
     RemediationPolicy,
@@ -131,11 +132,15 @@ class PoolRow:
     #: Calls parked until the pool (or their key, or a rate) has room.
     waiting: int = 0
     in_flight: int = 0
+    #: Of the calls in flight: queued for a worker (their task not yet taken), and being made by
+    #: a worker or answered later by the remote (taken, no answer yet).
+    queued: int = 0
+    calling: int = 0
 
 
 def pool_list(now: dt.datetime | None = None) -> list[PoolRow]:
     """Every pool with its limits, its endpoints' health (the overview's figures) and its calls
-    waiting and in flight: three queries."""
+    waiting and in flight (queued for a worker, or being made): four queries."""
     now = now or db_now()
     health = {p.name: p.endpoints for p in endpoint_health(now)}
     counts: dict[tuple[int, str], int] = {
@@ -147,12 +152,24 @@ def pool_list(now: dt.datetime | None = None) -> list[PoolRow]:
         .annotate(n=Count("pk"))
         .order_by()
     }
+    calls: dict[int, Any] = {
+        row["pool_id"]: row
+        for row in Attempt.objects.filter(finished_at__isnull=True, number__gt=0)
+        .values("pool_id")
+        .annotate(
+            queued=Count("pk", filter=Q(started_at__isnull=True)),
+            calling=Count("pk", filter=Q(started_at__isnull=False)),
+        )
+        .order_by()
+    }
     return [
         PoolRow(
             pool=p,
             endpoints=health.get(p.name, []),
             waiting=counts.get((p.pk, StepStatus.WAITING), 0),
             in_flight=counts.get((p.pk, StepStatus.DISPATCHED), 0),
+            queued=calls.get(p.pk, {}).get("queued", 0),
+            calling=calls.get(p.pk, {}).get("calling", 0),
         )
         for p in AgentPool.objects.select_related("alternate").order_by("name")
     ]

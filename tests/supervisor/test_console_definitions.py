@@ -101,6 +101,15 @@ def test_the_pools_page_shows_limits_health_asked_to_wait_and_calls_waiting(
     assert "input.account" in text and "burst 3" in text
     assert f"calls waiting: <strong>{waiting}</strong>" in text and waiting >= 1
     assert "asked to wait until" in text and "payments.example.com" in text
+    # Every endpoint asked to wait: nothing queued for a worker, nothing being called.
+    assert "queued for a worker: <strong>0</strong>" in text
+    assert "the remote answering later): <strong>0</strong>" in text
+    pool_save(name="ledger", kind="http", endpoints=["https://ledger.example.com"])
+    make_workflow("book", step("post", pool="ledger", path="/post", compensation="/unpost"))
+    queued = job_submit(workflow="book", input={}).job
+    assert queued.steps.get().status == StepStatus.DISPATCHED
+    ledger = re.search(r'id="pool-ledger".*?</section>', ops.get("/ops/pools/").content.decode(), re.S)
+    assert ledger and "queued for a worker: <strong>1</strong>" in ledger.group(0)
 
 
 def test_the_policies_pages_show_fields_and_revisions(ops: Client) -> None:
