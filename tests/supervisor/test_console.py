@@ -251,6 +251,9 @@ def test_throughput_counts_steps_and_jobs_of_the_last_hour(
     )
     html = ops.get("/ops/", **HTMX).content.decode()
     assert "Totals: 2 jobs finished, 6 steps succeeded." in html
+    # The chart's axes: its peak and unit on the left, its times (UTC) below.
+    assert '<span class="y-max">6</span><span class="y-unit">per 5 min</span><span>0</span>' in html
+    assert "Time (UTC), each bar the 5 minutes from its label." in html
 
 
 def test_throughput_counts_a_step_completed_by_a_late_success(
