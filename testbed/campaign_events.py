@@ -20,7 +20,11 @@ faults):
   clients submit with the same business key and a signal at the same moment (signal-with-start),
   each under its own Idempotency-Key: one job, both signals taken.
 
-Every wait has a timeout (WAIT_TIMEOUT, then the job is compensated), so every job settles.
+A request answered 5xx or not at all is sent again as it was. The first answer to the events of
+an order paid while pending or before it was placed, to each signal by key and to each keyed
+job's submission is lost on purpose (the client gives up at once, the service has done it), so
+that the same event and the same keys come again. Every wait has a timeout (WAIT_TIMEOUT, then
+the job is compensated), so every job settles.
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ JOBS_PER_ROUND = 300
 WATCH_SECONDS = 60.0
 #: Tries of a request answered 5xx or not at all (0.5 s apart), as the other drivers.
 TRIES = 20
+#: How long a client waits for the answer to a request whose first answer it loses (seconds):
+#: the request is sent whole and the service does it, the client has given up by then.
+CUT_AFTER = 0.01
 #: What the campaign counts as settled (its drain waits for these).
 SETTLED = JOB_SETTLED | {JobStatus.NEEDS_ATTENTION}
 
@@ -174,8 +181,9 @@ class EventLog:
     #: Requests by kind; posts of one event at once from two clients.
     requests: Counter[str] = field(default_factory=Counter)
     posts_at_once: int = 0
-    #: Requests sent again after a 5xx or a lost connection.
+    #: Requests sent again after a 5xx or a lost connection; first answers the client lost.
     sent_again: int = 0
+    answers_cut: int = 0
     #: Actions given up: the job never came to the state they wait for (by kind).
     not_sent: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
@@ -274,16 +282,26 @@ class EventDriver:
 
     # --- requests -----------------------------------------------------------------------------
 
-    def _post(self, client: int, path: str, body: dict[str, Any], key: str = "") -> httpx.Response | None:
-        """POST until an answer that is not a 5xx (TRIES tries); None when none came."""
+    def _post(
+        self, client: int, path: str, body: dict[str, Any], key: str = "", *, cut: bool = False
+    ) -> httpx.Response | None:
+        """POST until an answer that is not a 5xx (TRIES tries); None when none came. `cut`: the
+        client gives up on the first answer (a client's timeout: the service did the request)."""
         headers = {"Idempotency-Key": key} if key else {}
         for attempt in range(TRIES):
             if attempt:
                 with self._lock:
                     self.log.sent_again += 1
                 time.sleep(0.5)
+            first_cut = cut and not attempt
+            timeout = httpx.Timeout(30, read=CUT_AFTER) if first_cut else httpx.USE_CLIENT_DEFAULT
             try:
-                response = self.clients[client].post(path, json=body, headers=headers)
+                response = self.clients[client].post(path, json=body, headers=headers, timeout=timeout)
+            except httpx.ReadTimeout:
+                if first_cut:
+                    with self._lock:
+                        self.log.answers_cut += 1
+                continue
             except httpx.HTTPError:
                 continue
             if response.status_code < 500:
@@ -295,12 +313,14 @@ class EventDriver:
         with self._lock:
             self.log.notes.append(text[:300])
 
-    def _event(self, client: int, kind: str, source: str, event_id: str, data: dict[str, Any]) -> list[str]:
-        """Post an event; the jobs it started."""
+    def _event(
+        self, client: int, kind: str, source: str, event_id: str, data: dict[str, Any], *, cut: bool = False
+    ) -> list[str]:
+        """Post an event (`cut`: its first answer lost); the jobs it started."""
         with self._lock:
             self.log.requests[f"event {kind}"] += 1
         body = {"type": kind, "id": event_id, "source": source, "data": data}
-        response = self._post(client, "/api/v1/events/", body)
+        response = self._post(client, "/api/v1/events/", body, cut=cut)
         if response is None or response.status_code not in (200, 202):
             if response is not None:
                 self._note(f"event {source}/{event_id}: {response.status_code} {response.text[:200]}")
@@ -325,11 +345,14 @@ class EventDriver:
 
         return [f.result() for f in [self._pool.submit(run, call) for call in calls]]
 
-    def _submit(self, client: int, body: dict[str, Any], key: str) -> tuple[int, str | None]:
-        """Submit a job (under `key`): the final answer's status (0: none) and the job's id."""
+    def _submit(
+        self, client: int, body: dict[str, Any], key: str, *, cut: bool = False
+    ) -> tuple[int, str | None]:
+        """Submit a job (under `key`; `cut`: its first answer lost): the final answer's status
+        (0: none) and the job's id."""
         with self._lock:
             self.log.requests["submission"] += 1
-        response = self._post(client, "/api/v1/jobs/", body, key)
+        response = self._post(client, "/api/v1/jobs/", body, key, cut=cut)
         if response is None:
             return 0, None
         if response.status_code not in (200, 201):
@@ -338,7 +361,8 @@ class EventDriver:
         return response.status_code, str(response.json()["id"])
 
     def _by_key(self, keyed: Keyed, when: str) -> None:
-        """Send signal go by the job's business key, under a key of its own."""
+        """Send signal go by the job's business key, under a key of its own, its first answer
+        lost."""
         key = keyed.keys[when] = f"{keyed.business_key}-{when}"
         with self._lock:
             self.log.requests[f"signal by key {when}"] += 1
@@ -348,7 +372,7 @@ class EventDriver:
             "name": GO,
             "payload": {when: 1},
         }
-        response = self._post(0, "/api/v1/signals/", body, key)
+        response = self._post(0, "/api/v1/signals/", body, key, cut=True)
         if response is None or response.status_code not in (200, 202):
             if response is not None:
                 self._note(f"signal {key}: {response.status_code} {response.text[:200]}")
@@ -379,7 +403,7 @@ class EventDriver:
                 "input": {"sku": f"K{tag}"},
                 "business_key": keyed.business_key,
             }
-            _, keyed.job_id = self._submit(0, body, f"{keyed.business_key}-job")
+            _, keyed.job_id = self._submit(0, body, f"{keyed.business_key}-job", cut=True)
             if keyed.job_id is None:
                 continue
             if mode == "on_time":
@@ -391,11 +415,11 @@ class EventDriver:
     def _place(self, order: Order) -> None:
         placed = {"order_id": order.order_id, "sku": f"E{order.order_id}"}
 
-        def place(client: int = 0) -> list[str]:
-            return self._event(client, PLACED, SHOP, order.placed_id, placed)
+        def place(client: int = 0, cut: bool = False) -> list[str]:
+            return self._event(client, PLACED, SHOP, order.placed_id, placed, cut=cut)
 
-        def pay(client: int = 0) -> list[str]:
-            return self._event(client, PAID, PAYMENTS, order.paid_id, self._payment(order.order_id))
+        def pay(client: int = 0, cut: bool = False) -> list[str]:
+            return self._event(client, PAID, PAYMENTS, order.paid_id, self._payment(order.order_id), cut=cut)
 
         started: list[str] = []
         if order.mode == "after_wait":
@@ -405,12 +429,13 @@ class EventDriver:
             with self._lock:
                 self.log.posts_at_once += 1
         elif order.mode == "while_pending":
-            started = place()
+            # Each first answer lost: the service's answer to the event sent again is the first's.
+            started = place(cut=True)
             if started:
-                pay()
+                pay(cut=True)
         elif order.mode == "paid_first":
-            pay()
-            started = place()
+            pay(cut=True)
+            started = place(cut=True)
         else:
             started = self._at_once(lambda: place(0), lambda: pay(1))[0]
         order.job_id = started[0] if started else None

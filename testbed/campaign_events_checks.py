@@ -133,6 +133,7 @@ def check_events(log: EventLog, *, run_id: str, since: dt.datetime) -> dict[str,
         "events_rounds": log.rounds,
         "events_requests": dict(sorted(log.requests.items())),
         "events_requests_sent_again": log.sent_again,
+        "events_answers_cut": log.answers_cut,
         "events_actions_not_sent": dict(log.not_sent),
         "events_jobs_by_workflow": dict(sorted(by_workflow.items())),
         "events_jobs_by_status": dict(Counter(j.status for j in rows.jobs.values())),
@@ -421,7 +422,10 @@ def table_rows(events: dict[str, Any]) -> list[tuple[str, Any]]:
         return " / ".join(str(f[n]) for n in names)
 
     rows: list[tuple[str, Any]] = [
-        ("events rounds / requests sent again", of("events_rounds", "events_requests_sent_again")),
+        (
+            "events rounds / requests sent again / first answers lost",
+            of("events_rounds", "events_requests_sent_again", "events_answers_cut"),
+        ),
         ("events jobs by workflow", f["events_jobs_by_workflow"]),
         ("events jobs by status", f["events_jobs_by_status"]),
         (

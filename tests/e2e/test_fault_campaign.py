@@ -94,14 +94,16 @@ def test_a_small_campaign_with_every_fault_on_loses_no_job_and_doubles_no_effect
     assert flow["jobs_cancelled_by_the_campaign"] >= 1
     assert flow["cancelled_in_flight"] >= 1 and flow["remote_cancels"] >= 1
     # Events and correlation: one round, its jobs held to every invariant apart, none of its
-    # figures off, and each kind of its traffic met: an event answered as a duplicate, every order
-    # of an order's events, a signal by key sent early and consumed by the job made with its key,
-    # a late one, and a signal-with-start race that made one job.
+    # figures off, and each kind of its traffic met: an event answered as a duplicate, a first
+    # answer lost and the request sent again, every order of an order's events, a signal by key
+    # sent early and consumed by the job made with its key, a late one, and a signal-with-start
+    # race that made one job.
     events = report["events"]["figures"]
     assert {n: events[n] for n in campaign_events_checks.MUST_BE_ZERO if events[n]} == {}
     assert report["events"]["invariants"]["jobs_not_settled"] == 0
     assert events["events_rounds"] == 1
     assert events["duplicates_answered"] >= 1
+    assert events["events_answers_cut"] >= 1 and events["events_requests_sent_again"] >= 1
     assert set(events["orders_by_mode"]) == set(campaign_events.ORDER_MODES)
     assert events["early_signals_consumed"] >= 1
     assert events["late_signals"] >= 1
