@@ -72,7 +72,15 @@ from supervisor.deliveries import claim_seconds
 from supervisor.lease import LEASE_NAME
 from supervisor.models import LeaseTerm, SupervisorLease
 from supervisor.services import step_retry
-from testbed import campaign_bombs, campaign_flow, campaign_hostile, campaign_language, campaign_poison
+from testbed import (
+    campaign_bombs,
+    campaign_events,
+    campaign_events_checks,
+    campaign_flow,
+    campaign_hostile,
+    campaign_language,
+    campaign_poison,
+)
 from testbed.campaign_language import AMOUNT_LIMIT, QUANTITY_LIMIT, LanguagePlanner, check_language
 from testbed.campaign_waits import (
     WORKFLOW_WAITS,
@@ -205,6 +213,9 @@ class CampaignConfig:
     #: Flow control by key beside the other jobs (testbed.campaign_flow): a call step's
     #: concurrency and rate, a debounce, a throttle, and cancels sent to the remote.
     flow: bool = True
+    #: Events and correlation beside the other jobs (testbed.campaign_events): inbound events
+    #: duplicated and reordered, signals by business key early and late, signal-with-start racing.
+    events: bool = True
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -567,6 +578,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")
     own = [WORKFLOW, WORKFLOW_ASYNC, WORKFLOW_KEYED, WORKFLOW_WAITS, *campaign_language.ALL_WORKFLOWS]
     own += [*campaign_poison.ALL_WORKFLOWS, *campaign_bombs.ALL_WORKFLOWS, *campaign_flow.ALL_WORKFLOWS]
+    own += campaign_events.ALL_WORKFLOWS
     bombing = cfg.hostile and cfg.bombs
     # The bombs' flood is measured against the ordinary submissions, which go through the API.
     api_webs = max(cfg.webs, 1) if bombing else cfg.webs
@@ -592,6 +604,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     if cfg.pgbouncer:
         bouncer = PgBouncerProcess.in_front_of(database_url(), cfg.artifacts / f"pgbouncer-{run_id}").start()
         base_env |= {"DATABASE_URL": bouncer.url_for(database_url()), "SAS_DB_TRANSACTION_POOLING": "1"}
+    if cfg.events:
+        # The late signals by key expire while the campaign runs (an hour by default).
+        base_env["SAS_SIGNAL_LOOKBACK_SECONDS"] = str(campaign_events.LOOKBACK_SECONDS)
     if cfg.async_agents:
         redis = RedisProcess(port=free_port(), log=cfg.artifacts / f"redis-{run_id}.log").start()
         sandbox.start("--broker", redis.url, "--async-delay-ms", str(cfg.async_delay_ms), seed=cfg.seed)
@@ -600,7 +615,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     # The web processes: the API jobs are submitted through, and where the remote's callbacks
     # arrive and the wait jobs are signalled and decided (the first one).
     for i in range(
-        max(api_webs, 1 if cfg.async_agents or cfg.wait_share > 0 or cfg.poison or cfg.flow else 0)
+        max(
+            api_webs,
+            1 if cfg.async_agents or cfg.wait_share > 0 or cfg.poison or cfg.flow or cfg.events else 0,
+        )
     ):
         webs.append(
             WebProcess(
@@ -617,7 +635,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             ).start()
         )
     web = webs[0] if webs else None
-    client_token = api_token() if api_webs or cfg.wait_share > 0 or cfg.poison or cfg.flow else ""
+    client_token = (
+        api_token() if api_webs or cfg.wait_share > 0 or cfg.poison or cfg.flow or cfg.events else ""
+    )
     if api_webs:
         submitter = ApiSubmitter([w.url for w in webs[:api_webs]], client_token)
     ensure_definitions(sandbox.url, cfg, redis.url if redis else "")
@@ -652,6 +672,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     if cfg.flow and web is not None:
         campaign_flow.ensure_flow_definitions(timeout_seconds=cfg.timeout_seconds)
         flow_submitter = ApiSubmitter([web.url], client_token)
+    events: campaign_events.EventDriver | None = None
+    events_log: campaign_events.EventLog | None = None
+    if cfg.events and web is not None:
+        campaign_events.ensure_events_definitions()
     # The language jobs' share of the jobs that do not wait, so that they are `language_share`
     # of all.
     waiting = cfg.wait_share if driver is not None else 0.0
@@ -716,6 +740,19 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             rounds_at=[started + cfg.duration * (0.15 + 0.6 * r / rounds) for r in range(rounds)],
             run_id=run_id,
             seed=cfg.seed + 3,
+        ).start()
+    if cfg.events and web is not None:
+        # The events' rounds, from 55 % of the faults on and spread up to 75 %: when every cluster
+        # goes down at half-time, the first round's events come while none runs (its jobs wait
+        # for the restart), and the first half, whose calls meet the remote's first reply faults,
+        # is left to the other jobs. Two clients, on two web processes when there are.
+        rounds = campaign_events.rounds_for(cfg.jobs)
+        events = campaign_events.EventDriver(
+            urls=[w.url for w in webs[:2]],
+            token=client_token,
+            rounds_at=[started + cfg.duration * (0.55 + 0.2 * r / rounds) for r in range(rounds)],
+            run_id=run_id,
+            seed=cfg.seed + 4,
         ).start()
     started_at = timezone.now()
     holes: campaign_poison.BlackHoles | None = None
@@ -969,6 +1006,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             # The cancels still due are sent while the faults go on.
             flow_log = flow.finish(timeout=campaign_flow.WATCH_SECONDS + 10)
             flow = None
+        if events is not None:
+            # Every round played before the drain, so that it waits for their jobs too; the
+            # driver goes on (the payments and signals still due).
+            events.wait_for_rounds(timeout=60.0)
         log("faults off; draining")
         # Faults off: the remote behaves, the clusters restart without injected commit errors.
         with contextlib.suppress(httpx.HTTPError):
@@ -991,9 +1032,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         poison_ids = [*poison_log.jobs, *poison_log.callback_jobs] if poison_log is not None else []
         bomb_ids = list(bomb_log.jobs) if bomb_log is not None else []
         flow_ids = flow_log.all_jobs() if flow_log is not None else []
+        events_ids = events.log.all_jobs() if events is not None else []
 
         def settled() -> bool:
-            family = [*job_ids, *poison_ids, *bomb_ids, *flow_ids]
+            family = [*job_ids, *poison_ids, *bomb_ids, *flow_ids, *events_ids]
             return Job.objects.filter(pk__in=family).exclude(status__in=SETTLED).count() == 0
 
         while time.monotonic() - drain_started < cfg.drain and not _db_retry(settled):
@@ -1005,6 +1047,15 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         if flow_ids:
             # A cancel's try lost with a killed worker is sent again once its task's room has passed.
             campaign_flow.wait_for_cancels(flow_ids, slack=cfg.supervisor_interval * 3 + 10.0, most=180.0)
+        if events is not None:
+            # The late signals of the jobs that ended, then the kept ones' expiry.
+            events_log = events.finish(timeout=max(10.0, cfg.drain - drain_seconds))
+            events = None
+            campaign_events.wait_for_expiry(
+                run_id,
+                slack=cfg.supervisor_interval * 3 + 5.0,
+                most=campaign_events.LOOKBACK_SECONDS + 30.0,
+            )
         # Let in-flight compensations of settled jobs and late answers land.
         time.sleep(min(3.0, cfg.supervisor_interval * 3))
         stats = sandbox.stats()
@@ -1063,6 +1114,16 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             report["flow"]["invariants"] = flow_check["figures"]
             report["flow"]["invariant_examples"] = flow_check["examples"]
             report["violations"] |= {f"flow_{k}": v for k, v in flow_check["violations"].items()}
+        if events_log is not None:
+            report["events"] = campaign_events_checks.check_events(
+                events_log, run_id=run_id, since=started_at
+            )
+            report["violations"] |= report["events"]["violations"]
+            # The events' jobs are held to every invariant too, apart.
+            events_check = check(report["events"]["job_ids"], stats, first_event, 0)
+            report["events"]["invariants"] = events_check["figures"]
+            report["events"]["invariant_examples"] = events_check["examples"]
+            report["violations"] |= {f"events_{k}": v for k, v in events_check["violations"].items()}
         window = stuck.window
         healthy = [*job_ids, *report_language["child_job_ids"]]
         report["lag"] = campaign_poison.remediation_lag(
@@ -1098,6 +1159,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             flood.stop()
         if flow is not None:
             flow.close()
+        if events is not None:
+            events.close()
         if flow_submitter is not None:
             flow_submitter.close()
         if holes is not None:
@@ -1377,6 +1440,23 @@ def check_lease(first_event: int, first_term: int) -> dict[str, Any]:
     }
 
 
+def _apart_rows(what: str, invariants: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The rows of the invariants of "The figures" held by a group of jobs apart."""
+    return [
+        (f"{what} jobs: {name.replace('_', ' ')} (must be 0)", invariants[name])
+        for name in (
+            "jobs_missing",
+            "jobs_not_settled",
+            "duplicate_effects",
+            "succeeded_steps_without_one_effect",
+            "compensations_for_succeeded_jobs",
+            "effects_left_after_compensation",
+            "backward_moves",
+            "missing_events",
+        )
+    ]
+
+
 def table(report: dict[str, Any]) -> str:
     f = report["figures"]
     rows = [
@@ -1426,19 +1506,11 @@ def table(report: dict[str, Any]) -> str:
     flow = report.get("flow")
     if flow is not None:
         rows += campaign_flow.table_rows(flow)
-        rows += [
-            (f"flow jobs: {name.replace('_', ' ')} (must be 0)", flow["invariants"][name])
-            for name in (
-                "jobs_missing",
-                "jobs_not_settled",
-                "duplicate_effects",
-                "succeeded_steps_without_one_effect",
-                "compensations_for_succeeded_jobs",
-                "effects_left_after_compensation",
-                "backward_moves",
-                "missing_events",
-            )
-        ]
+        rows += _apart_rows("flow", flow["invariants"])
+    events = report.get("events")
+    if events is not None:
+        rows += campaign_events_checks.table_rows(events)
+        rows += _apart_rows("events", events["invariants"])
     lease = report.get("lease")
     if lease is not None:
         rows += [

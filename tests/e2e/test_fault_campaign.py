@@ -1,13 +1,21 @@
 """A small run of the fault campaign, every fault on: the invariants must hold, the waits', the
-workflow language's (conditions, fan-outs, sub-workflows) and flow control's (a step's
-concurrency key, debounce, throttle, cancels sent to the remote) too; with hostile counterparts
-and contract and expression bombs, and with poison."""
+workflow language's (conditions, fan-outs, sub-workflows), flow control's (a step's concurrency
+key, debounce, throttle, cancels sent to the remote) and events and correlation's (inbound events
+duplicated and reordered, signals by business key early and late, signal-with-start racing) too;
+with hostile counterparts and contract and expression bombs, and with poison."""
 
 from __future__ import annotations
 
 import pytest
 
-from testbed import campaign_bombs, campaign_flow, campaign_language, campaign_poison
+from testbed import (
+    campaign_bombs,
+    campaign_events,
+    campaign_events_checks,
+    campaign_flow,
+    campaign_language,
+    campaign_poison,
+)
 from testbed.campaign_waits import MUST_BE_ZERO
 from testbed.sandbox.core import POISON_ANSWERS
 from tests.processes import assert_no_job_lost_and_no_effect_doubled, run_fault_campaign
@@ -85,6 +93,21 @@ def test_a_small_campaign_with_every_fault_on_loses_no_job_and_doubles_no_effect
     assert flow["throttle_starts"] == campaign_flow.THROTTLE_BURST
     assert flow["jobs_cancelled_by_the_campaign"] >= 1
     assert flow["cancelled_in_flight"] >= 1 and flow["remote_cancels"] >= 1
+    # Events and correlation: one round, its jobs held to every invariant apart, none of its
+    # figures off, and each kind of its traffic met: an event answered as a duplicate, a first
+    # answer lost and the request sent again, every order of an order's events, a signal by key
+    # sent early and consumed by the job made with its key, a late one, and a signal-with-start
+    # race that made one job.
+    events = report["events"]["figures"]
+    assert {n: events[n] for n in campaign_events_checks.MUST_BE_ZERO if events[n]} == {}
+    assert report["events"]["invariants"]["jobs_not_settled"] == 0
+    assert events["events_rounds"] == 1
+    assert events["duplicates_answered"] >= 1
+    assert events["events_answers_cut"] >= 1 and events["events_requests_sent_again"] >= 1
+    assert set(events["orders_by_mode"]) == set(campaign_events.ORDER_MODES)
+    assert events["early_signals_consumed"] >= 1
+    assert events["late_signals"] >= 1
+    assert events["race_pairs_with_one_job"] >= 1
 
 
 def test_a_hostile_campaign_loses_no_result_and_never_stalls_the_supervisor() -> None:
@@ -92,12 +115,13 @@ def test_a_hostile_campaign_loses_no_result_and_never_stalls_the_supervisor() ->
     # receivers that black-hole, trickle, fail or answer 50 MB, poison on the reply queue each
     # second, the broker restarted, contract and expression bombs flooded over the API (4 a
     # second, from a quarter of the faults on), the usual faults besides; no waits or language
-    # jobs, and no flow control jobs (the campaign above runs them).
+    # jobs, and no flow control or events jobs (the campaign above runs them).
     report = run_fault_campaign(
         "fault-campaign-hostile",
         *("--hostile", "--hostile-rate", "0.15", "--poison-every", "1"),
         *("--jobs", "40", "--duration", "20", "--drain", "90"),
         *("--wait-share", "0", "--language-share", "0", "--blackout-seconds", "0", "--no-flow"),
+        "--no-events",
     )
     assert_no_job_lost_and_no_effect_doubled(report, jobs=40)
     hostile = report["hostile"]["figures"]
@@ -142,7 +166,8 @@ def test_a_poisoned_campaign_keeps_remediating_the_healthy_jobs_in_time() -> Non
     # strings on the reply queue, 40 callbacks to black holes, and a supervisor that renews its
     # lease while its remediation fails. No kills (a killed holder's steps wait for its lease to
     # expire, by design: that lag is not what is measured here); a PostgreSQL restart under
-    # make test. No flow control jobs: their slow calls are not what is measured here.
+    # make test. No flow control or events jobs: their slow calls and waits are not what is
+    # measured here.
     report = run_fault_campaign(
         "fault-campaign-poison",
         *("--poison", "--poison-jobs", "16", "--blackholes", "40"),
@@ -150,6 +175,7 @@ def test_a_poisoned_campaign_keeps_remediating_the_healthy_jobs_in_time() -> Non
         *("--drop-rate", "0.25", "--latency-rate", "0.05"),
         *("--wait-share", "0", "--language-share", "0", "--blackout-seconds", "0", "--kill-every", "1000"),
         "--no-flow",
+        "--no-events",
     )
     assert_no_job_lost_and_no_effect_doubled(report, jobs=40)
     poison = report["poison"]["figures"]

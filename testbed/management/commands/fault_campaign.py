@@ -217,6 +217,12 @@ class Command(BaseCommand):
             help="Leave out the flow control jobs (a step's concurrency and rate, debounce, throttle, "
             "cancels sent to the remote: testbed.campaign_flow).",
         )
+        parser.add_argument(
+            "--no-events",
+            action="store_true",
+            help="Leave out the events and correlation jobs (inbound events duplicated and reordered, "
+            "signals by business key early and late, signal-with-start racing: testbed.campaign_events).",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
             "--scratch",
@@ -270,6 +276,7 @@ class Command(BaseCommand):
             bomb_rate=options["bomb_rate"],
             keys=options["keys"],
             flow=not options["no_flow"],
+            events=not options["no_events"],
         )
         try:
             report = run_campaign(cfg, log=lambda line: self.stderr.write(line))
