@@ -173,6 +173,45 @@ def test_signal_with_start_starts_the_job_with_the_signal_then_signals_it(
     assert Job.objects.get(pk=job).status == JobStatus.SUCCEEDED
 
 
+def test_signal_with_start_sent_again_after_its_job_ended_is_the_same_signal_not_a_new_job(
+    fake_remote: FakeRemote, drain: Callable[[], int]
+) -> None:
+    make_workflow(
+        "pair",
+        {"name": "first", "kind": "signal", "signal": "go"},
+        {"name": "second", "kind": "signal", "signal": "go", "depends_on": ["first"]},
+    )
+    sam = client_for(make_user("sam", "submitters"))
+
+    def with_start(key: str, payload: Any = None) -> Any:
+        return sam.post(
+            f"{V1}/jobs/",
+            {
+                "workflow": "pair",
+                "input": {},
+                "business_key": "order-1",
+                "signal": {"name": "go", "payload": payload},
+            },
+            format="json",
+            HTTP_IDEMPOTENCY_KEY=key,
+        )
+
+    made = with_start("A")
+    assert made.status_code == 201
+    job = made.json()["id"]
+    signalled = with_start("B")
+    assert signalled.status_code == 200 and signalled.json()["id"] == job
+    drain()
+    assert Job.objects.get(pk=job).status == JobStatus.SUCCEEDED
+    # B again, its job ended: the same signal, no second job.
+    again = with_start("B")
+    assert again.status_code == 200 and again.json()["id"] == job
+    assert Job.objects.count() == 1 and Signal.objects.filter(idempotency_key="with-start:B").count() == 1
+    # B with another signal: a conflict, nothing made.
+    assert with_start("B", {"other": 1}).status_code == 422
+    assert Job.objects.count() == 1
+
+
 def test_signal_with_start_needs_a_business_key_and_a_signal_the_workflow_takes(
     fake_remote: FakeRemote,
 ) -> None:
