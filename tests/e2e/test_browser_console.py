@@ -646,6 +646,10 @@ def test_every_page_fits_375_800_and_1400_pixels_in_light_and_dark(
     run_queued_tasks()
     scan(holder="test", draw=lambda: 0.0)
     pool_save(name="payments", kind="http", endpoints=["https://payments.example.com"], max_in_flight=4)
+    # An event on the Events page: its row carries the Replay form.
+    from scheduler.services.events import event_receive
+
+    event_receive(type="order.placed", id="e-layout", source="shop", data={"order": 1}, sender=operator)
     base = live_server.url
     signed_in = sign_in(browser, base, "olga", PASSWORD, "/ops/").context.storage_state()
     pages = {
@@ -658,6 +662,9 @@ def test_every_page_fits_375_800_and_1400_pixels_in_light_and_dark(
         "pools": "/ops/pools/",
         "policies": "/ops/policies/",
         "timeouts": "/ops/calibration/",
+        "events": "/ops/events/",
+        "schedules": "/ops/schedules/",
+        "at risk": "/ops/at-risk/",
     }
     (SHOTS / "layout").mkdir(parents=True, exist_ok=True)
     backgrounds: dict[str, set[str]] = {"light": set(), "dark": set()}
