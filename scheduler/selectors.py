@@ -192,7 +192,7 @@ def step_items(*, user: Any, job_id: uuid.UUID | str, step_name: str) -> QuerySe
     if step is None:
         raise NotFound(f"job {job_id} has no step {step_name!r}")
     if not step.has_items:
-        raise NotFound(f"step {step_name!r} is neither a fan-out (for_each) nor a repeat: it has no items")
+        raise NotFound(f"step {step_name!r} is not a fan-out (for_each) nor a repeat: it has no items")
     return (
         Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM)
         .select_related("compensation")
