@@ -62,7 +62,17 @@ WAIT_KEYS: dict[str, set[str]] = {
     | {"escalation", "allow_self_approval"},
     StepDefinitionKind.TIMER: COMMON_KEYS | {"wait_seconds", "until"},
     StepDefinitionKind.WORKFLOW: WORKFLOW_KEYS,
+    StepDefinitionKind.REPEAT: COMMON_KEYS
+    | {"call", "until", "interval_seconds", "max_iterations", "on_exhausted"},
 }
+#: The fields of a repeat's `call`: a call step's, less what a loop has no use for.
+REPEAT_CALL_KEYS = {"pool", "path", "status_path", "compensation_path", "policy", "input"}
+#: What a repeat does when `max_iterations` ran without its `until` holding.
+REPEAT_ON_EXHAUSTED = ("hold", "fail", "continue")
+#: The most iterations a repeat may run (each is a step row with its own operation ID).
+MAX_ITERATIONS = 1000
+#: What a repeat's `until` reads: the iteration's answer, the job's input, the iteration's number.
+REPEAT_ROOTS = ("output", "input", "iteration")
 #: A timer's `until`: `input.<path>` or `<step>.<path>`, dotted names (no expressions).
 UNTIL_PATTERN = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+")
 #: The longest wait or timeout a definition may name (ten years): beyond it, say none.
@@ -209,6 +219,56 @@ def _wait_spec(name: str, kind: str, spec: dict[str, Any], groups: set[str], pol
     }
 
 
+def _repeat_spec(
+    name: str, spec: dict[str, Any], pools: dict[str, AgentPool], policies: dict[str, RemediationPolicy]
+) -> dict[str, Any]:
+    """A repeat step: its `call` checked as a call step's fields are (they become the step's own
+    pool, path, policy and input), its loop's bounds, and what exhausting them does (`until` is
+    checked with the other expressions)."""
+    call = spec.get("call")
+    if not isinstance(call, dict):
+        raise InvalidInput(
+            f"step {name!r}: call must be an object with a call step's fields "
+            f"({', '.join(sorted(REPEAT_CALL_KEYS))})",
+            field="steps",
+        )
+    extra = sorted(key for key in set(call) - REPEAT_CALL_KEYS if call[key] not in (None, ""))
+    if extra:
+        raise InvalidInput(f"step {name!r}: unknown fields for call: {', '.join(extra)}", field="steps")
+    policy = policies.get(call["policy"]) if isinstance(call.get("policy"), str) else None
+    cleaned = _call_spec(name, call, pools, policy)
+    until = spec.get("until")
+    if not isinstance(until, str) or not until.strip():
+        raise InvalidInput(
+            f"step {name!r}: until must be a JMESPath expression over output, input and iteration",
+            field="steps",
+        )
+    interval = spec.get("interval_seconds")
+    if interval is None:
+        raise InvalidInput(f"step {name!r}: interval_seconds is required", field="steps")
+    interval = _seconds(interval, f"step {name!r} interval_seconds", zero=True)
+    most = spec.get("max_iterations")
+    if isinstance(most, bool) or not isinstance(most, int) or not 1 <= most <= MAX_ITERATIONS:
+        raise InvalidInput(
+            f"step {name!r}: max_iterations must be a whole number from 1 to {MAX_ITERATIONS}", field="steps"
+        )
+    on_exhausted = spec.get("on_exhausted") or "hold"
+    if on_exhausted not in REPEAT_ON_EXHAUSTED:
+        raise InvalidInput(
+            f"step {name!r}: on_exhausted must be one of {', '.join(REPEAT_ON_EXHAUSTED)}", field="steps"
+        )
+    repeat = {
+        "until": until,
+        "interval_seconds": interval,
+        "max_iterations": most,
+        "on_exhausted": on_exhausted,
+    }
+    fields = {**cleaned, "repeat": repeat}
+    if call.get("input") is not None:
+        fields["input_map"] = call["input"]
+    return fields
+
+
 def _workflow_spec(name: str, spec: dict[str, Any], policy: Any, parent: str | None) -> dict[str, Any]:
     """A sub-workflow step: the child workflow exists (any version; the latest runs), is not the
     workflow being saved, and an optional policy says what the child's failure does."""
@@ -339,6 +399,8 @@ def validate_steps(steps: Any, *, workflow: str | None = None) -> list[dict[str,
             fields = {**_call_spec(name, spec, pools, policy), **_fan_out_spec(name, spec)}
         elif kind == StepDefinitionKind.WORKFLOW:
             fields = _workflow_spec(name, spec, policy, workflow)
+        elif kind == StepDefinitionKind.REPEAT:
+            fields = _repeat_spec(name, spec, pools, policies)
         else:
             fields = _wait_spec(name, kind, spec, groups, policy)
         depends_on = spec.get("depends_on", [])
@@ -357,7 +419,7 @@ def validate_steps(steps: Any, *, workflow: str | None = None) -> list[dict[str,
             "when": spec.get("when") or "",
             "run_if_skipped": run_if_skipped,
         }
-        if spec.get("input") is not None:
+        if spec.get("input") is not None and kind != StepDefinitionKind.REPEAT:
             cleaned[name]["input_map"] = spec["input"]
         if spec.get("output") not in (None, ""):
             cleaned[name]["output_map"] = spec["output"]
@@ -375,6 +437,10 @@ def validate_steps(steps: Any, *, workflow: str | None = None) -> list[dict[str,
     graph = {n: spec["depends_on"] for n, spec in cleaned.items()}
     for name, spec in cleaned.items():
         _check_expressions(name, spec, ancestors(graph, name))
+        if spec.get("repeat"):
+            expressions.check(
+                spec["repeat"]["until"], where=f"step {name!r} until", ancestors=set(), roots=REPEAT_ROOTS
+            )
         until = spec.get("until")
         if until and until.split(".", 1)[0] != "input":
             source = until.split(".", 1)[0]
@@ -403,7 +469,12 @@ def ancestors(depends_on: Mapping[str, Iterable[str]], name: str) -> set[str]:
 def outcome_plain(spec: Mapping[str, Any]) -> bool:
     """sas_record_outcome may record a success of this step (of one of its items, for a fan-out)
     as it came: no projection makes its output, and it cannot settle a join by itself."""
-    return not spec.get("output_map") and spec.get("join_mode") != JoinMode.ANY
+    return (
+        not spec.get("output_map")
+        and spec.get("join_mode") != JoinMode.ANY
+        # An iteration's success decides its loop (its `until`): the general path records it.
+        and spec.get("kind") != StepDefinitionKind.REPEAT
+    )
 
 
 def step_plain(spec: Mapping[str, Any]) -> bool:

@@ -36,6 +36,7 @@ from scheduler.models import (
     Job,
     Step,
     StepDefinition,
+    StepDefinitionKind,
     StepKind,
     Workflow,
 )
@@ -167,7 +168,12 @@ def item_summaries(step_ids: list[int]) -> dict[int, dict[str, int]]:
 def _attach_item_summaries(steps: Iterable[Any]) -> None:
     """Give each fan-out step of a job its `item_summary` (None for the others)."""
     steps = list(steps)
-    groups = [s.pk for s in steps if s.definition.for_each and s.kind == StepKind.ACTION]
+    groups = [
+        s.pk
+        for s in steps
+        if (s.definition.for_each or s.definition.kind == StepDefinitionKind.REPEAT)
+        and s.kind == StepKind.ACTION
+    ]
     summaries = item_summaries(groups)
     for step in steps:
         step.item_summary = summaries.get(step.pk)
@@ -185,8 +191,8 @@ def step_items(*, user: Any, job_id: uuid.UUID | str, step_name: str) -> QuerySe
     )
     if step is None:
         raise NotFound(f"job {job_id} has no step {step_name!r}")
-    if not step.definition.for_each:
-        raise NotFound(f"step {step_name!r} is not a fan-out (for_each): it has no items")
+    if not step.has_items:
+        raise NotFound(f"step {step_name!r} is not a fan-out (for_each) nor a repeat: it has no items")
     return (
         Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM)
         .select_related("compensation")

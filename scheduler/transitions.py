@@ -85,7 +85,7 @@ STEP_WAIT_COMPLETIONS: dict[tuple[str, str], frozenset[EventKind]] = {
     (S.WAITING, S.SUCCEEDED): frozenset(
         {
             *(E.STEP_SIGNALLED, E.STEP_APPROVED, E.TIMER_FIRED, E.WAIT_TIMED_OUT, E.JOIN_MET),
-            *(E.CHILD_SUCCEEDED, E.WAIT_ESCALATED),
+            *(E.CHILD_SUCCEEDED, E.WAIT_ESCALATED, E.UNTIL_MET, E.ITERATIONS_EXHAUSTED),
         }
     ),
 }

@@ -180,11 +180,12 @@ def step_retry(
         state, step = _lock_step(unit, step_id)
         if step.status not in RETRYABLE_BY_OPERATOR:
             raise ActionNotAllowed(f"step {step.name} is {step.status}: nothing to retry")
-        if step.fans_out:
-            # Its items carry the calls (and their effects): they are retried, the list is not
-            # made again.
+        if step.has_items:
+            # Its items (a fan-out's, a repeat's iterations) carry the calls and their effects:
+            # they are retried, the list or the loop is not made again.
             raise ActionNotAllowed(
-                f"step {step.name} fans out over items: retry its held or failed items, or resolve it"
+                f"step {step.name} fans out over items (or repeats through them): retry its held or failed "
+                "items, or resolve it"
             )
         step_actionable_check(state, step=step, verb="retry")
         edit: dict[str, Any] | None = None

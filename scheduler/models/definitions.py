@@ -192,10 +192,16 @@ class StepDefinitionKind(models.TextChoices):
     TIMER = "timer", "Wait for a time"
     #: Starts a child job of a named workflow and waits for it (scheduler.services.children).
     WORKFLOW = "workflow", "Run a sub-workflow"
+    #: Calls a remote again, one iteration after another, until an expression over the answer
+    #: holds (poll-until; scheduler.services.repeat).
+    REPEAT = "repeat", "Repeat a call until"
 
 
 #: The kinds that wait instead of calling: no pool, no attempt, no worker while they wait.
 WAIT_KINDS = frozenset({StepDefinitionKind.SIGNAL, StepDefinitionKind.APPROVAL, StepDefinitionKind.TIMER})
+
+#: The kinds whose steps call a pool: a call, and a repeat (each iteration a call).
+CALLING_KINDS = ["call", "repeat"]
 
 
 class JoinMode(models.TextChoices):
@@ -305,6 +311,9 @@ class StepDefinition(models.Model):
     #: call: at most `per_second` calls of this step started per value of `key`, `burst` at once
     #: ({"key", "per_second", "burst"}; scheduler.services.capacity); None: no limit.
     rate = models.JSONField(null=True, blank=True)
+    #: repeat: `{"until", "interval_seconds", "max_iterations", "on_exhausted"}` (scheduler.
+    #: definitions); its call's fields are the call fields above. None for the other kinds.
+    repeat = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["workflow_id", "position"]
@@ -313,10 +322,10 @@ class StepDefinition(models.Model):
             models.CheckConstraint(
                 condition=Q(kind__in=StepDefinitionKind.values), name="stepdefinition_kind_valid"
             ),
-            # A call has a pool and a policy; a wait has no pool.
+            # A call (and a repeat's call) has a pool and a policy; a wait has no pool.
             models.CheckConstraint(
-                condition=(Q(kind="call") & Q(pool__isnull=False) & Q(policy__isnull=False))
-                | (~Q(kind="call") & Q(pool__isnull=True)),
+                condition=(Q(kind__in=CALLING_KINDS) & Q(pool__isnull=False) & Q(policy__isnull=False))
+                | (~Q(kind__in=CALLING_KINDS) & Q(pool__isnull=True)),
                 name="stepdefinition_call_has_pool",
             ),
         ]

@@ -120,6 +120,16 @@ class EventKind(models.TextChoices):
     JOIN_MET = "join_met", "Join met"
     #: A fan-out step's join can no longer be met: its items that succeeded are compensated.
     JOIN_FAILED = "join_failed", "Join failed"
+    #: A repeat step began an iteration (its number in the event's data): the first when the step
+    #: became ready, a later one when its interval passed.
+    ITERATION_STARTED = "iteration_started", "Iteration started"
+    #: A repeat step's iteration succeeded and its `until` was false: the next iteration is due
+    #: after the interval (its number and time in the event's data).
+    ITERATION_SCHEDULED = "iteration_scheduled", "Iteration scheduled"
+    #: A repeat step's `until` held on an iteration's answer: the step succeeded with it.
+    UNTIL_MET = "until_met", "Until met"
+    #: A repeat step ran `max_iterations` without its `until` holding: `on_exhausted` decides.
+    ITERATIONS_EXHAUSTED = "iterations_exhausted", "Iterations exhausted"
     #: A sub-workflow step started its child job (named in the event's data).
     CHILD_STARTED = "child_started", "Child job started"
     #: A sub-workflow step's child job succeeded: its result is the step's output.

@@ -202,6 +202,16 @@ class Step(models.Model):
         return bool(self.definition.for_each) and self.kind == StepKind.ACTION
 
     @property
+    def repeats(self) -> bool:
+        """A repeat step: it calls nothing itself, its iterations (items) do."""
+        return self.definition.kind == "repeat" and self.kind == StepKind.ACTION
+
+    @property
+    def has_items(self) -> bool:
+        """A fan-out or a repeat: a step whose calls are its items'."""
+        return self.fans_out or self.repeats
+
+    @property
     def forward(self) -> bool:
         """A step of the job's forward work (an action, or an item of a fan-out), not an undo."""
         return self.kind != StepKind.COMPENSATION

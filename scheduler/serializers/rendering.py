@@ -86,7 +86,8 @@ def waiting_for(step: Step) -> dict[str, Any] | None:
         return {"kind": "approval", "group": definition.group or None, **_decision_times(step)}
     if definition.kind == StepDefinitionKind.TIMER:
         return {"kind": "timer", "until": at}
-    if definition.for_each and step.kind == StepKind.ACTION:
+    if (definition.for_each or definition.kind == StepDefinitionKind.REPEAT) and step.kind == StepKind.ACTION:
+        # A fan-out, or a repeat between or during its iterations (its deadline: the next one's).
         return {"kind": "items"}
     # A call waiting for the pump (scheduler.services.capacity), by what it waits for.
     if step.not_before is not None and not step.rate_key:

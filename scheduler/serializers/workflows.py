@@ -60,7 +60,8 @@ class StepDefinitionSerializer(StrictSerializer):
         choices=StepDefinitionKind.choices,
         required=False,
         help_text="call (default): a remote call through a pool; signal: waits for a named signal sent "
-        "to the job; approval: waits for an operator's Approve or Reject; timer: waits for a time.",
+        "to the job; approval: waits for an operator's Approve or Reject; timer: waits for a time; repeat: "
+        "calls again, after an interval, until an expression over the answer holds.",
     )
     pool = serializers.CharField(max_length=100, required=False, help_text="call: the pool's name.")
     path = serializers.CharField(
@@ -139,7 +140,33 @@ class StepDefinitionSerializer(StrictSerializer):
         required=False, allow_null=True, help_text="timer: wait this long once the step is ready."
     )
     until = _optional_text(
-        300, "timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>."
+        300,
+        "timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>. repeat: "
+        "the JMESPath expression over `output` (the iteration's answer), `input` and `iteration` that "
+        "ends the loop when true, e.g. output.state == 'done'.",
+    )
+    call = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="repeat: the call each iteration makes: pool, path, policy and optionally status_path, "
+        "compensation_path and input, as a call step's. Each iteration has its own operation ID "
+        "(<step's operation ID>/iter-<n>) and attempts.",
+    )
+    interval_seconds = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="repeat: the wait between an iteration whose until was false and the next (no worker "
+        "is held meanwhile).",
+    )
+    max_iterations = serializers.IntegerField(
+        required=False, allow_null=True, help_text="repeat: the most iterations (1 to 1000)."
+    )
+    on_exhausted = serializers.ChoiceField(
+        choices=["hold", "fail", "continue"],
+        required=False,
+        allow_blank=True,
+        help_text="repeat: after max_iterations without until holding: hold (default) for an operator, "
+        "fail the step (the job compensates), or continue with the last iteration's output.",
     )
     when = _optional_text(
         1000,
@@ -257,6 +284,24 @@ class StepDefinitionSerializer(StrictSerializer):
                 "workflow": instance.child_workflow,
                 "depends_on": list(instance.depends_on or []),
                 "policy": instance.policy.name if instance.policy is not None else None,
+            }
+        if instance.kind == StepDefinitionKind.REPEAT:
+            loop = instance.repeat or {}
+            return {
+                **base,
+                "call": {
+                    "pool": instance.pool.name if instance.pool is not None else None,
+                    "path": instance.path,
+                    "status_path": instance.status_path,
+                    "compensation_path": instance.compensation_path,
+                    "policy": instance.call_policy.name,
+                    "input": instance.input_map,
+                },
+                "until": loop.get("until"),
+                "interval_seconds": loop.get("interval_seconds"),
+                "max_iterations": loop.get("max_iterations"),
+                "on_exhausted": loop.get("on_exhausted"),
+                "depends_on": list(instance.depends_on or []),
             }
         if instance.kind == StepDefinitionKind.TIMER:
             return {

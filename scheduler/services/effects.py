@@ -25,8 +25,9 @@ def needs_compensation(step: Step, *, sent: set[int]) -> bool:
     refusal: an idempotent remote keeps the first answer it gave for a key, so a refusal is the
     operation's fate. No answer, a 5xx or a status query's "not found" prove nothing.
     """
-    if not step.definition.compensation_path or not step.forward or step.fans_out:
-        # A fan-out calls nothing itself: its items are undone (scheduler.services.fanout).
+    if not step.definition.compensation_path or not step.forward or step.has_items:
+        # A fan-out or a repeat calls nothing itself: its items are undone (scheduler.services.
+        # fanout, scheduler.services.repeat).
         return False
     if step.reused_from_id is not None:
         # A rerun reused this output: the effect is the original job's, undone only by it.

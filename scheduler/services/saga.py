@@ -13,7 +13,7 @@ was skipped. The hot path's functions leave jobs with conditions or waits to thi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jmespath.exceptions import JMESPathError
@@ -40,6 +40,7 @@ from scheduler.services.fanout import (
     item_counts,
 )
 from scheduler.services.locking import JOB_FORWARD, JobState, ancestor_outputs, lock_job, step_input
+from scheduler.services.repeat import repeat_advance, repeat_start, repeat_unwind
 from scheduler.services.waits import step_begin_child, step_begin_wait
 from scheduler.transitions import JOB_TRANSITIONS, job_transition, step_note, step_transition
 from scheduler.unit import Unit, User
@@ -65,6 +66,7 @@ def job_advance(unit: Unit, *, state: JobState, source: str, actor: User | None 
     moved = True
     held_items = 0
     groups: list[Step] = []
+    held_iterations: list[str] = []
     while moved and job.status in JOB_FORWARD:
         # A fan-out that settles makes its dependents ready: go round again.
         moved = False
@@ -83,6 +85,19 @@ def job_advance(unit: Unit, *, state: JobState, source: str, actor: User | None 
                 _fan_out_failed(unit, state, group, source=source, reason=group.error)
                 return
             moved = moved or result == "succeeded"
+        held_iterations = []
+        for loop in [s for s in actions if s.status == S.WAITING and s.repeats]:
+            result, held_iteration = repeat_advance(unit, state=state, step=loop, source=source)
+            if result == "failed":
+                _fan_out_failed(unit, state, loop, source=source, reason=loop.error)
+                return
+            if result == "exhausted":
+                job_end_for_step(
+                    unit, state=state, step=loop, action="compensate", source=source, reason=loop.error
+                )
+                return
+            held_iterations += [held_iteration] if held_iteration else []
+            moved = moved or result == "succeeded"
     if job.status not in JOB_FORWARD:
         return
     if all(s.status in (S.SUCCEEDED, S.SKIPPED) for s in actions):
@@ -91,7 +106,7 @@ def job_advance(unit: Unit, *, state: JobState, source: str, actor: User | None 
         )
         return
     held = [s.name for s in actions if s.status == S.HELD]
-    held += fan_out_held(state, groups=groups, held_items=held_items)
+    held += fan_out_held(state, groups=groups, held_items=held_items) + held_iterations
     target = J.NEEDS_ATTENTION if held else J.RUNNING
     if job.status != target:
         job_transition(
@@ -124,6 +139,8 @@ def _start_if_ready(
         step_begin_wait(unit, state=state, step=step, source=source, reason=reason)
     elif step.definition.kind == StepDefinitionKind.WORKFLOW:
         step_begin_child(unit, state=state, step=step, source=source, reason=reason)
+    elif step.repeats:
+        repeat_start(unit, state=state, step=step, source=source, reason=reason)
     elif step.fans_out:
         data = {"input": step_input(state, step=step), "results": ancestor_outputs(state, step=step)}
         try:
@@ -138,7 +155,8 @@ def _start_if_ready(
 
 def _fan_out_failed(unit: Unit, state: JobState, step: Step, *, source: str, reason: str) -> None:
     """A fan-out that cannot succeed (its list refused, or its join failed and its items are
-    undone): its policy's on_exhausted decides, as for a call that ran out of attempts."""
+    undone), or a repeat whose iteration failed for good: its policy's on_exhausted decides, as
+    for a call that ran out of attempts."""
     action = step.definition.call_policy.on_exhausted
     if action == "hold":
         if step.status == S.HELD:
@@ -195,8 +213,8 @@ def job_fail(unit: Unit, *, state: JobState, source: str, reason: str, actor: Us
     """End the job `failed` without compensating: stop everything that has not started. A child
     job still running is cancelled (its own saga undoes what it did): nothing waits for it now."""
     for step in state.actions:
-        if step.status == S.WAITING and step.fans_out:
-            fan_out_unwind(unit, state=state, step=step, source=source, start=False)
+        if step.status == S.WAITING and step.has_items:
+            _unwind(unit, state, step, source=source, start=False)
             _abandon(unit, step, "job failed", source=source)
         elif _child_stopped(unit, state, step, source=source, reason="its parent job failed"):
             _abandon(unit, step, "job failed: it no longer waits for its child job", source=source)
@@ -307,7 +325,7 @@ def _stop_forward_work(unit: Unit, state: JobState, actions: list[Step], *, sour
     reverse order, by `_unwind_fan_outs`)."""
     job = state.job
     for step in actions:
-        if step.status == S.WAITING and step.fans_out:
+        if step.has_items and (step.status == S.WAITING or (step.repeats and step.status == S.HELD)):
             continue  # its items are stopped and undone below, in its place in the reverse order
         if _child_stopped(unit, state, step, source=source, reason=f"its parent job is {job.status}"):
             # It waits for its child to settle (the child's settling moves it).
@@ -347,6 +365,8 @@ class _Undo:
     sent: set[int]
     children: dict[str, Job]
     dependents: dict[str, list[Step]]
+    #: The repeat steps found undone in this pass (a failed one keeps its status).
+    unwound: set[int] = field(default_factory=set)
 
     def undoing(self, step: Step) -> Job | None:
         """The child of a sub-workflow step that succeeded, while it is (still) to be undone."""
@@ -362,6 +382,13 @@ class _Undo:
     def done(self, step: Step) -> bool:
         if step.status == S.COMPENSATED:
             return True
+        if step.repeats:
+            # Undone once its last iteration that succeeded is (`unwound`), or with nothing to undo.
+            return (
+                step.status in (S.COMPENSATED, S.SKIPPED)
+                or step.pk in self.unwound
+                or (step.status in (S.SUCCEEDED, S.FAILED) and not step.definition.compensation_path)
+            )
         if step.fans_out:
             # Undone once its items are: then failed (it was running) or compensated.
             return step.status in (S.FAILED, S.SKIPPED) or (
@@ -381,11 +408,19 @@ def _unwind_fan_outs(undo: _Undo) -> bool:
     job, unit, source = undo.state.job, undo.unit, undo.source
     moved = False
     for group in reversed(undo.actions):
-        if not group.fans_out or undo.done(group) or group.status not in (S.WAITING, S.SUCCEEDED):
+        unwinding = (S.WAITING, S.SUCCEEDED, S.HELD, S.FAILED) if group.repeats else (S.WAITING, S.SUCCEEDED)
+        if not group.has_items or undo.done(group) or group.status not in unwinding:
             continue
         ready = job.paused_at is None and undo.dependents_done(group)
-        if fan_out_unwind(unit, state=undo.state, step=group, source=source, start=ready) and ready:
+        if _unwind(unit, undo.state, group, source=source, start=ready) and ready:
             moved = True
+            if group.repeats:
+                undo.unwound.add(group.pk)
+            if group.status == S.FAILED:
+                continue
+            if group.status == S.HELD:
+                _abandon(unit, group, f"job is {job.status}: its iterations are stopped", source=source)
+                continue
             if group.status == S.WAITING:
                 _abandon(unit, group, f"job is {job.status}: its items are stopped and undone", source=source)
             else:
@@ -397,6 +432,13 @@ def _unwind_fan_outs(undo: _Undo) -> bool:
                     reason="every item that succeeded is undone",
                 )
     return moved
+
+
+def _unwind(unit: Unit, state: JobState, step: Step, *, source: str, start: bool) -> bool:
+    """Stop the items of a fan-out or a repeat and undo what they did; True once all is undone."""
+    if step.repeats:
+        return repeat_unwind(unit, state=state, step=step, source=source, start=start)
+    return fan_out_unwind(unit, state=state, step=step, source=source, start=start)
 
 
 def _undo_children(undo: _Undo) -> bool:

@@ -347,11 +347,17 @@ def step_wait_failed(
 
 
 def wait_expire(unit: Unit, *, state: JobState, step: Step, source: str) -> str:
-    """End a due wait (the caller holds the job's lock): fire a timer, or apply a signal's or
-    approval's on_timeout. Returns what it did ("" when the step no longer waits or is not due)."""
+    """End a due wait (the caller holds the job's lock): fire a timer, apply a signal's or
+    approval's on_timeout, or start a repeat's next iteration. Returns what it did ("" when the
+    step no longer waits or is not due)."""
     if step.status != S.WAITING or step.deadline is None or step.deadline > unit.now:
         return ""
     definition = step.definition
+    if step.repeats:
+        # The interval between two iterations passed: the DAG advance dispatches the next one
+        # (scheduler.services.repeat), which clears the deadline.
+        job_advance(unit, state=state, source=source)
+        return "iteration_started" if step.deadline is None else ""
     if not definition.waits:
         return ""
     if definition.kind == K.TIMER:

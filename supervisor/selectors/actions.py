@@ -33,7 +33,7 @@ def step_retryable(step: Step) -> bool:
     retried (not paused, not settled for good)."""
     return (
         step.status in RETRYABLE_BY_OPERATOR
-        and not step.fans_out
+        and not step.has_items
         and _job_allows_step(step.job, step, "retry")
     )
 

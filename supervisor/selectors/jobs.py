@@ -262,7 +262,7 @@ def job_detail(job_id: Any) -> JobDetail | None:
     )
     for s in steps:
         s.job = job  # one job for all: no query per step when a row reads its input
-    summaries = item_summaries([s.pk for s in steps if s.fans_out])
+    summaries = item_summaries([s.pk for s in steps if s.has_items])
     for s in steps:
         s.item_summary = summaries.get(s.pk)  # type: ignore[attr-defined]
     attempts: dict[int, list[Attempt]] = defaultdict(list)
@@ -339,7 +339,7 @@ def job_items(job_id: Any, step_name: str, *, status: str = "") -> ItemsPage | N
         .select_related("definition")
         .first()
     )
-    if step is None or not step.fans_out:
+    if step is None or not step.has_items:
         return None
     items = Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM).select_related("compensation")
     if status:

@@ -99,7 +99,8 @@ RETURN (SELECT json_build_object(
                                                 secs => (d.escalation -> s.escalation_rung ->> 'after_seconds')::float8)))
                                         END) END) END)::json
                 WHEN d.kind = 'timer' THEN json_build_object('kind', 'timer', 'until', sas_drf_time(s.deadline))
-                WHEN d.for_each <> '' AND s.kind = 'action' THEN json_build_object('kind', 'items')
+                WHEN (d.for_each <> '' OR d.kind = 'repeat') AND s.kind = 'action'
+                    THEN json_build_object('kind', 'items')
                 -- scheduler.services.capacity: a call waiting its turn, by what it waits for.
                 WHEN s.not_before IS NOT NULL AND s.rate_key = '' THEN json_build_object(
                     'kind', 'backoff', 'until', sas_drf_time(s.not_before), 'pool', p.name)
@@ -112,8 +113,9 @@ RETURN (SELECT json_build_object(
                     'until', sas_drf_time(s.not_before))
                 ELSE json_build_object('kind', 'capacity', 'pool', p.name)
             END,
-            -- scheduler.selectors.item_summaries: a fan-out's items, in all and by status.
-            'items', CASE WHEN d.for_each <> '' AND s.kind = 'action' THEN (
+            -- scheduler.selectors.item_summaries: a fan-out's items (a repeat's iterations), in all
+            -- and by status.
+            'items', CASE WHEN (d.for_each <> '' OR d.kind = 'repeat') AND s.kind = 'action' THEN (
                 SELECT jsonb_build_object('total', COALESCE(sum(g.n), 0))
                        || COALESCE(jsonb_object_agg(g.status, g.n), '{}'::jsonb)
                 FROM (SELECT i.status, count(*) AS n FROM scheduler_step i
