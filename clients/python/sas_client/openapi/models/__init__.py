@@ -159,6 +159,7 @@ from .step_concurrency_on_limit_enum import StepConcurrencyOnLimitEnum
 from .step_concurrency_request import StepConcurrencyRequest
 from .step_definition import StepDefinition
 from .step_definition_kind_enum import StepDefinitionKindEnum
+from .step_definition_on_exhausted_enum import StepDefinitionOnExhaustedEnum
 from .step_definition_request import StepDefinitionRequest
 from .step_item import StepItem
 from .step_items_type_0 import StepItemsType0
@@ -338,6 +339,7 @@ __all__ = (
     "StepConcurrencyRequest",
     "StepDefinition",
     "StepDefinitionKindEnum",
+    "StepDefinitionOnExhaustedEnum",
     "StepDefinitionRequest",
     "StepItem",
     "StepItemsType0",

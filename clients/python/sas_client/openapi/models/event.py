@@ -67,6 +67,10 @@ class Event:
             * `items_started` - Items started
             * `join_met` - Join met
             * `join_failed` - Join failed
+            * `iteration_started` - Iteration started
+            * `iteration_scheduled` - Iteration scheduled
+            * `until_met` - Until met
+            * `iterations_exhausted` - Iterations exhausted
             * `child_started` - Child job started
             * `child_succeeded` - Child job succeeded
             * `child_failed` - Child job failed

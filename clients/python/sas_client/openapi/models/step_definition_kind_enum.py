@@ -5,6 +5,7 @@ from enum import StrEnum
 class StepDefinitionKindEnum(StrEnum):
     APPROVAL = "approval"
     CALL = "call"
+    REPEAT = "repeat"
     SIGNAL = "signal"
     TIMER = "timer"
     WORKFLOW = "workflow"

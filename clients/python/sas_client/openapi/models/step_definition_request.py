@@ -9,6 +9,7 @@ from attrs import define as _attrs_define
 from ..models.blank_enum import BlankEnum
 from ..models.on_timeout_enum import OnTimeoutEnum
 from ..models.step_definition_kind_enum import StepDefinitionKindEnum
+from ..models.step_definition_on_exhausted_enum import StepDefinitionOnExhaustedEnum
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ class StepDefinitionRequest:
                 * `approval` - Wait for an approval
                 * `timer` - Wait for a time
                 * `workflow` - Run a sub-workflow
+                * `repeat` - Repeat a call until
             pool (str | Unset): call: the pool's name.
             path (str | Unset): call: the path POSTed under the endpoint (HTTP), a queue name, or a registered callable.
             status_path (str | Unset): call: where to ask whether operation {operation_id} happened (GET: 200 yes, 404 no).
@@ -65,7 +67,22 @@ class StepDefinitionRequest:
             sender_group (str | Unset): signal (named): only members of this group may send the signal (default: whoever may
                 signal).
             wait_seconds (float | None | Unset): timer: wait this long once the step is ready.
-            until (str | Unset): timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>.
+            until (str | Unset): timer: wait until the ISO 8601 time at this field: input.<field> or <step>.<field>. repeat:
+                the JMESPath expression over `output` (the iteration's answer), `input` and `iteration` that ends the loop when
+                true, e.g. output.state == 'done'.
+            call (Any | Unset): repeat: the call each iteration makes: pool, path, policy and optionally status_path,
+                compensation_path and input, as a call step's. Each iteration has its own operation ID (<step's operation
+                ID>/iter-<n>) and attempts.
+            interval_seconds (float | None | Unset): repeat: the wait between an iteration whose until was false and the
+                next (no worker is held meanwhile).
+            max_iterations (int | None | Unset): repeat: the most iterations (1 to 1000).
+            on_exhausted (BlankEnum | StepDefinitionOnExhaustedEnum | Unset): repeat: after max_iterations without until
+                holding: hold (default) for an operator, fail the step (the job compensates), or continue with the last
+                iteration's output.
+
+                * `hold` - hold
+                * `fail` - fail
+                * `continue` - continue
             when (str | Unset): A condition, in JMESPath (https://jmespath.org), over `input` (the job's input) and
                 `results` (the outputs of the steps it depends on, by name): when false (false, null, empty), the step is
                 skipped with the reason. Example: input.amount > `100`.
@@ -113,6 +130,10 @@ class StepDefinitionRequest:
     sender_group: str | Unset = UNSET
     wait_seconds: float | None | Unset = UNSET
     until: str | Unset = UNSET
+    call: Any | Unset = UNSET
+    interval_seconds: float | None | Unset = UNSET
+    max_iterations: int | None | Unset = UNSET
+    on_exhausted: BlankEnum | StepDefinitionOnExhaustedEnum | Unset = UNSET
     when: str | Unset = UNSET
     run_if_skipped: bool | Unset = UNSET
     input_: Any | Unset = UNSET
@@ -197,6 +218,28 @@ class StepDefinitionRequest:
             wait_seconds = self.wait_seconds
 
         until = self.until
+
+        call = self.call
+
+        interval_seconds: float | None | Unset
+        if isinstance(self.interval_seconds, Unset):
+            interval_seconds = UNSET
+        else:
+            interval_seconds = self.interval_seconds
+
+        max_iterations: int | None | Unset
+        if isinstance(self.max_iterations, Unset):
+            max_iterations = UNSET
+        else:
+            max_iterations = self.max_iterations
+
+        on_exhausted: str | Unset
+        if isinstance(self.on_exhausted, Unset):
+            on_exhausted = UNSET
+        elif isinstance(self.on_exhausted, StepDefinitionOnExhaustedEnum):
+            on_exhausted = self.on_exhausted.value
+        else:
+            on_exhausted = self.on_exhausted.value
 
         when = self.when
 
@@ -283,6 +326,14 @@ class StepDefinitionRequest:
             field_dict["wait_seconds"] = wait_seconds
         if until is not UNSET:
             field_dict["until"] = until
+        if call is not UNSET:
+            field_dict["call"] = call
+        if interval_seconds is not UNSET:
+            field_dict["interval_seconds"] = interval_seconds
+        if max_iterations is not UNSET:
+            field_dict["max_iterations"] = max_iterations
+        if on_exhausted is not UNSET:
+            field_dict["on_exhausted"] = on_exhausted
         if when is not UNSET:
             field_dict["when"] = when
         if run_if_skipped is not UNSET:
@@ -407,6 +458,45 @@ class StepDefinitionRequest:
 
         until = d.pop("until", UNSET)
 
+        call = d.pop("call", UNSET)
+
+        def _parse_interval_seconds(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        interval_seconds = _parse_interval_seconds(d.pop("interval_seconds", UNSET))
+
+        def _parse_max_iterations(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        max_iterations = _parse_max_iterations(d.pop("max_iterations", UNSET))
+
+        def _parse_on_exhausted(data: object) -> BlankEnum | StepDefinitionOnExhaustedEnum | Unset:
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                on_exhausted_type_0 = StepDefinitionOnExhaustedEnum(data)
+
+                return on_exhausted_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            if not isinstance(data, str):
+                raise TypeError()
+            on_exhausted_type_1 = BlankEnum(data)
+
+            return on_exhausted_type_1
+
+        on_exhausted = _parse_on_exhausted(d.pop("on_exhausted", UNSET))
+
         when = d.pop("when", UNSET)
 
         run_if_skipped = d.pop("run_if_skipped", UNSET)
@@ -488,6 +578,10 @@ class StepDefinitionRequest:
             sender_group=sender_group,
             wait_seconds=wait_seconds,
             until=until,
+            call=call,
+            interval_seconds=interval_seconds,
+            max_iterations=max_iterations,
+            on_exhausted=on_exhausted,
             when=when,
             run_if_skipped=run_if_skipped,
             input_=input_,
