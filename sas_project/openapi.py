@@ -100,6 +100,10 @@ _ORDER_STEPS: list[dict[str, Any]] = [
         "when": "input.amount > `100`",
         "timeout_seconds": 3600,
         "on_timeout": "fail",
+        "escalation": [
+            {"after_seconds": 900, "do": "remind"},
+            {"after_seconds": 1800, "do": "reassign", "group": "finance-leads"},
+        ],
         "depends_on": ["reserve"],
     },
     {
@@ -120,6 +124,16 @@ _ORDER_STEPS: list[dict[str, Any]] = [
         "compensation_path": "/shipping/cancel",
         "depends_on": ["charge"],
         "policy": "shipping",
+    },
+    {
+        "name": "track",
+        "kind": "repeat",
+        "call": {"pool": "shipping", "path": "/shipping/track", "policy": "shipping"},
+        "until": "output.state == 'delivered'",
+        "interval_seconds": 3600,
+        "max_iterations": 72,
+        "on_exhausted": "hold",
+        "depends_on": ["ship"],
     },
 ]
 
