@@ -256,3 +256,24 @@ def test_the_items_api_lists_the_iterations(
     op = named(job, "poll").operation_id
     assert [i["operation_id"] for i in page["results"]] == [f"{op}/iter-1", f"{op}/iter-2"]
     assert [i["index"] for i in page["results"]] == [1, 2]
+
+
+def test_a_looping_jobs_document_is_the_python_rendering_on_postgresql(
+    drain: Callable[[], int], fake_remote: FakeRemote
+) -> None:
+    from django.db import connection
+
+    from tests.api.test_job_document import built_by_the_database, rendered_by_python
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the job document is PostgreSQL's")
+    monitor(interval_seconds=3600)
+    fake_remote.script("poll", PENDING, DONE)
+    ada = make_user("ada", "operators")
+    job = job_submit(workflow="monitor", input={}, submitter=ada).job
+    drain()
+    assert named(job, "poll").status == S.WAITING
+    document = built_by_the_database(ada, job.pk)
+    assert document == rendered_by_python(ada, job.pk)
+    poll = next(s for s in document["steps"] if s["name"] == "poll")
+    assert poll["waiting_for"] == {"kind": "items"} and poll["items"]["succeeded"] == 1
