@@ -304,3 +304,33 @@ def keyed_signals_expire(*, limit: int = 500) -> list[KeyedSignal]:
                 extra={"keyed_signal": keyed.pk, "business_key": keyed.business_key, "signal": keyed.name},
             )
     return expired
+
+
+def with_start_signalled(
+    sender: User, *, signal_key: str, workflow: str, business_key: str, payload: Any
+) -> Any:
+    """The job a signal-with-start under `signal_key` signalled before (None: none did): its
+    signal, sent to a live job of the workflow and key, is the request's answer again. Raises
+    IdempotencyConflict when that signal carried another payload."""
+    if not signal_key or not sender.is_authenticated:
+        return None
+    from scheduler.services.wakeups import signal_hash
+
+    sent = (
+        Signal.objects.filter(
+            idempotency_key=signal_key,
+            sender_id=sender.pk,
+            job__business_key=business_key,
+            job__workflow__name=workflow,
+        )
+        .order_by("id")
+        .first()
+    )
+    if sent is None:
+        return None
+    if sent.request_hash != signal_hash(sent.name, payload=payload):
+        key = signal_key.removeprefix("with-start:")
+        raise IdempotencyConflict(
+            f"Idempotency-Key {key!r} was already used for another signal", field="Idempotency-Key"
+        )
+    return sent.job_id

@@ -26,17 +26,7 @@ from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInp
 from sas_project.validation import json_storable, valid_name
 from scheduler import contracts
 from scheduler.faults import maybe_fail_after_commit
-from scheduler.models import (
-    EventKind,
-    Job,
-    JobStatus,
-    Signal,
-    Step,
-    StepDefinition,
-    StepKind,
-    StepStatus,
-    Workflow,
-)
+from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, StepStatus, Workflow
 from scheduler.services import hotpath
 from scheduler.services.capacity import any_pool_limited, pump_job_after_commit
 from scheduler.services.correlation import (
@@ -44,6 +34,7 @@ from scheduler.services.correlation import (
     live_jobs,
     lock_business_key,
     valid_business_key,
+    with_start_signalled,
 )
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.flow import Admission, Concurrency, job_admission, job_wait, key_value
@@ -234,7 +225,7 @@ def _submit_with_signal(
     signal: Any,
 ) -> Submission:
     """Signal-with-start (job_submit's `signal`)."""
-    from scheduler.services.wakeups import signal_hash, signal_send
+    from scheduler.services.wakeups import signal_send
 
     if not isinstance(signal, dict):
         raise InvalidInput("signal must be an object {name, payload}", field="signal")
@@ -264,18 +255,17 @@ def _submit_with_signal(
             )
             if replay is not None:
                 return replay
-            signalled = _signal_with_start_replay(
-                sender, signal_key or "", workflow=workflow, business_key=prepared.business_key
+            # The first request may have signalled a live job and made none: the same request
+            # again is that signal, whether or not the job has ended since.
+            signalled = with_start_signalled(
+                sender,
+                signal_key=signal_key or "",
+                workflow=workflow,
+                business_key=prepared.business_key,
+                payload=payload,
             )
             if signalled is not None:
-                # The first request signalled a live job and made none: the same request again
-                # is that signal, whether or not the job has ended since.
-                if signalled.request_hash != signal_hash(name, payload):
-                    raise IdempotencyConflict(
-                        f"Idempotency-Key {idempotency_key!r} was already used for another signal",
-                        field="Idempotency-Key",
-                    )
-                return Submission(job_id=signalled.job_id, created=False, signalled=True)
+                return Submission(job_id=signalled, created=False, signalled=True)
         live = live_jobs(business_key=prepared.business_key, workflow=workflow, name=name, user=sender)
         if live:
             signal_send(job_id=live[0], name=name, payload=payload, sender=sender, idempotency_key=signal_key)
@@ -287,23 +277,6 @@ def _submit_with_signal(
         )
         submission.signalled = True
         return submission
-
-
-def _signal_with_start_replay(sender: User, signal_key: str, *, workflow: str, business_key: str) -> Any:
-    """The signal an earlier signal-with-start under this key sent to a job of the workflow and
-    business key (None: none)."""
-    if not signal_key or not sender.is_authenticated:
-        return None
-    return (
-        Signal.objects.filter(
-            idempotency_key=signal_key,
-            sender_id=sender.pk,
-            job__business_key=business_key,
-            job__workflow__name=workflow,
-        )
-        .order_by("id")
-        .first()
-    )
 
 
 def jobs_submit_batch(items: Sequence[Prepared], *, submitter: User | None) -> list[Submission]:

@@ -64,7 +64,7 @@ class SignalReceipt:
     created: bool
 
 
-def signal_hash(name: str, payload: Any) -> str:
+def signal_hash(name: str, *, payload: Any) -> str:
     canonical = json.dumps({"name": name, "payload": payload}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -83,7 +83,7 @@ def signal_send(
     json_storable(payload, "payload")
     if idempotency_key is not None and not (0 < len(idempotency_key) <= 255):
         raise InvalidInput("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
-    request_hash = signal_hash(name, payload)
+    request_hash = signal_hash(name, payload=payload)
     try:
         with unit_of_work() as unit:
             state = _lock(unit, job_id)
