@@ -503,6 +503,7 @@ def _create_job(
         rerun_of=rerun_of,
         parent_job_id=parent.job_id if parent is not None else None,
         parent_step=parent.name if parent is not None else "",
+        parent_try=parent.attempt if parent is not None else 0,
         concurrency_key=admission.key,
         **gate.columns(),
         deadline=(
@@ -521,7 +522,7 @@ def _create_job(
                 name=d.name,
                 kind=StepKind.ACTION,
                 operation_id=(
-                    child_operation_id(parent.operation_id, step_name=d.name)
+                    child_operation_id(child_try_id(parent), step_name=d.name)
                     if parent is not None
                     else str(uuid.uuid4())
                 ),
@@ -563,6 +564,14 @@ def _create_job(
 MAX_OPERATION_ID = 200 - len(":compensate")
 
 
+def child_try_id(step: Step) -> str:
+    """The operation ID a child of sub-workflow step `step` derives its steps' from: the step's
+    own for its first child, `<step's>/retry-<n>` for the child of its try n (the step's
+    `attempt`), so a retried child is a new operation at every remote, and each try's the same
+    however often its start is redelivered."""
+    return step.operation_id if not step.attempt else f"{step.operation_id}/retry-{step.attempt}"
+
+
 def child_operation_id(parent_operation_id: str, *, step_name: str) -> str:
     """The operation ID of step `step_name` of the child job started by the step whose operation
     ID is `parent_operation_id`: `<parent's>/<step>`, the same however often the parent's step is
@@ -587,8 +596,8 @@ def child_create(
     `definitions` (a workflow version) with `payload` as its input, created and started in the
     caller's transaction, on the general path (the hot path's `sas_submit` knows nothing of
     parents). It inherits its parent's submitter (who may read it), trace, business key and
-    priority, not its callback: the parent's tells its client. At most one child per step: the
-    constraint `job_unique_child` holds it."""
+    priority, not its callback: the parent's tells its client. At most one child per try of the
+    step (its `attempt`): the constraint `job_unique_child` holds it."""
     job = parent.job
     return _create_job(
         unit,
