@@ -1,10 +1,12 @@
 """Sub-workflow steps: a step that runs another workflow as a child job and waits for it.
 
 A child is a job like any other (its own steps, saga and history), linked both ways: the child
-names its parent job and step (`parent_job`, `parent_step`), and at most one child exists per
-parent step (the constraint `job_unique_child`). Its steps' operation IDs derive from the parent
-step's (scheduler.services.submission.child_operation_id), so a retried or redelivered start
-never makes a second child, nor a second call under a new ID.
+names its parent job and step (`parent_job`, `parent_step`) and its try (`parent_try`, the step's
+`attempt` when it started), and at most one child exists per try (the constraint
+`job_unique_child`); the step's current child is its try's (scheduler.services.waits.
+current_child). Its steps' operation IDs derive from the parent step's and the try
+(scheduler.services.submission.child_try_id), so a redelivered start never makes a second child,
+nor a second call under a new ID, and a new try is a new operation at every remote.
 
 The step's life, each part a guarded move under the parent's lock:
 - Ready (the DAG advance, scheduler.services.waits.step_begin_child): pending -> waiting, and the
@@ -18,13 +20,19 @@ The step's life, each part a guarded move under the parent's lock:
 - Settle (`child_advance` again, run by the task its child enqueues as it settles, in the child's
   transaction, scheduler.outbox.parent_notify): the child succeeded -> the step succeeds with the
   child's result, projected by its `output` when it has one (`child_succeeded`; a projection
-  that cannot be evaluated holds the step); failed, compensated or cancelled -> the step fails
+  that cannot be evaluated holds the step); a child that failed on its own, under a policy that
+  retries it (`child_retry_in`), is followed by the next try after the policy's backoff
+  (`retry_scheduled`: the step keeps waiting, its `attempt` the next try's, `not_before` the
+  backoff's end, no child yet); otherwise failed, compensated or cancelled -> the step fails
   (`child_failed`) and its policy decides (compensate when it has none). Only a waiting step
   moves, so it settles once however often it is told.
 - Stop (scheduler.services.saga): a parent that is cancelled, compensates or fails stops its live
-  child (cancel or compensate), and its step waits for the child to settle.
-- The scan (`children_due`) finds what a lost task left: a waiting step without its child, or
-  with a child that settled, and advances it the same way.
+  child (cancel or compensate), and its step waits for the child to settle; a step between tries
+  has no live child and is skipped. Only the current child of a step that succeeded is undone:
+  an earlier one failed, and compensated itself or ended failed by its own policy.
+- The scan (`children_due`) finds what a lost task left, and the tries whose backoff ended: a
+  waiting step without its try's child (a grace after it started waiting, or once its
+  `not_before` passed), or with a child that settled, and advances it the same way.
 
 Lock order: parent, then child. A child's own transactions never take its parent's lock: they
 reach it through the task, after they commit. So a child job is never completed by the hot path's
