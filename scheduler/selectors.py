@@ -130,9 +130,12 @@ def _attempts_prefetch() -> Prefetch:
     return Prefetch("attempts", queryset=Attempt.objects.select_related("pool").order_by("number"))
 
 
-#: The child job of a sub-workflow step (through the constraint job_unique_child's index).
+#: The latest child job of a sub-workflow step (through the constraint job_unique_child's index;
+#: scheduler.serializers.rendering.child_job).
 CHILD_JOB = Subquery(
-    Job.objects.filter(parent_job_id=OuterRef("job_id"), parent_step=OuterRef("name")).values("pk")[:1]
+    Job.objects.filter(parent_job_id=OuterRef("job_id"), parent_step=OuterRef("name"))
+    .order_by("-parent_try")
+    .values("pk")[:1]
 )
 
 
@@ -250,7 +253,8 @@ SELECT s.id AS pk, s.name, s.kind, s.compensates_id, s.status, s.operation_id, s
        d.signal AS definition_signal, d."group" AS definition_group, s.status_reason,
        d.child_workflow AS definition_child_workflow,
        CASE WHEN d.kind = 'workflow' THEN (SELECT c.id FROM scheduler_job c
-                                          WHERE c.parent_job_id = s.job_id AND c.parent_step = s.name) END
+                                          WHERE c.parent_job_id = s.job_id AND c.parent_step = s.name
+                                          ORDER BY c.parent_try DESC LIMIT 1) END
            AS child_job_id,
        d.for_each AS definition_for_each, d.concurrency AS definition_concurrency,
        s.concurrency_key, s.rate_key, s.waiting_since, s.escalation_rung, s.escalation_group,

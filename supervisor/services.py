@@ -222,9 +222,10 @@ def step_retry(
                 reason=reason or ("retried on pool " + pool if pool else "retried by an operator"),
             )
         else:
-            # A wait is retried by waiting again (a new timeout, a timer's time read again); a
-            # workflow step waits again for the child it started (settled at once if that child
-            # has settled): a retry never starts a second child, whose own steps are retried in it.
+            # A wait is retried by waiting again (a new timeout, a timer's time read again). A
+            # workflow step whose child ended without success starts a new child, the next try
+            # (`<operation ID>/retry-<n>`); one whose child is live or succeeded waits for it
+            # again: never two live children for one step (scheduler.services.waits).
             begin = step_begin_wait if step.definition.waits else step_begin_child
             begin(
                 unit,

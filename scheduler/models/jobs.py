@@ -141,6 +141,10 @@ class Job(models.Model):
         "self", null=True, on_delete=models.SET_NULL, related_name="children", **OPTIONAL_POINTER
     )
     parent_step = models.CharField(max_length=120, blank=True, default="", db_default="")
+    #: A child job: which try of its parent step it is (0: the first child; a failed child that
+    #: its step's policy retries is followed by try 1, 2, ...). The step's current child is the
+    #: one whose try is the step's `attempt` (scheduler.services.children).
+    parent_try = models.PositiveIntegerField(default=0, db_default=0)
     #: The value of the workflow's concurrency key read from the input (scheduler.services.flow);
     #: empty for a workflow without one, or when the key reads nothing.
     concurrency_key = models.CharField(max_length=200, blank=True, default="", db_default="")
@@ -192,9 +196,10 @@ class Job(models.Model):
                 condition=Q(idempotency_key__isnull=False),
                 name="job_unique_idempotency_key",
             ),
-            # A sub-workflow step starts one child, however often it is retried or redelivered.
+            # A sub-workflow step starts one child per try, however often its start is
+            # redelivered or its step retried.
             models.UniqueConstraint(
-                fields=["parent_job", "parent_step"],
+                fields=["parent_job", "parent_step", "parent_try"],
                 condition=Q(parent_job__isnull=False),
                 name="job_unique_child",
             ),

@@ -121,7 +121,15 @@ class WaitingForSerializer(serializers.Serializer):
     pool = serializers.CharField(required=False, help_text="capacity, rate, backoff: the pool.")
     workflow = serializers.CharField(required=False, help_text="workflow: the child's workflow.")
     child_job = serializers.UUIDField(
-        required=False, allow_null=True, help_text="workflow: the child job (null until it has started)."
+        required=False,
+        allow_null=True,
+        help_text="workflow: the latest child job (null until the first has started; a failed child "
+        "stays named while the step waits its backoff before the next).",
+    )
+    tries = serializers.IntegerField(
+        required=False,
+        help_text="workflow: the try the step is on (1: its first child; each child its policy "
+        "restarts after a failure is one more; the next starts at the step's `not_before`).",
     )
 
 

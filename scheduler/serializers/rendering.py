@@ -69,7 +69,7 @@ def _pool_name(row: Step) -> str | None:
 def waiting_for(step: Step) -> dict[str, Any] | None:
     """What a waiting step waits for, as the API shows it (`waiting_for`), or None when it does
     not wait: `{"kind": "signal", "signal", "timeout_at"}`, `{"kind": "approval", "group",
-    "timeout_at"}`, `{"kind": "timer", "until"}`, `{"kind": "workflow", "workflow", "child_job"}`
+    "timeout_at"}`, `{"kind": "timer", "until"}`, `{"kind": "workflow", "workflow", "child_job", "tries"}`
     or, for a call waiting its turn, `{"kind": "backoff", "until", "pool"}` (its remote asked to
     wait), `{"kind": "concurrency", "key", "limit"}` (its step's key), `{"kind": "rate", "key",
     "pool", "until"}` (a rate held it back; `until`: when its bucket has a token next) or
@@ -78,7 +78,12 @@ def waiting_for(step: Step) -> dict[str, Any] | None:
         return None
     definition = step.definition
     if definition.kind == StepDefinitionKind.WORKFLOW:
-        return {"kind": "workflow", "workflow": definition.child_workflow, "child_job": child_job(step)}
+        return {
+            "kind": "workflow",
+            "workflow": definition.child_workflow,
+            "child_job": child_job(step),
+            "tries": step.attempt + 1,
+        }
     at = drf_datetime(step.deadline)
     if definition.kind == StepDefinitionKind.SIGNAL:
         return {"kind": "signal", "signal": definition.signal, **_decision_times(step)}
@@ -127,8 +132,9 @@ def _decision_times(step: Step) -> dict[str, Any]:
 
 
 def child_job(step: Step) -> str | None:
-    """The id of the child job a sub-workflow step started, or None. Read from `child_job_id`
-    when the step's reader put it there (the job's selectors do, for all its steps at once)."""
+    """The id of the latest child job a sub-workflow step started (its current try's, or the one
+    that failed while the next waits its backoff), or None. Read from `child_job_id` when the
+    step's reader put it there (the job's selectors do, for all its steps at once)."""
     if step.definition.kind != StepDefinitionKind.WORKFLOW or step.kind != StepKind.ACTION:
         return None
     if hasattr(step, "child_job_id"):
@@ -136,6 +142,7 @@ def child_job(step: Step) -> str | None:
     else:
         found = (
             Job.objects.filter(parent_job_id=step.job_id, parent_step=step.name)
+            .order_by("-parent_try")
             .values_list("pk", flat=True)
             .first()
         )

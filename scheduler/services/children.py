@@ -1,10 +1,12 @@
 """Sub-workflow steps: a step that runs another workflow as a child job and waits for it.
 
 A child is a job like any other (its own steps, saga and history), linked both ways: the child
-names its parent job and step (`parent_job`, `parent_step`), and at most one child exists per
-parent step (the constraint `job_unique_child`). Its steps' operation IDs derive from the parent
-step's (scheduler.services.submission.child_operation_id), so a retried or redelivered start
-never makes a second child, nor a second call under a new ID.
+names its parent job and step (`parent_job`, `parent_step`) and its try (`parent_try`, the step's
+`attempt` when it started), and at most one child exists per try (the constraint
+`job_unique_child`); the step's current child is its try's (scheduler.services.waits.
+current_child). Its steps' operation IDs derive from the parent step's and the try
+(scheduler.operation_ids.child_try_id), so a redelivered start never makes a second child,
+nor a second call under a new ID, and a new try is a new operation at every remote.
 
 The step's life, each part a guarded move under the parent's lock:
 - Ready (the DAG advance, scheduler.services.waits.step_begin_child): pending -> waiting, and the
@@ -18,13 +20,19 @@ The step's life, each part a guarded move under the parent's lock:
 - Settle (`child_advance` again, run by the task its child enqueues as it settles, in the child's
   transaction, scheduler.outbox.parent_notify): the child succeeded -> the step succeeds with the
   child's result, projected by its `output` when it has one (`child_succeeded`; a projection
-  that cannot be evaluated holds the step); failed, compensated or cancelled -> the step fails
+  that cannot be evaluated holds the step); a child that failed on its own, under a policy that
+  retries it (`child_retry_in`), is followed by the next try after the policy's backoff
+  (`retry_scheduled`: the step keeps waiting, its `attempt` the next try's, `not_before` the
+  backoff's end, no child yet); otherwise failed, compensated or cancelled -> the step fails
   (`child_failed`) and its policy decides (compensate when it has none). Only a waiting step
   moves, so it settles once however often it is told.
 - Stop (scheduler.services.saga): a parent that is cancelled, compensates or fails stops its live
-  child (cancel or compensate), and its step waits for the child to settle.
-- The scan (`children_due`) finds what a lost task left: a waiting step without its child, or
-  with a child that settled, and advances it the same way.
+  child (cancel or compensate), and its step waits for the child to settle; a step between tries
+  has no live child and is skipped. Only the current child of a step that succeeded is undone:
+  an earlier one failed, and compensated itself or ended failed by its own policy.
+- The scan (`children_due`) finds what a lost task left, and the tries whose backoff ended: a
+  waiting step without its try's child (a grace after it started waiting, or once its
+  `not_before` passed), or with a child that settled, and advances it the same way.
 
 Lock order: parent, then child. A child's own transactions never take its parent's lock: they
 reach it through the task, after they commit. So a child job is never completed by the hot path's
@@ -35,12 +43,14 @@ whose completion would not enqueue the task; `sas_submit` is never asked to make
 from __future__ import annotations
 
 import datetime as dt
+import random
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from jmespath.exceptions import JMESPathError
 
+from agents.outcome import Outcome
 from sas_project.errors import InvalidInput, KeyBusy
 from scheduler import contracts, expressions
 from scheduler.models import (
@@ -49,6 +59,7 @@ from scheduler.models import (
     Job,
     JobStatus,
     QuarantineLoop,
+    RemediationPolicy,
     Step,
     StepDefinition,
     StepDefinitionKind,
@@ -60,6 +71,7 @@ from scheduler.services.locking import JOB_FORWARD, JobState, lock_job
 from scheduler.services.quarantine import not_quarantined
 from scheduler.services.saga import ancestor_outputs, job_advance, step_hold, step_input
 from scheduler.services.submission import child_create
+from scheduler.services.waits import current_child
 from scheduler.services.wakeups import step_wait_failed
 from scheduler.transitions import step_note, step_transition
 from scheduler.unit import Unit, unit_of_work
@@ -69,11 +81,6 @@ J = JobStatus
 E = EventKind
 
 SOURCE = "scheduler"
-
-
-def child_of(job_id: Any, *, step_name: str) -> Job | None:
-    """The child job started by step `step_name` of job `job_id`, if it has one."""
-    return Job.objects.filter(parent_job_id=job_id, parent_step=step_name).select_related("workflow").first()
 
 
 def child_advance(step_id: int, *, source: str = SOURCE, skip_locked: bool = False) -> str:
@@ -102,7 +109,7 @@ def child_advance(step_id: int, *, source: str = SOURCE, skip_locked: bool = Fal
         if step.status != S.WAITING:
             return "ignored"
         # Read after the parent's lock: a child settling commits before its task runs.
-        child = child_of(job.pk, step_name=step.name)
+        child = current_child(step)
         if child is None:
             return _start(unit, state, step, source=source)
         if child.status in JOB_SETTLED:
@@ -140,6 +147,8 @@ def _start(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
     if job.status not in JOB_FORWARD or job.compensation_reason:
         # The saga skips a waiting step without a child when the job stops: nothing starts now.
         return "ignored"
+    if step.not_before is not None and step.not_before > unit.now:
+        return "backoff"  # a retried child starts when its backoff ends (the sweep's read)
     definition = step.definition
     name = definition.child_workflow
     limit = settings.SAS_MAX_WORKFLOW_DEPTH
@@ -214,13 +223,26 @@ def _start(unit: Unit, state: JobState, step: Step, *, source: str) -> str:
         # Its workflow refuses a job over its concurrency key's limit (on_limit cancel_newest),
         # before anything is written.
         return _refuse(unit, state, step, source=source, reason=exc.message, data=exc.detail)
+    data = {
+        "child_job": str(child.job.pk),
+        "workflow": name,
+        "version": latest.version,
+        "attempt": step.attempt,
+    }
+    if step.attempt:
+        previous = Job.objects.filter(
+            parent_job_id=job.pk, parent_step=step.name, parent_try__lt=step.attempt
+        ).order_by("-parent_try")
+        data["previous_child"] = str(previous.values_list("pk", flat=True).first())
+    again = f" (retry {step.attempt}, in place of child job {data['previous_child']})" if step.attempt else ""
     step_note(
         unit,
         step,
         kind=E.CHILD_STARTED,
         source=source,
-        reason=f"child job {child.job.pk} of workflow {name!r} version {latest.version} started",
-        data={"child_job": str(child.job.pk), "workflow": name, "version": latest.version},
+        reason=f"child job {child.job.pk} of workflow {name!r} version {latest.version} started{again}",
+        data=data,
+        not_before=None,
         status_reason=f"waiting for child job {child.job.pk} (workflow {name!r})",
     )
     if child.job.status in JOB_SETTLED:
@@ -247,7 +269,7 @@ def _fail(
 
 
 def _settle(unit: Unit, state: JobState, step: Step, child: Job, *, source: str) -> str:
-    data = {"child_job": str(child.pk), "child_status": child.status}
+    data: dict[str, Any] = {"child_job": str(child.pk), "child_status": child.status, "attempt": step.attempt}
     if child.status == J.SUCCEEDED:
         output = child.result
         projection = step.definition.output_map
@@ -279,8 +301,88 @@ def _settle(unit: Unit, state: JobState, step: Step, child: Job, *, source: str)
         )
         job_advance(unit, state=state, source=source)
         return "succeeded"
-    _fail(unit, state, step, E.CHILD_FAILED, f"child job {child.pk} {child.status}", source=source, data=data)
+    policy = step.definition.policy
+    delay = child_retry_in(policy, child=child, attempt=step.attempt, draw=random.random())
+    if policy is not None and delay is not None:
+        return _retry(unit, state, step, child, policy=policy, delay=delay, source=source)
+    tries = (
+        f" (try {step.attempt + 1} of {policy.max_attempts})" if policy is not None and step.attempt else ""
+    )
+    _fail(
+        unit,
+        state,
+        step,
+        E.CHILD_FAILED,
+        f"child job {child.pk} {child.status}{tries}",
+        source=source,
+        data=data,
+    )
     return "failed"
+
+
+def child_retry_in(
+    policy: RemediationPolicy | None, *, child: Job, attempt: int, draw: float
+) -> float | None:
+    """Seconds until a new child replaces `child`, the settled child of try `attempt` (0: the
+    first) of a step under `policy`; None when the step fails instead and `on_exhausted` decides.
+
+    A child is retried only when it failed on its own: it ended `failed`, or `compensated` after
+    its own failure (`compensation_reason` "failure"). A child cancelled, compensated by an
+    operator, by its deadline or for its parent is an answer, not a fault: never retried. Its
+    failure is the child workflow saying no, so it is retried only under a policy whose
+    `retry_on` lists `business_failure` (the default does not: a child's own steps have retried
+    already), while its `max_attempts` (children in all, the first included) are not spent. The
+    backoff is the policy's, as for any retry: capped exponential with its jitter (`draw` in
+    [0, 1)), the rule of supervisor.policies.backoff_delay, a layer above."""
+    if policy is None or Outcome.BUSINESS_FAILURE not in (policy.retry_on or ()):
+        return None
+    on_its_own = child.status == J.FAILED or (
+        child.status == J.COMPENSATED and child.compensation_reason == "failure"
+    )
+    if not on_its_own or attempt + 1 >= policy.max_attempts:
+        return None
+    try:
+        base = policy.backoff_initial_seconds * policy.backoff_multiplier**attempt
+    except OverflowError:
+        base = policy.backoff_max_seconds
+    return max(min(base, policy.backoff_max_seconds) * (1 - policy.backoff_jitter * draw), 0.0)
+
+
+def _retry(
+    unit: Unit,
+    state: JobState,
+    step: Step,
+    child: Job,
+    *,
+    policy: RemediationPolicy,
+    delay: float,
+    source: str,
+) -> str:
+    """The step's next try: it stays waiting, its `attempt` the next try's, with no child until
+    its backoff ends (`not_before`, read by the sweep `children_due`: no worker waits), when a new
+    child starts under `<step's operation ID>/retry-<attempt>`. No backoff: it starts now."""
+    attempt = step.attempt + 1
+    until = unit.now + dt.timedelta(seconds=delay)
+    step_note(
+        unit,
+        step,
+        kind=E.RETRY_SCHEDULED,
+        source=source,
+        reason=f"child job {child.pk} {child.status}: a new child job (try {attempt + 1} of "
+        f"{policy.max_attempts}) starts in {delay:.2f}s",
+        data={
+            "child_job": str(child.pk),
+            "child_status": child.status,
+            "attempt": attempt,
+            "not_before": until.isoformat(),
+        },
+        attempt=attempt,
+        not_before=until,
+        status_reason=f"child job {child.pk} {child.status}; a new child job starts after its backoff",
+    )
+    if delay <= 0:
+        return _start(unit, state, step, source=source)
+    return "retrying"
 
 
 def children_due(now: dt.datetime, *, grace: dt.timedelta, limit: int) -> list[int]:
@@ -290,7 +392,9 @@ def children_due(now: dt.datetime, *, grace: dt.timedelta, limit: int) -> list[i
     compensation is held while the parent's is not, `grace` ago. The first read goes through the
     live steps' index (waiting, no deadline), the second through the jobs' status index (the few
     that compensate); both reach the children by their link (job_unique_child)."""
-    children = Job.objects.filter(parent_job_id=OuterRef("job_id"), parent_step=OuterRef("name"))
+    children = Job.objects.filter(
+        parent_job_id=OuterRef("job_id"), parent_step=OuterRef("name"), parent_try=OuterRef("attempt")
+    )
     waiting = list(
         Step.objects.filter(
             status=S.WAITING,
@@ -300,7 +404,11 @@ def children_due(now: dt.datetime, *, grace: dt.timedelta, limit: int) -> list[i
             definition__kind=StepDefinitionKind.WORKFLOW,
         )
         .filter(
-            (Q(updated_at__lte=now - grace) & ~Exists(children))
+            # Without its try's child: its start task was lost, or its backoff ended.
+            (
+                ~Exists(children)
+                & (Q(not_before__isnull=True, updated_at__lte=now - grace) | Q(not_before__lte=now))
+            )
             | Exists(children.filter(status__in=sorted(JOB_SETTLED), finished_at__lte=now - grace))
         )
         .filter(not_quarantined(QuarantineLoop.CHILDREN, now=now, field="job_id"))

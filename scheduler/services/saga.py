@@ -41,7 +41,7 @@ from scheduler.services.fanout import (
 )
 from scheduler.services.locking import JOB_FORWARD, JobState, ancestor_outputs, lock_job, step_input
 from scheduler.services.repeat import repeat_advance, repeat_start, repeat_unwind
-from scheduler.services.waits import step_begin_child, step_begin_wait
+from scheduler.services.waits import current_child, step_begin_child, step_begin_wait
 from scheduler.transitions import JOB_TRANSITIONS, job_transition, step_note, step_transition
 from scheduler.unit import Unit, User
 
@@ -523,16 +523,22 @@ def _children(state: JobState) -> dict[str, Job]:
     """The child jobs of the job's sub-workflow steps that wait or succeeded, by step name (one
     read, without their locks: a child's move that matters to its parent comes back to it through
     the task its child enqueues, scheduler.outbox.parent_notify)."""
-    names = [
-        s.name
+    tries = {
+        s.name: s.attempt
         for s in state.actions
         if s.definition.kind == StepDefinitionKind.WORKFLOW
         and s.status in (S.WAITING, S.SUCCEEDED)
         and s.reused_from_id is None
-    ]
-    if not names:
+    }
+    if not tries:
         return {}
-    return {c.parent_step: c for c in Job.objects.filter(parent_job_id=state.job.pk, parent_step__in=names)}
+    # Only a step's current child (its try): an earlier one ended without success and, failed or
+    # compensated on its own, has nothing left for its parent to undo.
+    return {
+        c.parent_step: c
+        for c in Job.objects.filter(parent_job_id=state.job.pk, parent_step__in=list(tries))
+        if c.parent_try == tries[c.parent_step]
+    }
 
 
 def _child_undo(unit: Unit, state: JobState, step: Step, child: Job, *, source: str) -> Job:
@@ -571,14 +577,12 @@ def _child_stopped(unit: Unit, state: JobState, step: Step, *, source: str, reas
     """
     if step.status != S.WAITING or step.definition.kind != StepDefinitionKind.WORKFLOW:
         return False
-    child_id = (
-        Job.objects.filter(parent_job_id=state.job.pk, parent_step=step.name)
-        .values_list("pk", flat=True)
-        .first()
-    )
-    if child_id is None:
+    # A step between tries (its last child failed, the next waits its backoff) has no current
+    # child: nothing to stop, and the next never starts in a job that no longer runs forward.
+    current = current_child(step)
+    if current is None:
         return False
-    child = lock_job(unit, job_id=child_id)
+    child = lock_job(unit, job_id=current.pk)
     if child.job.status in JOB_FORWARD and not child.job.compensation_reason:
         cancel = state.job.compensation_reason in ("", "cancel")
         job_start_compensation(

@@ -27,6 +27,7 @@ from sas_project.validation import json_storable, valid_name
 from scheduler import contracts
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, StepStatus, Workflow
+from scheduler.operation_ids import child_operation_id, child_try_id
 from scheduler.services import hotpath
 from scheduler.services.capacity import any_pool_limited, pump_job_after_commit
 from scheduler.services.correlation import (
@@ -515,6 +516,7 @@ def _create_job(
         rerun_of=rerun_of,
         parent_job_id=parent.job_id if parent is not None else None,
         parent_step=parent.name if parent is not None else "",
+        parent_try=parent.attempt if parent is not None else 0,
         concurrency_key=admission.key,
         **gate.columns(),
         deadline=(
@@ -533,7 +535,7 @@ def _create_job(
                 name=d.name,
                 kind=StepKind.ACTION,
                 operation_id=(
-                    child_operation_id(parent.operation_id, step_name=d.name)
+                    child_operation_id(child_try_id(parent), step_name=d.name)
                     if parent is not None
                     else str(uuid.uuid4())
                 ),
@@ -570,22 +572,6 @@ def _create_job(
     return state
 
 
-#: The longest operation ID a job's step may have: the column's 200 characters, less the suffix
-#: its compensation's ID adds (`<operation_id>:compensate`).
-MAX_OPERATION_ID = 200 - len(":compensate")
-
-
-def child_operation_id(parent_operation_id: str, *, step_name: str) -> str:
-    """The operation ID of step `step_name` of the child job started by the step whose operation
-    ID is `parent_operation_id`: `<parent's>/<step>`, the same however often the parent's step is
-    retried or its start redelivered. Nested deeper than the column allows, the parent's part is
-    replaced by its SHA-256 (40 hex digits): still derived, still the same every time."""
-    derived = f"{parent_operation_id}/{step_name}"
-    if len(derived) <= MAX_OPERATION_ID:
-        return derived
-    return f"{hashlib.sha256(parent_operation_id.encode()).hexdigest()[:40]}/{step_name}"
-
-
 def child_create(
     unit: Unit,
     *,
@@ -599,8 +585,8 @@ def child_create(
     `definitions` (a workflow version) with `payload` as its input, created and started in the
     caller's transaction, on the general path (the hot path's `sas_submit` knows nothing of
     parents). It inherits its parent's submitter (who may read it), trace, business key and
-    priority, not its callback: the parent's tells its client. At most one child per step: the
-    constraint `job_unique_child` holds it."""
+    priority, not its callback: the parent's tells its client. At most one child per try of the
+    step (its `attempt`): the constraint `job_unique_child` holds it."""
     job = parent.job
     return _create_job(
         unit,

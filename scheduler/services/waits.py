@@ -43,8 +43,10 @@ from sas_project.validation import Unreadable, read_time
 from scheduler import expressions
 from scheduler.event_definitions import event_of_signal
 from scheduler.models import (
+    JOB_SETTLED,
     EventKind,
     Job,
+    JobStatus,
     Signal,
     Step,
     StepDefinition,
@@ -192,21 +194,38 @@ def step_begin_wait(
         timer_fire(unit, step=step, source=source)
 
 
+def current_child(step: Step) -> Job | None:
+    """The child job of sub-workflow step `step`'s current try (the child whose `parent_try` is
+    the step's `attempt`), or None before that try's child starts."""
+    return Job.objects.filter(
+        parent_job_id=step.job_id, parent_step=step.name, parent_try=step.attempt
+    ).first()
+
+
 def step_begin_child(
     unit: Unit, *, state: JobState, step: Step, source: str, reason: str, actor: User | None = None
 ) -> None:
     """A ready sub-workflow step starts waiting for its child job (pending, or held/failed when an
     operator retries it), and the task that starts the child is enqueued in this transaction
     (scheduler.services.children.child_start): the intent and its task commit together, and the
-    child is created under the parent's lock, at most once, by whichever delivery comes first."""
+    child is created under the parent's lock, at most once per try, by whichever delivery comes
+    first. An operator's retry of a step whose child ended without success (failed, compensated,
+    cancelled) is a new try: a new child, under `<step's operation ID>/retry-<n>`. A child that
+    succeeded (its output projection held the step) or is still live (it needs attention) is
+    waited for again: never two live children for one step."""
     workflow = step.definition.child_workflow
-    child = (
-        Job.objects.filter(parent_job_id=state.job.pk, parent_step=step.name)
-        .values_list("pk", flat=True)
-        .first()
-    )
-    # A step retried by an operator waits again for the child it started: never a second one.
-    what = f"child job {child}" if child is not None else f"a child job of workflow {workflow!r}"
+    child = current_child(step)
+    data: dict[str, Any] = {
+        "for": "workflow",
+        "workflow": workflow,
+        "child_job": str(child.pk) if child else None,
+    }
+    tries: dict[str, Any] = {}
+    if child is not None and child.status in JOB_SETTLED and child.status != JobStatus.SUCCEEDED:
+        tries["attempt"] = step.attempt + 1
+        data.update(child_job=None, previous_child=str(child.pk), attempt=tries["attempt"])
+        child = None
+    what = f"child job {child.pk}" if child is not None else f"a child job of workflow {workflow!r}"
     step_transition(
         unit,
         step,
@@ -214,10 +233,11 @@ def step_begin_child(
         source=source,
         actor=actor,
         reason=f"{reason}; waiting for {what}" if reason else f"waiting for {what}",
-        data={"for": "workflow", "workflow": workflow, "child_job": str(child) if child else None},
+        data=data,
         deadline=None,
         not_before=None,
         status_reason=f"waiting for {what}" if child is not None else f"starting {what}",
+        **tries,
     )
     task_write(CHILD_START_TASK, step.pk, name=f"step-{step.pk}-child-start")
 

@@ -278,9 +278,15 @@ def job_detail(job_id: Any) -> JobDetail | None:
         .order_by("-id")[: TIMELINE_EVENTS + 1]
     )
     compensation_of = {s.compensates_id: s for s in steps if s.compensates_id is not None}
-    # The children of its sub-workflow steps, by step (one query, on job_unique_child's index).
+    # The children of its sub-workflow steps, by step, the latest try last so that it is the one
+    # kept (one query, on job_unique_child's index).
     children = (
-        {c.parent_step: c for c in Job.objects.filter(parent_job_id=job.pk).select_related("workflow")}
+        {
+            c.parent_step: c
+            for c in Job.objects.filter(parent_job_id=job.pk)
+            .select_related("workflow")
+            .order_by("parent_try")
+        }
         if any(s.definition.kind == StepDefinitionKind.WORKFLOW for s in steps)
         else {}
     )

@@ -64,6 +64,7 @@ def test_a_waiting_workflow_step_says_it_waits_for_its_child(
         "kind": "workflow",
         "workflow": "refund",
         "child_job": str(child.pk),
+        "tries": 1,
     }
 
 

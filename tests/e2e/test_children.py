@@ -2,7 +2,9 @@
 
 A parent's child job survives the kill of every cluster while it runs, and once a cluster is back
 the child finishes and its parent's step settles once: one child, one `child_succeeded`, and each
-remote operation performed once.
+remote operation performed once. A child that fails (the remote declines its one call) is
+followed, after its step's backoff, by a new child under `<step's operation ID>/retry-1`, and the
+parent succeeds.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 from scheduler.definitions import workflow_create
 from scheduler.models import Event, EventKind, Job, JobStatus, Step, StepStatus
 from scheduler.services import job_submit
+from supervisor.policies import policy_create
 from tests.e2e.test_qcluster import load_demo
 from tests.processes import Cluster, Sandbox, wait_until
 
@@ -82,3 +85,63 @@ def test_a_child_that_runs_while_every_cluster_is_killed_settles_its_parent_once
         for s in Step.objects.filter(job__in=[job, child], name__in=["first", "reserve", "last"])
     ]
     assert len(operations) == 3 and [effects[op] for op in operations] == [1, 1, 1]
+
+
+def test_a_child_that_fails_once_is_restarted_as_a_new_child_and_the_parent_succeeds(
+    sandbox: Sandbox, clusters: Callable[..., Cluster]
+) -> None:
+    load_demo(sandbox)
+    quick = {"timeout_seconds": 5, "backoff_multiplier": 1, "backoff_jitter": 0}
+    # The child's charge is not retried (a decline is a business failure): its child compensates.
+    policy_create(
+        name="once", actor=None, **quick, max_attempts=1, backoff_initial_seconds=0, backoff_max_seconds=0
+    )
+    # The parent's step restarts a child that failed, after a backoff the scan's sweep waits out.
+    policy_create(
+        name="children",
+        actor=None,
+        **quick,
+        max_attempts=3,
+        backoff_initial_seconds=1,
+        backoff_max_seconds=1,
+        retry_on=["transient_failure", "no_answer", "business_failure"],
+        on_exhausted="fail",
+    )
+    charge = {"pool": "payments", "path": "/payments/charge", "compensation_path": "/payments/refund"}
+    workflow_create(name="payment", steps=[{"name": "charge", **charge, "policy": "once"}])
+    workflow_create(
+        name="order_with_payment",
+        steps=[
+            {"name": "first", **RESERVE},
+            {
+                "name": "pay",
+                "kind": "workflow",
+                "workflow": "payment",
+                "depends_on": ["first"],
+                "policy": "children",
+            },
+            {"name": "last", **RESERVE, "depends_on": ["pay"]},
+        ],
+    )
+    sandbox.config(script={"/payments/charge": ["decline"]})  # the first charge only
+    clusters("c1")
+    job = job_submit(workflow="order_with_payment", input={"amount": 5}).job
+
+    wait_until(
+        lambda: Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED,
+        timeout=90,
+        interval=0.25,
+        message="the parent succeeded",
+    )
+    first, second = Job.objects.filter(parent_job=job).order_by("parent_try")
+    assert (first.status, first.compensation_reason) == (JobStatus.COMPENSATED, "failure")
+    assert second.status == JobStatus.SUCCEEDED and second.parent_try == 1
+    pay = Step.objects.get(job=job, name="pay")
+    assert pay.status == StepStatus.SUCCEEDED and pay.output == second.result
+    assert Event.objects.filter(job=job, kind=EventKind.RETRY_SCHEDULED).count() == 1
+    assert Event.objects.filter(job=job, kind=EventKind.CHILD_STARTED).count() == 2
+    ops = [Step.objects.get(job=child, name="charge").operation_id for child in (first, second)]
+    assert ops == [f"{pay.operation_id}/charge", f"{pay.operation_id}/retry-1/charge"]
+    # The declined charge took no effect; the retried one took effect once.
+    effects = sandbox.stats()["effects"]
+    assert effects.get(ops[0], 0) == 0 and effects[ops[1]] == 1

@@ -193,12 +193,12 @@ def test_a_start_delivered_twice_before_the_child_settles_starts_it_once(
     assert kinds(job, EventKind.CHILD_STARTED) == 1
 
 
-def test_an_operator_retry_of_the_step_waits_for_the_same_child(
+def test_an_operator_retry_of_the_step_whose_child_failed_starts_a_new_child(
     drain: Drain, fake_remote: FakeRemote, supervise: Callable[..., ScanReport]
 ) -> None:
     make_policy("hold", max_attempts=1, on_exhausted="hold")
     refund_workflows(policy="hold")
-    fake_remote.script("credit", "business_failure")
+    fake_remote.script("credit", "business_failure", "business_failure")
     job = job_submit(workflow="order", input={}).job
     run(drain, supervise)
     refund = steps_of(job)["refund"]
@@ -207,10 +207,28 @@ def test_an_operator_retry_of_the_step_waits_for_the_same_child(
     step_retry(actor=operator(), step_id=refund.pk, reason="try again")
     run(drain, supervise)
     refund = steps_of(job)["refund"]
-    # The same child, which failed: the step fails again, and is held again. No second child.
-    assert Job.objects.filter(parent_job=job).count() == 1
-    assert refund.status == S.HELD
+    # A second child, the step's next try, under its own operation IDs; it failed too: held again.
+    second = Job.objects.get(parent_job=job, parent_try=1)
+    assert Job.objects.filter(parent_job=job).count() == 2
+    assert {s.operation_id for s in second.steps.all()} == {f"{refund.operation_id}/retry-1/credit"} | {
+        f"{refund.operation_id}/retry-1/notify"
+    }
+    assert refund.status == S.HELD and refund.attempt == 1
     assert kinds(job, EventKind.CHILD_FAILED) == 2
+
+
+def test_an_operator_retry_of_a_step_whose_child_succeeded_waits_for_the_same_child(
+    drain: Drain, fake_remote: FakeRemote, supervise: Callable[..., ScanReport]
+) -> None:
+    make_policy("hold", max_attempts=1, on_exhausted="hold")
+    refund_workflows(policy="hold", output="sum(output.credit)")
+    job = job_submit(workflow="order", input={}).job
+    run(drain, supervise)
+    refund = steps_of(job)["refund"]
+    assert refund.status == S.HELD and child_of(job).status == J.SUCCEEDED
+    step_retry(actor=operator(), step_id=refund.pk, reason="look again")
+    run(drain, supervise)
+    assert Job.objects.filter(parent_job=job).count() == 1
 
 
 def test_cancelling_the_parent_cancels_its_live_child_and_the_step_settles_when_the_child_does(

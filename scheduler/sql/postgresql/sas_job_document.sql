@@ -77,7 +77,8 @@ RETURN (SELECT json_build_object(
             'waiting_for', CASE
                 WHEN s.status <> 'waiting' THEN NULL
                 WHEN d.kind = 'workflow' THEN json_build_object(
-                    'kind', 'workflow', 'workflow', d.child_workflow, 'child_job', c.id)
+                    'kind', 'workflow', 'workflow', d.child_workflow, 'child_job', c.id,
+                    'tries', s.attempt + 1)
                 WHEN d.kind IN ('signal', 'approval') THEN (
                     CASE WHEN d.kind = 'signal' THEN jsonb_build_object('kind', 'signal', 'signal', d.signal)
                          ELSE jsonb_build_object('kind', 'approval', 'group', NULLIF(d."group", '')) END
@@ -161,12 +162,12 @@ RETURN (SELECT json_build_object(
         FROM scheduler_step s
         JOIN scheduler_stepdefinition d ON d.id = s.definition_id
         LEFT JOIN LATERAL sas_agent_pool(s.pool_id) p ON true
-        -- scheduler.serializers.child_job: the child job a sub-workflow step started.
+        -- scheduler.serializers.child_job: the latest child job a sub-workflow step started.
         LEFT JOIN LATERAL (
             SELECT cj.id FROM scheduler_job cj
             WHERE d.kind = 'workflow' AND s.kind = 'action'
               AND cj.parent_job_id = s.job_id AND cj.parent_step = s.name
-            ORDER BY cj.id LIMIT 1
+            ORDER BY cj.parent_try DESC LIMIT 1
         ) c ON true
         WHERE s.job_id = j.id AND s.item_index IS NULL), '[]'::json)
 )::text

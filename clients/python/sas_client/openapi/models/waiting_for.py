@@ -44,7 +44,10 @@ class WaitingFor:
         limit (int | Unset): concurrency: calls in flight per key value.
         pool (str | Unset): capacity, rate, backoff: the pool.
         workflow (str | Unset): workflow: the child's workflow.
-        child_job (None | Unset | UUID): workflow: the child job (null until it has started).
+        child_job (None | Unset | UUID): workflow: the latest child job (null until the first has started; a failed
+            child stays named while the step waits its backoff before the next).
+        tries (int | Unset): workflow: the try the step is on (1: its first child; each child its policy restarts after
+            a failure is one more; the next starts at the step's `not_before`).
     """
 
     kind: WaitingForKindEnum
@@ -58,6 +61,7 @@ class WaitingFor:
     pool: str | Unset = UNSET
     workflow: str | Unset = UNSET
     child_job: None | Unset | UUID = UNSET
+    tries: int | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,6 +113,8 @@ class WaitingFor:
         else:
             child_job = self.child_job
 
+        tries = self.tries
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -136,6 +142,8 @@ class WaitingFor:
             field_dict["workflow"] = workflow
         if child_job is not UNSET:
             field_dict["child_job"] = child_job
+        if tries is not UNSET:
+            field_dict["tries"] = tries
 
         return field_dict
 
@@ -223,6 +231,8 @@ class WaitingFor:
 
         child_job = _parse_child_job(d.pop("child_job", UNSET))
 
+        tries = d.pop("tries", UNSET)
+
         waiting_for = cls(
             kind=kind,
             signal=signal,
@@ -235,6 +245,7 @@ class WaitingFor:
             pool=pool,
             workflow=workflow,
             child_job=child_job,
+            tries=tries,
         )
 
         waiting_for.additional_properties = d
