@@ -507,7 +507,9 @@ def test_an_operator_approves_a_waiting_step_with_a_comment_and_a_viewer_sees_no
         {"name": "ok", "kind": "approval", "timeout_seconds": 600},
         step("ship", "ok"),
     )
-    job = job_submit(workflow="approve", input={"amount": 12}, submitter=operator).job
+    # Submitted by someone else: the operator does not approve their own job.
+    sam = User.objects.create_user("sam", password=PASSWORD)
+    job = job_submit(workflow="approve", input={"amount": 12}, submitter=sam).job
     ok = Step.objects.get(job=job, name="ok")
     assert ok.status == StepStatus.WAITING
     base = live_server.url

@@ -103,7 +103,9 @@ def test_two_clusters_never_send_more_calls_of_a_steps_key_than_its_limit(
     sandbox: Any, clusters: Callable[..., Any]
 ) -> None:
     keyed_step_workflow(sandbox, limit=2)
-    sandbox.config(latency_ms=100)
+    # Each call held long enough (0.8 s) that a key's two calls overlap at the remote however
+    # slowly a loaded machine's workers take them: the limit is reached, and held.
+    sandbox.config(latency_ms=800)
     clusters("a", SAS_Q_WORKERS=4)
     clusters("b", SAS_Q_WORKERS=4)
     ids = [job_submit(workflow="charges", input={"account": f"acct-{n % 4}"}).job_id for n in range(40)]
