@@ -109,3 +109,13 @@ def test_the_async_client_posts_and_replays_events_as_typed_answers() -> None:
     assert (
         isinstance(replayed, EventReplayAnswer) and replayed.replay_of == 7 and replayed.replayed_by == "olga"
     )
+
+
+def test_jobs_list_at_risk_asks_for_the_jobs_at_risk_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    page = {"next": None, "previous": None, "results": []}
+    script = Script(200, 200, body=page)
+    invoke = cli_with(monkeypatch, script)
+    assert invoke("jobs", "list", "--at-risk", "--json")[0] == 0
+    assert invoke("jobs", "list", "--json")[0] == 0
+    at_risk, every = script.requests
+    assert at_risk.url.params.get("at_risk") == "true" and "at_risk" not in every.url.params

@@ -108,6 +108,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--status")
     p.add_argument("--workflow")
     p.add_argument("--business-key")
+    p.add_argument("--at-risk", action="store_true", help="only the jobs at risk of their workflow's SLA")
     p.add_argument("--limit", type=int, default=50, help="at most this many (0: all)")
     p = command(jobs, "wait", cmd_wait, "wait until a job settles (progress on stderr)")
     p.add_argument("id")
@@ -218,6 +219,7 @@ def cmd_list(client: Client, args: argparse.Namespace, out: TextIO, err: TextIO)
         status=args.status,
         workflow=args.workflow,
         business_key=args.business_key,
+        **({"at_risk": "true"} if args.at_risk else {}),
         # One request when the limit fits in a page (a page_size over the service's largest is cut to it).
         page_size=min(args.limit, 100) if args.limit > 0 else None,
     )
