@@ -85,6 +85,7 @@ STEP_FIELDS = [
     "max_parallel",
     "join_mode",
     "join_count",
+    "repeat",
 ]
 
 
@@ -146,6 +147,14 @@ class StepDefinitionForm(forms.ModelForm):
         if spec["kind"] == StepDefinitionKind.WORKFLOW:
             # The API's name for the field; the other kinds have none.
             spec["workflow"] = data.get("child_workflow") or ""
+        if spec["kind"] == StepDefinitionKind.REPEAT:
+            # The API's form: the call's fields under `call`, the loop's (the `repeat` field, a
+            # JSON object {until, interval_seconds, max_iterations, on_exhausted}) beside them.
+            call = {k: spec.pop(k) for k in ("pool", "path", "status_path", "compensation_path", "policy")}
+            call["input"] = data.get("input_map")
+            spec.pop("cancel_path", None)
+            loop = data.get("repeat")
+            return {**spec, "call": call, **(loop if isinstance(loop, dict) else {"repeat": loop})}
         # The API's names: `input`, `output`, and `join` as one object.
         spec["input"] = data.get("input_map")
         spec["output"] = data.get("output_map") or ""

@@ -277,3 +277,42 @@ def test_a_looping_jobs_document_is_the_python_rendering_on_postgresql(
     assert document == rendered_by_python(ada, job.pk)
     poll = next(s for s in document["steps"] if s["name"] == "poll")
     assert poll["waiting_for"] == {"kind": "items"} and poll["items"]["succeeded"] == 1
+
+
+def test_the_admin_step_form_writes_a_repeat_as_the_api_does() -> None:
+    import json
+
+    from agents.models import AgentPool
+    from scheduler.admin import StepDefinitionForm
+    from scheduler.definitions import validate_steps
+    from scheduler.models import RemediationPolicy
+
+    make_workflow("base", step("start"))
+    form = StepDefinitionForm(
+        data={
+            "name": "poll",
+            "kind": "repeat",
+            "pool": AgentPool.objects.get(name="local").pk,
+            "path": "agents.builtin.noop",
+            "policy": RemediationPolicy.objects.get(name="default").pk,
+            "depends_on": "",
+            "repeat": json.dumps(
+                {
+                    "until": "output.state == 'done'",
+                    "interval_seconds": 30,
+                    "max_iterations": 10,
+                    "on_exhausted": "fail",
+                }
+            ),
+        }
+    )
+    assert form.is_valid(), form.errors
+    spec = form.spec()
+    assert spec["call"]["pool"] == "local" and spec["call"]["path"] == "agents.builtin.noop"
+    (cleaned,) = validate_steps([spec])
+    assert cleaned["repeat"] == {
+        "until": "output.state == 'done'",
+        "interval_seconds": 30.0,
+        "max_iterations": 10,
+        "on_exhausted": "fail",
+    }
