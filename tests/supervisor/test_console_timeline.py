@@ -55,7 +55,7 @@ def test_a_retried_call_shows_both_calls_and_the_backoff_between_them(
             finished_at=start + dt.timedelta(seconds=answered),
         )
     page = page_of(client, job)
-    svg = page[page.index('id="job-timeline"') :]
+    svg = page[page.index('id="job-calls"') :]
     assert 'data-attempt="1"' in svg and 'data-attempt="2"' in svg
     assert re.search(r'class="call" data-attempt="1"[^>]*fill="#ea580c"', svg)  # failed, retryable
     assert re.search(r'class="call" data-attempt="2"[^>]*fill="#16a34a"', svg)  # succeeded
