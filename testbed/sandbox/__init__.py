@@ -32,6 +32,9 @@ operation's ID, and answered 200 `{"cancelled": <id>, "known": <whether it was p
 A synchronous call whose input names `hold_ms` is held that long at the remote; `GET /stats`
 counts the calls in flight at once per path, per `input.account`, and per path and account
 (`max_concurrent`, `max_concurrent_by_account`, `max_concurrent_by_route_account`).
+A charge whose input names `declines: n` is declined while its account (`input.account`, else its
+`sku`) has declined fewer than n charges: each a new operation (a resent one answers as stored),
+so a retry under a new operation ID goes through at the (n+1)-th.
 
 A compensation (release, refund, cancel) names the operation it undoes in `compensates`; if that
 operation never happened at this service it answers `{"noop": true, ...}` and changes nothing.

@@ -395,6 +395,14 @@ class OperationRequest:
     answer_with: str = ""
     #: How long a synchronous call takes at the remote (`input.hold_ms`), counted in flight.
     hold_ms: int = 0
+    #: A charge's account (`input.account`, else its `sku`) declines this many charges, each a
+    #: new operation, before one goes through (`input.declines`): a card topped up at last.
+    declines: int = 0
+    account: str = ""
+
+
+#: The most charges `input.declines` may ask an account to decline first.
+MAX_DECLINES = 10
 
 
 def read_operation_request(route: Route, path: str, key: str, body: object) -> OperationRequest:
@@ -425,6 +433,12 @@ def read_operation_request(route: Route, path: str, key: str, body: object) -> O
     hold_ms = job_input.get("hold_ms", 0)
     if not isinstance(hold_ms, int) or isinstance(hold_ms, bool) or not 0 <= hold_ms <= MAX_DELAY_MS:
         raise BadRequest(f"input.hold_ms must be milliseconds between 0 and {MAX_DELAY_MS}")
+    declines = job_input.get("declines", 0)
+    if not isinstance(declines, int) or isinstance(declines, bool) or not 0 <= declines <= MAX_DECLINES:
+        raise BadRequest(f"input.declines must be an integer between 0 and {MAX_DECLINES}")
+    account = job_input.get("account", sku)
+    if not isinstance(account, str):
+        raise BadRequest("input.account must be a string")
     return OperationRequest(
         route=route,
         path=path,
@@ -438,6 +452,8 @@ def read_operation_request(route: Route, path: str, key: str, body: object) -> O
         heartbeat_details=body.get("heartbeat_details"),
         answer_with=answer_with,
         hold_ms=hold_ms,
+        declines=declines,
+        account=account,
     )
 
 

@@ -336,6 +336,14 @@ def _perform(
             and request.quantity > config.decline_quantity_over
         )
     )
+    if not declined and route.kind == "charge" and request.declines:
+        # Counted per operation that is processed: a replay answers what was stored, so a resent
+        # call is declined (or not) as its first delivery was, and the account's count holds.
+        counter = f"declined_account:{request.account}"
+        row = conn.execute("SELECT value FROM counters WHERE name = ?", (counter,)).fetchone()
+        if (row[0] if row else 0) < request.declines:
+            _bump(conn, counter)
+            declined = True
     if declined:
         _bump(conn, "fault_decline")
         refusal: dict[str, Any] = {"error": route.refusal}
