@@ -114,6 +114,10 @@ def _layers(nodes: Sequence[DagNode]) -> list[list[DagNode]]:
     return columns
 
 
+#: The characters of a node's detail it shows (its title holds the whole).
+DETAIL_CHARS = 24
+
+
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
@@ -170,8 +174,8 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow", legend: boo
         fill, stroke, ink = COLOURS.get(node.status, FALLBACK)
         second = node.caption or _label(node.status)
         label = f"{node.name}: {second}"
-        if node.wait and node.detail:
-            label += f" ({node.detail})"
+        if node.detail and (node.wait or len(node.detail) > DETAIL_CHARS):
+            label += f" ({node.detail})"  # the whole of a detail the node shows cut
         if node.compensation_status:
             label += f" (compensation {_label(node.compensation_status)})"
         # A wait step's border is dashed: it waits for the world, not for a call.
@@ -187,7 +191,7 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow", legend: boo
         if node.detail:
             body.append(
                 f'<text x="{x + 12}" y="{y + 53}" font-size="11" fill="#4b5563">'
-                f"{escape(_short(node.detail, 24))}</text>"
+                f"{escape(_short(node.detail, DETAIL_CHARS))}</text>"
             )
         if node.compensation_status:
             cfill, cstroke, cink = COLOURS.get(node.compensation_status, FALLBACK)
@@ -259,6 +263,10 @@ def job_dag(actions: Sequence[StepRow], *, title: str = "Workflow") -> SafeStrin
             detail = waiting.short if waiting is not None else wait_kind_text(step.definition)
         elif step.definition.kind == StepDefinitionKind.WORKFLOW:
             detail = f"workflow {step.definition.child_workflow}"
+        elif step.definition.kind == StepDefinitionKind.REPEAT:
+            summary = getattr(step, "item_summary", None) or {}
+            most = (step.definition.repeat or {}).get("max_iterations")
+            detail = f"iteration {summary.get('total', 0)} of at most {most}"
         elif summary := getattr(step, "item_summary", None):
             detail = f"{summary.get('succeeded', 0)}/{summary['total']} items succeeded"
         else:
@@ -291,6 +299,9 @@ def definition_dag(definitions: Sequence[StepDefinition], *, title: str = "Workf
             detail = wait_kind_text(d)
         elif d.kind == StepDefinitionKind.WORKFLOW:
             detail = f"workflow {d.child_workflow}"
+        elif d.kind == StepDefinitionKind.REPEAT:
+            loop = d.repeat or {}
+            detail = f"until {loop.get('until')} \u00b7 every {float(loop.get('interval_seconds') or 0):g} s"
         else:
             detail = " \u00b7 ".join(
                 x for x in (d.pool.name if d.pool else "", d.policy.name if d.policy else "") if x
@@ -304,7 +315,9 @@ def definition_dag(definitions: Sequence[StepDefinition], *, title: str = "Workf
                 wait=str(d.kind) if d.waits else "",
                 workflow=d.kind == StepDefinitionKind.WORKFLOW,
                 fan_out=bool(d.for_each),
-                caption=f"{d.kind} step" + (" \u00b7 for each item" if d.for_each else ""),
+                caption=f"{d.kind} step"
+                + (" \u00b7 for each item" if d.for_each else "")
+                + (f" \u00b7 at most {(d.repeat or {}).get('max_iterations')}" if d.repeat else ""),
             )
         )
     return render_dag(nodes, title=title, legend=False)

@@ -79,6 +79,8 @@ from testbed import (
     campaign_flow,
     campaign_hostile,
     campaign_language,
+    campaign_loops,
+    campaign_loops_checks,
     campaign_poison,
 )
 from testbed.campaign_language import AMOUNT_LIMIT, QUANTITY_LIMIT, LanguagePlanner, check_language
@@ -216,6 +218,9 @@ class CampaignConfig:
     #: Events and correlation beside the other jobs (testbed.campaign_events): inbound events
     #: duplicated and reordered, signals by business key early and late, signal-with-start racing.
     events: bool = True
+    #: Language II beside the other jobs (testbed.campaign_loops): poll-until loops, approvals
+    #: whose wait escalates, and sub-workflow steps whose failed children are retried.
+    loops: bool = True
 
 
 # --- definitions ----------------------------------------------------------------------------------
@@ -578,7 +583,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         raise RuntimeError("--pg-restart needs SAS_PG_DATADIR, SAS_PG_BINDIR (and SAS_PG_RUNAS as root)")
     own = [WORKFLOW, WORKFLOW_ASYNC, WORKFLOW_KEYED, WORKFLOW_WAITS, *campaign_language.ALL_WORKFLOWS]
     own += [*campaign_poison.ALL_WORKFLOWS, *campaign_bombs.ALL_WORKFLOWS, *campaign_flow.ALL_WORKFLOWS]
-    own += campaign_events.ALL_WORKFLOWS
+    own += [*campaign_events.ALL_WORKFLOWS, *campaign_loops.ALL_WORKFLOWS]
     bombing = cfg.hostile and cfg.bombs
     # The bombs' flood is measured against the ordinary submissions, which go through the API.
     api_webs = max(cfg.webs, 1) if bombing else cfg.webs
@@ -617,7 +622,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     for i in range(
         max(
             api_webs,
-            1 if cfg.async_agents or cfg.wait_share > 0 or cfg.poison or cfg.flow or cfg.events else 0,
+            1
+            if cfg.async_agents or cfg.wait_share > 0 or cfg.poison or cfg.flow or cfg.events or cfg.loops
+            else 0,
         )
     ):
         webs.append(
@@ -636,7 +643,9 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         )
     web = webs[0] if webs else None
     client_token = (
-        api_token() if api_webs or cfg.wait_share > 0 or cfg.poison or cfg.flow or cfg.events else ""
+        api_token()
+        if api_webs or cfg.wait_share > 0 or cfg.poison or cfg.flow or cfg.events or cfg.loops
+        else ""
     )
     if api_webs:
         submitter = ApiSubmitter([w.url for w in webs[:api_webs]], client_token)
@@ -671,11 +680,16 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
     flow_log: campaign_flow.FlowLog | None = None
     if cfg.flow and web is not None:
         campaign_flow.ensure_flow_definitions(timeout_seconds=cfg.timeout_seconds)
+    if (cfg.flow or cfg.loops) and web is not None:
         flow_submitter = ApiSubmitter([web.url], client_token)
     events: campaign_events.EventDriver | None = None
     events_log: campaign_events.EventLog | None = None
     if cfg.events and web is not None:
         campaign_events.ensure_events_definitions()
+    loops: campaign_loops.LoopsDriver | None = None
+    loops_log: campaign_loops.LoopsLog | None = None
+    if cfg.loops and web is not None:
+        campaign_loops.ensure_loops_definitions()
     # The language jobs' share of the jobs that do not wait, so that they are `language_share`
     # of all.
     waiting = cfg.wait_share if driver is not None else 0.0
@@ -740,6 +754,17 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             rounds_at=[started + cfg.duration * (0.15 + 0.6 * r / rounds) for r in range(rounds)],
             run_id=run_id,
             seed=cfg.seed + 3,
+        ).start()
+    if cfg.loops and web is not None and flow_submitter is not None:
+        # The loops', ladders' and children's rounds, from 20 % of the faults on and spread up to
+        # 45 %: their waits, backoffs and rungs run through the kills and the blackout.
+        rounds = campaign_loops.rounds_for(cfg.jobs)
+        loops = campaign_loops.LoopsDriver(
+            submit=flow_submitter.submit,
+            url=web.url,
+            rounds_at=[started + cfg.duration * (0.2 + 0.25 * r / rounds) for r in range(rounds)],
+            run_id=run_id,
+            seed=cfg.seed + 5,
         ).start()
     if cfg.events and web is not None:
         # The events' rounds, from 55 % of the faults on and spread up to 75 %: when every cluster
@@ -1006,6 +1031,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             # The cancels still due are sent while the faults go on.
             flow_log = flow.finish(timeout=campaign_flow.WATCH_SECONDS + 10)
             flow = None
+        if loops is not None:
+            # Every round played, and the decisions due of the ladders that still wait.
+            loops_log = loops.finish(timeout=30.0)
+            loops = None
         if events is not None:
             # Every round played before the drain, so that it waits for their jobs too; the
             # driver goes on (the payments and signals still due).
@@ -1033,9 +1062,10 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         bomb_ids = list(bomb_log.jobs) if bomb_log is not None else []
         flow_ids = flow_log.all_jobs() if flow_log is not None else []
         events_ids = events.log.all_jobs() if events is not None else []
+        loops_ids = loops_log.all_jobs() if loops_log is not None else []
 
         def settled() -> bool:
-            family = [*job_ids, *poison_ids, *bomb_ids, *flow_ids, *events_ids]
+            family = [*job_ids, *poison_ids, *bomb_ids, *flow_ids, *events_ids, *loops_ids]
             return Job.objects.filter(pk__in=family).exclude(status__in=SETTLED).count() == 0
 
         while time.monotonic() - drain_started < cfg.drain and not _db_retry(settled):
@@ -1056,6 +1086,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                 slack=cfg.supervisor_interval * 3 + 5.0,
                 most=campaign_events.LOOKBACK_SECONDS + 30.0,
             )
+        if loops_ids:
+            campaign_loops_checks.wait_for_alerts(loops_ids, most=cfg.supervisor_interval * 5 + 10.0)
         # Let in-flight compensations of settled jobs and late answers land.
         time.sleep(min(3.0, cfg.supervisor_interval * 3))
         stats = sandbox.stats()
@@ -1114,6 +1146,14 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             report["flow"]["invariants"] = flow_check["figures"]
             report["flow"]["invariant_examples"] = flow_check["examples"]
             report["violations"] |= {f"flow_{k}": v for k, v in flow_check["violations"].items()}
+        if loops_log is not None:
+            report["loops"] = campaign_loops_checks.check_loops(loops_log, stats)
+            report["violations"] |= report["loops"]["violations"]
+            # The loops', ladders' and children's jobs are held to every invariant too, apart.
+            loops_check = check(report["loops"]["job_ids"], stats, first_event, 0)
+            report["loops"]["invariants"] = loops_check["figures"]
+            report["loops"]["invariant_examples"] = loops_check["examples"]
+            report["violations"] |= {f"loops_{k}": v for k, v in loops_check["violations"].items()}
         if events_log is not None:
             report["events"] = campaign_events_checks.check_events(
                 events_log, run_id=run_id, since=started_at
@@ -1161,6 +1201,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
             flow.close()
         if events is not None:
             events.close()
+        if loops is not None:
+            loops.close()
         if flow_submitter is not None:
             flow_submitter.close()
         if holes is not None:
@@ -1507,6 +1549,10 @@ def table(report: dict[str, Any]) -> str:
     if flow is not None:
         rows += campaign_flow.table_rows(flow)
         rows += _apart_rows("flow", flow["invariants"])
+    loops = report.get("loops")
+    if loops is not None:
+        rows += campaign_loops_checks.table_rows(loops)
+        rows += _apart_rows("loops", loops["invariants"])
     events = report.get("events")
     if events is not None:
         rows += campaign_events_checks.table_rows(events)

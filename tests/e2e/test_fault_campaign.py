@@ -1,8 +1,9 @@
 """A small run of the fault campaign, every fault on: the invariants must hold, the waits', the
 workflow language's (conditions, fan-outs, sub-workflows), flow control's (a step's concurrency
-key, debounce, throttle, cancels sent to the remote) and events and correlation's (inbound events
-duplicated and reordered, signals by business key early and late, signal-with-start racing) too;
-with hostile counterparts and contract and expression bombs, and with poison."""
+key, debounce, throttle, cancels sent to the remote), events and correlation's (inbound events
+duplicated and reordered, signals by business key early and late, signal-with-start racing) and
+language II's (poll-until loops, approvals whose wait escalates, children retried) too; with
+hostile counterparts and contract and expression bombs, and with poison."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from testbed import (
     campaign_events_checks,
     campaign_flow,
     campaign_language,
+    campaign_loops,
+    campaign_loops_checks,
     campaign_poison,
 )
 from testbed.campaign_waits import MUST_BE_ZERO
@@ -108,6 +111,23 @@ def test_a_small_campaign_with_every_fault_on_loses_no_job_and_doubles_no_effect
     assert events["early_signals_consumed"] >= 1
     assert events["late_signals"] >= 1
     assert events["race_pairs_with_one_job"] >= 1
+    # Language II: one round, its jobs (children too) held to every invariant apart, none of its
+    # figures off, and each path met: a loop ended by its until and one exhausted, every rung of
+    # a ladder walked (with its alert), a lead refused before the reassignment and taken after,
+    # a self-approval refused, and a child retried after a decline.
+    loops = report["loops"]["figures"]
+    assert {n: loops[n] for n in campaign_loops_checks.MUST_BE_ZERO if loops[n]} == {}
+    assert report["loops"]["invariants"]["jobs_not_settled"] == 0
+    assert loops["loops_rounds"] == 1
+    assert loops["loop_ends"].get("until_met", 0) >= 1
+    assert sum(n for end, n in loops["loop_ends"].items() if end.startswith("exhausted")) >= 1
+    assert set(loops["rungs_walked"]) == {"rung 1", "rung 2", "rung 3"}
+    assert loops["rung_alerts"] == loops["rung_events"] >= 3
+    answers = loops["ladder_answers"]
+    assert answers.get("lead 200", 0) + answers.get("lead-early 403", 0) >= 1
+    assert answers.get("self 403", 0) == 1
+    assert loops["children_retried"] >= 2
+    assert loops["child_retry_jobs"] == len(campaign_loops.CHILD_PLANS)
 
 
 def test_a_hostile_campaign_loses_no_result_and_never_stalls_the_supervisor() -> None:
@@ -122,6 +142,7 @@ def test_a_hostile_campaign_loses_no_result_and_never_stalls_the_supervisor() ->
         *("--jobs", "40", "--duration", "20", "--drain", "90"),
         *("--wait-share", "0", "--language-share", "0", "--blackout-seconds", "0", "--no-flow"),
         "--no-events",
+        "--no-loops",
     )
     assert_no_job_lost_and_no_effect_doubled(report, jobs=40)
     hostile = report["hostile"]["figures"]
@@ -176,6 +197,7 @@ def test_a_poisoned_campaign_keeps_remediating_the_healthy_jobs_in_time() -> Non
         *("--wait-share", "0", "--language-share", "0", "--blackout-seconds", "0", "--kill-every", "1000"),
         "--no-flow",
         "--no-events",
+        "--no-loops",
     )
     assert_no_job_lost_and_no_effect_doubled(report, jobs=40)
     poison = report["poison"]["figures"]

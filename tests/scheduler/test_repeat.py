@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from agents.fake import FakeRemote
@@ -256,6 +257,33 @@ def test_the_items_api_lists_the_iterations(
     op = named(job, "poll").operation_id
     assert [i["operation_id"] for i in page["results"]] == [f"{op}/iter-1", f"{op}/iter-2"]
     assert [i["index"] for i in page["results"]] == [1, 2]
+
+
+def test_the_console_draws_a_repeat_with_its_iteration_and_its_loop(
+    drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any]
+) -> None:
+    monitor(max_iterations=4)
+    fake_remote.script("poll", PENDING, PENDING)
+    ops = Client()
+    ops.force_login(make_user("olga", "operators"))
+    job = job_submit(workflow="monitor", input={}).job
+    run_iterations(job, 2, drain, supervise)
+    dag = _dag(ops.get(f"/ops/jobs/{job.pk}/").content.decode())
+    # Two iterations answered "pending": the third is the one due next.
+    assert "iteration 3 of at most 4" in dag
+    # The workflow's page names the loop: its until and interval (whole in the node's title),
+    # its most iterations.
+    definition = _dag(ops.get("/ops/workflows/monitor/").content.decode())
+    poll = definition[definition.index("<title>poll:") :]
+    assert poll.startswith(
+        "<title>poll: repeat step \u00b7 at most 4 (until output.state == &#x27;done&#x27; \u00b7 every 60 s)"
+    )
+    assert ">until output.state == &#x27;\u2026<" in poll
+
+
+def _dag(html: str) -> str:
+    start = html.index('<svg class="dag"')
+    return html[start : html.index("</svg>", start)]
 
 
 def test_a_looping_jobs_document_is_the_python_rendering_on_postgresql(

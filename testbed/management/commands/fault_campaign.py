@@ -223,6 +223,12 @@ class Command(BaseCommand):
             help="Leave out the events and correlation jobs (inbound events duplicated and reordered, "
             "signals by business key early and late, signal-with-start racing: testbed.campaign_events).",
         )
+        parser.add_argument(
+            "--no-loops",
+            action="store_true",
+            help="Leave out the language II jobs (poll-until loops, approvals whose wait escalates, "
+            "children retried: testbed.campaign_loops).",
+        )
         parser.add_argument("--json", type=Path, default=None, help="Write the report here.")
         parser.add_argument(
             "--scratch",
@@ -276,6 +282,7 @@ class Command(BaseCommand):
             bomb_rate=options["bomb_rate"],
             keys=options["keys"],
             flow=not options["no_flow"],
+            loops=not options["no_loops"],
             events=not options["no_events"],
         )
         try:

@@ -1,0 +1,71 @@
+"""The fault campaign's ladder plans (testbed.campaign_loops.ladder_move): each plan sends its
+decisions once, at the rung it names, by whom it names, and stops once its approval stopped
+waiting (one plan, `too_late`, approves once more after the last rung, to be refused)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from testbed.campaign_loops import LADDER_PLANS, RUNGS, ladder_move
+
+pytestmark = pytest.mark.sqlite
+
+WAITING: dict[str, Any] = {"status": "waiting", "rung": 0, "reassigned": False, "job": "running"}
+
+
+def _walk(plan: str, states: list[dict[str, Any]]) -> tuple[list[tuple[str, str, str, bool]], set[str]]:
+    done: set[str] = set()
+    moves = []
+    for state in states:
+        move = ladder_move(plan, done, **state)
+        if move is not None:
+            moves.append(move)
+    return moves, done
+
+
+def _ladder() -> list[dict[str, Any]]:
+    """An approval nobody decides: waiting, reminded, reassigned, then ended by its last rung."""
+    return [
+        WAITING,
+        WAITING,
+        {**WAITING, "rung": 1},
+        {**WAITING, "rung": 1},
+        {**WAITING, "rung": 2, "reassigned": True},
+        {**WAITING, "rung": 2, "reassigned": True},
+        {"status": "failed", "rung": len(RUNGS), "reassigned": True, "job": "compensating"},
+        {"status": "failed", "rung": len(RUNGS), "reassigned": True, "job": "compensated"},
+    ]
+
+
+def test_each_plan_sends_its_decisions_once_by_whom_it_names() -> None:
+    sent = {plan: _walk(plan, _ladder())[0] for plan in LADDER_PLANS}
+    assert sent == {
+        "early": [("approver", "approve", "early", False)],
+        "after_remind": [("approver", "approve", "after_remind", False)],
+        "lead": [("lead", "approve", "lead-early", True), ("lead", "approve", "lead", False)],
+        "reject": [("approver", "reject", "reject", False)],
+        "never": [],
+        "self": [("own", "approve", "self", True), ("approver", "approve", "self-other", False)],
+        "too_late": [("approver", "approve", "too_late", True)],
+    }
+
+
+def test_a_plan_is_finished_once_its_approval_stopped_waiting() -> None:
+    for plan in LADDER_PLANS:
+        assert "finished" in _walk(plan, _ladder())[1], plan
+    # Decided at once: nothing more once the step succeeded, whatever the job does next.
+    moves, done = _walk("early", [WAITING, {**WAITING, "status": "succeeded"}])
+    assert moves == [("approver", "approve", "early", False)] and "finished" in done
+
+
+def test_nothing_is_sent_before_the_step_waits_or_after_its_job_ended() -> None:
+    pending = {**WAITING, "status": "pending"}
+    for plan in LADDER_PLANS:
+        assert _walk(plan, [pending, {**pending, "job": "compensated"}])[0] == []
+    # A job that compensated before its approval waited: too late has nothing to refuse.
+    moves, done = _walk(
+        "too_late", [{"status": "skipped", "rung": 0, "reassigned": False, "job": "compensated"}]
+    )
+    assert moves == [] and "finished" in done
