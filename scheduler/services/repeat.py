@@ -21,7 +21,6 @@ the loop ended on); earlier iterations only asked.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from jmespath.exceptions import JMESPathError
@@ -34,6 +33,7 @@ from scheduler.services.fanout import items_stop
 from scheduler.services.locking import JobState, step_input
 from scheduler.transitions import step_note, step_transition
 from scheduler.unit import Unit
+from scheduler.wait_definitions import due_after
 
 S = StepStatus
 E = EventKind
@@ -169,7 +169,7 @@ def _decide(
             unit, step, last, number, until=until, action=str(loop.get("on_exhausted")), source=source
         )
     interval = float(loop.get("interval_seconds") or 0)
-    due = unit.now + dt.timedelta(seconds=interval)
+    due = due_after(unit.now, seconds=interval)
     _make_iteration(unit, state, step, number + 1)
     step_note(
         unit,
