@@ -88,11 +88,17 @@ def duties_check(spec: dict[str, Any], *, step: str, kind: str, groups: set[str]
 # --- when its rungs come -------------------------------------------------------------------------
 
 
+def due_after(since: dt.datetime, *, seconds: float) -> dt.datetime:
+    """When a waiting step is due that waits `seconds` from `since`: its timeout, a rung of its
+    ladder, a timer's `wait_seconds`, a repeat's next iteration (scheduler.services.repeat)."""
+    return since + dt.timedelta(seconds=seconds)
+
+
 def timeout_at(definition: StepDefinition, *, since: dt.datetime) -> dt.datetime | None:
     """When a wait that began at `since` times out (None: it never does)."""
     if not definition.timeout_seconds:
         return None
-    return since + dt.timedelta(seconds=definition.timeout_seconds)
+    return due_after(since, seconds=definition.timeout_seconds)
 
 
 def next_rung(definition: StepDefinition, *, rung: int) -> dict[str, Any] | None:
@@ -104,7 +110,7 @@ def next_rung(definition: StepDefinition, *, rung: int) -> dict[str, Any] | None
 def rung_at(definition: StepDefinition, *, since: dt.datetime, rung: int) -> dt.datetime | None:
     """When the next rung is due (None: no rung is left)."""
     found = next_rung(definition, rung=rung)
-    return since + dt.timedelta(seconds=found["after_seconds"]) if found is not None else None
+    return due_after(since, seconds=found["after_seconds"]) if found is not None else None
 
 
 def wait_deadline(definition: StepDefinition, *, since: dt.datetime, rung: int = 0) -> dt.datetime | None:

@@ -18,6 +18,7 @@ from sas_project.audit import definition_deleted, definition_logged
 from sas_project.editing import fields_known, locked_one
 from sas_project.errors import ActionNotAllowed, InvalidInput, StaleWrite
 from sas_project.validation import valid_name
+from scheduler.backoff import backoff_seconds
 from scheduler.models import (
     RETRYABLE_OUTCOMES,
     AttemptKind,
@@ -117,18 +118,9 @@ Decision = Retry | Reconcile | GiveUp
 
 
 def backoff_delay(policy: PolicySnapshot, calls: int, draw: float) -> float:
-    """Capped exponential backoff after `calls` calls, with `draw` in [0, 1) for the jitter.
-
-    The delay is base * (1 - jitter * draw): jitter 0 gives exactly base, jitter 1 gives "full
-    jitter" (anywhere in (0, base]).
-    """
-    exponent = max(calls - 1, 0)
-    try:
-        base = policy.backoff_initial_seconds * policy.backoff_multiplier**exponent
-    except OverflowError:
-        base = policy.backoff_max_seconds
-    base = min(base, policy.backoff_max_seconds)
-    return max(base * (1 - policy.backoff_jitter * draw), 0.0)
+    """Capped exponential backoff after `calls` calls, with `draw` in [0, 1) for the jitter: the
+    rule every retry follows (scheduler.backoff)."""
+    return backoff_seconds(policy, tries=calls, draw=draw)
 
 
 def decide(facts: StepFacts, policy: PolicySnapshot, now: dt.datetime, draw: float) -> Decision:

@@ -3,13 +3,14 @@ before the remediation of due steps): whole-job deadlines, waits whose time came
 steps, jobs waiting for their concurrency key or at their debounce or throttle, cancels sent to
 remotes, jobs at risk of missing their workflow's SLA. Each item in its own transaction; one
 whose handling raises for its own sake is quarantined (scheduler.services.quarantine) and the
-others go on."""
+others go on (`each_alone`, the one loop that does it for every sweep here)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from sas_project.conf import sas_settings
 from scheduler.models import Job, QuarantineLoop
@@ -35,6 +36,35 @@ from supervisor.report import ScanReport, fence, quarantined, source_of, tally
 
 logger = logging.getLogger("supervisor.scan")
 
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def each_alone(
+    items: Iterable[T],
+    *,
+    handle: Callable[[T], R],
+    report: ScanReport,
+    quarantine: Callable[[T, Exception], object],
+) -> Iterator[tuple[T, R]]:
+    """Each of `items` handled alone, in order: `handle` runs the item in a transaction of its
+    own. When it raises with a fault of the item's (is_item_fault), what it counted in `report`
+    is undone, `quarantine` sets the item aside (a Quarantiner's, which names the loop), the
+    report counts the quarantine, and the next item goes on; a fault of the service's ends the
+    pass. Yields each item handled, with what `handle` returned, before the next is taken."""
+    for item in items:
+        before = report.snapshot()
+        try:
+            result = handle(item)
+        except Exception as exc:
+            if not is_item_fault(exc):
+                raise
+            report.restore(before)
+            quarantine(item, exc)
+            quarantined(report)
+            continue
+        yield item, result
+
 
 def sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> None:
     """Jobs past their whole-job deadline stop and compensate what ran: in one transaction, or,
@@ -55,19 +85,15 @@ def sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> Non
             raise
         report.restore(before)
     quarantine = Quarantiner(QuarantineLoop.JOB_DEADLINES, source=source_of(grant))
-    for job_id in jobs:
-        item = report.snapshot()
-        try:
-            with unit_of_work() as unit:
-                fence(grant)
-                if lock_job(unit, job_id=job_id, skip_locked=True) is not None:
-                    _deadline_pass(unit, job_id, grant, report)
-        except Exception as exc:
-            if not is_item_fault(exc):
-                raise
-            report.restore(item)
-            quarantine.job(job_id, exc)
-            quarantined(report)
+
+    def alone(job_id: Any) -> None:
+        with unit_of_work() as unit:
+            fence(grant)
+            if lock_job(unit, job_id=job_id, skip_locked=True) is not None:
+                _deadline_pass(unit, job_id, grant, report)
+
+    for _ in each_alone(jobs, handle=alone, report=report, quarantine=quarantine.job):
+        pass  # each job counts what it did in `report` itself
 
 
 def _deadlines_due(now: Any, size: int) -> list[Any]:
@@ -100,6 +126,15 @@ def sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
     that raises is done again one job at a time, quarantining the job that raises again."""
     tried: set[Any] = set()
     quarantine = Quarantiner(QuarantineLoop.WAITS, source=source_of(grant))
+
+    def alone(job_id: Any) -> dict[str, int]:
+        with unit_of_work() as unit:
+            fence(grant)
+            return waits_expire(unit, job_ids=[job_id], source=source_of(grant))
+
+    def set_aside(job_id: Any, exc: Exception) -> None:
+        quarantine.job(job_id, exc, steps=waits_due_steps(job_id, now=db_now()))
+
     while True:
         job_ids: list[Any] = []
         try:
@@ -115,18 +150,9 @@ def sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
             if not job_ids or not is_item_fault(exc):
                 raise
             done = {}
-            for job_id in job_ids:
-                try:
-                    with unit_of_work() as unit:
-                        fence(grant)
-                        ended = waits_expire(unit, job_ids=[job_id], source=source_of(grant))
-                    for what, count in ended.items():
-                        done[what] = done.get(what, 0) + count
-                except Exception as item_exc:
-                    if not is_item_fault(item_exc):
-                        raise
-                    quarantine.job(job_id, item_exc, steps=waits_due_steps(job_id, now=db_now()))
-                    quarantined(report)
+            for _, ended in each_alone(job_ids, handle=alone, report=report, quarantine=set_aside):
+                for what, count in ended.items():
+                    done[what] = done.get(what, 0) + count
         tried.update(job_ids)
         for what, count in done.items():
             report.examined += count
@@ -147,15 +173,11 @@ def sweep_children(grant: LeaseGrant, report: ScanReport, size: int) -> None:
         if due:
             fence(grant)
     quarantine = Quarantiner(QuarantineLoop.CHILDREN, source=source_of(grant))
-    for step_id in due:
-        try:
-            what = child_advance(step_id, source=source_of(grant), skip_locked=True)
-        except Exception as exc:
-            if not is_item_fault(exc):
-                raise
-            quarantine.step(step_id, exc)
-            quarantined(report)
-            continue
+
+    def alone(step_id: int) -> str:
+        return child_advance(step_id, source=source_of(grant), skip_locked=True)
+
+    for _, what in each_alone(due, handle=alone, report=report, quarantine=quarantine.step):
         report.examined += 1
         if what in ("started", "succeeded", "failed", "refused", "held", "compensated", "undoing"):
             report.remediated += 1
@@ -199,21 +221,17 @@ def sweep_gates(grant: LeaseGrant, report: ScanReport, size: int) -> None:
     concurrency loop, which starts waiting jobs), and the others go on."""
     tried: set[Any] = set()
     quarantine = Quarantiner(QuarantineLoop.CONCURRENCY, source=source_of(grant))
+
+    def alone(job_id: Any) -> str:
+        return job_pass(job_id, source=source_of(grant))
+
     while True:
         with unit_of_work() as unit:
             due = gates_due(unit.now, limit=size, exclude=tried)
             if due:
                 fence(grant)
-        for job_id in due:
-            tried.add(job_id)
-            try:
-                what = job_pass(job_id, source=source_of(grant))
-            except Exception as exc:
-                if not is_item_fault(exc):
-                    raise
-                quarantine.job(job_id, exc)
-                quarantined(report)
-                continue
+        tried.update(due)
+        for _, what in each_alone(due, handle=alone, report=report, quarantine=quarantine.job):
             if what:
                 report.remediated += 1
                 tally(report, f"gate_{what}")
@@ -248,15 +266,16 @@ def sweep_cancels(grant: LeaseGrant, report: ScanReport, size: int) -> None:
             return
         fence(grant)
     quarantine = Quarantiner(QuarantineLoop.REMEDIATION, source=source_of(grant))
-    for cancel_id, job_id in due:
-        try:
-            what = cancel_resend(cancel_id, job_id=job_id, source=source_of(grant))
-        except Exception as exc:
-            if not is_item_fault(exc):
-                raise
-            quarantine.other(f"cancel {cancel_id}", exc, action="skipped", job_id=job_id)
-            quarantined(report)
-            continue
+
+    def alone(cancel: tuple[int, Any]) -> str:
+        cancel_id, job_id = cancel
+        return cancel_resend(cancel_id, job_id=job_id, source=source_of(grant))
+
+    def set_aside(cancel: tuple[int, Any], exc: Exception) -> None:
+        cancel_id, job_id = cancel
+        quarantine.other(f"cancel {cancel_id}", exc, action="skipped", job_id=job_id)
+
+    for _, what in each_alone(due, handle=alone, report=report, quarantine=set_aside):
         if what:
             report.remediated += 1
             tally(report, what)
@@ -269,6 +288,15 @@ def sweep_at_risk(grant: LeaseGrant, report: ScanReport, size: int) -> None:
     that raises again is quarantined by the at-risk loop: left unflagged and alone for a while,
     its work untouched (a check that stops nothing must not stop the job either)."""
     quarantine = Quarantiner(QuarantineLoop.AT_RISK, source=source_of(grant))
+
+    def alone(job: SlaJob) -> None:
+        with unit_of_work() as unit:
+            fence(grant)
+            _at_risk_pass(unit, [job], grant, report)
+
+    def set_aside(job: SlaJob, exc: Exception) -> None:
+        quarantine.other(f"job {job.pk}", exc, action="skipped", job_id=job.pk)
+
     after: tuple[dt.datetime, Any] | None = None
     while True:
         jobs: list[SlaJob] = []
@@ -284,18 +312,8 @@ def sweep_at_risk(grant: LeaseGrant, report: ScanReport, size: int) -> None:
             if not jobs or not is_item_fault(exc):
                 raise
             report.restore(before)
-            for job in jobs:
-                item = report.snapshot()
-                try:
-                    with unit_of_work() as unit:
-                        fence(grant)
-                        _at_risk_pass(unit, [job], grant, report)
-                except Exception as item_exc:
-                    if not is_item_fault(item_exc):
-                        raise
-                    report.restore(item)
-                    quarantine.other(f"job {job.pk}", item_exc, action="skipped", job_id=job.pk)
-                    quarantined(report)
+            for _ in each_alone(jobs, handle=alone, report=report, quarantine=set_aside):
+                pass  # each job counts what it did in `report` itself
         after = (jobs[-1].created_at, jobs[-1].pk)
         if len(jobs) < size:
             return

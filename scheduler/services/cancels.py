@@ -39,6 +39,7 @@ from django_q.tasks import async_task
 from agents.broker import ClaimByDeleteORM
 from agents.models import AgentKind
 from agents.outcome import AttemptKind, CallResult, CallSpec, Outcome
+from scheduler.backoff import backoff_seconds
 from scheduler.models import (
     CANCEL_ATTEMPT_NUMBER,
     Attempt,
@@ -265,17 +266,13 @@ def _locked(cancel_id: int) -> RemoteCancel | None:
 def _retry_in(policy: RemediationPolicy, *, result: CallResult, tries: int, draw: float) -> float | None:
     """Seconds until the next try, or None when the cancel ends with this answer: the remote
     answered it, the policy does not retry this outcome, or its `max_attempts` tries are spent.
-    The backoff is the policy's, as for any retry (capped exponential with its jitter, the rule of
-    supervisor.policies.backoff_delay, a layer above), and waits for a Retry-After within it."""
+    The backoff is the policy's, as for any retry (scheduler.backoff), and waits for a
+    Retry-After within it."""
     if result.outcome in FINAL or result.outcome not in (policy.retry_on or ()):
         return None
     if tries >= policy.max_attempts:
         return None
-    try:
-        base = policy.backoff_initial_seconds * policy.backoff_multiplier ** max(tries - 1, 0)
-    except OverflowError:
-        base = policy.backoff_max_seconds
-    delay = max(min(base, policy.backoff_max_seconds) * (1 - policy.backoff_jitter * draw), 0.0)
+    delay = backoff_seconds(policy, tries=tries, draw=draw)
     if result.retry_after is not None:
         delay = max(delay, min(result.retry_after, policy.backoff_max_seconds))
     return delay

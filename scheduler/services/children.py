@@ -53,6 +53,7 @@ from jmespath.exceptions import JMESPathError
 from agents.outcome import Outcome
 from sas_project.errors import InvalidInput, KeyBusy
 from scheduler import contracts, expressions
+from scheduler.backoff import backoff_seconds
 from scheduler.models import (
     JOB_SETTLED,
     EventKind,
@@ -332,8 +333,8 @@ def child_retry_in(
     failure is the child workflow saying no, so it is retried only under a policy whose
     `retry_on` lists `business_failure` (the default does not: a child's own steps have retried
     already), while its `max_attempts` (children in all, the first included) are not spent. The
-    backoff is the policy's, as for any retry: capped exponential with its jitter (`draw` in
-    [0, 1)), the rule of supervisor.policies.backoff_delay, a layer above."""
+    backoff is the policy's, as for any retry (scheduler.backoff), with `draw` in [0, 1) for its
+    jitter."""
     if policy is None or Outcome.BUSINESS_FAILURE not in (policy.retry_on or ()):
         return None
     on_its_own = child.status == J.FAILED or (
@@ -341,11 +342,8 @@ def child_retry_in(
     )
     if not on_its_own or attempt + 1 >= policy.max_attempts:
         return None
-    try:
-        base = policy.backoff_initial_seconds * policy.backoff_multiplier**attempt
-    except OverflowError:
-        base = policy.backoff_max_seconds
-    return max(min(base, policy.backoff_max_seconds) * (1 - policy.backoff_jitter * draw), 0.0)
+    # Try `attempt` (0: the first) is the step's `attempt + 1`-th try.
+    return backoff_seconds(policy, tries=attempt + 1, draw=draw)
 
 
 def _retry(

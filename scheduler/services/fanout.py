@@ -314,11 +314,14 @@ def _undo_failed_items(unit: Unit, state: JobState, step: Step, *, source: str) 
     return _undo(unit, state, step, failed, source=source, start=True)
 
 
-def fan_out_unwind(unit: Unit, *, state: JobState, step: Step, source: str, start: bool) -> bool:
-    """Stop a fan-out's items and undo those that may have had an effect; True once nothing is
-    left to undo. `start`: compensations may start now (every step after this one is undone)."""
+def items_stop(unit: Unit, *, state: JobState, step: Step, source: str) -> bool:
+    """Stop the items of `step` (a fan-out's, or a repeat's iterations) that are not in flight:
+    those never started are skipped, those awaiting a decision abandoned (failed, no further
+    attempts). Returns False while a call of an item is still in flight (its outcome settles it
+    first), else True; either way the unit is flushed, so what the caller reads next sees the items
+    as these moves leave them."""
+    unit.flush()  # the query below reads the items as this unit left them
     limit = settings.SAS_MAX_FANOUT_ITEMS
-    unit.flush()  # the queries below read the items as this unit left them
     stopping = state.adopt(_page(step, [S.PENDING, S.WAITING, *AWAITING], limit, descending=False))
     for item in stopping:
         if item.status in (S.PENDING, S.WAITING):
@@ -332,11 +335,18 @@ def fan_out_unwind(unit: Unit, *, state: JobState, step: Step, source: str, star
                 kind=E.STEP_ABANDONED,
                 reason=f"{step.name} stops: no further attempts",
             )
-    # The queries below read the items as these moves leave them: an item abandoned here after a
-    # call that got no answer is a failed item that may have had an effect, and is undone.
     unit.flush()
-    if Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM, status=S.DISPATCHED).exists():
+    return not Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM, status=S.DISPATCHED).exists()
+
+
+def fan_out_unwind(unit: Unit, *, state: JobState, step: Step, source: str, start: bool) -> bool:
+    """Stop a fan-out's items and undo those that may have had an effect; True once nothing is
+    left to undo. `start`: compensations may start now (every step after this one is undone)."""
+    if not items_stop(unit, state=state, step=step, source=source):
         return False  # calls in flight settle first (their outcome says whether to undo them)
+    # An item abandoned above after a call that got no answer is a failed item that may have had
+    # an effect, and is undone.
+    limit = settings.SAS_MAX_FANOUT_ITEMS
     candidates = state.adopt(_page(step, [S.SUCCEEDED, S.FAILED], limit, descending=True))
     return _undo(unit, state, step, candidates, source=source, start=start)
 

@@ -21,7 +21,6 @@ the loop ended on); earlier iterations only asked.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from jmespath.exceptions import JMESPathError
@@ -30,17 +29,17 @@ from scheduler import expressions
 from scheduler.models import STEP_SETTLED, EventKind, Step, StepKind, StepStatus
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.effects import compensation_dispatch
+from scheduler.services.fanout import items_stop
 from scheduler.services.locking import JobState, step_input
 from scheduler.transitions import step_note, step_transition
 from scheduler.unit import Unit
+from scheduler.wait_definitions import due_after
 
 S = StepStatus
 E = EventKind
 
 #: An iteration that is running (or waiting for its pool's capacity or a retry).
 RUNNING = frozenset({S.WAITING, S.DISPATCHED, S.ATTEMPT_FAILED, S.UNKNOWN, S.RETRY_WAIT})
-#: Iterations stopped when the loop stops: never started, or awaiting a decision.
-STOPPED = frozenset({S.PENDING, S.WAITING, S.ATTEMPT_FAILED, S.UNKNOWN, S.RETRY_WAIT, S.HELD})
 
 
 def loop_of(step: Step) -> dict[str, Any]:
@@ -170,7 +169,7 @@ def _decide(
             unit, step, last, number, until=until, action=str(loop.get("on_exhausted")), source=source
         )
     interval = float(loop.get("interval_seconds") or 0)
-    due = unit.now + dt.timedelta(seconds=interval)
+    due = due_after(unit.now, seconds=interval)
     _make_iteration(unit, state, step, number + 1)
     step_note(
         unit,
@@ -235,30 +234,7 @@ def _exhausted(
 def repeat_unwind(unit: Unit, *, state: JobState, step: Step, source: str, start: bool) -> bool:
     """Stop a repeat's iterations and undo the last one that succeeded, once; True once nothing is
     left to undo. `start`: its compensation may start now (every step after this one is undone)."""
-    unit.flush()  # the queries below read the iterations as this unit left them
-    stopping = state.adopt(
-        list(
-            Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM, status__in=sorted(STOPPED))
-            .select_related("definition__policy", "pool")
-            .order_by("item_index")
-        )
-    )
-    for iteration in stopping:
-        if iteration.status in (S.PENDING, S.WAITING):
-            step_transition(
-                unit, iteration, S.SKIPPED, source=source, reason=f"{step.name} stops: never started"
-            )
-        else:
-            step_transition(
-                unit,
-                iteration,
-                S.FAILED,
-                source=source,
-                kind=E.STEP_ABANDONED,
-                reason=f"{step.name} stops: no further attempts",
-            )
-    unit.flush()
-    if Step.objects.filter(parent_id=step.pk, kind=StepKind.ITEM, status=S.DISPATCHED).exists():
+    if not items_stop(unit, state=state, step=step, source=source):
         return False  # a call in flight settles first (its outcome says whether it is undone)
     if not step.definition.compensation_path:
         return True

@@ -57,7 +57,7 @@ from scheduler.outbox import CHILD_START_TASK, task_write
 from scheduler.services.locking import JobState
 from scheduler.transitions import step_transition
 from scheduler.unit import Unit, User
-from scheduler.wait_definitions import rung_at, timeout_at, wait_deadline
+from scheduler.wait_definitions import due_after, rung_at, timeout_at, wait_deadline
 
 S = StepStatus
 K = StepDefinitionKind
@@ -82,7 +82,7 @@ def timer_due(state: JobState, *, step: Step, now: dt.datetime) -> dt.datetime:
     so a bad time holds the step where it is armed, never fails the write of its deadline."""
     definition = step.definition
     if not definition.until:
-        return now + dt.timedelta(seconds=definition.wait_seconds or 0)
+        return due_after(now, seconds=definition.wait_seconds or 0)
     source, *path = definition.until.split(".")
     if source == "input":
         value: Any = step.input_override if step.input_override is not None else state.job.input

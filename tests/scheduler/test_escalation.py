@@ -32,7 +32,7 @@ from scheduler.serializers import JobSerializer
 from scheduler.services import job_submit
 from scheduler.services.correlation import signals_by_key
 from scheduler.services.wakeups import NotPermitted, approval_decide, signal_send
-from scheduler.wait_definitions import wait_deadline
+from scheduler.wait_definitions import due_after, wait_deadline
 from supervisor.alerts import reactions_handle
 from supervisor.scan import ScanReport
 from supervisor.subscriptions import subscription_create
@@ -84,6 +84,13 @@ def finance() -> User:
 
 
 # --- the definition -------------------------------------------------------------------------------
+
+
+def test_a_wait_is_due_its_seconds_after_its_start_fractions_and_none_included() -> None:
+    since = dt.datetime(2025, 1, 1, 12, tzinfo=dt.UTC)
+    assert due_after(since, seconds=90) == dt.datetime(2025, 1, 1, 12, 1, 30, tzinfo=dt.UTC)
+    assert due_after(since, seconds=0.25) == since + dt.timedelta(milliseconds=250)
+    assert due_after(since, seconds=0) == since
 
 
 @pytest.mark.parametrize(

@@ -280,6 +280,35 @@ def test_cancelling_a_job_mid_fan_out_stops_its_items_and_undoes_those_that_ran(
     assert fake_remote.compensations() == ["ship", "reserve"]
 
 
+@pytest.mark.usefixtures("one_delivery_per_task")
+def test_items_stop_skips_the_items_not_started_abandons_those_awaiting_and_waits_for_calls_in_flight(
+    fake_remote: FakeRemote,
+) -> None:
+    from scheduler.services import lock_job
+    from scheduler.services.fanout import items_stop
+    from scheduler.unit import unit_of_work
+
+    order(max_parallel=1)
+    fake_remote.script("ship", Outcome.SUCCEEDED, Outcome.TRANSIENT_FAILURE)
+    job = job_submit(workflow="order", input={"lines": ["a", "b", "c", "d"]}).job
+    run_tasks(2)  # reserve, then item 0; item 1 is dispatched, its task still queued
+
+    def stop() -> bool:
+        with unit_of_work() as unit:
+            state = lock_job(unit, job_id=job.pk)
+            ship = next(s for s in state.steps if s.name == "ship")
+            return items_stop(unit, state=state, step=ship, source="test")
+
+    assert stop() is False  # item 1's call is in flight
+    assert [i.status for i in items_of(job)] == [S.SUCCEEDED, S.DISPATCHED, S.SKIPPED, S.SKIPPED]
+    run_tasks(1)  # item 1's call fails, and awaits the policy's decision
+    assert items_of(job)[1].status == S.ATTEMPT_FAILED
+    assert stop() is True
+    assert [i.status for i in items_of(job)] == [S.SUCCEEDED, S.FAILED, S.SKIPPED, S.SKIPPED]
+    abandoned = Event.objects.get(step=items_of(job)[1], kind=EventKind.STEP_ABANDONED)
+    assert abandoned.reason == "ship stops: no further attempts"
+
+
 def test_an_operator_retries_a_fan_outs_items_not_the_fan_out(
     drain: Callable[[], int], fake_remote: FakeRemote, supervise: Callable[..., Any]
 ) -> None:

@@ -341,6 +341,39 @@ def test_a_fault_of_the_service_quarantines_nothing(
     assert_retried_once(jobs)
 
 
+def test_the_sweeps_runner_quarantines_the_item_that_raises_undoes_its_counts_and_goes_on() -> None:
+    from django.db import OperationalError
+
+    from supervisor.sweeps import each_alone
+
+    report = ScanReport(acted=True, holder="h")
+    seen: list[str] = []
+    set_aside: list[tuple[int, str]] = []
+
+    def handle(item: int) -> int:
+        seen.append(f"handle {item}")
+        report.remediated += 1
+        if item == 2:
+            raise ValueError("bad data")
+        return item * 10
+
+    def quarantine(item: int, exc: Exception) -> None:
+        set_aside.append((item, str(exc)))
+
+    for item, result in each_alone([1, 2, 3], handle=handle, report=report, quarantine=quarantine):
+        seen.append(f"got {item}: {result}")
+    assert seen == ["handle 1", "got 1: 10", "handle 2", "handle 3", "got 3: 30"]
+    assert set_aside == [(2, "bad data")]
+    assert report.remediated == 2 and report.quarantined == 1 and report.decisions == {"quarantined": 1}
+
+    def lost(item: int) -> int:
+        raise OperationalError("connection lost")
+
+    with pytest.raises(OperationalError):
+        list(each_alone([1, 2], handle=lost, report=report, quarantine=quarantine))
+    assert set_aside == [(2, "bad data")]  # a fault of the service's sets nothing aside
+
+
 @pytest.mark.sqlite
 def test_a_job_that_cannot_be_archived_is_quarantined_and_the_rest_of_its_batch_is_archived_and_deleted(
     drain: Callable[[], int], fake_remote: FakeRemote, settings: Any, tmp_path: Any
