@@ -874,12 +874,12 @@ def test_calibration_flags_late_successes(ops: Client, drain: Callable, fake_rem
 
 
 def test_calibration_percentiles_match_the_python_fallback() -> None:
-    from supervisor.selectors.calibration import _percentile
+    from supervisor.selectors.calibration import percentile
 
     values = [500, 900, 1500, 2500]
-    assert _percentile(values, 0.5) == 1200
-    assert _percentile(values, 0.99) == pytest.approx(2470)
-    assert _percentile([], 0.5) is None
+    assert percentile(values, 0.5) == 1200
+    assert percentile(values, 0.99) == pytest.approx(2470)
+    assert percentile([], 0.5) is None
 
 
 # --- bad input: a clear 4xx, never a 500, and nothing changes -------------------------------------
