@@ -215,3 +215,9 @@ def tasks_still_queued(rows: list[int]) -> set[int]:
     """Of these queue rows, those still waiting in the broker's queue table (the project's broker
     deletes a row when a pusher takes its task)."""
     return set(OrmQ.objects.filter(pk__in=rows).values_list("pk", flat=True))
+
+
+def queue_depth() -> int:
+    """Tasks waiting in the broker's queue for a cluster's pusher to take them: one count over
+    the queue table, which every cluster shares (a taken task's row is gone)."""
+    return OrmQ.objects.count()

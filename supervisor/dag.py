@@ -8,6 +8,10 @@ waits for; a sub-workflow step has a double border and names its workflow; a fan
 stack of cards with its items' count (how many succeeded of how many); a step's compensation
 is drawn as a badge on its node. Every piece of text is escaped: step names come from definitions
 that operators type.
+
+A node carries its status's light fill and dark ink (as the status pills do), which read in either
+theme; what lies on the card itself (edges, arrows, the legend's words) takes its colour from the
+stylesheet, or else the card's ink (`currentColor`), so it reads on a dark card too.
 """
 
 from __future__ import annotations
@@ -150,7 +154,8 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow", legend: boo
         f'viewBox="0 0 {width} {height}" aria-label="{escape(title)}">',
         f"<title>{escape(title)}</title>",
         '<defs><marker id="dag-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-        'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#6b7280"/>'
+        'markerHeight="7" orient="auto-start-reverse"><path class="dag-arrow" d="M0,0 L10,5 L0,10 z" '
+        'fill="currentColor"/>'
         "</marker></defs>",
     ]
     for node in nodes:
@@ -164,9 +169,10 @@ def render_dag(nodes: Sequence[DagNode], *, title: str = "Workflow", legend: boo
             done = by_name[dep].status in ("succeeded", "compensated")
             dash = "" if done else ' stroke-dasharray="5 4"'
             parts.append(
-                f'<path class="dag-edge" data-from="{escape(dep)}" data-to="{escape(node.name)}" '
+                f'<path class="dag-edge{" done" if done else ""}" data-from="{escape(dep)}" '
+                f'data-to="{escape(node.name)}" '
                 f'd="M{sx},{sy} C{sx + bend},{sy} {ex - bend},{ey} {ex - 2},{ey}" fill="none" '
-                f'stroke="{"#4b5563" if done else "#9ca3af"}" stroke-width="1.6"'
+                f'stroke="currentColor" stroke-width="1.6"'
                 f'{dash} marker-end="url(#dag-arrow)"/>'
             )
     for node in nodes:
@@ -244,7 +250,8 @@ def _legend(statuses: list[str], y: int) -> tuple[str, int]:
         text = _label(status)
         items.append(
             f'<rect x="{x}" y="{y}" width="12" height="12" rx="3" fill="{fill}" stroke="{stroke}"/>'
-            f'<text x="{x + 17}" y="{y + 11}" font-size="11" fill="#374151">{escape(text)}</text>'
+            f'<text class="chart-ink" x="{x + 17}" y="{y + 11}" font-size="11" fill="currentColor">'
+            f"{escape(text)}</text>"
         )
         x += 30 + 7 * len(text)
     return f'<g class="dag-legend">{"".join(items)}</g>', x - PAD

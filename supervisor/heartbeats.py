@@ -7,6 +7,10 @@ cleanly. A cluster is *live* when it beat within STALE_BEATS intervals, *lost* w
 never said it stopped, *stopped* when it did. Rows of clusters gone for a week are deleted by the
 beats themselves (a few rows per host, one statement).
 
+Each beat also records how many of the cluster's workers are running a task at that moment
+(`busy`, counted by supervisor.busy: a worker is busy from django-q2's `pre_execute` until its
+task has run); the others are idle.
+
 Each beat also touches SAS_CLUSTER_ALIVE_FILE, database or not: a container's liveness probe reads
 the file's age from the shell (`docker/entrypoint alive`), so a probe costs no Python start and no
 database connection, and a database restart restarts no cluster.
@@ -48,18 +52,20 @@ def stale_after() -> dt.timedelta:
     return dt.timedelta(seconds=STALE_BEATS * sas_settings.cluster_heartbeat_seconds)
 
 
-def beat(name: str, *, workers: int) -> None:
-    """Record that cluster `name` is alive (its row made at the first beat)."""
+def beat(name: str, *, workers: int, busy: int | None = None) -> None:
+    """Record that cluster `name` is alive (its row made at the first beat), and how many of its
+    workers are running a task now (`busy`, supervisor.busy; None: not measured)."""
     host, _, pid = name.rpartition(":")
-    updated = ClusterHeartbeat.objects.filter(pk=name).update(beat_at=Now(), stopped_at=None)
+    updated = ClusterHeartbeat.objects.filter(pk=name).update(beat_at=Now(), stopped_at=None, busy=busy)
     if not updated:
         ClusterHeartbeat.objects.update_or_create(
             name=name,
-            defaults={"beat_at": Now(), "stopped_at": None},
+            defaults={"beat_at": Now(), "stopped_at": None, "busy": busy},
             create_defaults={
                 "host": host,
                 "pid": int(pid or 0),
                 "workers": workers,
+                "busy": busy,
                 "version": VERSION,
                 "started_at": Now(),
                 "beat_at": Now(),
@@ -88,10 +94,16 @@ def touch_alive_file() -> None:
 
 
 def run_heartbeats(
-    name: str, *, workers: int, alive: Callable[[], bool], should_stop: Callable[[], bool]
+    name: str,
+    *,
+    workers: int,
+    alive: Callable[[], bool],
+    should_stop: Callable[[], bool],
+    busy: Callable[[], int | None] = lambda: None,
 ) -> None:
     """Beat every SAS_CLUSTER_HEARTBEAT_SECONDS while `alive()`, until `should_stop()` (a thread of
-    qcluster). A database error skips a beat; the thread carries on."""
+    qcluster), each beat with `busy()`, the workers running a task at that moment. A database
+    error skips a beat; the thread carries on."""
     interval = sas_settings.cluster_heartbeat_seconds
     next_beat = 0.0
     try:
@@ -100,7 +112,7 @@ def run_heartbeats(
                 touch_alive_file()
                 try:
                     close_old_connections()
-                    beat(name, workers=workers)
+                    beat(name, workers=workers, busy=busy())
                 except Exception:
                     # A database away: the next beat will tell.
                     logger.warning("cluster %s: heartbeat not recorded", name, exc_info=True)
@@ -124,6 +136,12 @@ class ClusterState:
     #: "live", "lost" or "stopped".
     state: str
     beat_age: float
+    #: Workers running a task at the last beat (None: not measured, or the cluster is not live).
+    busy: int | None = None
+
+    @property
+    def idle(self) -> int | None:
+        return None if self.busy is None else max(0, self.workers - self.busy)
 
 
 def clusters(
@@ -150,7 +168,7 @@ def _state(row: ClusterHeartbeat, now: dt.datetime) -> ClusterState:
         f: getattr(row, f)
         for f in ("name", "host", "pid", "workers", "version", "started_at", "beat_at", "stopped_at")
     }
-    return ClusterState(**fields, state=state, beat_age=age)
+    return ClusterState(**fields, state=state, beat_age=age, busy=row.busy if state == "live" else None)
 
 
 def check(now: dt.datetime, *, name: str | None = None, host: str | None = None) -> tuple[bool, str]:

@@ -78,7 +78,7 @@ class ClusterHeartbeat(models.Model):
     SAS_CLUSTER_HEARTBEAT_SECONDS while django-q2's sentinel lives, and once more when it stops
     (supervisor.heartbeats). Read by `manage.py cluster_check` (a person's or a host's check) and
     the console's Clusters card; django-q2's own statistics live in a per-process cache that no
-    other process can read."""
+    other process can read, so the busy workers are counted by the cluster itself (supervisor.busy)."""
 
     #: `<host>:<pid>`: unique while the process lives, and what a probe on the same host finds.
     name = models.CharField(max_length=200, primary_key=True)
@@ -86,6 +86,8 @@ class ClusterHeartbeat(models.Model):
     pid = models.IntegerField()
     #: Worker processes the cluster runs (Q_CLUSTER workers).
     workers = models.IntegerField(default=0)
+    #: Of them, those running a task at the last beat (supervisor.busy); null when not measured.
+    busy = models.IntegerField(null=True, blank=True)
     #: The service's version the process runs.
     version = models.CharField(max_length=50, blank=True, default="")
     started_at = models.DateTimeField()

@@ -4,7 +4,9 @@ bar from when it went out (`started_at`, else `dispatched_at`) to its answer (or
 flight), coloured by its outcome; the backoff between two calls as a dotted line; a wait step's
 wait as a hatched bar. The axis counts seconds (or minutes, hours) from the job's submission, with
 its start's UTC time, so a backoff's growth and a wait's length read off the ticks. Every piece of
-text is escaped.
+text is escaped. Labels, lanes and the axis take their colours from the stylesheet, or else the
+card's ink (`currentColor`), so they read in either theme; the bars' fills are mid-tones that read
+on both.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def _bars(rows: Sequence[StepRow], *, offset: int, now: dt.datetime, compensatio
                         lane,
                         previous_end,
                         attempt.dispatched_at,
-                        "#6b7280",
+                        "currentColor",
                         f"backoff {gap:.1f} s",
                         "backoff",
                     )
@@ -151,12 +153,13 @@ def job_timeline(
         name = row.step.name if lane < len(actions) else f"undo {row.step.name}"
         short = name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "\u2026"
         parts.append(
-            f'<text class="lane" x="{LABEL_W}" y="{y + LANE_H / 2 + 4:.1f}" text-anchor="end" '
-            f'font-size="11">{escape(short)}</text>'
+            f'<text class="lane chart-ink" x="{LABEL_W}" y="{y + LANE_H / 2 + 4:.1f}" text-anchor="end" '
+            f'font-size="11" fill="currentColor">{escape(short)}</text>'
         )
         parts.append(
-            f'<line x1="{LABEL_W + PAD}" x2="{LABEL_W + PAD + PLOT_W}" y1="{y + LANE_H / 2:.1f}" '
-            f'y2="{y + LANE_H / 2:.1f}" stroke="#e5e7eb" />'
+            f'<line class="chart-grid" x1="{LABEL_W + PAD}" x2="{LABEL_W + PAD + PLOT_W}" '
+            f'y1="{y + LANE_H / 2:.1f}" y2="{y + LANE_H / 2:.1f}" stroke="currentColor" '
+            'stroke-opacity="0.25" />'
         )
     for bar in bars:
         top = PAD + bar.lane * LANE_H + (LANE_H - BAR_H) / 2
@@ -176,19 +179,23 @@ def job_timeline(
         )
     axis_y = PAD + len(rows) * LANE_H + 4
     parts.append(
-        f'<line x1="{LABEL_W + PAD}" x2="{LABEL_W + PAD + PLOT_W}" y1="{axis_y}" y2="{axis_y}" '
-        'stroke="#6b7280" />'
+        f'<line class="chart-axis" x1="{LABEL_W + PAD}" x2="{LABEL_W + PAD + PLOT_W}" y1="{axis_y}" '
+        f'y2="{axis_y}" stroke="currentColor" />'
     )
     for tick in _ticks(span):
         tx = LABEL_W + PAD + tick / span * PLOT_W
         label = f"{tick / per:g} {unit}"
-        parts.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{axis_y}" y2="{axis_y + 4}" stroke="#6b7280" />')
         parts.append(
-            f'<text class="tick" x="{tx:.1f}" y="{axis_y + 15}" text-anchor="middle" '
-            f'font-size="10">{label}</text>'
+            f'<line class="chart-axis" x1="{tx:.1f}" x2="{tx:.1f}" y1="{axis_y}" y2="{axis_y + 4}" '
+            'stroke="currentColor" />'
+        )
+        parts.append(
+            f'<text class="chart-text tick" x="{tx:.1f}" y="{axis_y + 15}" text-anchor="middle" '
+            f'font-size="10" fill="currentColor">{label}</text>'
         )
     parts.append(
-        f'<text class="axis" x="{LABEL_W + PAD}" y="{axis_y + 29}" font-size="10">time since submission '
+        f'<text class="chart-text axis" x="{LABEL_W + PAD}" y="{axis_y + 29}" font-size="10" '
+        'fill="currentColor">time since submission '
         f"({start.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC)</text>"
     )
     parts.append("</svg>")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from supervisor import views
+from supervisor import pool_views, views
 
 app_name = "ops"
 
@@ -31,7 +31,7 @@ urlpatterns = [
     path("calibration/", views.calibration, name="calibration"),
     path("workflows/", views.workflows, name="workflows"),
     path("workflows/<slug:name>/", views.workflow, name="workflow"),
-    path("pools/", views.pools, name="pools"),
+    path("pools/", pool_views.pools, name="pools"),
     path("policies/", views.policies, name="policies"),
     path("policies/<slug:name>/", views.policy, name="policy"),
 ]

@@ -674,12 +674,6 @@ def workflow(request: HttpRequest, name: str) -> HttpResponse:
 
 @require_GET
 @viewer_required
-def pools(request: HttpRequest) -> HttpResponse:
-    return render(request, "ops/pools.html", {"section": "pools", "rows": selectors.pool_list()})
-
-
-@require_GET
-@viewer_required
 def policies(request: HttpRequest) -> HttpResponse:
     return render(request, "ops/policies.html", {"section": "policies", "rows": selectors.policy_rows()})
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,8 +93,8 @@ class Calibration:
     max_attempts: int
 
 
-def _percentile(values: list[int], fraction: float) -> float | None:
-    """Linear interpolation between closest ranks, as percentile_cont does."""
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """Linear interpolation between closest ranks, as percentile_cont does (None for no values)."""
     if not values:
         return None
     ordered = sorted(values)
@@ -158,7 +159,7 @@ def calibration(now: dt.datetime | None = None) -> Calibration:
         percentiles = (
             (r["p50"], r["p90"], r["p99"])
             if in_database
-            else tuple(_percentile(latencies[group], f) for f in (0.5, 0.9, 0.99))
+            else tuple(percentile(latencies[group], f) for f in (0.5, 0.9, 0.99))
         )
         result.append(
             CalibrationRow(

@@ -13,6 +13,7 @@ from django.db import connection
 from django.db.models import Count, Q
 from django.db.models.functions import TruncMinute
 
+from agents.broker import queue_depth
 from agents.health import BAD_OUTCOMES
 from agents.models import AgentEndpoint, AgentPool
 from sas_project.conf import sas_settings
@@ -125,10 +126,20 @@ class Overview:
     pools: list[PoolHealthRow]
     #: Live and lost clusters, and those stopped in the last day (supervisor.heartbeats).
     clusters: list[ClusterState] = field(default_factory=list)
+    #: Tasks waiting in the broker's queue for a worker (one queue, shared by every cluster).
+    queue_depth: int = 0
 
     @property
     def clusters_live(self) -> int:
         return sum(1 for c in self.clusters if c.state == "live")
+
+    @property
+    def workers_busy(self) -> int:
+        return sum(c.busy or 0 for c in self.clusters if c.state == "live")
+
+    @property
+    def workers_live(self) -> int:
+        return sum(c.workers for c in self.clusters if c.state == "live")
 
     @property
     def jobs_live(self) -> int:
@@ -157,8 +168,8 @@ def signature(*parts: Any) -> str:
 
 
 def overview(now: dt.datetime | None = None) -> Overview:
-    """Everything the overview shows, in seven queries (the clock, jobs, steps, events, lease,
-    endpoints, cluster heartbeats)."""
+    """Everything the overview shows, in eight queries (the clock, jobs, steps, events, lease,
+    endpoints, cluster heartbeats, the broker's queue)."""
     now = now or db_now()
     buckets, peak = throughput(now)
     return Overview(
@@ -170,6 +181,7 @@ def overview(now: dt.datetime | None = None) -> Overview:
         supervisor=supervisor_health(now),
         pools=endpoint_health(now),
         clusters=clusters(now),
+        queue_depth=queue_depth(),
     )
 
 

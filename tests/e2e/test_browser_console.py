@@ -29,7 +29,7 @@ from agents.models import AgentEndpoint, AgentPool
 from agents.outcome import CallResult
 from agents.services import pool_save
 from sas_project.permissions import role_groups_ensure
-from scheduler.models import Job, JobStatus, Outcome, RemediationPolicy, Step, StepStatus, Workflow
+from scheduler.models import Attempt, Job, JobStatus, Outcome, RemediationPolicy, Step, StepStatus, Workflow
 from scheduler.services import job_submit
 from supervisor.policies import policy_update
 from supervisor.services import job_pause
@@ -632,6 +632,58 @@ CONTROLS_OUTSIDE = """() => {
 }"""
 
 
+#: The pages with SVG drawings: the job's DAG and timeline, a workflow's DAG, the pools' latency.
+DRAWN = ("job", "workflow", "pools")
+
+#: The SVG drawings' words that read badly on what lies behind them: each text's fill against the
+#: fill of the shape drawn under it (a DAG node's box), else the background of the nearest element
+#: that has one (the card). WCAG's contrast ratio, at least 4.5 (small text).
+SVG_TEXT_CONTRAST = """() => {
+    const rgb = (value) => {
+        const m = (value || "").match(/rgba?\\(([\\d.]+),\\s*([\\d.]+),\\s*([\\d.]+)(?:,\\s*([\\d.]+))?/);
+        const seen = m && (m[4] === undefined || Number(m[4]) > 0);
+        return seen ? [Number(m[1]), Number(m[2]), Number(m[3])] : null;
+    };
+    const luminance = ([r, g, b]) => {
+        const c = [r, g, b].map((v) => {
+            v /= 255;
+            return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+        });
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+    };
+    const inside = (outer, inner) => outer.left <= inner.left + 1 && outer.right >= inner.right - 1 &&
+        outer.top <= inner.top + 1 && outer.bottom >= inner.bottom - 1;
+    const found = [];
+    let count = 0;
+    for (const text of document.querySelectorAll("svg.dag text, svg.timeline text, svg.latency-chart text")) {
+        const box = text.getBoundingClientRect();
+        if (box.width === 0) continue;
+        const ink = rgb(getComputedStyle(text).fill);
+        let behind = null;
+        for (const shape of text.closest("svg").querySelectorAll("rect")) {
+            if (shape.compareDocumentPosition(text) & Node.DOCUMENT_POSITION_FOLLOWING &&
+                inside(shape.getBoundingClientRect(), box)) {
+                behind = rgb(getComputedStyle(shape).fill) || behind;
+            }
+        }
+        for (let el = text.closest("svg"); !behind && el; el = el.parentElement) {
+            behind = rgb(getComputedStyle(el).backgroundColor);
+        }
+        count += 1;
+        const pair = [luminance(ink || [0, 0, 0]), luminance(behind || [255, 255, 255])];
+        const [a, b] = pair.sort((x, y) => y - x);
+        const ratio = (a + 0.05) / (b + 0.05);
+        if (!ink || ratio < 4.5) {
+            found.push(text.closest("svg").getAttribute("class") + " '" + text.textContent.slice(0, 30) +
+                "': " +
+                getComputedStyle(text).fill + " on " + (behind ? "rgb(" + behind.join(", ") + ")" : "?") +
+                ", contrast " + ratio.toFixed(2));
+        }
+    }
+    return {count, found};
+}"""
+
+
 def test_every_page_fits_375_800_and_1400_pixels_in_light_and_dark(
     live_server: Any, browser: Browser, operator: User, fake_remote: FakeRemote
 ) -> None:
@@ -648,6 +700,9 @@ def test_every_page_fits_375_800_and_1400_pixels_in_light_and_dark(
     run_queued_tasks()
     scan(holder="test", draw=lambda: 0.0)
     pool_save(name="payments", kind="http", endpoints=["https://payments.example.com"], max_in_flight=4)
+    # Latencies for the Pools page's chart (the fake remote measures none).
+    for n, attempt in enumerate(Attempt.objects.filter(finished_at__isnull=False).order_by("pk")):
+        Attempt.objects.filter(pk=attempt.pk).update(latency_ms=40 + 90 * n)
     # An event on the Events page: its row carries the Replay form.
     from scheduler.services.events import event_receive
 
@@ -671,6 +726,7 @@ def test_every_page_fits_375_800_and_1400_pixels_in_light_and_dark(
     (SHOTS / "layout").mkdir(parents=True, exist_ok=True)
     backgrounds: dict[str, set[str]] = {"light": set(), "dark": set()}
     problems = []
+    drawn: dict[tuple[str, str], int] = {}
     for scheme in ("light", "dark"):
         for width in (375, 800, 1400):
             context = watched_context(
@@ -686,8 +742,15 @@ def test_every_page_fits_375_800_and_1400_pixels_in_light_and_dark(
                 backgrounds[scheme].add(page.evaluate("getComputedStyle(document.body).backgroundColor"))
                 page.screenshot(path=str(SHOTS / "layout" / f"{name}-{width}-{scheme}.png"), full_page=True)
                 problems += [f"{name} at {width} px, {scheme}: {p}" for p in page.evaluate(CONTROLS_OUTSIDE)]
+                if name in DRAWN and width == 1400:
+                    # The drawings' words stand out from what lies behind them, in either theme.
+                    contrast = page.evaluate(SVG_TEXT_CONTRAST)
+                    drawn[(name, scheme)] = contrast["count"]
+                    problems += [f"{name}, {scheme}: {p}" for p in contrast["found"]]
             context.close()
     assert not problems, "\n".join(problems)
+    # Each page's drawings were there to be read: the DAG and timeline, the latency chart.
+    assert all(drawn.get((name, scheme), 0) >= 5 for name in DRAWN for scheme in ("light", "dark")), drawn
     # The dark theme is really dark, and the light one light: one background each.
     assert len(backgrounds["light"]) == len(backgrounds["dark"]) == 1
     assert backgrounds["light"] != backgrounds["dark"]

@@ -4,6 +4,7 @@ the console's Clusters card."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import socket
 
 import pytest
@@ -87,3 +88,41 @@ def test_the_overview_lists_live_lost_and_stopped_clusters(client: Client) -> No
     assert 'data-cluster="b-host:2" data-state="lost"' in card
     assert 'data-cluster="c-host:3" data-state="stopped"' in card
     assert "1 live" in card
+
+
+def test_each_beat_records_the_busy_workers_and_a_live_cluster_s_others_are_idle() -> None:
+    heartbeats.beat("a-host:1", workers=4, busy=3)
+    heartbeats.beat("b-host:2", workers=4, busy=4)
+    age("b-host:2", 60)
+    heartbeats.beat("c-host:3", workers=2)
+    states = {c.name: c for c in heartbeats.clusters(db_now())}
+    assert (states["a-host:1"].busy, states["a-host:1"].idle) == (3, 1)
+    # A lost cluster's last figure is not what runs now; a cluster that measures nothing says so.
+    assert (states["b-host:2"].busy, states["b-host:2"].idle) == (None, None)
+    assert (states["c-host:3"].busy, states["c-host:3"].idle) == (None, None)
+    heartbeats.beat("a-host:1", workers=4, busy=0)
+    assert heartbeats.clusters(db_now())[0].idle == 4
+
+
+def test_the_clusters_card_shows_busy_and_idle_workers_and_the_queue_s_depth(client: Client) -> None:
+    from django_q.models import OrmQ
+
+    role_groups_ensure()
+    viewer = User.objects.create_user("vera", password="vera-password-1")
+    viewer.groups.add(Group.objects.get(name="viewers"))
+    client.force_login(viewer)
+    heartbeats.beat("a-host:1", workers=4, busy=3)
+    heartbeats.beat("b-host:2", workers=2, busy=0)
+    heartbeats.beat("c-host:3", workers=2, busy=2)
+    age("c-host:3", 60)
+    for n in range(5):
+        OrmQ.objects.create(key="sas", payload=f"p{n}", lock=timezone.now())
+    html = client.get("/ops/", HTTP_HX_REQUEST="true").content.decode()
+    card = html[html.index('id="clusters"') : html.index('id="endpoint-health"')]
+    a = re.search(r'<tr data-cluster="a-host:1".*?</tr>', card, re.S)
+    c = re.search(r'<tr data-cluster="c-host:3".*?</tr>', card, re.S)
+    assert a and c
+    assert 'data-busy="3"' in a.group(0) and 'data-idle="1"' in a.group(0)
+    assert 'data-busy=""' in c.group(0) and "—" in c.group(0)  # lost: not measured now
+    assert "workers busy: <strong>3</strong> of 6 in live clusters" in card
+    assert "tasks queued for a worker: <strong>5</strong>" in card

@@ -37,6 +37,7 @@ from sas_project.conf import sas_settings
 from scheduler.replies import run_replies
 from scheduler.services.capacity import run_capacity
 from scheduler.services.dispatch import step_dispatch
+from supervisor.busy import board_install
 from supervisor.heartbeats import run_heartbeats, this_cluster
 from supervisor.heartbeats import stopped as heartbeat_stopped
 from supervisor.loop import holder_name, run_loop
@@ -58,6 +59,9 @@ class Command(DjangoQClusterCommand):
         # Built once here, inherited by every worker the sentinel forks (and forks again after a
         # recycle), instead of once in each at its first HTTP call.
         egress.ssl_context()
+        workers = int(str(settings.Q_CLUSTER.get("workers", 0)))
+        # Before the cluster forks: its workers mark themselves on it around each task.
+        board = board_install(workers)
         cluster = Cluster()
 
         # Cluster() installed django-q2's handlers, which stop the cluster from inside the signal
@@ -100,7 +104,8 @@ class Command(DjangoQClusterCommand):
             target=run_heartbeats,
             args=(name,),
             kwargs={
-                "workers": int(str(settings.Q_CLUSTER.get("workers", 0))),
+                "workers": workers,
+                "busy": board.busy,
                 "alive": lambda: cluster.sentinel is not None and cluster.sentinel.is_alive(),
                 "should_stop": stopping.is_set,
             },
