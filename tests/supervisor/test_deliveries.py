@@ -369,18 +369,17 @@ def test_a_submitter_with_hundreds_of_black_holed_receivers_takes_only_its_share
     # The quiet submitter's callbacks are the newest of all: first come would be served last.
     backlog([fine.url], 6, job=quiet, prefix="quiet")
     Delivery.objects.filter(job=quiet).update(next_try_at=timezone.now())
-    started = time.monotonic()
     with looping():
         wait_until(
             lambda: Delivery.objects.filter(job=quiet, status=DeliveryStatus.DELIVERED).count() == 6,
-            timeout=15,
+            timeout=120,
             interval=0.05,
             message="the quiet submitter's callbacks delivered",
         )
-        took = time.monotonic() - started
-    # They go as threads free up, never behind the noisy ones in flight: well within a timeout.
-    assert took < settings.SAS_DELIVERY_TIMEOUT
-    assert Delivery.objects.filter(job=noisy, tries__gt=0).count() < 400
+        noisy_tried = Delivery.objects.filter(job=noisy, tries__gt=0).count()
+    # They go as threads free up, taking turns with the noisy ones: a few rounds of those were
+    # tried first, whatever the machine's pace (first come would have tried all 400 first).
+    assert noisy_tried < 40
 
 
 @pytest.mark.sqlite
