@@ -218,7 +218,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     request = context.get("request")
     if isinstance(exc, SasError):
         set_rollback()
-        return problem(Response(_sas_error_body(exc), status=exc.http_status), request, sas_field_errors(exc))
+        answer = Response(_sas_error_body(exc), status=exc.http_status)
+        if isinstance(exc.detail.get("retry_after"), int):
+            answer["Retry-After"] = str(exc.detail["retry_after"])
+        return problem(answer, request, sas_field_errors(exc))
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         exc = PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes.")

@@ -242,6 +242,11 @@ class SasSettings:
             "anon": int(getattr(settings, "SAS_THROTTLE_ANON_BURST", 60)),
         }
 
+    #: Seconds of input-contract checking a submitter may spend a second, sustained, in the web
+    #: tier (scheduler.contract_budget; 0: no budget), and at once, above it.
+    contract_budget = _Setting(float, 0.25)
+    contract_budget_burst = _Setting(float, 2.0)
+
     #: The most schedules one user may own (each fires as that user, outside the API's request
     #: rates); 0: no limit.
     schedules_per_user = _Setting(int, 50)

@@ -64,3 +64,8 @@ class IdempotencyConflict(SasError, http_status=422, code="idempotency_conflict"
 
 class Archived(SasError, http_status=410, code="archived"):
     """The object existed but history retention archived it: the answer names the archive object."""
+
+
+class Throttled(SasError, http_status=429, code="throttled"):
+    """A client over a budget of its own (beside the request rates of sas_project.throttling):
+    `retry_after` (seconds) says when to try again."""

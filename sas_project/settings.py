@@ -494,6 +494,9 @@ _RATE = Regexp(
     error="write a rate as 100/s, 1200/min or off",
 )
 SAS_THROTTLE_USER = env.str("SAS_THROTTLE_USER", "200/s", validate=_RATE)
+# Seconds of input-contract checking per submitter a second, and at once (scheduler.contract_budget).
+SAS_CONTRACT_BUDGET = env.float("SAS_CONTRACT_BUDGET", 0.25, validate=Range(min=0))
+SAS_CONTRACT_BUDGET_BURST = env.float("SAS_CONTRACT_BUDGET_BURST", 2.0, validate=Range(min=0))
 SAS_THROTTLE_USER_BURST = env.int("SAS_THROTTLE_USER_BURST", 1200, validate=Range(min=1))
 SAS_THROTTLE_ANON = env.str("SAS_THROTTLE_ANON", "300/min", validate=_RATE)
 SAS_THROTTLE_ANON_BURST = env.int("SAS_THROTTLE_ANON_BURST", 60, validate=Range(min=1))

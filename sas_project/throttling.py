@@ -182,16 +182,21 @@ _FAILURE_LOG_SECONDS = 60.0
 _failures = {"last_logged": -math.inf, "unlogged": 0}
 
 
-def rate_bucket_take(*, key: str, policy: RatePolicy, now: float | None = None) -> RateDecision | None:
+def rate_bucket_take(
+    *, key: str, policy: RatePolicy, now: float | None = None, window: float | None = None
+) -> RateDecision | None:
     """Count one request of `key` against `policy`: one statement, atomic under the bucket's row
     lock, whichever process asks. `now` (seconds since the epoch) replaces the database's clock.
 
     Returns None when the store failed (the database is down, the table is missing): the caller
-    lets the request through. The failure is logged (once a minute at most) and, inside a
-    transaction, rolled back to a savepoint so that the transaction goes on; outside one (an API
-    request) it costs no extra statement."""
+    lets the request through. `window` replaces the policy's (burst x interval). The failure is
+    logged (once a minute at most) and, inside a transaction, rolled back to a savepoint so that
+    the transaction goes on; outside one (an API request) it costs no extra statement."""
     sql = _TAKE_POSTGRESQL if is_postgresql() else _TAKE_SQLITE
-    params = {"key": key, "now": now, "interval": policy.interval, "window": policy.interval * policy.burst}
+    # A window past a year (math.inf: never refused) is a year: wider than any work, and a
+    # number every driver carries.
+    window = min(policy.interval * policy.burst if window is None else window, 3.2e7)
+    params = {"key": key, "now": now, "interval": policy.interval, "window": window}
     try:
         if connection.in_atomic_block:
             with transaction.atomic():
@@ -202,7 +207,6 @@ def rate_bucket_take(*, key: str, policy: RatePolicy, now: float | None = None) 
         _log_store_failure(key)
         return None
     tat, at, refused = float(row[0]), float(row[1]), bool(row[2])
-    window = policy.interval * policy.burst
     if refused:
         return RateDecision(
             allowed=False,
@@ -247,6 +251,58 @@ def _log_store_failure(key: str) -> None:
         exc_info=True,
         extra={"rate_key": key, "unlogged_failures": skipped},
     )
+
+
+# --- budgets of work --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkBudget:
+    """Seconds of work a client may spend a second, sustained (`per_second`), and at once above
+    it (`burst`): a bucket in `api_rate_bucket` whose `tat` runs ahead of the clock by the work
+    spent, 1 / per_second bucket-seconds per second of work."""
+
+    per_second: float
+    burst: float
+
+
+_OWED_POSTGRESQL = (
+    "SELECT tat - extract(epoch FROM statement_timestamp())::float8 FROM api_rate_bucket WHERE key = %s"
+)
+_OWED_SQLITE = "SELECT tat - (julianday('now') - 2440587.5) * 86400.0 FROM api_rate_bucket WHERE key = %s"
+
+
+def work_budget_wait(*, key: str, budget: WorkBudget) -> float:
+    """Seconds until `key` may start more work: 0 while what it spent lately is within the burst.
+    One indexed read; 0 when the store fails (a budget must not turn a hiccup into refusals)."""
+    sql = _OWED_POSTGRESQL if is_postgresql() else _OWED_SQLITE
+    try:
+        if connection.in_atomic_block:
+            with transaction.atomic():  # a savepoint: a failure leaves the caller's transaction
+                row = _fetch_row(sql, key)
+        else:
+            row = _fetch_row(sql, key)
+    except DatabaseError:
+        _log_store_failure(key)
+        return 0.0
+    ahead = float(row[0]) if row is not None and row[0] is not None else 0.0
+    return max(ahead - budget.burst / budget.per_second, 0.0)
+
+
+def _fetch_row(sql: str, key: str) -> Any:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key])
+        return cursor.fetchone()
+
+
+def work_budget_spend(*, key: str, budget: WorkBudget, seconds: float) -> None:
+    """Count `seconds` of work against `key`'s budget: never refused (the work is done), it
+    pushes the bucket's `tat` ahead, and `work_budget_wait` refuses the next while it is too far."""
+    if seconds <= 0:
+        return
+    # A window as wide as the work can ever be: the take below is never refused.
+    policy = RatePolicy(interval=seconds / budget.per_second, burst=1)
+    rate_bucket_take(key=key, policy=policy, window=math.inf)
 
 
 def rate_buckets_prune(*, idle_seconds: float = 60.0, now: float | None = None) -> int:

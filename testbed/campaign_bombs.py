@@ -372,13 +372,18 @@ def check_bombs(
     counted = [a for a in log.answers if not ((a.status == 0 or a.status >= 500) and _during(a, restarts))]
     five = [a for a in counted if a.status >= 500]
     lost = [a for a in counted if a.status == 0]
+    # A 429 is the bomber's budget of contract checking spent (scheduler.contract_budget): refused
+    # before the check, nothing written.
+    throttled = [a for a in counted if a.status == 429]
     not_400 = [
-        a for a in counted if a.kind in CONTRACT_REFUSED and a.status and a.status < 500 and a.status != 400
+        a
+        for a in counted
+        if a.kind in CONTRACT_REFUSED and a.status and a.status < 500 and a.status not in (400, 429)
     ]
     inputs_refused = [
         a
         for a in counted
-        if a.status and a.status < 500 and a.status not in (200, 201) and a.kind not in CONTRACT_REFUSED
+        if a.status and a.status < 500 and a.status not in (200, 201, 429) and a.kind not in CONTRACT_REFUSED
     ]
     definitions: dict[str, Counter[str]] = {}
     for answer in log.definitions:
@@ -433,6 +438,7 @@ def check_bombs(
         "bomb_answers_during_restarts": len(excused),
         "bomb_answers_5xx": len(five),
         "bomb_answers_lost": len(lost),
+        "bomb_answers_throttled": len(throttled),
         "contract_bombs_not_400": len(not_400),
         "contract_inputs_refused": len(inputs_refused),
         "bomb_definitions_tried": {kind: dict(c) for kind, c in sorted(definitions.items())},
@@ -493,8 +499,9 @@ def table_rows(bombs: dict[str, Any]) -> list[tuple[str, Any]]:
         ),
         ("bomb answers 5xx / lost (must be 0)", f"{f['bomb_answers_5xx']} / {f['bomb_answers_lost']}"),
         ("bomb answers 5xx or lost during PostgreSQL restarts", f["bomb_answers_during_restarts"]),
+        ("bomb answers 429 (the bomber's budget of contract checking spent)", f["bomb_answers_throttled"]),
         (
-            "contract bombs not 400 / matching inputs refused (must be 0)",
+            "contract bombs not 400 or 429 / matching inputs refused (must be 0)",
             f"{f['contract_bombs_not_400']} / {f['contract_inputs_refused']}",
         ),
         ("bomb jobs by status", _counts(f["bomb_jobs_by_status"])),

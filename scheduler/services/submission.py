@@ -25,6 +25,7 @@ from sas_project import tracing
 from sas_project.errors import ActionNotAllowed, IdempotencyConflict, InvalidInput, SasError, StaleWrite
 from sas_project.validation import json_storable, valid_name
 from scheduler import contracts
+from scheduler.contract_budget import input_check_budgeted
 from scheduler.faults import maybe_fail_after_commit
 from scheduler.models import EventKind, Job, JobStatus, Step, StepDefinition, StepKind, StepStatus, Workflow
 from scheduler.operation_ids import child_operation_id, child_try_id
@@ -431,7 +432,7 @@ def _submit_in_python(
             .values_list("input_schema", flat=True)
             .first()
         )
-        contracts.input_check(checked, payload)
+        input_check_budgeted(checked, payload, user=user)
     with unit_of_work() as unit:
         definitions = list(
             StepDefinition.objects.filter(
@@ -450,7 +451,7 @@ def _submit_in_python(
             if replay:
                 return replay
         if definitions[0].workflow.input_schema != checked:
-            contracts.input_check(definitions[0].workflow.input_schema, payload)
+            input_check_budgeted(definitions[0].workflow.input_schema, payload, user=user)
         # A time the job could never read is refused before anything is written. The fast path
         # (sas_submit) leaves every workflow with a wait step to this function, so no job with a
         # timer is written without this check.
