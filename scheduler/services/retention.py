@@ -70,11 +70,13 @@ from scheduler.models import (
     Delivery,
     DeliveryStatus,
     Event,
+    FiringStatus,
     Job,
     PruneRun,
     QuarantineLoop,
     RemoteCancel,
     Schedule,
+    ScheduleFiring,
     Signal,
     Step,
 )
@@ -328,6 +330,8 @@ def history_prune(
         if report.done and not archive_only:
             report.partitions_created = partitions.ensure()
             report.partitions_dropped = partitions.drop_emptied(before=cutoff)
+            if firings := schedule_firings_prune(before=cutoff):
+                report.rows["schedulefiring"] += firings
     except Exception as exc:
         PruneRun.objects.filter(pk=run.pk).update(
             error=f"{type(exc).__name__}: {exc}", **_figures(report, finished=True)
@@ -528,6 +532,16 @@ SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM attempts), (SELECT c
        (SELECT count(*) FROM steps), (SELECT count(*) FROM jobs), (SELECT count(*) FROM schedules),
        (SELECT count(*) FROM signals)
 """
+
+
+def schedule_firings_prune(*, before: dt.datetime) -> int:
+    """Delete the schedules' firings of times before `before` that wait for nothing (skipped,
+    or started: their job, if any, is kept or archived as any job); a buffered firing waiting
+    to start stays whatever its age. Returns how many went."""
+    deleted, _ = (
+        ScheduleFiring.objects.filter(fire_at__lt=before).exclude(status=FiringStatus.WAITING).delete()
+    )
+    return int(deleted)
 
 
 def _delete(ids: list[uuid.UUID]) -> dict[str, int]:

@@ -40,11 +40,13 @@ from scheduler.models import (
     DeliveryStatus,
     Event,
     EventKind,
+    FiringStatus,
     Job,
     JobStatus,
     Outcome,
     PruneRun,
     Schedule,
+    ScheduleFiring,
     Signal,
     Step,
 )
@@ -379,6 +381,28 @@ def test_the_last_job_of_a_schedule_is_archived_and_the_schedule_kept(
     Schedule.objects.filter(pk=schedule.pk).update(last_job=job)
     assert history_prune(source="test").jobs == 1
     assert Schedule.objects.get(pk=schedule.pk).last_job is None
+
+
+@pytest.mark.sqlite
+def test_prune_deletes_old_firings_that_wait_for_nothing_and_keeps_buffered_ones(
+    drain: Callable[[], int], archive_dir: Path
+) -> None:
+    settled_jobs(drain, 1, age_days=DAYS + 1)
+    schedule = schedule_create(
+        name="nightly", actor=make_user("schedule-owner", "submitters"), workflow="chain", cron="0 3 * * *"
+    )
+    old, recent = timezone.now() - dt.timedelta(days=DAYS + 2), timezone.now() - dt.timedelta(days=1)
+    for n, status in enumerate(FiringStatus):
+        ScheduleFiring.objects.create(schedule=schedule, fire_at=old + dt.timedelta(minutes=n), status=status)
+        ScheduleFiring.objects.create(
+            schedule=schedule, fire_at=recent + dt.timedelta(minutes=n), status=status
+        )
+    report = history_prune(source="test")
+    assert report.rows["schedulefiring"] == 2
+    left = set(ScheduleFiring.objects.values_list("fire_at", "status"))
+    assert left == {(old, FiringStatus.WAITING)} | {
+        (recent + dt.timedelta(minutes=n), status) for n, status in enumerate(FiringStatus)
+    }
 
 
 @pytest.mark.sqlite
