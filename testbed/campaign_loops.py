@@ -60,8 +60,9 @@ LOOP_MAX = 4
 #: The loop ends when its answer names the order and enough iterations answered.
 LOOP_UNTIL = "output.sku == input.order && iteration >= input.polls"
 APPROVAL = "approve"
-#: When the rungs come, in seconds of waiting: remind, reassign to LEADS, end the wait.
-RUNGS = (2.0, 4.0, 6.0)
+#: When the rungs come, in seconds of waiting: remind, reassign to LEADS, end the wait (6 s after
+#: the reassignment, for a lead to decide even when a blackout delayed the rungs).
+RUNGS = (2.0, 4.0, 10.0)
 LEADS = "campaign-leads"
 #: What the last rung `continue` answers for the approval.
 ESCALATED_APPROVAL = {"approved": True, "by": "escalation"}

@@ -124,7 +124,9 @@ def test_a_small_campaign_with_every_fault_on_loses_no_job_and_doubles_no_effect
     assert set(loops["rungs_walked"]) == {"rung 1", "rung 2", "rung 3"}
     assert loops["rung_alerts"] == loops["rung_events"] >= 3
     answers = loops["ladder_answers"]
-    assert answers.get("lead 200", 0) >= 1  # the lead refused before (404: it may not read the job)
+    # The lead's decision after the reassignment: taken, or too late if the ladder ended first
+    # (a blackout can delay the rungs); refused before it (404: the lead may not read the job).
+    assert answers.get("lead 200", 0) + answers.get("lead 409", 0) >= 1
     assert answers.get("self 403", 0) == 1
     assert loops["children_retried"] >= 2
     assert loops["child_retry_jobs"] == len(campaign_loops.CHILD_PLANS)
