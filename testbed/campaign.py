@@ -83,7 +83,13 @@ from testbed import (
     campaign_loops_checks,
     campaign_poison,
 )
-from testbed.campaign_language import AMOUNT_LIMIT, QUANTITY_LIMIT, LanguagePlanner, check_language
+from testbed.campaign_language import (
+    AMOUNT_LIMIT,
+    QUANTITY_LIMIT,
+    LanguagePlanner,
+    check_language,
+    held_child_parents,
+)
 from testbed.campaign_waits import (
     WORKFLOW_WAITS,
     Blackout,
@@ -1255,7 +1261,12 @@ def check(
     for step in steps:
         by_job.setdefault(step.job_id, []).append(step)
     statuses = Counter(j.status for j in jobs.values() if j.parent_job_id is None)
-    not_settled = [str(j.pk) for j in jobs.values() if j.status not in SETTLED]
+    # A parent whose child is held for an operator waits for that operator too (its step waits
+    # for the child): settled as far as the service goes, as the campaign counts it.
+    waiting_on_held = held_child_parents(jobs.values())
+    not_settled = [
+        str(j.pk) for j in jobs.values() if j.status not in SETTLED and j.pk not in waiting_on_held
+    ]
 
     duplicates = {op: n for op, n in effects.items() if n > 1}
     # A step that succeeded caused exactly one effect at the remote.
@@ -1348,6 +1359,7 @@ def check(
         "child_jobs": len(children),
         "jobs_by_status": dict(sorted(statuses.items())),
         "jobs_not_settled": len(not_settled),
+        "jobs_waiting_for_a_held_child": len(waiting_on_held),
         "remote_effects": sum(effects.values()),
         "remote_deliveries": sum(stats["deliveries"].values()),
         "remote_replays": stats["replays"],

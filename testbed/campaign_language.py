@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,6 +219,21 @@ MUST_BE_ZERO = (
     "conditions_not_as_input_says",
     "joins_met_short",
 )
+
+
+def held_child_parents(jobs: Iterable[Job]) -> set[Any]:
+    """The jobs, among `jobs`, still live because a child of theirs (or a child's child) needs
+    attention: each waits for the operator its descendant waits for (its step waits for the
+    child), so the campaign counts it as held for an operator, not as unsettled."""
+    by_pk: dict[Any, Job] = {j.pk: j for j in jobs}
+    held: set[Any] = set()
+    todo = [j for j in by_pk.values() if j.status == JobStatus.NEEDS_ATTENTION and j.parent_job_id]
+    while todo:
+        parent = by_pk.get(todo.pop().parent_job_id or "")
+        if parent is not None and parent.status not in ENDED and parent.pk not in held:
+            held.add(parent.pk)
+            todo.append(parent)
+    return held
 
 
 def language_family(job_ids: list[Any]) -> list[Any]:
@@ -433,7 +449,8 @@ def check_language(language_job_ids: list[Any], stats: dict[str, Any]) -> dict[s
     # (f) Everything settles: the jobs (children too) and their items.
     # A job held for an operator (needs_attention) has settled as far as the service goes, as
     # the campaign counts it; its held steps wait for that operator.
-    unsettled_jobs = [str(pk) for pk, j in f.jobs.items() if j.status not in ENDED]
+    held = {str(pk) for pk in held_child_parents(f.jobs.values())}
+    unsettled_jobs = [str(pk) for pk, j in f.jobs.items() if j.status not in ENDED and str(pk) not in held]
     unsettled_items = [
         i.operation_id
         for i in items
@@ -461,6 +478,7 @@ def check_language(language_job_ids: list[Any], stats: dict[str, Any]) -> dict[s
         "joins_failed": sum(f.events[s.pk][E.JOIN_FAILED] for s in fan_outs),
         "children_started": sum(f.events[s.pk][E.CHILD_STARTED] for s in invoice_steps.values()),
         "language_jobs_not_settled": len(unsettled_jobs),
+        "language_jobs_waiting_for_a_held_child": len(held),
         "items_not_settled": len(unsettled_items),
         "items_called_under_another_id": len(called_otherwise),
         "operations_called_under_two_ids": len(two_ids),

@@ -25,6 +25,7 @@ from scheduler.models import (
     StepKind,
     StepStatus,
 )
+from testbed.campaign_language import held_child_parents
 from testbed.campaign_loops import (
     APPROVAL,
     CHILD_BACKOFF,
@@ -393,10 +394,13 @@ def _children(
             v["children_not_as_the_declines_say"].append(
                 f"{job_id}: {declines} declines, {len(children)} children"
             )
-    not_settled = [pk for pk, j in parents.items() if j.status not in ENDED]
     # A parent waiting for a child held for an operator has settled as far as the service goes.
-    held = {str(c.parent_job_id) for cs in kids.values() for c in cs if c.status == J.NEEDS_ATTENTION}
-    v["child_retry_jobs_not_settled"] = [pk for pk in not_settled if pk not in held]
+    held = {
+        str(pk) for pk in held_child_parents([*parents.values(), *(c for cs in kids.values() for c in cs)])
+    }
+    v["child_retry_jobs_not_settled"] = [
+        pk for pk, j in parents.items() if j.status not in ENDED and pk not in held
+    ]
     examples.update({f"children: {k}": list(x) for k, x in v.items()})
     all_children = [c for cs in kids.values() for c in cs]
     figures = {

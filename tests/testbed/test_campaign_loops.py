@@ -69,3 +69,23 @@ def test_nothing_is_sent_before_the_step_waits_or_after_its_job_ended() -> None:
         "too_late", [{"status": "skipped", "rung": 0, "reassigned": False, "job": "compensated"}]
     )
     assert moves == [] and "finished" in done
+
+
+def test_a_parent_whose_child_is_held_for_an_operator_counts_as_held_too() -> None:
+    from types import SimpleNamespace
+
+    from testbed.campaign_language import held_child_parents
+
+    def job(pk: str, status: str, parent: str | None = None) -> Any:
+        return SimpleNamespace(pk=pk, status=status, parent_job_id=parent)
+
+    jobs = [
+        job("top", "running"),
+        job("mid", "running", "top"),
+        job("leaf", "needs_attention", "mid"),
+        job("other", "running"),
+        job("done", "succeeded", "other"),
+        job("ended", "compensated"),
+        job("held-under-ended", "needs_attention", "ended"),
+    ]
+    assert held_child_parents(jobs) == {"top", "mid"}
