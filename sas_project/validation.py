@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 from typing import Any
@@ -67,8 +68,35 @@ def unstorable(value: Any) -> str | None:
     return None
 
 
+#: A JSON string in the encoder's output (it escapes every `"` and `\\` inside one).
+_JSON_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
+#: An innermost array or object, once the strings and scalars are gone.
+_INNERMOST_RE = re.compile(r"\[\]|\{\}")
+_BRACKETS_ONLY = {c: None for c in range(128) if chr(c) not in "[]{}"}
+
+
 def _storable(value: Any) -> bool:
-    """`unstorable`'s walk without the paths (every success's answer takes it)."""
+    """`unstorable`'s answer without the paths (every success's answer takes it): the C encoder
+    first, which settles most values at C speed; the walk where it cannot say for sure."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, check_circular=False)
+        text.encode("utf-8")  # an unpaired surrogate cannot be encoded
+    except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+        return _storable_walk(value)
+    if "\\u0000" in text:
+        return _storable_walk(value)  # a NUL, or a string that spells its escape: the walk says
+    # The nesting: strip the strings, keep the brackets, and peel the innermost level off until
+    # none is left (one pass per level; more than MAX_JSON_DEPTH passes is too deep).
+    brackets = _JSON_STRING_RE.sub("", text).translate(_BRACKETS_ONLY)
+    for _ in range(MAX_JSON_DEPTH + 1):
+        if not brackets:
+            return True
+        brackets = _INNERMOST_RE.sub("", brackets)
+    return _storable_walk(value)
+
+
+def _storable_walk(value: Any) -> bool:
+    """`_storable`'s answer by walking the value, for what the encoder cannot settle."""
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()

@@ -56,22 +56,25 @@ def _regex(pattern: str) -> Any:
     return re2.compile(pattern, _RE2_OPTIONS)
 
 
-def _canonical(value: Any) -> str:
-    """One text for every JSON value equal to `value` under JSON Schema's equality: object keys
-    in any order, 1 and 1.0 alike, true and 1 apart."""
+def _canonical(value: Any) -> Any:
+    """One hashable key for every JSON value equal to `value` under JSON Schema's equality:
+    object keys in any order, 1 and 1.0 alike (Python's own equality and hash), true and 1
+    apart (a tag of their own). Tuples, not text: no encoder call per scalar."""
     if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(k)}:{_canonical(v)}" for k, v in sorted(value.items())) + "}"
+        return ("o", frozenset((k, _canonical(v)) for k, v in value.items()))
     if isinstance(value, list):
-        return "[" + ",".join(_canonical(v) for v in value) + "]"
-    if isinstance(value, float) and value.is_integer():
-        return json.dumps(int(value))
-    return json.dumps(value)
+        return ("a", tuple(_canonical(v) for v in value))
+    if isinstance(value, bool) or value is None:
+        return ("b", value)
+    if isinstance(value, int | float):
+        return ("n", value)
+    return ("s", value)
 
 
 def _unique_items(validator: Validator, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
     if not unique or not validator.is_type(instance, "array"):
         return
-    seen: dict[str, int] = {}
+    seen: dict[Any, int] = {}
     for index, item in enumerate(instance):
         first = seen.setdefault(_canonical(item), index)
         if first != index:
