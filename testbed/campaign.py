@@ -41,7 +41,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1264,6 +1264,7 @@ def check(
     # A parent whose child is held for an operator waits for that operator too (its step waits
     # for the child): settled as far as the service goes, as the campaign counts it.
     waiting_on_held = held_child_parents(jobs.values())
+    waiting_on_held |= behind_held_holders(jobs.values(), held=waiting_on_held)
     not_settled = [
         str(j.pk) for j in jobs.values() if j.status not in SETTLED and j.pk not in waiting_on_held
     ]
@@ -1359,7 +1360,8 @@ def check(
         "child_jobs": len(children),
         "jobs_by_status": dict(sorted(statuses.items())),
         "jobs_not_settled": len(not_settled),
-        "jobs_waiting_for_a_held_child": len(waiting_on_held),
+        # Running for a child held for an operator, or waiting for a key such jobs hold.
+        "jobs_waiting_for_an_operator_elsewhere": len(waiting_on_held),
         "remote_effects": sum(effects.values()),
         "remote_deliveries": sum(stats["deliveries"].values()),
         "remote_replays": stats["replays"],
@@ -1412,6 +1414,32 @@ def check(
         # What the remote itself injected (the asynchronous reports' faults among them).
         "remote_faults": stats.get("faults", {}),
     }
+
+
+def behind_held_holders(jobs: Iterable[Job], *, held: set[Any]) -> set[Any]:
+    """The jobs, among `jobs`, waiting for a concurrency key whose holders fill its limit and
+    all wait for an operator (needing attention, or waiting for a child that does): a key is
+    held until its holder settles, so these wait for that operator too."""
+    holders: dict[tuple[Any, str], list[Job]] = {}
+    waiting: list[Job] = []
+    for job in jobs:
+        if not job.concurrency_key:
+            continue
+        if job.status == JobStatus.WAITING:
+            waiting.append(job)
+        elif job.status in KEY_HOLDING:
+            holders.setdefault((job.workflow_id, job.concurrency_key), []).append(job)
+    behind: set[Any] = set()
+    for job in waiting:
+        limit = (job.workflow.concurrency or {}).get("limit", 0)
+        holding = holders.get((job.workflow_id, job.concurrency_key), [])
+        if (
+            holding
+            and len(holding) >= limit
+            and all(h.status == JobStatus.NEEDS_ATTENTION or h.pk in held for h in holding)
+        ):
+            behind.add(job.pk)
+    return behind
 
 
 def keys_over_limit(jobs: dict[Any, Job], events: list[dict[str, Any]]) -> list[str]:
@@ -1518,6 +1546,10 @@ def table(report: dict[str, Any]) -> str:
         ("jobs lost (must be 0)", f["jobs_missing"]),
         *((f"jobs {status}", n) for status, n in f["jobs_by_status"].items()),
         ("jobs not settled (must be 0)", f["jobs_not_settled"]),
+        (
+            "jobs waiting for an operator elsewhere (a held child, a key held by such jobs)",
+            f.get("jobs_waiting_for_an_operator_elsewhere", 0),
+        ),
         ("side effects at the remote", f["remote_effects"]),
         (
             "deliveries at the remote / replays / voided",

@@ -89,3 +89,28 @@ def test_a_parent_whose_child_is_held_for_an_operator_counts_as_held_too() -> No
         job("held-under-ended", "needs_attention", "ended"),
     ]
     assert held_child_parents(jobs) == {"top", "mid"}
+
+
+def test_a_job_waiting_for_a_key_its_held_holders_fill_waits_for_their_operator() -> None:
+    from types import SimpleNamespace
+
+    from testbed.campaign import behind_held_holders
+
+    keyed = SimpleNamespace(concurrency={"limit": 2})
+
+    def job(pk: str, status: str, key: str, workflow: int = 1) -> Any:
+        return SimpleNamespace(
+            pk=pk, status=status, concurrency_key=key, workflow_id=workflow, workflow=keyed
+        )
+
+    jobs = [
+        job("h1", "needs_attention", "a"),
+        job("h2", "running", "a"),  # waits for a held child: in `held`
+        job("w1", "waiting", "a"),
+        job("h3", "needs_attention", "b"),  # one holder of two: the key has room for a start
+        job("w2", "waiting", "b"),
+        job("h4", "needs_attention", "c"),
+        job("h5", "running", "c"),  # running on its own: the key frees when it ends
+        job("w3", "waiting", "c"),
+    ]
+    assert behind_held_holders(jobs, held={"h2"}) == {"w1"}
