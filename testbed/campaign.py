@@ -1401,7 +1401,9 @@ def check(
         "figures": figures,
         "violations": violations,
         "examples": {
-            "not_settled": not_settled[:5],
+            # Each with what it waits for: its status, workflow, concurrency key and that key's
+            # holders (a job waiting for a key is settled by whoever holds it).
+            "not_settled": [unsettled_note(jobs, pk) for pk in not_settled[:5]],
             "duplicates": dict(list(duplicates.items())[:5]),
             "succeeded_without_effect": succeeded_without_effect[:5],
             "compensations_for_succeeded": compensations_for_succeeded[:5],
@@ -1414,6 +1416,22 @@ def check(
         # What the remote itself injected (the asynchronous reports' faults among them).
         "remote_faults": stats.get("faults", {}),
     }
+
+
+def unsettled_note(jobs: dict[Any, Job], pk: str) -> str:
+    """A job left unsettled, in a line: status, workflow, and for a keyed job its key's holders."""
+    job = next(j for j in jobs.values() if str(j.pk) == pk)
+    note = f"{pk} {job.status} {job.workflow.name}"
+    if job.concurrency_key:
+        holders = [
+            f"{j.pk} {j.status}"
+            for j in jobs.values()
+            if j.concurrency_key == job.concurrency_key
+            and j.workflow_id == job.workflow_id
+            and j.status in KEY_HOLDING
+        ]
+        note += f" key {job.concurrency_key} held by {holders or 'none'}"
+    return note
 
 
 def behind_held_holders(jobs: Iterable[Job], *, held: set[Any]) -> set[Any]:

@@ -114,3 +114,20 @@ def test_a_job_waiting_for_a_key_its_held_holders_fill_waits_for_their_operator(
         job("w3", "waiting", "c"),
     ]
     assert behind_held_holders(jobs, held={"h2"}) == {"w1"}
+
+
+def test_an_unsettled_job_is_noted_with_its_keys_holders() -> None:
+    from types import SimpleNamespace
+
+    from testbed.campaign import unsettled_note
+
+    orders = SimpleNamespace(name="orders")
+
+    def job(pk: str, status: str, key: str = "") -> Any:
+        return SimpleNamespace(pk=pk, status=status, concurrency_key=key, workflow_id=1, workflow=orders)
+
+    jobs = {
+        j.pk: j for j in (job("w", "waiting", "a"), job("h", "needs_attention", "a"), job("r", "running"))
+    }
+    assert unsettled_note(jobs, "w") == "w waiting orders key a held by ['h needs_attention']"
+    assert unsettled_note(jobs, "r") == "r running orders"
