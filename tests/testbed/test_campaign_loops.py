@@ -1,6 +1,8 @@
 """The fault campaign's ladder plans (testbed.campaign_loops.ladder_move): each plan sends its
 decisions once, at the rung it names, by whom it names, and stops once its approval stopped
-waiting (one plan, `too_late`, approves once more after the last rung, to be refused)."""
+waiting (one plan, `too_late`, approves once more after the last rung, to be refused); and how
+the campaign counts jobs that wait for an operator elsewhere (a held child, a key held by jobs
+needing attention) and notes an unsettled one."""
 
 from __future__ import annotations
 
