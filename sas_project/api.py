@@ -48,6 +48,7 @@ from rest_framework.views import APIView, set_rollback
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from sas_project.errors import InvalidInput, SasError
+from sas_project.inflight import body_bytes, large_request_begin, large_request_end
 from sas_project.permissions import can_manage, can_operate, can_submit, can_view
 from sas_project.problems import PROBLEM_JSON, pointer, problem, sas_field_errors
 from sas_project.validation import unstorable
@@ -551,6 +552,10 @@ class CursorOrNumberPagination(BasePagination):
         return cursor + numbered
 
 
+#: Where a request's row of large requests in flight waits for its answer.
+INFLIGHT_KEY = "sas.large_request"
+
+
 class ApiView(APIView):
     """The API's views: JSON bodies only (JSONDocumentParser), the schema inspector above, pages of
     `Pagination` (or of `CursorOrNumberPagination` where a view says so, with its
@@ -561,6 +566,16 @@ class ApiView(APIView):
     pagination_class: type[BasePagination] = Pagination
 
     cursor_ordering: tuple[str, ...] = ()
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        # After authentication, permissions and the rates: a large body is counted in flight
+        # for its user before it is read (sas_project.inflight).
+        request.META[INFLIGHT_KEY] = large_request_begin(request.user, size=body_bytes(request.META))
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        large_request_end(request.META.pop(INFLIGHT_KEY, None))
+        return super().finalize_response(request, response, *args, **kwargs)
 
     def paginated(self, queryset: QuerySet[Any] | list[Any], serializer: type[Serializer]) -> Response:
         paginator = self.pagination_class()

@@ -242,6 +242,11 @@ class SasSettings:
             "anon": int(getattr(settings, "SAS_THROTTLE_ANON_BURST", 60)),
         }
 
+    #: Requests with a body over `large_request_bytes` one user may have served at once, across
+    #: the web processes (sas_project.inflight; 0: no limit).
+    large_requests_per_user = _Setting(int, 1)
+    large_request_bytes = _Setting(int, 32768)
+
     #: Seconds of input-contract checking a submitter may spend a second, sustained, in the web
     #: tier (scheduler.contract_budget; 0: no budget), and at once, above it.
     contract_budget = _Setting(float, 0.25)

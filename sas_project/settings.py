@@ -494,6 +494,10 @@ _RATE = Regexp(
     error="write a rate as 100/s, 1200/min or off",
 )
 SAS_THROTTLE_USER = env.str("SAS_THROTTLE_USER", "200/s", validate=_RATE)
+# Large requests (bodies over SAS_LARGE_REQUEST_BYTES) one user may have served at once
+# (sas_project.inflight; 0: no limit).
+SAS_LARGE_REQUESTS_PER_USER = env.int("SAS_LARGE_REQUESTS_PER_USER", 1, validate=Range(min=0))
+SAS_LARGE_REQUEST_BYTES = env.int("SAS_LARGE_REQUEST_BYTES", 32768, validate=Range(min=0))
 # Seconds of input-contract checking per submitter a second, and at once (scheduler.contract_budget).
 SAS_CONTRACT_BUDGET = env.float("SAS_CONTRACT_BUDGET", 0.25, validate=Range(min=0))
 SAS_CONTRACT_BUDGET_BURST = env.float("SAS_CONTRACT_BUDGET_BURST", 2.0, validate=Range(min=0))

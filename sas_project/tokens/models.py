@@ -89,6 +89,24 @@ class RateBucket(models.Model):
         return self.key
 
 
+class LargeRequest(models.Model):
+    """A large API request in flight (sas_project.inflight): one row from after its checks until
+    its answer, so that every web process sees how many of one user's large requests are being
+    served. `expires_at` bounds a row whose process died before removing it. UNLOGGED on
+    PostgreSQL (migration 0005), as the rate buckets."""
+
+    #: `user:<id>`.
+    key = models.CharField(max_length=200)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "api_large_request"
+        indexes = [models.Index(fields=["key", "id"], name="api_large_request_key_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.pk})"
+
+
 class IdempotentRequest(models.Model):
     """The answer to a request sent with an `Idempotency-Key` (sas_project.idempotency): a rerun,
     a bulk action. The same user sending the same key again gets this answer back, marked
