@@ -20,6 +20,7 @@ import datetime as dt
 import logging
 from typing import Any
 
+from django.apps import apps
 from django.db import DatabaseError
 from django.utils import timezone
 
@@ -31,6 +32,12 @@ logger = logging.getLogger(__name__)
 #: How long a row counts if its request never removes it (a worker killed mid-request): longer
 #: than any request may take.
 LEASE = dt.timedelta(seconds=120)
+
+
+def _rows() -> Any:
+    """The model of the rows (sas_project.tokens.models.LargeRequest), looked up by name: the
+    tokens app's views stand on the API's base view, which calls this module."""
+    return apps.get_model("tokens", "LargeRequest")
 
 
 def body_bytes(meta: dict[str, Any]) -> int:
@@ -45,24 +52,23 @@ def large_request_begin(user: Any, *, size: int) -> int | None:
     limit is off, or the user anonymous); else the id of its row, to pass to
     `large_request_end`. Raises Throttled when the user already has the most in flight. A
     failure of the store lets the request through (logged), as the rate limits do."""
-    from sas_project.tokens.models import LargeRequest
-
+    rows = _rows()
     limit = sas_settings.large_requests_per_user
     if limit <= 0 or size <= sas_settings.large_request_bytes or not getattr(user, "is_authenticated", False):
         return None
     key = f"user:{user.pk}"
     now = timezone.now()
     try:
-        LargeRequest.objects.filter(key=key, expires_at__lte=now).delete()
-        row = LargeRequest.objects.create(key=key, expires_at=now + LEASE)
-        ahead = LargeRequest.objects.filter(key=key, expires_at__gt=now, pk__lte=row.pk).count()
+        rows.objects.filter(key=key, expires_at__lte=now).delete()
+        row = rows.objects.create(key=key, expires_at=now + LEASE)
+        ahead = rows.objects.filter(key=key, expires_at__gt=now, pk__lte=row.pk).count()
     except DatabaseError:
         logger.warning(
             "large requests in flight could not be counted for %s; let through", key, exc_info=True
         )
         return None
     if ahead > limit:
-        LargeRequest.objects.filter(pk=row.pk).delete()
+        rows.objects.filter(pk=row.pk).delete()
         raise Throttled(
             f"you have {limit} large request(s) (bodies over {sas_settings.large_request_bytes} bytes) "
             "being served: send the next when one has answered (SAS_LARGE_REQUESTS_PER_USER)",
@@ -73,11 +79,10 @@ def large_request_begin(user: Any, *, size: int) -> int | None:
 
 def large_request_end(row: int | None) -> None:
     """The request of `row` (from `large_request_begin`) has its answer."""
-    from sas_project.tokens.models import LargeRequest
-
+    rows = _rows()
     if row is None:
         return
     try:
-        LargeRequest.objects.filter(pk=row).delete()
+        rows.objects.filter(pk=row).delete()
     except DatabaseError:
         logger.warning("a large request's row could not be removed; it expires", exc_info=True)
