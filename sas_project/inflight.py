@@ -52,10 +52,10 @@ def large_request_begin(user: Any, *, size: int) -> int | None:
     limit is off, or the user anonymous); else the id of its row, to pass to
     `large_request_end`. Raises Throttled when the user already has the most in flight. A
     failure of the store lets the request through (logged), as the rate limits do."""
-    rows = _rows()
     limit = sas_settings.large_requests_per_user
     if limit <= 0 or size <= sas_settings.large_request_bytes or not getattr(user, "is_authenticated", False):
         return None
+    rows = _rows()
     key = f"user:{user.pk}"
     now = timezone.now()
     try:
@@ -79,10 +79,9 @@ def large_request_begin(user: Any, *, size: int) -> int | None:
 
 def large_request_end(row: int | None) -> None:
     """The request of `row` (from `large_request_begin`) has its answer."""
-    rows = _rows()
     if row is None:
         return
     try:
-        rows.objects.filter(pk=row).delete()
+        _rows().objects.filter(pk=row).delete()
     except DatabaseError:
         logger.warning("a large request's row could not be removed; it expires", exc_info=True)
