@@ -26,6 +26,7 @@ left are the client's to write, so they are never believed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -190,22 +191,15 @@ def rate_bucket_take(
 
     Returns None when the store failed (the database is down, the table is missing): the caller
     lets the request through. `window` replaces the policy's (burst x interval). The failure is
-    logged (once a minute at most) and, inside a transaction, rolled back to a savepoint so that
-    the transaction goes on; outside one (an API request) it costs no extra statement."""
+    logged (once a minute at most), and the caller's transaction goes on (`_read`)."""
     sql = _TAKE_POSTGRESQL if is_postgresql() else _TAKE_SQLITE
     # A window past a year (math.inf: never refused) is a year: wider than any work, and a
     # number every driver carries.
     window = min(policy.interval * policy.burst if window is None else window, 3.2e7)
     params = {"key": key, "now": now, "interval": policy.interval, "window": window}
-    try:
-        if connection.in_atomic_block:
-            with transaction.atomic():
-                row = _fetch_one(sql, params)
-        else:
-            row = _fetch_one(sql, params)
-    except DatabaseError:
-        _log_store_failure(key)
-        return None
+    row = _read(sql, params, key=key)
+    if row is None:
+        return None  # an upsert with RETURNING returns its row: None is a failed store
     tat, at, refused = float(row[0]), float(row[1]), bool(row[2])
     if refused:
         return RateDecision(
@@ -229,12 +223,19 @@ def rate_bucket_take(
     )
 
 
-def _fetch_one(sql: str, params: dict[str, Any]) -> tuple[Any, ...]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    assert row is not None  # an upsert with RETURNING returns its row
-    return tuple(row)
+def _read(sql: str, params: dict[str, Any] | list[Any], *, key: str) -> tuple[Any, ...] | None:
+    """The first row of `sql` on the bucket store; None when there is none or the store failed
+    (logged). Inside a transaction the statement runs in a savepoint, so that a failure leaves
+    the caller's transaction usable; outside one (an API request) it costs no extra statement."""
+    savepoint = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
+    try:
+        with savepoint, connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+    except DatabaseError:
+        _log_store_failure(key)
+        return None
+    return tuple(row) if row is not None else None
 
 
 def _log_store_failure(key: str) -> None:
@@ -276,23 +277,9 @@ def work_budget_wait(*, key: str, budget: WorkBudget) -> float:
     """Seconds until `key` may start more work: 0 while what it spent lately is within the burst.
     One indexed read; 0 when the store fails (a budget must not turn a hiccup into refusals)."""
     sql = _OWED_POSTGRESQL if is_postgresql() else _OWED_SQLITE
-    try:
-        if connection.in_atomic_block:
-            with transaction.atomic():  # a savepoint: a failure leaves the caller's transaction
-                row = _fetch_row(sql, key)
-        else:
-            row = _fetch_row(sql, key)
-    except DatabaseError:
-        _log_store_failure(key)
-        return 0.0
+    row = _read(sql, [key], key=key)
     ahead = float(row[0]) if row is not None and row[0] is not None else 0.0
     return max(ahead - budget.burst / budget.per_second, 0.0)
-
-
-def _fetch_row(sql: str, key: str) -> Any:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [key])
-        return cursor.fetchone()
 
 
 def work_budget_spend(*, key: str, budget: WorkBudget, seconds: float) -> None:
