@@ -4,9 +4,6 @@ reaches it as the service sends it. The sandbox runs in-process."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
 import pytest
 
@@ -16,20 +13,6 @@ from testbed.sandbox import SandboxRemote
 
 # No database at all: the same on SQLite.
 pytestmark = pytest.mark.sqlite
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[SandboxRemote]:
-    from agents import http
-
-    remote = SandboxRemote(tmp_path / "sandbox.sqlite3", reset=True)
-    remote.start()
-    yield remote
-    # Hang up the agent's kept-alive connection first, as tests/agents/test_http.py does.
-    if http._client is not None:
-        http._client.close()
-        http._client = None
-    remote.stop()
 
 
 def test_each_cancel_is_recorded_by_operation_id_and_says_whether_the_operation_was_processed(

@@ -4,9 +4,6 @@ count is of operations, not of deliveries. The sandbox runs in-process."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
 import pytest
 
@@ -14,14 +11,6 @@ from testbed.sandbox import SandboxRemote
 
 # No database at all: the same on SQLite.
 pytestmark = pytest.mark.sqlite
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[SandboxRemote]:
-    remote = SandboxRemote(tmp_path / "sandbox.sqlite3", reset=True)
-    remote.start()
-    yield remote
-    remote.stop()
 
 
 def _charge(url: str, key: str, body_input: dict[str, object]) -> int:

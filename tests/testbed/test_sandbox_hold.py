@@ -5,9 +5,7 @@ a step's concurrency key is checked on that step's path alone. The sandbox runs 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import pytest
@@ -16,14 +14,6 @@ from testbed.sandbox import SandboxRemote
 
 # No database at all: the same on SQLite.
 pytestmark = pytest.mark.sqlite
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[SandboxRemote]:
-    remote = SandboxRemote(tmp_path / "sandbox.sqlite3", reset=True)
-    remote.start()
-    yield remote
-    remote.stop()
 
 
 def _call(url: str, key: str, body: dict[str, object]) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,14 +21,6 @@ from tests.agents.test_http import Remote, _reply
 pytestmark = pytest.mark.sqlite
 
 CALLBACK = "/api/v1/callbacks/token/"
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[SandboxRemote]:
-    remote = SandboxRemote(tmp_path / "sandbox.sqlite3", reset=True)
-    remote.start()
-    yield remote
-    remote.stop()
 
 
 @pytest.fixture
