@@ -34,7 +34,9 @@ counts the calls in flight at once per path, per `input.account`, and per path a
 (`max_concurrent`, `max_concurrent_by_account`, `max_concurrent_by_route_account`).
 A charge whose input names `declines: n` is declined while its account (`input.account`, else its
 `sku`) has declined fewer than n charges: each a new operation (a resent one answers as stored),
-so a retry under a new operation ID goes through at the (n+1)-th.
+so a retry under a new operation ID goes through at the (n+1)-th. A call whose input names
+`drops: n` is done but its answer lost (as a dropped call's) at each of the first n deliveries of
+its operation: a step certain to come due unanswered.
 
 A compensation (release, refund, cancel) names the operation it undoes in `compensates`; if that
 operation never happened at this service it answers `{"noop": true, ...}` and changes nothing.

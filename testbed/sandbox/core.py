@@ -399,10 +399,15 @@ class OperationRequest:
     #: new operation, before one goes through (`input.declines`): a card topped up at last.
     declines: int = 0
     account: str = ""
+    #: The first this many deliveries of the operation are done and their answers lost
+    #: (`input.drops`): a call certain to come due unanswered, whatever the remote's fault rates.
+    drops: int = 0
 
 
 #: The most charges `input.declines` may ask an account to decline first.
 MAX_DECLINES = 10
+#: The most deliveries of one operation `input.drops` may ask to lose the answer of.
+MAX_DROPS = 3
 
 
 def read_operation_request(route: Route, path: str, key: str, body: object) -> OperationRequest:
@@ -439,6 +444,9 @@ def read_operation_request(route: Route, path: str, key: str, body: object) -> O
     account = job_input.get("account", sku)
     if not isinstance(account, str):
         raise BadRequest("input.account must be a string")
+    drops = job_input.get("drops", 0)
+    if not isinstance(drops, int) or isinstance(drops, bool) or not 0 <= drops <= MAX_DROPS:
+        raise BadRequest(f"input.drops must be an integer between 0 and {MAX_DROPS}")
     return OperationRequest(
         route=route,
         path=path,
@@ -454,6 +462,7 @@ def read_operation_request(route: Route, path: str, key: str, body: object) -> O
         hold_ms=hold_ms,
         declines=declines,
         account=account,
+        drops=drops,
     )
 
 

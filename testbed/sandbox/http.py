@@ -328,9 +328,9 @@ class _Handler(BaseHTTPRequestHandler):
             if request.hold_ms:
                 time.sleep(request.hold_ms / 1000)
             answer = self.remote.store.execute(request, config, force_decline=plan.decline)
-        if plan.drop:
+        if plan.drop or (request.drops and self.remote.store.take_drop(key, request.drops)):
             self.remote.store.bump("fault_drop")
-            self._drop(plan.hold_ms)
+            self._drop(plan.hold_ms or config.drop_hold_ms)
             return
         if plan.hostile and 200 <= answer.status < 300:
             # Only once the work is done: what is hostile is the answer, never the effect.

@@ -199,6 +199,17 @@ class SandboxStore:
         with self.transaction() as conn:
             _bump(conn, counter)
 
+    def take_drop(self, key: str, drops: int) -> bool:
+        """Whether this delivery of operation `key` is one of the first `drops`, whose answer
+        is lost (`input.drops`); counted per operation, each delivery once."""
+        counter = f"dropped_op:{key}"
+        with self.transaction() as conn:
+            row = conn.execute("SELECT value FROM counters WHERE name = ?", (counter,)).fetchone()
+            if (row[0] if row else 0) >= drops:
+                return False
+            _bump(conn, counter)
+            return True
+
     def execute(self, request: OperationRequest, config: SandboxConfig, *, force_decline: bool) -> Answer:
         """Process one service POST exactly once per key (unless `config.honor_keys` is off).
 
