@@ -137,6 +137,12 @@ BOMBS_FROM = 0.25
 RESTART_GRACE = 3.0
 #: Jobs held back until a stuck supervisor's peers start (its window drops their first calls).
 STUCK_PROBES = 2
+#: For the first LAG_PROBE_SECONDS of the poison, a healthy job every LAG_PROBE_EVERY seconds
+#: loses its calls' first answers (the sandbox's `input.drops`): its steps come due unanswered
+#: whatever the fault rates and the machine's pace, and no PostgreSQL restart is made until they
+#: were decided, so that the remediation lag with the poison on is measured for certain.
+LAG_PROBE_EVERY = 1.5
+LAG_PROBE_SECONDS = 6.0
 
 
 @dataclass
@@ -347,6 +353,8 @@ class FaultLog:
     submit_errors: int = 0
     broker_restarts: int = 0
     cluster_blackouts: int = 0
+    #: Healthy jobs made, while the poison ran, to lose their calls' first answers (LAG_PROBE_EVERY).
+    lag_probes: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -833,6 +841,13 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         # The poison after a first phase without it, spread over the next half of the faults;
         # the stuck supervisor once the blackout is over and the clusters are back.
         poison_at = started + cfg.duration * 0.2 if cfg.poison else float("inf")
+        probe_until = poison_at + LAG_PROBE_SECONDS
+        # No restart of the database from shortly before the probes until their steps' deadlines
+        # (a dropped call is held 1.5 timeouts) and decisions (two intervals) are past.
+        probes_quiet = (
+            poison_at - 5.0,
+            probe_until + cfg.timeout_seconds * 1.5 + 2 * cfg.supervisor_interval + 2.0,
+        )
         stuck_at = started + cfg.duration * 0.6 if cfg.poison and cfg.stuck_window > 0 else float("inf")
         restart_queue: list[tuple[float, ClusterProcess]] = []
         # Every cluster down at once, halfway through the faults; the timers of the wait jobs
@@ -842,6 +857,7 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
         blackout: Blackout | None = None
         aimed: list[float] = []  # when the timers aimed at the blackout come due (monotonic)
         submitted = plain = rest = 0
+        next_probe = 0.0
         while (
             time.monotonic() - started < cfg.duration
             or submitted < cfg.jobs
@@ -933,6 +949,11 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                         if workflow == WORKFLOW_KEYED:
                             payload["account"] = f"acct-{(plain // len(workflows)) % cfg.keys}"
                         plain += 1
+                        probing = poisoner is not None and now < probe_until and not stuck.active
+                        if workflow == WORKFLOW and probing and now >= next_probe:
+                            payload["drops"] = 1  # synchronous calls only: the asynchronous answer later
+                            fault.lag_probes += 1
+                            next_probe = now + LAG_PROBE_EVERY
                         mine = None
                     tag = f"{run_id}-{submitted}"
                     mode, callback_url = receiver.deal(tag) if receiver and mine is None else ("", "")
@@ -1009,6 +1030,8 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                 if poison is not None and now >= next_poison and now - started < cfg.duration:
                     poison.publish_next()
                     next_poison = time.monotonic() + cfg.poison_every
+                if cfg.pg_restart and probes_quiet[0] <= next_pg < probes_quiet[1]:
+                    next_pg = probes_quiet[1]
                 if cfg.pg_restart and now >= next_pg and now - started < cfg.duration:
                     down_at = timezone.now()
                     restarts.append((time.monotonic(), float("inf")))

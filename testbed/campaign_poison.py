@@ -545,6 +545,9 @@ def remediation_lag(
     report: dict[str, Any] = {
         "goal_ms": goal.total_seconds() * 1000,
         "poison_from": poison_from.isoformat() if poison_from else None,
+        # The windows as classified, to read a slow decision against them.
+        "stuck": [t.isoformat() for t in stuck] if stuck else None,
+        "outages": [[start.isoformat(), end.isoformat()] for start, end in outages],
     }
     for phase, found in phases.items():
         report[phase] = _lag([lag for lag, _ in found])

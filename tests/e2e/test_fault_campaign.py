@@ -7,6 +7,8 @@ hostile counterparts and contract and expression bombs, and with poison."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from testbed import (
@@ -31,6 +33,9 @@ pytestmark = [
     # Above the campaign runner's own 600 s limit, so that its report is what a slow run shows.
     pytest.mark.timeout(900),
 ]
+
+#: The poisoned campaign's supervisor interval, seconds.
+INTERVAL = 2.0
 
 
 def test_a_small_campaign_with_every_fault_on_loses_no_job_and_doubles_no_effect() -> None:
@@ -195,9 +200,16 @@ def test_a_poisoned_campaign_keeps_remediating_the_healthy_jobs_in_time() -> Non
     report = run_fault_campaign(
         "fault-campaign-poison",
         *("--poison", "--poison-jobs", "16", "--blackholes", "40"),
-        *("--jobs", "40", "--duration", "24", "--drain", "90"),
+        # 36 s of faults: the poison from 7 s, the healthy jobs that lose their first answers
+        # till 13 s (due till 16 s or so), the stuck supervisor from 22 s.
+        *("--jobs", "40", "--duration", "36", "--drain", "90"),
         *("--drop-rate", "0.25", "--latency-rate", "0.05"),
         *("--wait-share", "0", "--language-share", "0", "--blackout-seconds", "0", "--kill-every", "1000"),
+        # Two seconds between passes, so that two intervals leave room for a pass that a loaded
+        # two-core machine (three clusters, the web, the remote and PostgreSQL on it) slows to a
+        # second; at one, a step due just before a PostgreSQL restart missed its goal by a hair
+        # and then waited for the restart.
+        *("--supervisor-interval", str(INTERVAL)),
         "--no-flow",
         "--no-events",
         "--no-loops",
@@ -217,12 +229,12 @@ def test_a_poisoned_campaign_keeps_remediating_the_healthy_jobs_in_time() -> Non
     assert set(poison["queue_poison_published"]) == set(campaign_poison.QUEUE_KINDS)
     assert poison["healthy_jobs_quarantined"] == 0
     # The stuck supervisor was taken over: its debt is read two intervals past a deadline and
-    # acted on once it is three old (one interval is 1 s), with a pass of each cluster and a
-    # loaded machine allowed.
+    # acted on once it is three old, at a peer's next pass (an interval), with a loaded machine
+    # allowed.
     takeover = poison["takeover"]
     assert takeover["taken_over"], takeover
     if takeover["after_debt_began_s"] is not None:
-        assert takeover["after_debt_began_s"] <= 3 + 4, takeover
+        assert takeover["after_debt_began_s"] <= 4 * INTERVAL + 4, takeover
     else:
         # No step came due during its term (how many do depends on the machine's pace): a peer
         # took the lease all the same, soon after one was up.
@@ -231,6 +243,11 @@ def test_a_poisoned_campaign_keeps_remediating_the_healthy_jobs_in_time() -> Non
         )
     # Invariant 6: the healthy jobs' overdue steps were remediated within two intervals with the
     # poison on, as without it.
+    # (Healthy jobs lose their calls' first answers while the poison runs, so that steps come
+    # due then whatever the machine's pace.)
     lag = report["lag"]
-    assert lag["with_poison"]["count"] >= 1
-    assert lag["with_poison"]["p99"] <= lag["goal_ms"] == 2000
+    assert report["faults"]["lag_probes"] >= 1
+    assert lag["with_poison"]["count"] >= 1, json.dumps(lag, indent=1)
+    assert lag["with_poison"]["p99"] <= lag["goal_ms"] == 2 * INTERVAL * 1000, json.dumps(
+        {"lag": lag, "takeover": takeover}, indent=1
+    )

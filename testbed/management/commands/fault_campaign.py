@@ -68,6 +68,13 @@ class Command(BaseCommand):
             "--timeout", type=float, default=d.timeout_seconds, help="Attempt timeout, seconds."
         )
         parser.add_argument(
+            "--supervisor-interval",
+            type=float,
+            default=d.supervisor_interval,
+            help="The clusters' supervisor interval, seconds (the lease is three): the remediation "
+            "goal is two.",
+        )
+        parser.add_argument(
             "--no-async-agents",
             action="store_true",
             help="Leave out the asynchronous agents (HTTP 202 + callback, a Redis queue) and their faults.",
@@ -255,6 +262,7 @@ class Command(BaseCommand):
             commit_error_rate=options["commit_error_rate"],
             pg_restart=options["pg_restart"],
             timeout_seconds=options["timeout"],
+            supervisor_interval=options["supervisor_interval"],
             scratch=options["scratch"],
             async_agents=not options["no_async_agents"],
             reply_fault_rate=options["reply_fault_rate"],
