@@ -237,7 +237,7 @@ def test_a_name_server_that_does_not_answer_holds_a_call_no_longer_than_its_dead
     released = threading.Event()
 
     def silent(host: str, port: int) -> list[str]:
-        released.wait(10)  # a resolver with no timeout of its own
+        released.wait(30)  # a resolver with no timeout of its own
         return ["203.0.113.9"]
 
     monkeypatch.setattr(validation, "resolve", silent)
@@ -247,7 +247,7 @@ def test_a_name_server_that_does_not_answer_holds_a_call_no_longer_than_its_dead
     released.set()
     assert result.outcome == Outcome.TRANSIENT_FAILURE  # nothing was sent
     assert "no name resolution before the request's deadline" in result.error
-    assert took < 2
+    assert took < 10  # (the resolver would answer after 30 s; a loaded machine has room)
 
 
 def test_a_kept_alive_connection_serves_each_request_under_its_own_deadline(remote: Remote) -> None:

