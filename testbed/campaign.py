@@ -111,6 +111,7 @@ from testbed.processes import (
     free_port,
     percentile,
 )
+from testbed.resend import post_until_answered
 
 WORKFLOW = "campaign_order"
 #: The same order with a charge answered later and shipping through a queue.
@@ -517,25 +518,24 @@ class ApiSubmitter:
         self.latencies: list[tuple[float, float]] = []
 
     def submit(self, workflow: str, payload: dict[str, Any], key: str, callback_url: str = "") -> str:
-        errors: list[str] = []
         body: dict[str, Any] = {"workflow": workflow, "input": payload}
         if callback_url:
             body["callback_url"] = callback_url
         first = time.monotonic()
-        for _ in range(20):
-            client = self.clients[self.sent % len(self.clients)]
-            self.sent += 1
-            try:
-                response = client.post("/api/v1/jobs/", json=body, headers={"Idempotency-Key": key})
-            except httpx.HTTPError as exc:
-                errors.append(str(exc))
-            else:
-                if response.status_code in (200, 201):
-                    self.latencies.append((first, time.monotonic() - first))
-                    return str(response.json()["id"])
-                errors.append(f"{response.status_code} {response.text[:200]}")
-            time.sleep(0.5)
-        raise RuntimeError(f"submitting through the API failed: {errors[-3:]}")
+        # Each try through the next web process; anything but a job (a 409 of a request still in
+        # progress, a 429) is sent again too.
+        sent = post_until_answered(
+            self._next_client, "/api/v1/jobs/", body, key=key, taken=lambda r: r.status_code in (200, 201)
+        )
+        if sent.response is None:
+            raise RuntimeError(f"submitting through the API failed: {sent.error}")
+        self.latencies.append((first, time.monotonic() - first))
+        return str(sent.response.json()["id"])
+
+    def _next_client(self) -> httpx.Client:
+        client = self.clients[self.sent % len(self.clients)]
+        self.sent += 1
+        return client
 
     def close(self) -> None:
         for client in self.clients:

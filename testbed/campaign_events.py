@@ -47,6 +47,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from scheduler.definitions import workflow_create, workflow_latest
 from scheduler.models import JOB_SETTLED, Job, JobStatus, KeyedSignal, Step, StepKind, StepStatus
 from scheduler.unit import db_now
+from testbed.resend import post_until_answered
 
 WORKFLOW_ORDER = "campaign_events_order"
 WORKFLOW_KEYED = "campaign_events_keyed"
@@ -287,27 +288,15 @@ class EventDriver:
     ) -> httpx.Response | None:
         """POST until an answer that is not a 5xx (TRIES tries); None when none came. `cut`: the
         client gives up on the first answer (a client's timeout: the service did the request)."""
-        headers = {"Idempotency-Key": key} if key else {}
-        for attempt in range(TRIES):
-            if attempt:
-                with self._lock:
-                    self.log.sent_again += 1
-                time.sleep(0.5)
-            first_cut = cut and not attempt
-            timeout = httpx.Timeout(30, read=CUT_AFTER) if first_cut else httpx.USE_CLIENT_DEFAULT
-            try:
-                response = self.clients[client].post(path, json=body, headers=headers, timeout=timeout)
-            except httpx.ReadTimeout:
-                if first_cut:
-                    with self._lock:
-                        self.log.answers_cut += 1
-                continue
-            except httpx.HTTPError:
-                continue
-            if response.status_code < 500:
-                return response
-        self._note(f"{path} {key or body.get('id')}: no answer but 5xx or errors")
-        return None
+        sent = post_until_answered(
+            self.clients[client], path, body, key=key, cut_after=CUT_AFTER if cut else None, tries=TRIES
+        )
+        with self._lock:
+            self.log.sent_again += sent.resent
+            self.log.answers_cut += int(sent.cut)
+        if sent.response is None:
+            self._note(f"{path} {key or body.get('id')}: no answer but 5xx or errors ({sent.error})")
+        return sent.response
 
     def _note(self, text: str) -> None:
         with self._lock:

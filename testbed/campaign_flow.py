@@ -40,6 +40,7 @@ from scheduler.definitions import workflow_create, workflow_latest
 from scheduler.models import Attempt, Event, Job, JobStatus, RemoteCancel, Step, StepStatus
 from scheduler.unit import db_now
 from testbed.definitions import ensure_policy
+from testbed.resend import post_until_answered
 
 WORKFLOW_STEP_KEYED = "campaign_flow_step_keyed"
 WORKFLOW_DEBOUNCED = "campaign_flow_debounced"
@@ -324,20 +325,12 @@ class FlowDriver:
 
     def _cancel(self, job_id: str) -> str:
         """POST the job's cancel, again after a 5xx or a lost connection; the last answer."""
-        answer = "error"
-        for _ in range(20):
-            try:
-                response = self.operator.post(
-                    f"/api/v1/jobs/{job_id}/cancel/", json={"reason": "campaign: cancelled during its call"}
-                )
-            except httpx.HTTPError:
-                time.sleep(0.5)
-                continue
-            answer = str(response.status_code)
-            if response.status_code < 500:
-                return answer
-            time.sleep(0.5)
-        return answer
+        sent = post_until_answered(
+            self.operator, f"/api/v1/jobs/{job_id}/cancel/", {"reason": "campaign: cancelled during its call"}
+        )
+        if sent.response is not None:
+            return str(sent.response.status_code)
+        return str(sent.status) if sent.status else "error"
 
 
 # --- the checks -------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from sas_project.permissions import role_groups_ensure
 from sas_project.tokens.services import token_create
 from scheduler.models import JOB_SETTLED, AlertKind, AlertSubscription, Step, StepKind, StepStatus
 from testbed.definitions import ensure_policy, ensure_workflow
+from testbed.resend import post_until_answered
 
 S = StepStatus
 
@@ -488,18 +489,8 @@ class LoopsDriver:
 
 
 def _post(client: httpx.Client, path: str, body: dict[str, Any], key: str = "") -> httpx.Response | None:
-    """POST until an answer that is not a 5xx (20 tries); None when none came."""
-    headers = {"Idempotency-Key": key} if key else {}
-    for _ in range(20):
-        try:
-            response = client.post(path, json=body, headers=headers)
-        except httpx.HTTPError:
-            time.sleep(0.5)
-            continue
-        if response.status_code < 500:
-            return response
-        time.sleep(0.5)
-    return None
+    """POST until an answer that is not a 5xx; None when none came."""
+    return post_until_answered(client, path, body, key=key).response
 
 
 def _post_json(client: httpx.Client, path: str, body: dict[str, Any], key: str) -> str:

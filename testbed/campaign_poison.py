@@ -49,6 +49,7 @@ from supervisor.lease import LEASE_NAME
 from supervisor.models import ClusterHeartbeat, LeaseTerm, SupervisorLease
 from testbed.definitions import ensure_workflow
 from testbed.processes import ClusterProcess, SandboxProcess, percentile
+from testbed.resend import post_until_answered
 
 WORKFLOW_TIMER = "campaign_poison_timer"
 WORKFLOW_INPUT_TIME = "campaign_poison_input_time"
@@ -266,21 +267,13 @@ class PoisonDriver:
 
     def _post(self, body: dict[str, Any], key: str) -> tuple[int, str]:
         """(status, job id or error) of one submission; a 5xx or a dropped connection is sent
-        again under the same key (at most 20 times): (0, the last error)."""
-        last = ""
-        for _ in range(20):
-            try:
-                response = self.client.post("/api/v1/jobs/", json=body, headers={"Idempotency-Key": key})
-            except httpx.HTTPError as exc:
-                last = str(exc)
-            else:
-                if response.status_code < 500:
-                    if response.status_code in (200, 201):
-                        return response.status_code, str(response.json()["id"])
-                    return response.status_code, response.text[:300]
-                last = f"{response.status_code} {response.text[:200]}"
-            time.sleep(0.5)
-        return 0, last
+        again under the same key (testbed.resend): (0, the last error)."""
+        response = (sent := post_until_answered(self.client, "/api/v1/jobs/", body, key=key)).response
+        if response is None:
+            return 0, sent.error
+        if response.status_code in (200, 201):
+            return response.status_code, str(response.json()["id"])
+        return response.status_code, response.text[:300]
 
     def _submit_poison(self, index: int) -> None:
         kind, workflow, payload = JOB_KINDS[index % len(JOB_KINDS)]

@@ -48,6 +48,7 @@ from scheduler.models import (
     StepStatus,
 )
 from testbed.definitions import ensure_workflow
+from testbed.resend import post_until_answered
 
 WORKFLOW_WAITS = "campaign_order_waits"
 SIGNAL = "confirmed"
@@ -399,19 +400,11 @@ class WaitDriver:
     def _post(
         self, client: httpx.Client, path: str, body: dict[str, Any], key: str = ""
     ) -> httpx.Response | None:
-        """POST until an answer that is not a 5xx (20 tries); None when none came."""
-        headers = {"Idempotency-Key": key} if key else {}
-        for _ in range(20):
-            try:
-                response = client.post(path, json=body, headers=headers)
-            except httpx.HTTPError:
-                self._count("http_errors")
-            else:
-                if response.status_code < 500:
-                    return response
-                self._count("http_errors")
-            time.sleep(0.5)
-        return None
+        """POST until an answer that is not a 5xx; None when none came."""
+        sent = post_until_answered(client, path, body, key=key)
+        if sent.failures:
+            self._count("http_errors", sent.failures)
+        return sent.response
 
     def _signal(self, t: _Tracked, key: str, payload: Any) -> httpx.Response | None:
         self._count("signals_sent")
