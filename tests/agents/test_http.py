@@ -475,12 +475,15 @@ def test_a_kept_alive_remote_that_leaves_nagle_on_is_not_kept_waiting_for_a_dela
             took.append((time.perf_counter() - started) * 1000)
         return sorted(took)[calls // 2]
 
-    assert median_ms() < 20  # the stall is 40 ms or more
+    quick = median_ms()
 
     http._client.close()  # type: ignore[union-attr]
     http._client = None
     monkeypatch.setattr(egress, "_QUICKACK", None)
-    assert median_ms() >= 35  # the stall this avoids
+    stalled = median_ms()
+    # The stall this avoids, some 40 ms a call, measured against the same machine's pace: a
+    # loaded machine slows both alike.
+    assert stalled >= 35 and stalled - quick >= 25, (quick, stalled)
 
 
 def test_every_outbound_client_shares_one_tls_context_built_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -194,7 +194,8 @@ def test_a_huge_answer_is_not_read(receivers: Callable[[Behaviour], Receiver]) -
 def test_the_loop_keeps_scanning_while_receivers_hold_its_sends(
     receivers: Callable[[Behaviour], Receiver], settings: Any
 ) -> None:
-    settings.SAS_DELIVERY_TIMEOUT = 6
+    # Held far longer than the waits below, so that a loaded machine still scans while they hold.
+    settings.SAS_DELIVERY_TIMEOUT = 15
     settings.SAS_DELIVERY_CONCURRENCY = 2
     holes = receivers(black_hole)
     trickler = receivers(trickle_headers)
@@ -207,7 +208,7 @@ def test_the_loop_keeps_scanning_while_receivers_hold_its_sends(
     )
     loop.start()
     try:
-        wait_until(lambda: holes.accepted + trickler.accepted == 2, timeout=5, message="both senders busy")
+        wait_until(lambda: holes.accepted + trickler.accepted == 2, timeout=10, message="both senders busy")
         # While both senders are held, the loop goes on scanning.
         seen: set[Any] = set()
 
@@ -215,7 +216,7 @@ def test_the_loop_keeps_scanning_while_receivers_hold_its_sends(
             seen.add(SupervisorLease.objects.get().last_scan_at)
             return len(seen) >= 3
 
-        wait_until(scanned_thrice, timeout=4, interval=0.05, message="scans while the sends are held")
+        wait_until(scanned_thrice, timeout=10, interval=0.05, message="scans while the sends are held")
         # It claimed no more than it has senders for.
         assert holes.accepted + trickler.accepted == 2
     finally:
