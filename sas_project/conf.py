@@ -175,6 +175,9 @@ class SasSettings:
     #: How long `qcluster` waits for its processes to stop before it kills them.
     q_stop_seconds = _Setting(float, 60)
 
+    #: How long `qcluster` keeps starting its cluster again while the database is away.
+    q_start_seconds = _Setting(float, 60)
+
     @property
     def callback_secret(self) -> str:
         """The key completion callbacks and alert webhooks are signed with (X-SAS-Signature).

@@ -448,6 +448,7 @@ SAS_REPLY_MAX_TRIES = env.int("SAS_REPLY_MAX_TRIES", 5, validate=Range(min=1))
 # The certificate authorities of TLS brokers (rediss://, amqps://); empty: the system's trust store.
 SAS_BROKER_CA_FILE = env.str("SAS_BROKER_CA_FILE", "")
 SAS_Q_STOP_SECONDS = env.float("SAS_Q_STOP_SECONDS", 60, validate=Range(min=0))
+SAS_Q_START_SECONDS = env.float("SAS_Q_START_SECONDS", 60, validate=Range(min=0))
 SAS_CALLBACK_SECRET = env.str("SAS_CALLBACK_SECRET", "")
 # Callbacks and alert webhooks are signed the Standard Webhooks way, each receiver with its own
 # secret (supervisor.signing). The former X-SAS-Signature (SAS_CALLBACK_SECRET: one key shared by

@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError, connection
 from django_q.cluster import Cluster
 from django_q.management.commands.qcluster import Command as DjangoQClusterCommand
 
@@ -62,16 +63,9 @@ class Command(DjangoQClusterCommand):
         workers = int(str(settings.Q_CLUSTER.get("workers", 0)))
         # Before the cluster forks: its workers mark themselves on it around each task.
         board = board_install(workers)
-        cluster = Cluster()
-
-        # Cluster() installed django-q2's handlers, which stop the cluster from inside the signal
-        # handler; ours only ask the loop below to end, and the stop runs with a time limit.
-        def ask_to_stop(signum: int, frame: object) -> None:
-            stopping.set()
-
-        signal.signal(signal.SIGTERM, ask_to_stop)
-        signal.signal(signal.SIGINT, ask_to_stop)
-        cluster.start()
+        cluster = cluster_start(stopping, seconds=sas_settings.q_start_seconds)
+        if cluster is None:
+            return  # asked to stop before it started
         tree = ProcessTree()
 
         def done() -> bool:
@@ -130,6 +124,49 @@ class Command(DjangoQClusterCommand):
         except Exception:
             # The database away: the cluster shows as lost instead of stopped.
             logger.warning("cluster %s: its stop was not recorded", name, exc_info=True)
+
+
+def cluster_start(stopping: threading.Event, *, seconds: float) -> Cluster | None:
+    """A started django-q2 cluster, with this process's signal handlers (which only set
+    `stopping`); None when asked to stop before one started.
+
+    django-q2's first act is a query (its ORM broker's, here and in the sentinel): with the
+    database away (a restart, a failover, a node that boots before it) the sentinel dies and
+    the start raises. A process manager would start us again, but `restart: on-failure`
+    backs off for ever longer and a bare process stays dead: so the start is tried again
+    here, 1 s apart and then up to 5 s, for `seconds` (SAS_Q_START_SECONDS); after that the
+    error is raised and the process exits non-zero."""
+    deadline = time.monotonic() + seconds
+    pause, tries = 1.0, 0
+    while True:
+        tries += 1
+        try:
+            cluster = Cluster()
+            # Cluster() installed django-q2's handlers, which stop the cluster from inside the
+            # signal handler; ours only ask the loop to end, and the stop runs with a time limit.
+            signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+            signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
+            cluster.start()
+        except (RuntimeError, DatabaseError) as exc:
+            # The broken connection is not the sentinel's to inherit at the next fork.
+            connection.close()
+            if stopping.is_set():
+                return None
+            if time.monotonic() + pause > deadline:
+                raise
+            logger.warning(
+                "the cluster did not start (try %d): %s; starting it again in %.0f s",
+                tries,
+                str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__,
+                pause,
+                extra={"tries": tries},
+            )
+            stopping.wait(pause)
+            pause = min(pause * 2, 5.0)
+            continue
+        if stopping.is_set() and (cluster.sentinel is None or not cluster.sentinel.is_alive()):
+            return None  # stopped while it started: django-q2 let its sentinel end quietly
+        return cluster
 
 
 class ProcessTree:
