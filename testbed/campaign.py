@@ -1032,7 +1032,18 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                     next_poison = time.monotonic() + cfg.poison_every
                 if cfg.pg_restart and probes_quiet[0] <= next_pg < probes_quiet[1]:
                     next_pg = probes_quiet[1]
-                if cfg.pg_restart and now >= next_pg and now - started < cfg.duration:
+                # Nor while the stuck supervisor's window is open, or about to: it times the
+                # takeover, which needs a peer to start and a restart would hold back (a cluster
+                # starting then retries, qcluster's start). The restart comes after it, while
+                # the faults go on a few seconds more.
+                if (
+                    cfg.pg_restart
+                    and next_pg <= now
+                    and (stuck.active or (stuck.state == "off" and now >= stuck_at - 5.0))
+                ):
+                    next_pg = now + 1.0
+                faults_on = now - started < cfg.duration or now < after_stuck
+                if cfg.pg_restart and now >= next_pg and faults_on:
                     down_at = timezone.now()
                     restarts.append((time.monotonic(), float("inf")))
                     try:
