@@ -1,9 +1,14 @@
 """gunicorn's configuration for the web processes (`gunicorn -c python:sas_project.gunicorn_conf
 sas_project.wsgi`), read from the environment; docs/deployment.md explains each value.
 
-Sync workers: a request is short (a submission is one database transaction) and the database
-is the limit, so one process per request in flight and a few per core. Connections to
-PostgreSQL are opened per worker after the fork (the app is not preloaded).
+Threaded workers (gthread): a request mostly waits on PostgreSQL, and one that is slow (a large
+body being read, a contract checked up to its budget, a client that trickles its body) must not
+hold the process that the short submissions queue for. With sync workers it did: two bodies
+being read took both default workers, and the fault campaign's flood of large submissions
+multiplied the ordinary submissions' p99 by five (docs/reliability.md, "Contract and expression
+bombs"). Each thread holds its own connection to PostgreSQL, opened after the fork (the app is
+not preloaded). gthread also keeps idle client connections alive (`keepalive`), which sync
+workers do not.
 """
 
 from __future__ import annotations
@@ -20,8 +25,12 @@ from sas_project.logredact import redact_path
 bind = os.environ.get("SAS_WEB_BIND", "127.0.0.1:8000")
 #: Worker processes. About 2 per core on a host that runs only the web tier.
 workers = int(os.environ.get("SAS_WEB_WORKERS", "2"))
-worker_class = "sync"
-#: A request that takes longer than this is killed (and logged); submissions take milliseconds.
+worker_class = "gthread"
+#: Requests each worker serves at once: a thread each, and a database connection each.
+threads = int(os.environ.get("SAS_WEB_THREADS", "4"))
+#: A worker whose main loop has not answered the master for this long is killed and replaced.
+#: A request's own time is bounded by the service (the database's lock timeout, the contract
+#: budget, the body limit), not by this: a threaded worker stays responsive while one request runs.
 timeout = int(os.environ.get("SAS_WEB_TIMEOUT", "30"))
 #: On SIGTERM, requests in flight get this long to finish before the workers are killed.
 graceful_timeout = int(os.environ.get("SAS_WEB_GRACEFUL_TIMEOUT", "30"))
