@@ -24,7 +24,7 @@ from agents.validation import (
 )
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
-from sas_project.validation import valid_name
+from sas_project.validation import is_count, object_of, valid_name
 
 
 def endpoint_spec_clean(kind: str, *, item: Any) -> dict[str, Any]:
@@ -123,11 +123,7 @@ def rate_check(value: Any, *, field: str = "rate") -> dict[str, Any] | None:
     names what is wrong (the key's syntax only: what it may read is the caller's to check)."""
     if value is None:
         return None
-    if not isinstance(value, dict):
-        raise InvalidInput(f"{field} must be an object {{key, per_second, burst}}", field=field)
-    unknown = sorted(set(value) - {"key", "per_second", "burst"})
-    if unknown:
-        raise InvalidInput(f"{field} has unknown members: {', '.join(unknown)}", field=field)
+    object_of(value, where=field, members=("key", "per_second", "burst"), field=field)
     key = value.get("key")
     if key in (None, ""):
         key = ""
@@ -156,7 +152,7 @@ def rate_check(value: Any, *, field: str = "rate") -> dict[str, Any] | None:
     burst = value.get("burst", 1)
     if burst is None:
         burst = 1
-    if isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= 100_000:
+    if not is_count(burst, 1, 100_000):
         raise InvalidInput(f"{field}.burst must be a whole number from 1 to 100000", field=f"{field}.burst")
     return {"key": key, "per_second": float(per_second), "burst": burst}
 

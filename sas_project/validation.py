@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import math
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
@@ -28,6 +29,23 @@ def valid_name(value: Any, what: str, field: str) -> str:
     if not isinstance(value, str) or not NAME_RE.match(value):
         raise InvalidInput(f"{what} must be 1-100 letters, digits, '-' or '_'", field=field)
     return value
+
+
+def object_of(value: Any, *, where: str, members: Iterable[str], field: str) -> dict[str, Any]:
+    """`value` when it is an object whose members are all among `members`, else InvalidInput on
+    `field` saying which (`where must be an object {a, b}`, `where has unknown members: c`)."""
+    allowed = tuple(members)
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{where} must be an object {{{', '.join(allowed)}}}", field=field)
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise InvalidInput(f"{where} has unknown members: {', '.join(unknown)}", field=field)
+    return value
+
+
+def is_count(value: Any, low: int, high: int) -> bool:
+    """Whether `value` is an integer (not a bool) from `low` to `high`."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def unstorable(value: Any) -> str | None:

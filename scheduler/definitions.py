@@ -20,7 +20,7 @@ from agents.models import AgentKind, AgentPool
 from agents.validation import validate_operation_path, validate_python_agent, validate_queue_name
 from sas_project.audit import definition_deleted, definition_logged
 from sas_project.errors import ActionNotAllowed, InvalidInput, NotFound, StaleWrite
-from sas_project.validation import json_storable, valid_name
+from sas_project.validation import is_count, json_storable, valid_name
 from scheduler import contracts, expressions
 from scheduler.event_definitions import event_wait_check, triggers_check
 from scheduler.flow_definitions import (
@@ -248,7 +248,7 @@ def _repeat_spec(
         raise InvalidInput(f"step {name!r}: interval_seconds is required", field="steps")
     interval = _seconds(interval, f"step {name!r} interval_seconds", zero=True)
     most = spec.get("max_iterations")
-    if isinstance(most, bool) or not isinstance(most, int) or not 1 <= most <= MAX_ITERATIONS:
+    if not is_count(most, 1, MAX_ITERATIONS):
         raise InvalidInput(
             f"step {name!r}: max_iterations must be a whole number from 1 to {MAX_ITERATIONS}", field="steps"
         )
@@ -311,7 +311,7 @@ def _fan_out_spec(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     count = join.get("count")
     limit = settings.SAS_MAX_FANOUT_ITEMS
     if mode == JoinMode.AT_LEAST:
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
+        if not is_count(count, 1, limit):
             raise InvalidInput(
                 f"step {name!r}: join.count must be a whole number from 1 to {limit} (mode at_least)",
                 field="steps",

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from sas_project.errors import InvalidInput
+from sas_project.validation import object_of
 from scheduler import expressions
 
 #: An event's type or source: 1-100 letters, digits, '-', '_', '.', ':' or '/' (`order.paid`,
@@ -84,13 +85,7 @@ def triggers_check(value: Any) -> list[dict[str, Any]] | None:
     stored = []
     for index, trigger in enumerate(value):
         where = f"triggers[{index}]"
-        if not isinstance(trigger, dict):
-            raise InvalidInput(
-                f"{where} must be an object {{event, when, input, business_key}}", field="triggers"
-            )
-        unknown = sorted(set(trigger) - set(TRIGGER_KEYS))
-        if unknown:
-            raise InvalidInput(f"{where} has unknown members: {', '.join(unknown)}", field="triggers")
+        object_of(trigger, where=where, members=TRIGGER_KEYS, field="triggers")
         event_type = valid_event_name(trigger.get("event"), f"{where}.event")
         cleaned: dict[str, Any] = {"event": event_type, "when": None, "input": None, "business_key": None}
         for name in ("when", "business_key"):

@@ -12,6 +12,7 @@ from urllib.parse import unquote
 from agents.models import AgentKind, AgentPool
 from agents.services import rate_check
 from sas_project.errors import InvalidInput
+from sas_project.validation import is_count, object_of
 from scheduler import expressions
 
 # --- a call step's ---------------------------------------------------------------------------------
@@ -25,16 +26,12 @@ def step_concurrency_check(value: Any, *, step: str) -> dict[str, Any] | None:
     if value is None:
         return None
     field = f"step {step!r} concurrency"
-    if not isinstance(value, dict):
-        raise InvalidInput(f"{field} must be an object {{key, limit}}", field="steps")
-    unknown = sorted(set(value) - {"key", "limit", "on_limit"})
-    if unknown:
-        raise InvalidInput(f"{field} has unknown members: {', '.join(unknown)}", field="steps")
+    object_of(value, where=field, members=("key", "limit", "on_limit"), field="steps")
     key = value.get("key")
     if not isinstance(key, str) or not key.strip():
         raise InvalidInput(f"{field}.key must be an expression over input and results", field="steps")
     limit = value.get("limit")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+    if not is_count(limit, 1, 10_000):
         raise InvalidInput(f"{field}.limit must be an integer from 1 to 10000", field="steps")
     if (value.get("on_limit") or "queue") != "queue":
         raise InvalidInput(
@@ -100,17 +97,10 @@ def concurrency_check(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
     field = "concurrency"
-    if not isinstance(value, dict):
-        raise InvalidInput("concurrency must be an object {key, limit, on_limit}", field=field)
-    unknown = sorted(set(value) - {"key", "limit", "on_limit"})
-    if unknown:
-        raise InvalidInput(f"concurrency has unknown members: {', '.join(unknown)}", field=field)
-    key = value.get("key")
-    if not isinstance(key, str) or not key.strip():
-        raise InvalidInput("concurrency.key must be an expression over the input", field=f"{field}.key")
-    expressions.check(key, where=f"{field}.key", ancestors=set(), roots=("input",))
+    object_of(value, where=field, members=("key", "limit", "on_limit"), field=field)
+    key = _gate_key(value, field)
     limit = value.get("limit")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+    if not is_count(limit, 1, 10_000):
         raise InvalidInput("concurrency.limit must be an integer from 1 to 10000", field=f"{field}.limit")
     on_limit = value.get("on_limit") or "queue"
     if on_limit not in ON_LIMIT:
@@ -152,11 +142,7 @@ def debounce_check(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
     field = "debounce"
-    if not isinstance(value, dict):
-        raise InvalidInput("debounce must be an object {key, seconds, max_seconds}", field=field)
-    unknown = sorted(set(value) - {"key", "seconds", "max_seconds"})
-    if unknown:
-        raise InvalidInput(f"debounce has unknown members: {', '.join(unknown)}", field=field)
+    object_of(value, where=field, members=("key", "seconds", "max_seconds"), field=field)
     key = _gate_key(value, field)
     seconds = _gate_seconds(value.get("seconds"), field=f"{field}.seconds", high=MAX_GATE_SECONDS)
     stored: dict[str, Any] = {"key": key, "seconds": seconds}
@@ -178,15 +164,11 @@ def throttle_check(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
     field = "throttle"
-    if not isinstance(value, dict):
-        raise InvalidInput("throttle must be an object {key, per_seconds, limit}", field=field)
-    unknown = sorted(set(value) - {"key", "per_seconds", "limit"})
-    if unknown:
-        raise InvalidInput(f"throttle has unknown members: {', '.join(unknown)}", field=field)
+    object_of(value, where=field, members=("key", "per_seconds", "limit"), field=field)
     key = _gate_key(value, field)
     per_seconds = _gate_seconds(value.get("per_seconds"), field=f"{field}.per_seconds", high=MAX_GATE_SECONDS)
     limit = value.get("limit")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+    if not is_count(limit, 1, 10_000):
         raise InvalidInput("throttle.limit must be an integer from 1 to 10000", field=f"{field}.limit")
     return {"key": key, "per_seconds": per_seconds, "limit": limit}
 

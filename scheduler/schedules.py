@@ -52,7 +52,7 @@ from sas_project.errors import (
     StaleWrite,
 )
 from sas_project.permissions import can_submit
-from sas_project.validation import json_storable, valid_name
+from sas_project.validation import is_count, json_storable, valid_name
 from scheduler import contracts
 from scheduler.models import (
     JITTER_MAX_SECONDS,
@@ -216,7 +216,7 @@ def schedule_validate(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bounded(value: Any, field: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    if not is_count(value, low, high):
         raise InvalidInput(f"{field} must be a whole number from {low} to {high}", field=field)
     return value
 
@@ -498,14 +498,20 @@ def _cancel_live(schedule: Schedule, job: Job, fire_at: dt.datetime) -> None:
         )
 
 
+def _lock_active(schedule_id: int) -> Schedule | None:
+    """The schedule, locked for this transaction, when it is not paused and no other loop holds
+    it (skip locked: that loop is firing it)."""
+    return (
+        Schedule.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(pk=schedule_id, paused_at__isnull=True)
+        .select_related("created_by")
+        .first()
+    )
+
+
 def _fire_one(schedule_id: int, now: dt.datetime | None, quarantine: Quarantiner) -> int:
     with transaction.atomic():
-        schedule = (
-            Schedule.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(pk=schedule_id, paused_at__isnull=True)
-            .select_related("created_by")
-            .first()
-        )
+        schedule = _lock_active(schedule_id)
         moment = now or timezone.now()
         if (
             schedule is None
@@ -620,12 +626,7 @@ def schedules_start_buffered(now: dt.datetime | None = None) -> int:
 
 def _start_buffered(schedule_id: int, moment: dt.datetime) -> int:
     with transaction.atomic():
-        schedule = (
-            Schedule.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(pk=schedule_id, paused_at__isnull=True)
-            .select_related("created_by")
-            .first()
-        )
+        schedule = _lock_active(schedule_id)
         if schedule is None or _live_job(schedule) is not None or owner_unfit(schedule.created_by):
             return 0  # taken by another loop, still busy, or paused at its next firing
         firing = (

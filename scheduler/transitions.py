@@ -259,6 +259,35 @@ def step_transition(
     _step_event(unit, step, kind, source=source, reason=reason, data=data, frm=frm, to=to, actor=actor)
 
 
+def step_wait(
+    unit: Unit,
+    step: Step,
+    *,
+    source: str,
+    reason: str,
+    waiting: str,
+    kind: EventKind | None = None,
+    actor: User | None = None,
+    data: dict[str, Any] | None = None,
+    **fields: Any,
+) -> None:
+    """A ready step begins waiting (for its items, an iteration, a child job, a signal, a timer):
+    no call of its own, so no deadline or backoff unless `fields` set them. The event's reason
+    is the caller's followed by `waiting` (what the step waits for)."""
+    fields = {"deadline": None, "not_before": None, **fields}
+    step_transition(
+        unit,
+        step,
+        StepStatus.WAITING,
+        source=source,
+        kind=kind,
+        actor=actor,
+        reason=f"{reason}; {waiting}" if reason else waiting,
+        data=data,
+        **fields,
+    )
+
+
 def _step_event(
     unit: Unit,
     step: Step,

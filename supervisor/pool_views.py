@@ -6,17 +6,15 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
 
 from scheduler.unit import db_now
 from supervisor import selectors
 from supervisor.charts import latency_chart
 from supervisor.selectors.latency import pool_latency
-from supervisor.views import HttpRequest, viewer_required
+from supervisor.views import HttpRequest, console_page
 
 
-@require_GET
-@viewer_required
+@console_page
 def pools(request: HttpRequest) -> HttpResponse:
     now = db_now()
     rows, latency = selectors.pool_list(now), pool_latency(now)

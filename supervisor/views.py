@@ -131,6 +131,16 @@ def viewer_required(view: View) -> View:
     return wrapper
 
 
+def console_page(view: View) -> View:
+    """A console page: answers GET (and HEAD) only, to every signed-in viewer."""
+    return require_GET(viewer_required(view))
+
+
+def console_action(view: View) -> View:
+    """A console action: answers POST only, to operators."""
+    return require_POST(operator_required(view))
+
+
 def _partial(request: HttpRequest) -> bool:
     return bool(request.htmx) and not request.htmx.history_restore_request
 
@@ -162,15 +172,13 @@ def _poll_url(path: str, query: QueryDict, signature: str) -> str:
 # --- pages -----------------------------------------------------------------------------------------
 
 
-@require_GET
-@viewer_required
+@console_page
 def overview(request: HttpRequest) -> HttpResponse:
     data = selectors.overview()
     return _page(request, "ops/overview.html", "ops/_overview_live.html", {"section": "overview", "o": data})
 
 
-@require_GET
-@viewer_required
+@console_page
 def attention(request: HttpRequest) -> HttpResponse:
     form = AttentionFilterForm(request.GET)
     data = selectors.needs_attention(form.filters())
@@ -185,8 +193,7 @@ def attention(request: HttpRequest) -> HttpResponse:
     return _page(request, "ops/attention.html", "ops/_attention_live.html", context, data.signature)
 
 
-@require_GET
-@viewer_required
+@console_page
 def jobs(request: HttpRequest) -> HttpResponse:
     form = JobSearchForm(request.GET)
     page = Paginator(selectors.jobs_search(form.filters()), JOBS_PER_PAGE).get_page(request.GET.get("page"))
@@ -202,8 +209,7 @@ def jobs(request: HttpRequest) -> HttpResponse:
     return _page(request, "ops/jobs.html", "ops/_jobs_results.html", context)
 
 
-@require_GET
-@viewer_required
+@console_page
 def job(request: HttpRequest, job_id: Any) -> HttpResponse:
     try:
         context = _job_context(request, job_id)
@@ -218,8 +224,7 @@ def job(request: HttpRequest, job_id: Any) -> HttpResponse:
     return _page(request, "ops/job.html", "ops/_job_live.html", context, context["d"].signature)
 
 
-@require_GET
-@viewer_required
+@console_page
 def job_items(request: HttpRequest, job_id: Any, step_name: str) -> HttpResponse:
     """A fan-out step's items, a page at a time (of one status, with ?status=)."""
     status = request.GET.get("status", "")
@@ -239,8 +244,7 @@ def job_items(request: HttpRequest, job_id: Any, step_name: str) -> HttpResponse
     return render(request, "ops/items.html", context)
 
 
-@require_GET
-@viewer_required
+@console_page
 def calibration(request: HttpRequest) -> HttpResponse:
     data = selectors.calibration()
     return _page(
@@ -355,8 +359,7 @@ def _performed(
         return _answer(request, ok=False, message=message, status=status, step_id=step_id, job_id=job_id)
 
 
-@require_POST
-@operator_required
+@console_action
 def step_retry(request: HttpRequest, step_id: int) -> HttpResponse:
     form = RetryForm(request.POST)
     step = _performed(
@@ -380,8 +383,7 @@ def step_retry(request: HttpRequest, step_id: int) -> HttpResponse:
     return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=step.job_id)
 
 
-@require_POST
-@operator_required
+@console_action
 def step_resolve(request: HttpRequest, step_id: int) -> HttpResponse:
     step = _performed(
         request,
@@ -429,8 +431,7 @@ def step_decide(request: HttpRequest, step_id: int) -> HttpResponse:
     return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=job_id)
 
 
-@require_POST
-@operator_required
+@console_action
 def job_action(request: HttpRequest, job_id: Any) -> HttpResponse:
     form = JobActionForm(request.POST)
     step_id = _int_or_none(request.POST.get("step"))
@@ -447,8 +448,7 @@ def job_action(request: HttpRequest, job_id: Any) -> HttpResponse:
     return _answer(request, ok=True, message=message, status=200, step_id=step_id, job_id=job_id)
 
 
-@require_POST
-@operator_required
+@console_action
 def job_signal(request: HttpRequest, job_id: Any) -> HttpResponse:
     """Send a signal to a job from its page, as `POST /api/v1/jobs/{id}/signals/` does (the same
     service, with the operator as sender)."""
@@ -476,8 +476,7 @@ def _int_or_none(value: str | None) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-@require_POST
-@operator_required
+@console_action
 def attention_bulk(request: HttpRequest) -> HttpResponse:
     """A bulk Retry or Compensate: first a dry run (what would happen to each), then the run
     (what happened to each). The run takes exactly the steps the preview listed as allowed."""
@@ -531,8 +530,7 @@ def _bulk_page(request: HttpRequest, context: dict[str, Any], status: int = 200)
     return render(request, template, context, status=status)
 
 
-@require_POST
-@operator_required
+@console_action
 def job_rerun(request: HttpRequest, job_id: Any) -> HttpResponse:
     """Rerun a settled job from a step: the new job's page on success (htmx is told to go
     there), the job's page with the reason otherwise."""
@@ -552,16 +550,14 @@ def job_rerun(request: HttpRequest, job_id: Any) -> HttpResponse:
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
 
 
-@require_GET
-@viewer_required
+@console_page
 def events(request: HttpRequest) -> HttpResponse:
     """The inbound events received lately and the signals by key kept for a job (docs/events.md)."""
     context = {"section": "events", "events": latest_events(), "keyed": keyed_signals()}
     return render(request, "ops/events.html", context)
 
 
-@require_POST
-@operator_required
+@console_action
 def event_replay(request: HttpRequest, event_id: int) -> HttpResponse:
     """Replay a received event (as `POST /api/v1/events/{id}/replay/`), then back to the Events
     page saying what the replay did."""
@@ -584,30 +580,26 @@ def event_replay(request: HttpRequest, event_id: int) -> HttpResponse:
     return redirect("ops:events")
 
 
-@require_GET
-@viewer_required
+@console_page
 def keys(request: HttpRequest) -> HttpResponse:
     """The concurrency keys held or waited for now (docs/flow-control.md)."""
     context = {"section": "keys", "rows": busiest_keys(), "calls": busiest_call_keys()}
     return render(request, "ops/keys.html", context)
 
 
-@require_GET
-@viewer_required
+@console_page
 def at_risk(request: HttpRequest) -> HttpResponse:
     """The live jobs likely to miss their workflow's SLA, and how late or close each is (docs/sla.md)."""
     context = {"section": "at_risk", "rows": selectors.at_risk_jobs(timezone.now())}
     return render(request, "ops/at_risk.html", context)
 
 
-@require_GET
-@viewer_required
+@console_page
 def schedules(request: HttpRequest) -> HttpResponse:
     return render(request, "ops/schedules.html", {"section": "schedules", "rows": selectors.schedule_rows()})
 
 
-@require_POST
-@operator_required
+@console_action
 def schedule_action(request: HttpRequest, name: str) -> HttpResponse:
     """Pause or resume a schedule, then back to the list with what happened."""
     form = ScheduleActionForm(request.POST)
@@ -624,8 +616,7 @@ def schedule_action(request: HttpRequest, name: str) -> HttpResponse:
     return redirect("ops:schedules")
 
 
-@require_POST
-@operator_required
+@console_action
 def schedule_backfill_view(request: HttpRequest, name: str) -> HttpResponse:
     """Start the fire times of a past range that made no job, then back to the list saying what
     started."""
@@ -652,14 +643,12 @@ def schedule_backfill_view(request: HttpRequest, name: str) -> HttpResponse:
 # --- definitions (read-only: the admin edits them) -----------------------------------------------
 
 
-@require_GET
-@viewer_required
+@console_page
 def workflows(request: HttpRequest) -> HttpResponse:
     return render(request, "ops/workflows.html", {"section": "workflows", "rows": selectors.workflow_list()})
 
 
-@require_GET
-@viewer_required
+@console_page
 def workflow(request: HttpRequest, name: str) -> HttpResponse:
     detail = selectors.workflow_detail(name)
     if detail is None:
@@ -672,14 +661,12 @@ def workflow(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "ops/workflow.html", context)
 
 
-@require_GET
-@viewer_required
+@console_page
 def policies(request: HttpRequest) -> HttpResponse:
     return render(request, "ops/policies.html", {"section": "policies", "rows": selectors.policy_rows()})
 
 
-@require_GET
-@viewer_required
+@console_page
 def policy(request: HttpRequest, name: str) -> HttpResponse:
     detail = selectors.policy_detail(name)
     if detail is None:

@@ -40,7 +40,7 @@ from scheduler.models import STEP_SETTLED, EventKind, JoinMode, Step, StepKind, 
 from scheduler.services.dispatch import step_dispatch
 from scheduler.services.effects import compensation_dispatch, needs_compensation, sent_steps
 from scheduler.services.locking import JobState
-from scheduler.transitions import step_note, step_transition
+from scheduler.transitions import step_note, step_transition, step_wait
 from scheduler.unit import Unit
 
 S = StepStatus
@@ -94,18 +94,16 @@ def fan_out_start(
     join = _join_text(step)
     bound = f", at most {definition.max_parallel} at once" if definition.max_parallel else ""
     status_reason = f"{len(items)} items{bound}; join: {join}"
-    step_transition(
+    step_wait(
         unit,
         step,
-        S.WAITING,
         source=source,
         kind=E.ITEMS_STARTED,
-        reason=f"{reason}; {status_reason}" if reason else status_reason,
+        reason=reason,
+        waiting=status_reason,
         data={"items": len(items), "max_parallel": definition.max_parallel, "join": join},
         status_reason=status_reason,
         pool=None,
-        deadline=None,
-        not_before=None,
     )
     if items and state.job.paused_at is None:
         first = items[: definition.max_parallel or len(items)]

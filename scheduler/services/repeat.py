@@ -31,7 +31,7 @@ from scheduler.services.dispatch import step_dispatch
 from scheduler.services.effects import compensation_dispatch
 from scheduler.services.fanout import items_stop
 from scheduler.services.locking import JobState, step_input
-from scheduler.transitions import step_note, step_transition
+from scheduler.transitions import step_note, step_transition, step_wait
 from scheduler.unit import Unit
 from scheduler.wait_definitions import due_after
 
@@ -51,18 +51,16 @@ def repeat_start(unit: Unit, *, state: JobState, step: Step, source: str, reason
     """The ready repeat step begins waiting on its first iteration, dispatched at once."""
     loop = loop_of(step)
     status_reason = f"iteration 1 of at most {loop.get('max_iterations')}"
-    step_transition(
+    step_wait(
         unit,
         step,
-        S.WAITING,
         source=source,
         kind=E.ITERATION_STARTED,
-        reason=f"{reason}; {status_reason}" if reason else status_reason,
+        reason=reason,
+        waiting=status_reason,
         data={"iteration": 1},
         status_reason=status_reason,
         pool=None,
-        deadline=None,
-        not_before=None,
     )
     first = _make_iteration(unit, state, step, 1)
     if state.job.paused_at is None:

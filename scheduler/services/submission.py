@@ -182,17 +182,8 @@ def job_submit(
     signal. One transaction under the business key's lock: two such submissions at once make one
     job, and the second signals it.
     """
-    if signal is not None:
-        return _submit_with_signal(
-            workflow=workflow,
-            input=input,
-            submitter=submitter,
-            idempotency_key=idempotency_key,
-            callback_url=callback_url,
-            business_key=business_key,
-            priority=priority,
-            signal=signal,
-        )
+    # A bad signal is refused before the workflow and input are read, as it always was.
+    said = _signal_said(signal, business_key) if signal is not None else None
     prepared = submission_prepare(
         workflow=workflow,
         input=input,
@@ -201,6 +192,10 @@ def job_submit(
         business_key=business_key,
         priority=priority,
     )
+    if said is not None:
+        return _submit_with_signal(
+            prepared, workflow=workflow, submitter=submitter, idempotency_key=idempotency_key, signal=said
+        )
     user = submitter if submitter is not None and submitter.is_authenticated else None
     try:
         submission = _submit_prepared(prepared, user)
@@ -215,20 +210,8 @@ def job_submit(
     return submission
 
 
-def _submit_with_signal(
-    *,
-    workflow: str,
-    input: object,
-    submitter: User | None,
-    idempotency_key: str | None,
-    callback_url: str,
-    business_key: str,
-    priority: int,
-    signal: Any,
-) -> Submission:
-    """Signal-with-start (job_submit's `signal`)."""
-    from scheduler.services.wakeups import signal_send
-
+def _signal_said(signal: Any, business_key: str) -> tuple[str, Any]:
+    """A signal-with-start's name and payload, or InvalidInput."""
     if not isinstance(signal, dict):
         raise InvalidInput("signal must be an object {name, payload}", field="signal")
     name = valid_name(signal.get("name"), "signal.name", "signal")
@@ -236,14 +219,21 @@ def _submit_with_signal(
     json_storable(payload, "signal.payload")
     if not business_key:
         raise InvalidInput("a submission with a signal needs a business_key", field="business_key")
-    prepared = submission_prepare(
-        workflow=workflow,
-        input=input,
-        idempotency_key=idempotency_key,
-        callback_url=callback_url,
-        business_key=business_key,
-        priority=priority,
-    )
+    return name, payload
+
+
+def _submit_with_signal(
+    prepared: Prepared,
+    *,
+    workflow: str,
+    submitter: User | None,
+    idempotency_key: str | None,
+    signal: tuple[str, Any],
+) -> Submission:
+    """Signal-with-start (job_submit's `signal`)."""
+    from scheduler.services.wakeups import signal_send
+
+    name, payload = signal
     sender = submitter if submitter is not None else AnonymousUser()
     # The signal's own key: the same request sent again is the same signal, wherever it went.
     signal_key = f"with-start:{idempotency_key}" if idempotency_key else None

@@ -55,7 +55,7 @@ from scheduler.models import (
 )
 from scheduler.outbox import CHILD_START_TASK, task_write
 from scheduler.services.locking import JobState
-from scheduler.transitions import step_transition
+from scheduler.transitions import step_transition, step_wait
 from scheduler.unit import Unit, User
 from scheduler.wait_definitions import due_after, rung_at, timeout_at, wait_deadline
 
@@ -166,17 +166,16 @@ def step_begin_wait(
     what = describe(definition)
     if definition.kind == K.TIMER:
         ladder = {}
-    step_transition(
+    step_wait(
         unit,
         step,
-        S.WAITING,
         source=source,
         kind=kind,
         actor=actor,
-        reason=f"{reason}; waiting for {what}" if reason else f"waiting for {what}",
+        reason=reason,
+        waiting=f"waiting for {what}",
         data=data,
         deadline=deadline,
-        not_before=None,
         **ladder,
     )
     if definition.kind == K.SIGNAL:
@@ -226,16 +225,14 @@ def step_begin_child(
         data.update(child_job=None, previous_child=str(child.pk), attempt=tries["attempt"])
         child = None
     what = f"child job {child.pk}" if child is not None else f"a child job of workflow {workflow!r}"
-    step_transition(
+    step_wait(
         unit,
         step,
-        S.WAITING,
         source=source,
         actor=actor,
-        reason=f"{reason}; waiting for {what}" if reason else f"waiting for {what}",
+        reason=reason,
+        waiting=f"waiting for {what}",
         data=data,
-        deadline=None,
-        not_before=None,
         status_reason=f"waiting for {what}" if child is not None else f"starting {what}",
         **tries,
     )
