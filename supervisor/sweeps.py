@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 from sas_project.conf import sas_settings
@@ -66,25 +67,47 @@ def each_alone(
         yield item, result
 
 
-def sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> None:
-    """Jobs past their whole-job deadline stop and compensate what ran: in one transaction, or,
-    when that raises, one job at a time, quarantining the job that raises again."""
-    jobs: list[Any] = []
+def in_batch(
+    grant: LeaseGrant,
+    report: ScanReport,
+    *,
+    read: Callable[[Unit], list[T]],
+    batch: Callable[[Unit, list[T]], object],
+    alone: Callable[[T], object],
+    quarantine: Callable[[T, Exception], object],
+) -> list[T]:
+    """The items `read` returns, handled by `batch` in one fenced transaction (the common case
+    costs one transaction). When it raises with a fault of an item's, what it counted is undone
+    and the same items go each alone (each_alone: `alone` in a transaction of its own, the item
+    that raises again set aside by `quarantine`), in the same pass; a fault of the service's ends
+    the pass. Returns the items read: none, nothing was due (and no fence was taken)."""
+    items: list[T] = []
     before = report.snapshot()
     try:
         with unit_of_work() as unit:
+            items += read(unit)
+            if not items:
+                return items
             fence(grant)
-            jobs += _deadlines_due(unit.now, size)
-            for job_id in jobs:
-                _deadline_pass(unit, job_id, grant, report)
-            if jobs:
-                lease_progressed(grant)
-        return
+            batch(unit, items)
+            lease_progressed(grant)
     except Exception as exc:
-        if not jobs or not is_item_fault(exc):
+        if not items or not is_item_fault(exc):
             raise
         report.restore(before)
+        for _ in each_alone(items, handle=alone, report=report, quarantine=quarantine):
+            pass  # each item counts what it did in `report` itself
+    return items
+
+
+def sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> None:
+    """Jobs past their whole-job deadline stop and compensate what ran: in one transaction, or,
+    when that raises, one job at a time, quarantining the job that raises again."""
     quarantine = Quarantiner(QuarantineLoop.JOB_DEADLINES, source=source_of(grant))
+
+    def batch(unit: Unit, jobs: list[Any]) -> None:
+        for job_id in jobs:
+            _deadline_pass(unit, job_id, grant, report)
 
     def alone(job_id: Any) -> None:
         with unit_of_work() as unit:
@@ -92,8 +115,14 @@ def sweep_job_deadlines(grant: LeaseGrant, report: ScanReport, size: int) -> Non
             if lock_job(unit, job_id=job_id, skip_locked=True) is not None:
                 _deadline_pass(unit, job_id, grant, report)
 
-    for _ in each_alone(jobs, handle=alone, report=report, quarantine=quarantine.job):
-        pass  # each job counts what it did in `report` itself
+    in_batch(
+        grant,
+        report,
+        read=lambda unit: _deadlines_due(unit.now, size),
+        batch=batch,
+        alone=alone,
+        quarantine=quarantine.job,
+    )
 
 
 def _deadlines_due(now: Any, size: int) -> list[Any]:
@@ -127,37 +156,30 @@ def sweep_waits(grant: LeaseGrant, report: ScanReport, size: int) -> None:
     tried: set[Any] = set()
     quarantine = Quarantiner(QuarantineLoop.WAITS, source=source_of(grant))
 
-    def alone(job_id: Any) -> dict[str, int]:
+    def count(done: dict[str, int]) -> None:
+        for what, n in done.items():
+            report.examined += n
+            report.remediated += n
+            report.decisions[what] = report.decisions.get(what, 0) + n
+
+    def alone(job_id: Any) -> None:
         with unit_of_work() as unit:
             fence(grant)
-            return waits_expire(unit, job_ids=[job_id], source=source_of(grant))
+            count(waits_expire(unit, job_ids=[job_id], source=source_of(grant)))
 
     def set_aside(job_id: Any, exc: Exception) -> None:
         quarantine.job(job_id, exc, steps=waits_due_steps(job_id, now=db_now()))
 
     while True:
-        job_ids: list[Any] = []
-        try:
-            with unit_of_work() as unit:
-                # The fence only when there is something to do: no transaction of its own per scan.
-                job_ids += waits_due(unit.now, limit=size, exclude=tried)
-                if not job_ids:
-                    return
-                fence(grant)
-                done = waits_expire(unit, job_ids=job_ids, source=source_of(grant))
-                lease_progressed(grant)
-        except Exception as exc:
-            if not job_ids or not is_item_fault(exc):
-                raise
-            done = {}
-            for _, ended in each_alone(job_ids, handle=alone, report=report, quarantine=set_aside):
-                for what, count in ended.items():
-                    done[what] = done.get(what, 0) + count
+        job_ids = in_batch(
+            grant,
+            report,
+            read=lambda unit: waits_due(unit.now, limit=size, exclude=tried),
+            batch=lambda unit, job_ids: count(waits_expire(unit, job_ids=job_ids, source=source_of(grant))),
+            alone=alone,
+            quarantine=set_aside,
+        )
         tried.update(job_ids)
-        for what, count in done.items():
-            report.examined += count
-            report.remediated += count
-            report.decisions[what] = report.decisions.get(what, 0) + count
         if len(job_ids) < size:
             return
 
@@ -299,24 +321,21 @@ def sweep_at_risk(grant: LeaseGrant, report: ScanReport, size: int) -> None:
 
     after: tuple[dt.datetime, Any] | None = None
     while True:
-        jobs: list[SlaJob] = []
-        before = report.snapshot()
-        try:
-            with unit_of_work() as unit:
-                jobs += at_risk_candidates(unit.now, after=after, limit=size)
-                if not jobs:
-                    return
-                fence(grant)
-                _at_risk_pass(unit, jobs, grant, report)
-        except Exception as exc:
-            if not jobs or not is_item_fault(exc):
-                raise
-            report.restore(before)
-            for _ in each_alone(jobs, handle=alone, report=report, quarantine=set_aside):
-                pass  # each job counts what it did in `report` itself
-        after = (jobs[-1].created_at, jobs[-1].pk)
+        jobs = in_batch(
+            grant,
+            report,
+            read=partial(_at_risk_candidates, after=after, limit=size),
+            batch=lambda unit, jobs: _at_risk_pass(unit, jobs, grant, report),
+            alone=alone,
+            quarantine=set_aside,
+        )
         if len(jobs) < size:
             return
+        after = (jobs[-1].created_at, jobs[-1].pk)
+
+
+def _at_risk_candidates(unit: Unit, *, after: tuple[dt.datetime, Any] | None, limit: int) -> list[SlaJob]:
+    return at_risk_candidates(unit.now, after=after, limit=limit)
 
 
 def _at_risk_pass(unit: Unit, jobs: list[SlaJob], grant: LeaseGrant, report: ScanReport) -> None:

@@ -1030,17 +1030,15 @@ def run_campaign(cfg: CampaignConfig, log: Callable[[str], None]) -> dict[str, A
                 if poison is not None and now >= next_poison and now - started < cfg.duration:
                     poison.publish_next()
                     next_poison = time.monotonic() + cfg.poison_every
-                if cfg.pg_restart and probes_quiet[0] <= next_pg < probes_quiet[1]:
-                    next_pg = probes_quiet[1]
-                # Nor while the stuck supervisor's window is open, or about to: it times the
-                # takeover, which needs a peer to start and a restart would hold back (a cluster
-                # starting then retries, qcluster's start). The restart comes after it, while
-                # the faults go on a few seconds more.
-                if (
-                    cfg.pg_restart
-                    and next_pg <= now
-                    and (stuck.active or (stuck.state == "off" and now >= stuck_at - 5.0))
-                ):
+                # No restart of the database while the lag probes are measured (above), nor while
+                # the stuck supervisor's window is open, or about to be: it times the takeover,
+                # which needs a peer to start and a restart would hold back (a cluster starting
+                # then retries, qcluster's start). A restart due then comes as the span ends,
+                # while the faults go on a few seconds more.
+                quiet = probes_quiet[0] <= now < probes_quiet[1] or (
+                    stuck.active or (stuck.state == "off" and now >= stuck_at - 5.0)
+                )
+                if cfg.pg_restart and next_pg <= now and quiet:
                     next_pg = now + 1.0
                 faults_on = now - started < cfg.duration or now < after_stuck
                 if cfg.pg_restart and now >= next_pg and faults_on:
