@@ -124,19 +124,20 @@ def test_the_image_migrates_serves_runs_a_job_and_stops_cleanly_on_sigterm(
         )
         user = podman("exec", names["web"], "id", "-u").stdout.strip()
         assert user == "10001"  # not root
-        client = httpx.Client(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=10)
-        submitted = client.post(
-            "/api/v1/jobs/",
-            json={"workflow": "order_fulfilment", "input": {"sku": "A1", "quantity": 1, "amount": 20}},
-        )
-        assert submitted.status_code == 201, submitted.text
-        job_url = f"/api/v1/jobs/{submitted.json()['id']}/"
-        wait_until(
-            lambda: client.get(job_url).json()["status"] == "succeeded",
-            timeout=90,
-            interval=0.5,
-            message="the job succeeded",
-        )
+        # Closed before the web server stops: its workers keep idle connections alive.
+        with httpx.Client(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=10) as client:
+            submitted = client.post(
+                "/api/v1/jobs/",
+                json={"workflow": "order_fulfilment", "input": {"sku": "A1", "quantity": 1, "amount": 20}},
+            )
+            assert submitted.status_code == 201, submitted.text
+            job_url = f"/api/v1/jobs/{submitted.json()['id']}/"
+            wait_until(
+                lambda: client.get(job_url).json()["status"] == "succeeded",
+                timeout=90,
+                interval=0.5,
+                message="the job succeeded",
+            )
         assert sandbox.stats()["effects_by_kind"] == {"charge": 1, "reserve": 1, "schedule": 1}
 
         # SIGTERM (podman stop), each stopped within its grace period, cleanly.
