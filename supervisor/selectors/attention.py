@@ -71,7 +71,7 @@ def attention_condition(now: dt.datetime) -> Q:
     return overdue | deciding | failing_compensation | approval | timing_out
 
 
-class _StepActions:
+class StepActions:
     """Which operator actions a row's step allows now (the services decide for real)."""
 
     step: Step
@@ -121,7 +121,7 @@ class AttentionFilters:
 
 
 @dataclass(frozen=True)
-class AttentionItem(_StepActions):
+class AttentionItem(StepActions):
     step: Step
     #: Why it is on the list, in words.
     why: str

@@ -35,7 +35,7 @@ from scheduler.selectors import item_summaries
 from scheduler.services.flow import KeyWait, key_wait
 from scheduler.services.gates import GateWait, gate_wait
 from supervisor.selectors.actions import job_actions
-from supervisor.selectors.attention import _StepActions
+from supervisor.selectors.attention import StepActions
 from supervisor.selectors.events import event_of
 from supervisor.selectors.overview import signature
 from supervisor.services import input_edit_refusal
@@ -51,7 +51,7 @@ TIMELINE_EVENTS = 500
 
 
 @dataclass(frozen=True)
-class StepRow(_StepActions):
+class StepRow(StepActions):
     step: Step
     attempts: list[Attempt]
     compensation: Step | None
