@@ -82,6 +82,9 @@ KEY_IN_FLIGHT = Q(status__in=(S.DISPATCHED, S.UNKNOWN)) | Q(
 #: The same, less the calls waiting for the pump themselves: what makes a key full for every
 #: waiting call (a waiting retry holds the key against the others, never against itself).
 KEY_HELD_OUTSIDE = KEY_IN_FLIGHT & ~Q(status=S.WAITING)
+#: A waiting call that keeps its key's place (KEY_IN_FLIGHT among the waiting): a retry whose
+#: last call got no answer.
+WAITING_IN_PLACE = Q(last_outcome=Outcome.NO_ANSWER)
 #: The statuses of a step with a key in use (holding it, or waiting for it).
 LIVE_STEP_KEY_STATUSES = (S.DISPATCHED, S.UNKNOWN, S.ATTEMPT_FAILED, S.RETRY_WAIT, S.HELD, S.WAITING)
 #: The longest key value kept as it reads (longer ones are kept as their digest).
@@ -340,9 +343,12 @@ def _pump_pool(pool_id: int, dispatch: StepDispatcher) -> tuple[int, float | Non
 
 def _candidates(pool_id: int) -> list[tuple[int, Any, int, str]]:
     """The pool's waiting steps the pump looks at (step, job, job priority, the key it takes
-    turns by), highest priority first, then oldest. Calls of a concurrency key at its limit are
-    left out, and at most PER_KEY steps of any one key (concurrency, rate, the job's key) are
-    looked at, so that one key's backlog never fills the batch ahead of another key's first
+    turns by), highest priority first, then oldest. Calls that cannot go now for their
+    concurrency key are left out: every call of a key whose calls in flight are at the limit, and
+    the calls that hold no place of a key whose places are all taken (its waiting retries count:
+    they keep their places), so that a backlog which can only wait never stands before the
+    retries that may go. At most PER_KEY steps of any one key (concurrency, rate, the job's key)
+    are looked at, so that one key's backlog never fills the batch ahead of another key's first
     call. The first read is the plain one (an index range, no sort of every waiting step); the
     keyed read runs only when keyed steps are among the candidates."""
     waiting = _dispatchable_waiting().filter(pool_id=pool_id)
@@ -350,7 +356,7 @@ def _candidates(pool_id: int) -> list[tuple[int, Any, int, str]]:
     columns = ("pk", "job_id", "job__priority", "concurrency_key", "rate_key", "job__concurrency_key")
     rows = list(waiting.order_by(*order).values_list(*columns)[:BATCH])
     if any(row[3] or row[4] or row[5] for row in rows):
-        full = _full_keys(pool_id)
+        full, taken = _full_keys(pool_id)
         fair = Coalesce(
             NullIf(F("concurrency_key"), Value("")),
             NullIf(F("rate_key"), Value("")),
@@ -360,6 +366,7 @@ def _candidates(pool_id: int) -> list[tuple[int, Any, int, str]]:
         )
         rows = list(
             waiting.exclude(concurrency_key__in=full)
+            .exclude(Q(concurrency_key__in=taken) & ~WAITING_IN_PLACE)
             .annotate(
                 rank=Window(
                     RowNumber(),
@@ -374,27 +381,33 @@ def _candidates(pool_id: int) -> list[tuple[int, Any, int, str]]:
     return [(pk, job, priority, key or rate or job_key) for pk, job, priority, key, rate, job_key in rows]
 
 
-def _full_keys(pool_id: int) -> list[str]:
-    """The concurrency keys waiting in the pool whose calls in flight are at the limit."""
+def _full_keys(pool_id: int) -> tuple[list[str], list[str]]:
+    """The concurrency keys waiting in the pool that are at their limit: full for every waiting
+    call (the calls in flight, or that may be, fill it), and with every place taken (those and
+    the waiting retries that keep their places fill it: full for the calls without one)."""
     waiting_keys = (
         _dispatchable_waiting().filter(pool_id=pool_id).exclude(concurrency_key="").values("concurrency_key")
     )
     rows = (
-        Step.objects.filter(KEY_HELD_OUTSIDE, concurrency_key__in=Subquery(waiting_keys))
+        Step.objects.filter(KEY_IN_FLIGHT, concurrency_key__in=Subquery(waiting_keys))
         .exclude(concurrency_key="")
         .values("concurrency_key", "definition__concurrency")
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("pk"), outside=Count("pk", filter=~Q(status=S.WAITING)))
         .order_by()
     )
-    in_flight: dict[str, int] = {}
+    in_place: collections.Counter[str] = collections.Counter()
+    outside: collections.Counter[str] = collections.Counter()
     limits: dict[str, int] = {}
     for row in rows:
         key = row["concurrency_key"]
-        in_flight[key] = in_flight.get(key, 0) + row["n"]
+        in_place[key] += row["n"]
+        outside[key] += row["outside"]
         limit = (row["definition__concurrency"] or {}).get("limit")
         if limit is not None:
             limits[key] = int(limit)
-    return [key for key, n in in_flight.items() if key in limits and n >= limits[key]]
+    full = [key for key, limit in limits.items() if outside[key] >= limit]
+    taken = [key for key, limit in limits.items() if in_place[key] >= limit]
+    return full, taken
 
 
 # --- keys and rates -------------------------------------------------------------------------------

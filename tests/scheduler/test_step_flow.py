@@ -294,3 +294,30 @@ def test_a_call_that_got_no_answer_keeps_its_keys_place_until_it_calls_again(
     run_queued_tasks()
     pump(dispatch=step_dispatch)
     assert calls_of(first).status == StepStatus.SUCCEEDED and calls_of(second).status == D
+
+
+def test_retries_that_keep_their_keys_places_go_out_behind_a_backlog_longer_than_the_pump_reads(
+    fake_remote: FakeRemote, supervise: Any
+) -> None:
+    """The key's places are held by its two waiting retries (no answer yet); the calls that hold
+    no place, more than the pump reads per key and all older, can never go before them. The pump
+    must look at the retries, not at a batch of calls that can only wait."""
+    from agents.outcome import Outcome
+
+    make_workflow("pay", keyed_step(concurrency={"key": "input.account", "limit": 2}))
+    fake_remote.script("charge", Outcome.NO_ANSWER, Outcome.NO_ANSWER)
+    first = [submit("pay", account="a") for _ in range(2)]
+    backlog = [submit("pay", account="a") for _ in range(capacity.PER_KEY + 2)]
+    assert [calls_of(j).status for j in first] == [D, D]
+    run_queued_tasks()  # both calls: no answer (they may still be running at the remote)
+    assert all(calls_of(j).last_outcome == Outcome.NO_ANSWER for j in first)
+    for _ in range(4):
+        supervise()  # the retries are decided, then parked behind the backlog (the key is limited)
+        pump(dispatch=step_dispatch)
+        if all(calls_of(j).status == D for j in first):
+            break
+    assert [calls_of(j).status for j in first] == [D, D]
+    assert all(calls_of(j).status == W for j in backlog)  # the key's two places, no more
+    run_queued_tasks()
+    pump(dispatch=step_dispatch)
+    assert in_flight("a") == 2 and all(calls_of(j).status == StepStatus.SUCCEEDED for j in first)
