@@ -8,6 +8,7 @@ import datetime as dt
 import itertools
 import time
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import Max, Min
@@ -315,6 +316,25 @@ def _ladders(log: LoopsLog, examples: dict[str, list[str]]) -> dict[str, Any]:
 # --- children that retry --------------------------------------------------------------------------
 
 
+def children_as_the_declines_say(*, declines: int, step_status: str, children: Sequence[Any]) -> bool:
+    """Whether a parent's children (oldest try first; each with `status` and
+    `compensation_reason`) are as its account's declines say. Once the invoice step settled it
+    took one child per decline and one more that succeeded; with CHILD_TRIES declines or more,
+    no child succeeded and, unless the step waits for an operator, it took CHILD_TRIES. A step its
+    job stopped before (its `reserve` failed: skipped) took none."""
+    if step_status == S.SKIPPED:
+        return not children
+    if step_status in (S.SUCCEEDED, S.COMPENSATED) and len(children) != declines + 1:
+        return False
+    if declines >= CHILD_TRIES:
+        succeeded = any(
+            c.status in (J.SUCCEEDED, J.COMPENSATED) and c.compensation_reason != "failure" for c in children
+        )
+        if succeeded or (step_status != S.WAITING and len(children) != CHILD_TRIES):
+            return False
+    return True
+
+
 def _children(
     log: LoopsLog, stats: dict[str, Any], examples: dict[str, list[str]]
 ) -> tuple[dict[str, Any], list[str]]:
@@ -379,20 +399,9 @@ def _children(
             if parent.status in (J.COMPENSATED, J.CANCELLED) and child.status == J.SUCCEEDED:
                 v["children_succeeded_under_compensated_parents"].append(str(child.pk))
         declines = int(plan["declines"])
-        succeeded = [
-            c
-            for c in children
-            if c.status in (J.SUCCEEDED, J.COMPENSATED) and c.compensation_reason != "failure"
-        ]
-        if step.status in (S.SUCCEEDED, S.COMPENSATED) and len(children) != declines + 1:
+        if not children_as_the_declines_say(declines=declines, step_status=step.status, children=children):
             v["children_not_as_the_declines_say"].append(
-                f"{job_id}: {declines} declines, {len(children)} children"
-            )
-        if declines >= CHILD_TRIES and (
-            succeeded or (step.status != S.WAITING and len(children) != CHILD_TRIES)
-        ):
-            v["children_not_as_the_declines_say"].append(
-                f"{job_id}: {declines} declines, {len(children)} children"
+                f"{job_id}: {declines} declines, {len(children)} children, invoice {step.status}"
             )
     # A parent waiting for a child held for an operator has settled as far as the service goes.
     held = {

@@ -6,11 +6,13 @@ needing attention) and notes an unsettled one."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from testbed.campaign_loops import LADDER_PLANS, RUNGS, ladder_move
+from testbed.campaign_loops import CHILD_TRIES, LADDER_PLANS, RUNGS, ladder_move
+from testbed.campaign_loops_checks import children_as_the_declines_say
 
 pytestmark = pytest.mark.sqlite
 
@@ -133,3 +135,29 @@ def test_an_unsettled_job_is_noted_with_its_keys_holders() -> None:
     }
     assert unsettled_note(jobs, "w") == "w waiting orders key a held by ['h needs_attention']"
     assert unsettled_note(jobs, "r") == "r running orders"
+
+
+def test_a_parent_whose_invoice_was_never_reached_has_no_children_whatever_its_declines() -> None:
+    """The parent's `reserve` failed: its job compensated, the invoice step was skipped and took
+    no child. The account's declines never came into play (a 1,000-job run counted this once)."""
+
+    def child(status: str, reason: str = "") -> Any:
+        return SimpleNamespace(status=status, compensation_reason=reason)
+
+    failed = [child("compensated", "failure") for _ in range(CHILD_TRIES)]
+    for declines in (0, 1, CHILD_TRIES):
+        assert children_as_the_declines_say(declines=declines, step_status="skipped", children=[])
+        assert not children_as_the_declines_say(declines=declines, step_status="skipped", children=failed[:1])
+    # Reached: as before, one child per decline and one that succeeded; all tries failing at most.
+    assert children_as_the_declines_say(
+        declines=1, step_status="succeeded", children=[failed[0], child("succeeded")]
+    )
+    assert not children_as_the_declines_say(
+        declines=1, step_status="succeeded", children=[child("succeeded")]
+    )
+    assert children_as_the_declines_say(declines=CHILD_TRIES, step_status="failed", children=failed)
+    assert not children_as_the_declines_say(declines=CHILD_TRIES, step_status="failed", children=failed[:2])
+    assert children_as_the_declines_say(declines=CHILD_TRIES, step_status="waiting", children=failed[:2])
+    assert not children_as_the_declines_say(
+        declines=CHILD_TRIES, step_status="failed", children=[*failed[:2], child("succeeded")]
+    )
