@@ -72,19 +72,18 @@ BATCH = 200
 LIMITED_POOL = (
     Q(pool__max_in_flight__isnull=False) | Q(pool__max_per_second__isnull=False) | Q(pool__rate__isnull=False)
 )
+#: A call that got no answer keeps its key's place while its step waits (to be retried, decided,
+#: or for an operator; among the waiting calls, the retries that keep theirs): it may still be
+#: running at its remote, until its step settles or calls again.
+NO_ANSWER_YET = Q(last_outcome=Outcome.NO_ANSWER)
 #: What holds a step's key: its call is in flight, or may still be: no answer yet (`unknown`),
-#: or none ever (its last outcome `no_answer`) while it waits to be retried, decided, or for an
-#: operator. A call that timed out may still be running at its remote: until its step settles or
-#: calls again, it keeps its place.
-KEY_IN_FLIGHT = Q(status__in=(S.DISPATCHED, S.UNKNOWN)) | Q(
-    last_outcome=Outcome.NO_ANSWER, status__in=(S.ATTEMPT_FAILED, S.RETRY_WAIT, S.HELD, S.WAITING)
+#: or none ever (NO_ANSWER_YET) while its step waits.
+KEY_IN_FLIGHT = Q(status__in=(S.DISPATCHED, S.UNKNOWN)) | (
+    NO_ANSWER_YET & Q(status__in=(S.ATTEMPT_FAILED, S.RETRY_WAIT, S.HELD, S.WAITING))
 )
 #: The same, less the calls waiting for the pump themselves: what makes a key full for every
 #: waiting call (a waiting retry holds the key against the others, never against itself).
 KEY_HELD_OUTSIDE = KEY_IN_FLIGHT & ~Q(status=S.WAITING)
-#: A waiting call that keeps its key's place (KEY_IN_FLIGHT among the waiting): a retry whose
-#: last call got no answer.
-WAITING_IN_PLACE = Q(last_outcome=Outcome.NO_ANSWER)
 #: The statuses of a step with a key in use (holding it, or waiting for it).
 LIVE_STEP_KEY_STATUSES = (S.DISPATCHED, S.UNKNOWN, S.ATTEMPT_FAILED, S.RETRY_WAIT, S.HELD, S.WAITING)
 #: The longest key value kept as it reads (longer ones are kept as their digest).
@@ -366,7 +365,7 @@ def _candidates(pool_id: int) -> list[tuple[int, Any, int, str]]:
         )
         rows = list(
             waiting.exclude(concurrency_key__in=full)
-            .exclude(Q(concurrency_key__in=taken) & ~WAITING_IN_PLACE)
+            .exclude(Q(concurrency_key__in=taken) & ~NO_ANSWER_YET)
             .annotate(
                 rank=Window(
                     RowNumber(),

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from agents.fake import FakeRemote
 from agents.models import AgentEndpoint, AgentPool
+from agents.outcome import Outcome
 from scheduler.models import Step, StepStatus
 from scheduler.serializers import rendering
 from scheduler.services import capacity, job_submit
@@ -274,8 +275,6 @@ def test_the_keys_page_lists_the_calls_keys_and_the_rates_holding_calls(
 def test_a_call_that_got_no_answer_keeps_its_keys_place_until_it_calls_again(
     fake_remote: FakeRemote, supervise: Any
 ) -> None:
-    from agents.outcome import Outcome
-
     make_workflow("pay", keyed_step(concurrency={"key": "input.account", "limit": 1}))
     fake_remote.script("charge", Outcome.NO_ANSWER)
     first = submit("pay", account="a")
@@ -302,8 +301,6 @@ def test_retries_that_keep_their_keys_places_go_out_behind_a_backlog_longer_than
     """The key's places are held by its two waiting retries (no answer yet); the calls that hold
     no place, more than the pump reads per key and all older, can never go before them. The pump
     must look at the retries, not at a batch of calls that can only wait."""
-    from agents.outcome import Outcome
-
     make_workflow("pay", keyed_step(concurrency={"key": "input.account", "limit": 2}))
     fake_remote.script("charge", Outcome.NO_ANSWER, Outcome.NO_ANSWER)
     first = [submit("pay", account="a") for _ in range(2)]
